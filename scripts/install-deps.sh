@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what building and testing litelet needs and this
+# machine lacks: cmake (grpcio builds gRPC core), a C toolchain, and for the
+# real-runtime tests containerd, runc, static busybox and the CNI plugins.
+# Does nothing when all is present; needs root (or sudo) otherwise.
+set -euo pipefail
+needed=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+have_cmd cmake || needed+=(cmake)
+have_cmd gcc || needed+=(gcc)
+have_cmd g++ || needed+=(g++)
+have_cmd make || needed+=(make)
+have_pkg libc6-dev || needed+=(libc6-dev)
+have_cmd containerd || needed+=(containerd)
+have_cmd runc || needed+=(runc)
+have_pkg busybox-static || needed+=(busybox-static)
+[ -x /usr/lib/cni/bridge ] || needed+=(containernetworking-plugins)
+have_cmd file || needed+=(file)
+
+if [ ${#needed[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${needed[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${needed[@]}" >/dev/null

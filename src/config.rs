@@ -1,0 +1,258 @@
+//! Command-line flags and their validated form.
+//!
+//! Two steps, as in ripgrep: [`Flags`] is what clap parses (upstream kubelet flag names
+//! where the meaning is the same); [`Flags::resolve`] checks values and turns them into a
+//! [`Config`] without touching the machine. Later steps (node name from the hostname,
+//! config file merge) build on `Config`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cri::{ConnectOptions, CriError, Endpoint};
+
+/// The default CRI socket, containerd's.
+pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+
+/// litelet's command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "litelet",
+    version,
+    about = "A small Kubernetes node agent (kubelet) for edge machines",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Flags {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub runtime: RuntimeFlags,
+
+    /// kubeconfig for the API server; without it litelet runs in standalone mode
+    /// (static pods from --pod-manifest-path only).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Directory of static pod manifests (YAML or JSON).
+    #[arg(long, value_name = "DIR")]
+    pub pod_manifest_path: Option<PathBuf>,
+
+    /// The node's name (defaults to the machine's hostname).
+    #[arg(long, value_name = "NAME")]
+    pub hostname_override: Option<String>,
+
+    /// The IP address the node reports as InternalIP.
+    #[arg(long, value_name = "IP")]
+    pub node_ip: Option<std::net::IpAddr>,
+
+    /// Where litelet keeps its state (allocation checkpoint, pod directories).
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/litelet")]
+    pub root_dir: PathBuf,
+
+    /// Parent cgroup of the `kubepods` hierarchy.
+    #[arg(long, value_name = "/NAME", default_value = "/")]
+    pub cgroup_root: String,
+
+    /// KubeletConfiguration file (YAML); flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Most pods this node runs.
+    #[arg(long, value_name = "N", default_value_t = 110)]
+    pub max_pods: u32,
+
+    /// Port of the authenticated node API (HTTPS).
+    #[arg(long, value_name = "PORT", default_value_t = 10250)]
+    pub port: u16,
+
+    /// Port of the loopback health endpoint.
+    #[arg(long, value_name = "PORT", default_value_t = 10248)]
+    pub healthz_port: u16,
+
+    /// Serving certificate of the node API.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Serving key of the node API.
+    #[arg(long, value_name = "FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// CA bundle that client certificates of the node API must chain to.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
+    #[arg(
+        short = 'v',
+        long = "v",
+        value_name = "N",
+        default_value_t = 0,
+        global = true
+    )]
+    pub verbosity: u8,
+}
+
+/// Operator subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the container runtime's name, version, API version and conditions.
+    RuntimeInfo(RuntimeInfoFlags),
+}
+
+/// Flags of `litelet runtime-info`.
+#[derive(Debug, Args)]
+pub struct RuntimeInfoFlags {
+    #[command(flatten)]
+    pub runtime: RuntimeFlags,
+}
+
+/// How to reach the CRI runtime.
+#[derive(Debug, Args, Clone)]
+pub struct RuntimeFlags {
+    /// The CRI runtime's socket.
+    #[arg(long, value_name = "unix:///PATH", default_value = DEFAULT_RUNTIME_ENDPOINT)]
+    pub container_runtime_endpoint: String,
+
+    /// Deadline of each runtime call, as a Go duration (e.g. 2m0s, 30s).
+    #[arg(long, value_name = "DURATION", default_value = "2m0s", value_parser = parse_duration)]
+    pub runtime_request_timeout: Duration,
+
+    /// Deadline of an image pull, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "10m0s", value_parser = parse_duration)]
+    pub image_pull_timeout: Duration,
+}
+
+impl RuntimeFlags {
+    /// The runtime endpoint and call deadlines, validated.
+    pub fn resolve(&self) -> Result<(Endpoint, ConnectOptions), CriError> {
+        let endpoint = Endpoint::parse(&self.container_runtime_endpoint)?;
+        let options = ConnectOptions {
+            request_timeout: self.runtime_request_timeout,
+            pull_timeout: self.image_pull_timeout,
+        };
+        Ok((endpoint, options))
+    }
+}
+
+/// Log level filter for `-v N`, used when RUST_LOG is unset.
+pub fn log_filter(verbosity: u8) -> log::LevelFilter {
+    match verbosity {
+        0..=1 => log::LevelFilter::Info,
+        2..=4 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    }
+}
+
+/// Parses a Go-style duration such as `2m0s`, `1h30m`, `500ms`, `10s` or `0`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = |why: &str| format!("invalid duration {text:?}: {why}");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.is_empty() {
+        return Err(bad("empty"));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| bad("missing unit"))?;
+        if digits == 0 {
+            return Err(bad("expected a number"));
+        }
+        let number: f64 = rest[..digits].parse().map_err(|_| bad("bad number"))?;
+        let unit_len = rest[digits..]
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len() - digits);
+        let unit = &rest[digits..digits + unit_len];
+        let seconds = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(bad(&format!("unknown unit {other:?}"))),
+        };
+        total += Duration::from_secs_f64(number * seconds);
+        rest = &rest[digits + unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        let cases = [
+            ("2m0s", 120_000),
+            ("10s", 10_000),
+            ("1h30m", 5_400_000),
+            ("500ms", 500),
+            ("1.5s", 1_500),
+            ("0", 0),
+        ];
+        for (text, millis) in cases {
+            assert_eq!(
+                parse_duration(text).unwrap(),
+                Duration::from_millis(millis),
+                "{text}"
+            );
+        }
+        for bad in ["", "10", "s", "1x", "1m-2s", "m1"] {
+            assert!(parse_duration(bad).is_err(), "{bad} should fail");
+        }
+    }
+
+    #[test]
+    fn upstream_flag_names_parse() {
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--container-runtime-endpoint",
+            "unix:///tmp/x.sock",
+            "--pod-manifest-path",
+            "/etc/kubernetes/manifests",
+            "--hostname-override",
+            "edge-1",
+            "--max-pods",
+            "30",
+            "-v",
+            "4",
+            "--runtime-request-timeout",
+            "30s",
+        ])
+        .unwrap();
+        assert!(flags.command.is_none());
+        assert_eq!(flags.max_pods, 30);
+        assert_eq!(flags.hostname_override.as_deref(), Some("edge-1"));
+        assert_eq!(log_filter(flags.verbosity), log::LevelFilter::Debug);
+        let (endpoint, options) = flags.runtime.resolve().unwrap();
+        assert_eq!(endpoint.to_string(), "unix:///tmp/x.sock");
+        assert_eq!(options.request_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn runtime_info_subcommand() {
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "runtime-info",
+            "--container-runtime-endpoint",
+            "unix:///run/crio/crio.sock",
+        ])
+        .unwrap();
+        match flags.command {
+            Some(Command::RuntimeInfo(info)) => {
+                assert_eq!(
+                    info.runtime.container_runtime_endpoint,
+                    "unix:///run/crio/crio.sock"
+                )
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The CRI (Container Runtime Interface) v1: generated wire types and blocking clients.
+//!
+//! `pb` holds the messages generated from `proto/cri/api.proto` at build time and
+//! `grpc` the generated service stubs (client and server traits; the fake runtime in
+//! tests implements the server side). Every other part of litelet talks to the
+//! runtime through [`RuntimeClient`] and [`ImageClient`], which share one gRPC channel,
+//! put a deadline on every call and map failures to [`CriError`].
+
+#[allow(
+    renamed_and_removed_lints,
+    clippy::all,
+    clippy::pedantic,
+    missing_docs,
+    unused_qualifications,
+    unused_results,
+    non_camel_case_types,
+    non_snake_case,
+    unreachable_pub
+)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/cri/mod.rs"));
+}
+
+mod client;
+mod endpoint;
+mod error;
+
+pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};
+pub use endpoint::Endpoint;
+pub use error::CriError;
+pub use generated::api as pb;
+pub use generated::api_grpc as grpc;
+
+/// The CRI API version litelet speaks.
+pub const CRI_API_VERSION: &str = "v1";

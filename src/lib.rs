@@ -1,0 +1,11 @@
+//! litelet: a Kubernetes node agent (kubelet) for small machines.
+//!
+//! A synchronous, threaded daemon: every long-lived activity is an OS thread, threads
+//! talk over crossbeam channels, the runtime is reached over blocking gRPC. See
+//! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
+
+pub mod api;
+pub mod config;
+pub mod cri;
+pub mod process;
+pub mod runtime_info;

@@ -1,0 +1,78 @@
+//! `litelet runtime-info`: what the runtime says about itself, for operators.
+//!
+//! The crictl-info equivalent on machines where crictl is not packaged. Pure
+//! formatting over two CRI calls, so tests run it against the fake runtime.
+
+use std::fmt::Write as _;
+
+use crate::cri::{pb, CriError, RuntimeClient};
+
+/// Queries Version and Status and renders them as aligned text.
+pub fn report(client: &RuntimeClient) -> Result<String, CriError> {
+    let version = client.check_version()?;
+    let status = client.status(&pb::StatusRequest {
+        verbose: false,
+        ..Default::default()
+    })?;
+    Ok(render(client.endpoint().to_string(), &version, &status))
+}
+
+fn render(endpoint: String, version: &pb::VersionResponse, status: &pb::StatusResponse) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Endpoint:        {endpoint}");
+    let _ = writeln!(out, "RuntimeName:     {}", version.runtime_name);
+    let _ = writeln!(out, "RuntimeVersion:  {}", version.runtime_version);
+    let _ = writeln!(out, "RuntimeApiVersion: {}", version.runtime_api_version);
+    let _ = writeln!(out, "Conditions:");
+    let conditions = status
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if conditions.is_empty() {
+        let _ = writeln!(out, "  (none reported)");
+    }
+    for condition in conditions {
+        let _ = write!(out, "  {:<14} {}", condition.type_, condition.status);
+        if !condition.reason.is_empty() {
+            let _ = write!(out, "  reason={}", condition.reason);
+        }
+        if !condition.message.is_empty() {
+            let _ = write!(out, "  message={:?}", condition.message);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_conditions_and_versions() {
+        let version = pb::VersionResponse {
+            runtime_name: "containerd".into(),
+            runtime_version: "1.6.20".into(),
+            runtime_api_version: "v1".into(),
+            ..Default::default()
+        };
+        let mut status = pb::StatusResponse::default();
+        let mut runtime_status = pb::RuntimeStatus::default();
+        runtime_status.conditions.push(pb::RuntimeCondition {
+            type_: "NetworkReady".into(),
+            status: false,
+            reason: "NetworkPluginNotReady".into(),
+            message: "cni config uninitialized".into(),
+            ..Default::default()
+        });
+        status.status = Some(runtime_status).into();
+        let text = render("unix:///x.sock".into(), &version, &status);
+        assert!(text.contains("RuntimeName:     containerd"), "{text}");
+        assert!(text.contains("RuntimeApiVersion: v1"), "{text}");
+        assert!(
+            text.contains("NetworkReady   false  reason=NetworkPluginNotReady"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Starts a private containerd for tests and the demo, never touching the host's own:
+# its root, state, sockets, runc root and CNI config all live under DIR.
+# Usage: start-containerd.sh DIR   -> socket DIR/containerd.sock, pid in DIR/containerd.pid
+# The test images (build-images.sh) are built once into DIR/../images or $LITELET_IMAGES
+# and imported; the pause image is the sandbox image.
+set -euo pipefail
+dir=$(realpath -m "${1:?usage: start-containerd.sh DIR}")
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$dir"/{root,state,runc,cni,opt}
+sock="$dir/containerd.sock"
+
+for tool in containerd runc ctr; do
+  command -v "$tool" >/dev/null || { echo "start-containerd: $tool is not installed (apt-get install containerd runc)" >&2; exit 1; }
+done
+
+cat > "$dir/config.toml" <<TOML
+version = 2
+root = "$dir/root"
+state = "$dir/state"
+oom_score = 0
+
+[grpc]
+  address = "$sock"
+
+[ttrpc]
+  address = "$sock.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/litelet/pause:1.0"
+  # This VM cannot lower oom_score_adj (no CAP_SYS_RESOURCE): without this, runc fails.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_cdi = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "${LITELET_SNAPSHOTTER:-overlayfs}"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$dir/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$dir/cni"
+TOML
+
+containerd --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
+echo $! > "$dir/containerd.pid"
+for _ in $(seq 1 100); do
+  [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1 && break
+  sleep 0.1
+done
+if ! ctr -a "$sock" version >/dev/null 2>&1; then
+  echo "start-containerd: containerd did not come up; its log:" >&2
+  tail -n 30 "$dir/containerd.log" >&2
+  exit 1
+fi
+
+images=${LITELET_IMAGES:-$dir/images}
+if [ ! -f "$images/busybox.tar" ] || [ ! -f "$images/pause.tar" ]; then
+  "$here/build-images.sh" "$images" >/dev/null
+fi
+for archive in "$images/pause.tar" "$images/busybox.tar"; do
+  ctr -a "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
+done
+echo "$sock"

@@ -1,0 +1,287 @@
+//! The CRI client against a real containerd: a host-network pod through its whole
+//! life, asserting on what containerd reports (log file, exec output, exit codes,
+//! cgroup limits after UpdateContainerResources).
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use protobuf::{EnumOrUnknown, MessageField};
+use support::containerd::{Containerd, BUSYBOX};
+use support::wait_until;
+
+fn host_network() -> MessageField<pb::NamespaceOption> {
+    MessageField::some(pb::NamespaceOption {
+        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
+        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
+        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
+        ..Default::default()
+    })
+}
+
+fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
+    let security = pb::LinuxSandboxSecurityContext {
+        namespace_options: host_network(),
+        ..Default::default()
+    };
+    let linux = pb::LinuxPodSandboxConfig {
+        cgroup_parent: cgroup_parent.to_owned(),
+        security_context: MessageField::some(security),
+        ..Default::default()
+    };
+    pb::PodSandboxConfig {
+        metadata: MessageField::some(pb::PodSandboxMetadata {
+            name: "cri-lifecycle".into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt: 0,
+            ..Default::default()
+        }),
+        // runc refuses a hostname without a private UTS namespace: leave it empty.
+        hostname: String::new(),
+        log_directory: log_dir.display().to_string(),
+        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
+        linux: MessageField::some(linux),
+        ..Default::default()
+    }
+}
+
+fn container_config(name: &str, script: &str, memory: i64) -> pb::ContainerConfig {
+    let security = pb::LinuxContainerSecurityContext {
+        namespace_options: host_network(),
+        ..Default::default()
+    };
+    let linux = pb::LinuxContainerConfig {
+        resources: MessageField::some(pb::LinuxContainerResources {
+            cpu_shares: 512,
+            memory_limit_in_bytes: memory,
+            ..Default::default()
+        }),
+        security_context: MessageField::some(security),
+        ..Default::default()
+    };
+    pb::ContainerConfig {
+        metadata: MessageField::some(pb::ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+            ..Default::default()
+        }),
+        image: MessageField::some(pb::ImageSpec {
+            image: BUSYBOX.into(),
+            ..Default::default()
+        }),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        log_path: format!("{name}/0.log"),
+        linux: MessageField::some(linux),
+        ..Default::default()
+    }
+}
+
+fn container_state(runtime: &RuntimeClient, id: &str) -> pb::ContainerStatus {
+    runtime
+        .container_status(&pb::ContainerStatusRequest {
+            container_id: id.into(),
+            ..Default::default()
+        })
+        .expect("container status")
+        .status
+        .unwrap_or_default()
+}
+
+/// Reads a v1 memory cgroup limit for a container under `parent`.
+fn memory_limit(parent: &str, container_id: &str) -> Option<i64> {
+    let path = format!("/sys/fs/cgroup/memory{parent}/{container_id}/memory.limit_in_bytes");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn pod_lifecycle_against_real_containerd() {
+    let Some(containerd) = Containerd::start("pod_lifecycle_against_real_containerd") else {
+        return;
+    };
+    let endpoint = Endpoint::parse(&containerd.endpoint()).unwrap();
+    let (runtime, images) = cri::connect(&endpoint, &ConnectOptions::default());
+    let version = runtime.check_version().expect("containerd speaks CRI v1");
+    assert_eq!(version.runtime_name, "containerd");
+    assert_eq!(version.runtime_api_version, "v1");
+
+    let image = images
+        .image_status(&pb::ImageStatusRequest {
+            image: MessageField::some(pb::ImageSpec {
+                image: BUSYBOX.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(image.image.is_some(), "busybox image is imported");
+
+    let uid = format!("test-{}", std::process::id());
+    let log_dir = containerd.dir().join("pod-logs");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let cgroup_parent = format!("/litelet-test-{}", std::process::id());
+    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
+    let sandbox_id = runtime
+        .run_pod_sandbox(&pb::RunPodSandboxRequest {
+            config: MessageField::some(config.clone()),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
+        .pod_sandbox_id;
+
+    // A long-running container with a memory limit.
+    let main = runtime
+        .create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            config: MessageField::some(container_config(
+                "main",
+                "echo hello-from-litelet; exec sleep 3600",
+                64 << 20,
+            )),
+            sandbox_config: MessageField::some(config.clone()),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", containerd.log_tail()))
+        .container_id;
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: main.clone(),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", containerd.log_tail()));
+    let status = container_state(&runtime, &main);
+    assert_eq!(
+        status.state.enum_value_or_default(),
+        pb::ContainerState::CONTAINER_RUNNING
+    );
+    assert!(status.started_at > 0);
+
+    // Its output reaches the CRI log file, in the CRI log format.
+    let log_file = log_dir.join("main/0.log");
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(
+            &log_file
+        )
+        .is_ok_and(|log| log.contains(" stdout F hello-from-litelet"))),
+        "log file {} never showed the container's output",
+        log_file.display()
+    );
+
+    // ExecSync gives stdout and the exit code.
+    let exec = runtime
+        .exec_sync(&pb::ExecSyncRequest {
+            container_id: main.clone(),
+            cmd: vec!["sh".into(), "-c".into(), "echo exec-ok; exit 3".into()],
+            timeout: 10,
+            ..Default::default()
+        })
+        .expect("exec sync");
+    assert_eq!(String::from_utf8_lossy(&exec.stdout), "exec-ok\n");
+    assert_eq!(exec.exit_code, 3);
+
+    // UpdateContainerResources reaches the container's memory cgroup.
+    assert_eq!(memory_limit(&cgroup_parent, &main), Some(64 << 20));
+    runtime
+        .update_container_resources(&pb::UpdateContainerResourcesRequest {
+            container_id: main.clone(),
+            linux: MessageField::some(pb::LinuxContainerResources {
+                cpu_shares: 1024,
+                memory_limit_in_bytes: 128 << 20,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .expect("update resources");
+    assert_eq!(memory_limit(&cgroup_parent, &main), Some(128 << 20));
+    let shares = std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/cpu{cgroup_parent}/{main}/cpu.shares"
+    ));
+    assert_eq!(shares.ok().as_deref().map(str::trim), Some("1024"));
+
+    // A container that exits by itself reports its exit code.
+    let quitter = runtime
+        .create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            config: MessageField::some(container_config("quitter", "exit 7", 32 << 20)),
+            sandbox_config: MessageField::some(config.clone()),
+            ..Default::default()
+        })
+        .expect("create quitter")
+        .container_id;
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: quitter.clone(),
+            ..Default::default()
+        })
+        .expect("start quitter");
+    assert!(wait_until(Duration::from_secs(10), || {
+        container_state(&runtime, &quitter)
+            .state
+            .enum_value_or_default()
+            == pb::ContainerState::CONTAINER_EXITED
+    }));
+    assert_eq!(container_state(&runtime, &quitter).exit_code, 7);
+
+    // StopContainer: sh as PID 1 ignores SIGTERM, so the runtime kills it after the timeout.
+    runtime
+        .stop_container(&pb::StopContainerRequest {
+            container_id: main.clone(),
+            timeout: 1,
+            ..Default::default()
+        })
+        .expect("stop container");
+    let stopped = container_state(&runtime, &main);
+    assert_eq!(
+        stopped.state.enum_value_or_default(),
+        pb::ContainerState::CONTAINER_EXITED
+    );
+    assert_ne!(stopped.exit_code, 0);
+    assert!(stopped.finished_at >= stopped.started_at);
+
+    // Sandbox teardown; afterwards the runtime no longer knows the IDs.
+    runtime
+        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            ..Default::default()
+        })
+        .expect("stop sandbox");
+    runtime
+        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            ..Default::default()
+        })
+        .expect("remove sandbox");
+    let err = runtime
+        .pod_sandbox_status(&pb::PodSandboxStatusRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    let left = runtime.list_containers(&Default::default()).unwrap();
+    assert!(
+        left.containers.is_empty(),
+        "containers left: {:?}",
+        left.containers
+    );
+    remove_cgroup_tree(&cgroup_parent);
+}
+
+/// Removes the test's cgroup parent from every v1 hierarchy (children first).
+fn remove_cgroup_tree(parent: &str) {
+    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for controller in controllers.flatten() {
+        let root = controller.path().join(parent.trim_start_matches('/'));
+        if let Ok(children) = std::fs::read_dir(&root) {
+            for child in children.flatten().filter(|c| c.path().is_dir()) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&root);
+    }
+}

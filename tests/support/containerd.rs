@@ -1,0 +1,100 @@
+//! A private containerd for tests that need a real runtime.
+//!
+//! Started by `tests/containerd/start-containerd.sh` under a fresh directory (own root,
+//! state, sockets, runc root), with the locally built busybox and pause images. The
+//! images are built once per machine into `$LITELET_IMAGES` (default
+//! `/tmp/litelet-test-images`). Without root or containerd the tests are skipped
+//! loudly, unless `CI=true`, where a missing runtime is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The busybox image every real-runtime test runs.
+pub const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
+
+/// A running private containerd; stopped and cleaned up on drop.
+pub struct Containerd {
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/containerd")
+}
+
+/// True when real-runtime tests must run (CI); false lets them skip.
+fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn skip(test: &str, why: &str) -> Option<Containerd> {
+    if required() {
+        panic!("{test}: real containerd test cannot run in CI: {why}");
+    }
+    eprintln!("\n*** SKIPPED {test}: {why} (set CI=true to make this a failure) ***\n");
+    None
+}
+
+impl Containerd {
+    /// Starts containerd for `test`, or returns None (after a loud message) when this
+    /// machine cannot run it and we are not in CI.
+    pub fn start(test: &str) -> Option<Containerd> {
+        if !nix::unistd::geteuid().is_root() {
+            return skip(test, "needs root");
+        }
+        if Command::new("containerd")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            return skip(
+                test,
+                "containerd is not installed (apt-get install containerd runc)",
+            );
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "litelet-ctd-{}-{}",
+            std::process::id(),
+            test.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+        ));
+        let images =
+            std::env::var("LITELET_IMAGES").unwrap_or_else(|_| "/tmp/litelet-test-images".into());
+        let output = Command::new(scripts().join("start-containerd.sh"))
+            .arg(&dir)
+            .env("LITELET_IMAGES", images)
+            .output()
+            .expect("run start-containerd.sh");
+        if !output.status.success() {
+            panic!(
+                "{test}: starting containerd failed:\n{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let socket = dir.join("containerd.sock");
+        Some(Containerd { dir, socket })
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// containerd's own log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = Command::new(scripts().join("stop-containerd.sh"))
+            .arg(&self.dir)
+            .status();
+    }
+}

@@ -1,0 +1,23 @@
+//! Test support shared by the integration tests: the fake CRI runtime, a private real
+//! containerd, and small helpers. Each test binary includes this with `mod support;`
+//! and uses what it needs.
+#![allow(dead_code)]
+
+pub mod containerd;
+pub mod fake_cri;
+
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 20 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
