@@ -8,4 +8,6 @@ pub mod api;
 pub mod config;
 pub mod cri;
 pub mod process;
+pub mod runtime;
 pub mod runtime_info;
+pub mod sources;

@@ -1,0 +1,7 @@
+//! The runtime manager (upstream kuberuntime): decides what a pod needs from the
+//! runtime and carries it out over CRI.
+//!
+//! `model` is the runtime's view of a pod. Decisions are pure functions over it and the
+//! API pod; the modules that talk to CRI are thin shells around them.
+
+pub mod model;
