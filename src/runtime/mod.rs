@@ -4,4 +4,5 @@
 //! `model` is the runtime's view of a pod. Decisions are pure functions over it and the
 //! API pod; the modules that talk to CRI are thin shells around them.
 
+pub mod cache;
 pub mod model;

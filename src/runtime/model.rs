@@ -110,7 +110,10 @@ impl PodRuntimeStatus {
     }
 
     /// All instances of the container named `name`, newest first.
-    pub fn instances<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a ContainerStatus> + 'a {
+    pub fn instances<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a ContainerStatus> + 'a {
         self.containers.iter().filter(move |c| c.name == name)
     }
 
@@ -138,12 +141,24 @@ impl PodRuntimeStatus {
                     state: c.state,
                 })
                 .collect(),
-            sandbox_ids: self.sandboxes.iter().map(|s| s.id.clone()).collect(),
+            sandboxes: self
+                .sandboxes
+                .iter()
+                .map(|s| RunningContainer {
+                    id: s.id.clone(),
+                    name: String::new(),
+                    state: match s.state {
+                        SandboxState::Ready => ContainerState::Running,
+                        SandboxState::NotReady => ContainerState::Exited,
+                        SandboxState::Unknown => ContainerState::Unknown,
+                    },
+                })
+                .collect(),
         }
     }
 }
 
-/// A container to stop, as the kill path needs it.
+/// A container (or a sandbox, with an empty name) as listed by the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunningContainer {
     pub id: String,
@@ -159,13 +174,19 @@ pub struct RunningPod {
     pub name: String,
     pub namespace: String,
     pub containers: Vec<RunningContainer>,
-    pub sandbox_ids: Vec<String>,
+    /// Sandboxes, with Running for READY and Exited for NOTREADY.
+    pub sandboxes: Vec<RunningContainer>,
 }
 
 impl RunningPod {
     /// True when nothing of the pod is left to stop.
     pub fn is_empty(&self) -> bool {
-        self.containers.is_empty() && self.sandbox_ids.is_empty()
+        self.containers.is_empty() && self.sandboxes.is_empty()
+    }
+
+    /// IDs of all the pod's sandboxes.
+    pub fn sandbox_ids(&self) -> impl Iterator<Item = &str> {
+        self.sandboxes.iter().map(|s| s.id.as_str())
     }
 }
 
@@ -202,7 +223,8 @@ mod tests {
         assert_eq!(status.instances("app").count(), 2);
         let running = status.to_running_pod();
         assert_eq!(running.containers.len(), 1);
-        assert_eq!(running.sandbox_ids, vec!["s1".to_string()]);
+        assert_eq!(running.sandbox_ids().collect::<Vec<_>>(), ["s1"]);
+        assert_eq!(running.sandboxes[0].state, ContainerState::Exited);
         assert!(!running.is_empty());
     }
 }

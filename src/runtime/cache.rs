@@ -1,0 +1,193 @@
+//! The runtime-level pod status cache (upstream container/cache.go).
+//!
+//! The PLEG thread writes a fresh status per pod after each relist and then raises the
+//! global timestamp; pod workers read with [`PodStatusCache::get_newer_than`], which
+//! blocks until the cache holds a status at least as new as the time the worker last
+//! acted, so a worker never decides on a view older than its own last action.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::model::PodRuntimeStatus;
+use crate::cri::CriError;
+
+#[derive(Clone)]
+struct Entry {
+    status: Result<Arc<PodRuntimeStatus>, CriError>,
+    modified: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    pods: HashMap<String, Entry>,
+    /// Every pod's entry is at least this new, even pods the runtime does not have.
+    global: Option<Instant>,
+}
+
+/// Shared by the PLEG (writer) and the pod workers (readers).
+#[derive(Clone, Default)]
+pub struct PodStatusCache {
+    inner: Arc<(Mutex<Inner>, Condvar)>,
+}
+
+/// What a reader gets: the status (or the error inspecting it) and when it was taken.
+pub struct CachedStatus {
+    pub status: Result<Arc<PodRuntimeStatus>, CriError>,
+    pub modified: Instant,
+}
+
+impl PodStatusCache {
+    pub fn new() -> PodStatusCache {
+        PodStatusCache::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores the status of `uid` as seen at `modified` and wakes waiting readers.
+    pub fn set(&self, uid: &str, status: Result<PodRuntimeStatus, CriError>, modified: Instant) {
+        let mut inner = self.lock();
+        let entry = Entry {
+            status: status.map(Arc::new),
+            modified,
+        };
+        inner.pods.insert(uid.to_owned(), entry);
+        self.inner.1.notify_all();
+    }
+
+    /// Declares every entry fresh as of `time` (after a full relist).
+    pub fn update_time(&self, time: Instant) {
+        let mut inner = self.lock();
+        inner.global = Some(time);
+        self.inner.1.notify_all();
+    }
+
+    /// Forgets a pod.
+    pub fn delete(&self, uid: &str) {
+        self.lock().pods.remove(uid);
+    }
+
+    /// The newest status of `uid`, or an empty one when the runtime has nothing for it.
+    pub fn get(&self, uid: &str) -> CachedStatus {
+        let inner = self.lock();
+        Self::read(&inner, uid)
+    }
+
+    fn read(inner: &Inner, uid: &str) -> CachedStatus {
+        match inner.pods.get(uid) {
+            Some(entry) => CachedStatus {
+                status: entry.status.clone(),
+                modified: entry.modified,
+            },
+            None => CachedStatus {
+                status: Ok(Arc::new(PodRuntimeStatus {
+                    uid: uid.to_owned(),
+                    ..Default::default()
+                })),
+                modified: inner.global.unwrap_or_else(Instant::now),
+            },
+        }
+    }
+
+    fn fresh_enough(inner: &Inner, uid: &str, min: Instant) -> bool {
+        let pod_fresh = inner.pods.get(uid).is_some_and(|e| e.modified >= min);
+        let global_fresh = inner.global.is_some_and(|g| g >= min);
+        pod_fresh || global_fresh
+    }
+
+    /// Waits until the cache holds a status of `uid` taken at or after `min`, or until
+    /// `timeout` passes (then returns what it has, with `None` as the marker).
+    pub fn get_newer_than(
+        &self,
+        uid: &str,
+        min: Instant,
+        timeout: Duration,
+    ) -> Option<CachedStatus> {
+        let deadline = Instant::now() + timeout;
+        let mut inner = self.lock();
+        loop {
+            if Self::fresh_enough(&inner, uid, min) {
+                return Some(Self::read(&inner, uid));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            inner = self
+                .inner
+                .1
+                .wait_timeout(inner, deadline - now)
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(uid: &str, name: &str) -> PodRuntimeStatus {
+        PodRuntimeStatus {
+            uid: uid.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unknown_pod_reads_as_empty_status() {
+        let cache = PodStatusCache::new();
+        let got = cache.get("nope");
+        assert_eq!(got.status.unwrap().uid, "nope");
+    }
+
+    #[test]
+    fn reader_waits_for_a_newer_status() {
+        let cache = PodStatusCache::new();
+        let old = Instant::now();
+        cache.set("a", Ok(status("a", "first")), old);
+        let min = old + Duration::from_millis(1);
+        assert!(cache
+            .get_newer_than("a", min, Duration::from_millis(10))
+            .is_none());
+
+        let writer = cache.clone();
+        let handle = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            writer.set(
+                "a",
+                Ok(status("a", "second")),
+                min + Duration::from_millis(5),
+            );
+        });
+        let got = cache
+            .get_newer_than("a", min, Duration::from_secs(10))
+            .expect("a newer status arrives");
+        assert_eq!(got.status.unwrap().name, "second");
+        handle.join().unwrap();
+    }
+
+    #[test]
+    fn global_timestamp_satisfies_readers_of_absent_pods() {
+        let cache = PodStatusCache::new();
+        let min = Instant::now();
+        cache.update_time(min + Duration::from_millis(1));
+        assert!(cache
+            .get_newer_than("gone", min, Duration::from_millis(10))
+            .is_some());
+    }
+
+    #[test]
+    fn errors_are_cached_too() {
+        let cache = PodStatusCache::new();
+        let err = CriError::Unavailable {
+            op: "list_containers",
+            message: "down".into(),
+        };
+        cache.set("a", Err(err.clone()), Instant::now());
+        assert_eq!(cache.get("a").status.unwrap_err(), err);
+    }
+}
