@@ -4,5 +4,9 @@
 //! `model` is the runtime's view of a pod. Decisions are pure functions over it and the
 //! API pod; the modules that talk to CRI are thin shells around them.
 
+pub mod actions;
+pub mod backoff;
 pub mod cache;
+pub mod hash;
+pub mod labels;
 pub mod model;
