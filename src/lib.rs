@@ -11,3 +11,4 @@ pub mod process;
 pub mod runtime;
 pub mod runtime_info;
 pub mod sources;
+pub mod status;

@@ -1,0 +1,52 @@
+//! Pod status: what the kubelet reports in `pods/<name>/status` (upstream
+//! `pkg/kubelet/status` plus the status half of `kubelet_pods.go`).
+//!
+//! This half is pure: every function takes its inputs as arguments (the pod, the
+//! runtime's view of it, the previous status, probe results, the last sync's errors and
+//! `now`) and returns a value. No clock, no channel, no I/O. Pod workers call
+//! [`generate_pod_status`] after each sync; the status manager thread (a later issue)
+//! caches the result, compares it with [`is_status_equal_by_kubelet`] after
+//! [`normalize_status`], and before each PATCH folds it into the API copy with
+//! [`merge_pod_status`].
+//!
+//! Files, one concern each:
+//! - `containers.rs`: API container statuses from the runtime model.
+//! - `phase.rs`: the pod phase from the container statuses.
+//! - `conditions.rs`: kubelet-owned pod conditions, ownership, transition times.
+//! - `generate.rs`: the whole status of one pod, from one input struct.
+//! - `normalize.rs`: canonical form (message caps, sort orders) and equality.
+//! - `merge.rs`: the kubelet's status laid over the API copy before a PATCH.
+//! - `terminate.rs`: the final status written once a pod's containers are gone.
+//! - `transition.rs`: which container state changes a new status may make.
+//!
+//! Invariant: nothing in this module reads a clock, a file, a channel or the network.
+
+pub mod conditions;
+pub mod containers;
+pub mod generate;
+pub mod merge;
+pub mod normalize;
+pub mod phase;
+pub mod terminate;
+pub mod transition;
+
+pub use conditions::{is_owned_by_kubelet, is_shared_with_kubelet};
+pub use containers::{ProbeResults, SyncError};
+pub use generate::{generate_pod_status, Eviction, PodStatusInput};
+pub use merge::merge_pod_status;
+pub use normalize::{is_status_equal_by_kubelet, normalize_status};
+pub use phase::pod_phase;
+pub use terminate::terminated_status;
+pub use transition::{check_container_state_transition, TransitionError};
+
+use crate::api::pod::{PodPhase, PodStatus};
+
+/// True for the phases a pod never leaves: Succeeded and Failed.
+pub fn is_terminal_phase(phase: Option<&PodPhase>) -> bool {
+    matches!(phase, Some(PodPhase::Succeeded | PodPhase::Failed))
+}
+
+/// True when the status' phase is terminal.
+pub fn has_terminal_phase(status: &PodStatus) -> bool {
+    is_terminal_phase(status.phase.as_ref())
+}
