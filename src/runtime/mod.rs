@@ -7,6 +7,9 @@
 pub mod actions;
 pub mod backoff;
 pub mod cache;
+pub mod dns;
 pub mod hash;
+pub mod inspect;
 pub mod labels;
 pub mod model;
+pub mod sandbox;

@@ -1,0 +1,349 @@
+//! The pod lifecycle event generator (upstream generic PLEG): relists the runtime
+//! every second, diffs each container's state against the previous relist, refreshes
+//! the pod status cache for pods that changed, and tells the sync loop.
+//!
+//! Runs in the `pleg` thread. Output: [`PodLifecycleEvent`]s on a bounded channel
+//! (dropped with an error log when the sync loop falls 1000 events behind, as upstream);
+//! ContainerChanged events only refresh the cache. Health: a relist older than three
+//! minutes makes [`PlegHealth::check`] fail, which gates the sync loop and node Ready.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, tick, Receiver, Sender, TrySendError};
+
+use crate::cri::RuntimeClient;
+use crate::runtime::cache::PodStatusCache;
+use crate::runtime::inspect;
+use crate::runtime::model::{ContainerState, RunningPod};
+
+/// How often the runtime is relisted.
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// A relist older than this makes the PLEG unhealthy.
+pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+/// Capacity of the event channel.
+pub const EVENT_CHANNEL_CAPACITY: usize = 1000;
+
+/// What happened to a container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodLifecycleEventType {
+    ContainerStarted,
+    ContainerDied,
+    ContainerRemoved,
+    /// The state changed in a way that needs no action (e.g. to created or unknown).
+    ContainerChanged,
+}
+
+/// One change the sync loop may act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodLifecycleEvent {
+    pub uid: String,
+    pub kind: PodLifecycleEventType,
+    /// The container (or sandbox) the event is about.
+    pub container_id: String,
+}
+
+/// The PLEG's state as the node's Ready condition and `/healthz` read it.
+#[derive(Clone, Default)]
+pub struct PlegHealth {
+    last_relist: Arc<Mutex<Option<Instant>>>,
+}
+
+impl PlegHealth {
+    fn record(&self, at: Instant) {
+        *self.last_relist.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    /// Fails with a message when the last relist is too old (or none happened yet
+    /// after `RELIST_THRESHOLD` since `started`).
+    pub fn check(&self, now: Instant, started: Instant) -> Result<(), String> {
+        let last = *self.last_relist.lock().unwrap_or_else(|p| p.into_inner());
+        let since = now.saturating_duration_since(last.unwrap_or(started));
+        if since > RELIST_THRESHOLD {
+            return Err(format!(
+                "pleg is not healthy: pleg was last seen active {since:?} ago; threshold is {RELIST_THRESHOLD:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The PLEG's state of a container, sandboxes included (created counts as unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlegState {
+    Running,
+    Exited,
+    Unknown,
+    NonExistent,
+}
+
+fn pleg_state(state: ContainerState) -> PlegState {
+    match state {
+        ContainerState::Running => PlegState::Running,
+        ContainerState::Exited => PlegState::Exited,
+        ContainerState::Created | ContainerState::Unknown => PlegState::Unknown,
+    }
+}
+
+fn states(pod: Option<&RunningPod>) -> HashMap<&str, PlegState> {
+    pod.map(|p| {
+        p.containers
+            .iter()
+            .chain(p.sandboxes.iter())
+            .map(|c| (c.id.as_str(), pleg_state(c.state)))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The events between two relists of one pod (pure; upstream generateEvents per container).
+pub fn compute_events(
+    uid: &str,
+    old: Option<&RunningPod>,
+    new: Option<&RunningPod>,
+) -> Vec<PodLifecycleEvent> {
+    let before = states(old);
+    let after = states(new);
+    let mut ids: Vec<&str> = before.keys().chain(after.keys()).copied().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut events = Vec::new();
+    for id in ids {
+        let was = before.get(id).copied().unwrap_or(PlegState::NonExistent);
+        let now = after.get(id).copied().unwrap_or(PlegState::NonExistent);
+        if was == now {
+            continue;
+        }
+        let event = |kind| PodLifecycleEvent {
+            uid: uid.to_owned(),
+            kind,
+            container_id: id.to_owned(),
+        };
+        match now {
+            PlegState::Running => events.push(event(PodLifecycleEventType::ContainerStarted)),
+            PlegState::Exited => events.push(event(PodLifecycleEventType::ContainerDied)),
+            PlegState::Unknown => events.push(event(PodLifecycleEventType::ContainerChanged)),
+            PlegState::NonExistent => {
+                if was != PlegState::Exited {
+                    events.push(event(PodLifecycleEventType::ContainerDied));
+                }
+                events.push(event(PodLifecycleEventType::ContainerRemoved));
+            }
+        }
+    }
+    events
+}
+
+/// The relisting state, owned by the `pleg` thread.
+pub struct Pleg {
+    runtime: RuntimeClient,
+    cache: PodStatusCache,
+    events: Sender<PodLifecycleEvent>,
+    health: PlegHealth,
+    /// The pods as of the previous relist.
+    previous: HashMap<String, RunningPod>,
+    /// Pods whose status inspection failed last time: retried on the next relist.
+    reinspect: HashSet<String>,
+}
+
+impl Pleg {
+    pub fn new(
+        runtime: RuntimeClient,
+        cache: PodStatusCache,
+        events: Sender<PodLifecycleEvent>,
+    ) -> Pleg {
+        Pleg {
+            runtime,
+            cache,
+            events,
+            health: PlegHealth::default(),
+            previous: HashMap::new(),
+            reinspect: HashSet::new(),
+        }
+    }
+
+    /// A handle to read the PLEG's health from other threads.
+    pub fn health(&self) -> PlegHealth {
+        self.health.clone()
+    }
+
+    /// Starts the `pleg` thread; it relists every second until `shutdown` disconnects.
+    pub fn spawn(mut self, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("pleg".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let ticker = tick(RELIST_PERIOD);
+                self.relist();
+                loop {
+                    select! {
+                        recv(shutdown) -> _ => return,
+                        recv(ticker) -> _ => self.relist(),
+                    }
+                }
+            })
+    }
+
+    /// One relist: list, diff, refresh the cache, send events.
+    pub fn relist(&mut self) {
+        let started = Instant::now();
+        let pods = match inspect::running_pods(&self.runtime, true) {
+            Ok(pods) => pods,
+            Err(err) => {
+                log::error!("pleg: relist failed: {err}");
+                return;
+            }
+        };
+        self.health.record(started);
+        let current: HashMap<String, RunningPod> =
+            pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+
+        let mut uids: Vec<&String> = self.previous.keys().chain(current.keys()).collect();
+        uids.sort_unstable();
+        uids.dedup();
+        let mut to_send = Vec::new();
+        let mut inspect_again = HashSet::new();
+        for uid in uids {
+            let old = self.previous.get(uid);
+            let new = current.get(uid);
+            let events = compute_events(uid, old, new);
+            if !events.is_empty() || self.reinspect.contains(uid) {
+                let pod = new.or(old);
+                let (name, namespace) = pod
+                    .map(|p| (p.name.as_str(), p.namespace.as_str()))
+                    .unwrap_or(("", ""));
+                let status = inspect::pod_status(&self.runtime, uid, name, namespace);
+                if let Err(err) = &status {
+                    log::warn!("pleg: cannot inspect pod {namespace}/{name} ({uid}): {err}");
+                    inspect_again.insert(uid.clone());
+                }
+                self.cache.set(uid, status, started);
+            }
+            to_send.extend(
+                events
+                    .into_iter()
+                    .filter(|e| e.kind != PodLifecycleEventType::ContainerChanged),
+            );
+        }
+        self.cache.update_time(started);
+        for event in to_send {
+            if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
+                log::error!("pleg: event channel is full, dropping {event:?}");
+            }
+        }
+        self.reinspect = inspect_again;
+        self.previous = current;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::model::RunningContainer;
+
+    fn pod(containers: &[(&str, ContainerState)]) -> RunningPod {
+        RunningPod {
+            uid: "u".into(),
+            containers: containers
+                .iter()
+                .map(|(id, state)| RunningContainer {
+                    id: id.to_string(),
+                    name: id.to_string(),
+                    state: *state,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn kinds(events: &[PodLifecycleEvent]) -> Vec<(&str, PodLifecycleEventType)> {
+        events
+            .iter()
+            .map(|e| (e.container_id.as_str(), e.kind))
+            .collect()
+    }
+
+    #[test]
+    fn state_transitions_become_events() {
+        use ContainerState::*;
+        use PodLifecycleEventType::*;
+        let cases: Vec<(
+            &str,
+            Option<RunningPod>,
+            Option<RunningPod>,
+            Vec<(&str, PodLifecycleEventType)>,
+        )> = vec![
+            (
+                "new running container",
+                None,
+                Some(pod(&[("a", Running)])),
+                vec![("a", ContainerStarted)],
+            ),
+            (
+                "running to exited",
+                Some(pod(&[("a", Running)])),
+                Some(pod(&[("a", Exited)])),
+                vec![("a", ContainerDied)],
+            ),
+            (
+                "exited then removed",
+                Some(pod(&[("a", Exited)])),
+                Some(pod(&[])),
+                vec![("a", ContainerRemoved)],
+            ),
+            (
+                "running vanishes: died and removed",
+                Some(pod(&[("a", Running)])),
+                None,
+                vec![("a", ContainerDied), ("a", ContainerRemoved)],
+            ),
+            (
+                "created is unknown",
+                None,
+                Some(pod(&[("a", Created)])),
+                vec![("a", ContainerChanged)],
+            ),
+            (
+                "no change",
+                Some(pod(&[("a", Running)])),
+                Some(pod(&[("a", Running)])),
+                vec![],
+            ),
+        ];
+        for (name, old, new, want) in cases {
+            let got = compute_events("u", old.as_ref(), new.as_ref());
+            assert_eq!(kinds(&got), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn sandboxes_count_as_containers() {
+        let mut with_sandbox = pod(&[]);
+        with_sandbox.sandboxes.push(RunningContainer {
+            id: "s".into(),
+            name: String::new(),
+            state: ContainerState::Exited,
+        });
+        let got = compute_events("u", None, Some(&with_sandbox));
+        assert_eq!(
+            kinds(&got),
+            vec![("s", PodLifecycleEventType::ContainerDied)]
+        );
+    }
+
+    #[test]
+    fn health_turns_bad_after_the_threshold() {
+        let health = PlegHealth::default();
+        let start = Instant::now();
+        assert!(health.check(start, start).is_ok());
+        assert!(health
+            .check(start + RELIST_THRESHOLD + Duration::from_secs(1), start)
+            .is_err());
+        health.record(start + RELIST_THRESHOLD);
+        assert!(health
+            .check(start + RELIST_THRESHOLD + Duration::from_secs(1), start)
+            .is_ok());
+    }
+}

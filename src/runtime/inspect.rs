@@ -1,0 +1,366 @@
+//! Reads what the runtime has for a pod, or for all pods, and turns the CRI answers
+//! into the `model` types (upstream GetPodStatus and GetPods).
+//!
+//! Called by the PLEG thread on every relist and by pod workers before a sync; it only
+//! reads from the runtime. Label keys and annotation parsing live in `labels`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use protobuf::MessageField;
+
+use super::labels;
+use super::model::{
+    ContainerResources, ContainerState, ContainerStatus, PodRuntimeStatus, RunningContainer,
+    RunningPod, SandboxState, SandboxStatus,
+};
+use crate::cri::{pb, CriError, RuntimeClient};
+
+const CPU_PERIOD_DEFAULT: i64 = 100_000;
+
+fn uid_selector(uid: &str) -> HashMap<String, String> {
+    HashMap::from([(labels::POD_UID.to_owned(), uid.to_owned())])
+}
+
+/// Everything the runtime has for the pod with `uid`: sandboxes and containers, newest
+/// first, and the IPs of the newest sandbox when it is ready.
+pub fn pod_status(
+    runtime: &RuntimeClient,
+    uid: &str,
+    name: &str,
+    namespace: &str,
+) -> Result<PodRuntimeStatus, CriError> {
+    let listed = runtime.list_pod_sandbox(&pb::ListPodSandboxRequest {
+        filter: MessageField::some(pb::PodSandboxFilter {
+            label_selector: uid_selector(uid),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })?;
+    let mut sandbox_ids: Vec<(i64, String)> = listed
+        .items
+        .into_iter()
+        .map(|s| (s.created_at, s.id))
+        .collect();
+    sandbox_ids.sort_by_key(|s| std::cmp::Reverse(s.0));
+
+    let mut sandboxes = Vec::with_capacity(sandbox_ids.len());
+    for (_, id) in &sandbox_ids {
+        let response = match runtime.pod_sandbox_status(&pb::PodSandboxStatusRequest {
+            pod_sandbox_id: id.clone(),
+            ..Default::default()
+        }) {
+            Ok(response) => response,
+            // Removed between list and status: not an error.
+            Err(err) if err.is_not_found() => continue,
+            Err(err) => return Err(err),
+        };
+        let Some(status) = response.status.into_option() else {
+            return Err(CriError::Other {
+                op: "pod_sandbox_status",
+                code: 2,
+                message: format!("sandbox {id}: the runtime returned no status"),
+            });
+        };
+        sandboxes.push(sandbox_from_cri(&status));
+    }
+    let ips = match sandboxes.first() {
+        Some(newest) if newest.state == SandboxState::Ready && !newest.ip.is_empty() => {
+            let mut ips = vec![newest.ip.clone()];
+            ips.extend(newest.additional_ips.iter().cloned());
+            ips
+        }
+        _ => Vec::new(),
+    };
+
+    let listed = runtime.list_containers(&pb::ListContainersRequest {
+        filter: MessageField::some(pb::ContainerFilter {
+            label_selector: uid_selector(uid),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })?;
+    let mut containers = Vec::with_capacity(listed.containers.len());
+    for container in listed.containers {
+        let response = match runtime.container_status(&pb::ContainerStatusRequest {
+            container_id: container.id.clone(),
+            ..Default::default()
+        }) {
+            Ok(response) => response,
+            Err(err) if err.is_not_found() => continue,
+            Err(err) => return Err(err),
+        };
+        if let Some(status) = response.status.into_option() {
+            containers.push(container_from_cri(&status));
+        }
+    }
+    containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
+
+    Ok(PodRuntimeStatus {
+        uid: uid.to_owned(),
+        name: name.to_owned(),
+        namespace: namespace.to_owned(),
+        ips,
+        sandboxes,
+        containers,
+    })
+}
+
+/// All pods the runtime runs for litelet (upstream GetPods): with `all`, also
+/// NOTREADY sandboxes and non-running containers. Newest pod first.
+pub fn running_pods(runtime: &RuntimeClient, all: bool) -> Result<Vec<RunningPod>, CriError> {
+    let sandbox_filter = (!all).then(|| pb::PodSandboxFilter {
+        state: MessageField::some(pb::PodSandboxStateValue {
+            state: pb::PodSandboxState::SANDBOX_READY.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let sandboxes = runtime
+        .list_pod_sandbox(&pb::ListPodSandboxRequest {
+            filter: sandbox_filter.into(),
+            ..Default::default()
+        })?
+        .items;
+    let container_filter = (!all).then(|| pb::ContainerFilter {
+        state: MessageField::some(pb::ContainerStateValue {
+            state: pb::ContainerState::CONTAINER_RUNNING.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let containers = runtime
+        .list_containers(&pb::ListContainersRequest {
+            filter: container_filter.into(),
+            ..Default::default()
+        })?
+        .containers;
+    Ok(group_into_pods(sandboxes, containers))
+}
+
+/// Groups listed sandboxes and containers by pod UID; things without litelet's labels
+/// belong to someone else and are skipped.
+fn group_into_pods(
+    sandboxes: Vec<pb::PodSandbox>,
+    containers: Vec<pb::Container>,
+) -> Vec<RunningPod> {
+    let mut pods: BTreeMap<String, (i64, RunningPod)> = BTreeMap::new();
+    for sandbox in sandboxes {
+        let Some(meta) = sandbox.metadata.as_ref() else {
+            continue;
+        };
+        if meta.uid.is_empty() {
+            continue;
+        }
+        let entry = pods.entry(meta.uid.clone()).or_insert_with(|| {
+            (
+                0,
+                RunningPod {
+                    uid: meta.uid.clone(),
+                    name: meta.name.clone(),
+                    namespace: meta.namespace.clone(),
+                    ..Default::default()
+                },
+            )
+        });
+        entry.0 = entry.0.max(sandbox.created_at);
+        let state = match sandbox.state.enum_value_or_default() {
+            pb::PodSandboxState::SANDBOX_READY => ContainerState::Running,
+            pb::PodSandboxState::SANDBOX_NOTREADY => ContainerState::Exited,
+        };
+        entry.1.sandboxes.push(RunningContainer {
+            id: sandbox.id,
+            name: String::new(),
+            state,
+        });
+    }
+    for container in containers {
+        let Some(uid) = container.labels.get(labels::POD_UID) else {
+            continue;
+        };
+        let name = container
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        let entry = pods.entry(uid.clone()).or_insert_with(|| {
+            (
+                0,
+                RunningPod {
+                    uid: uid.clone(),
+                    name: container
+                        .labels
+                        .get(labels::POD_NAME)
+                        .cloned()
+                        .unwrap_or_default(),
+                    namespace: container
+                        .labels
+                        .get(labels::POD_NAMESPACE)
+                        .cloned()
+                        .unwrap_or_default(),
+                    ..Default::default()
+                },
+            )
+        });
+        entry.1.containers.push(RunningContainer {
+            id: container.id,
+            name,
+            state: container_state(container.state.enum_value_or_default()),
+        });
+    }
+    let mut list: Vec<(i64, RunningPod)> = pods.into_values().collect();
+    list.sort_by_key(|p| std::cmp::Reverse(p.0));
+    list.into_iter().map(|(_, pod)| pod).collect()
+}
+
+fn container_state(state: pb::ContainerState) -> ContainerState {
+    match state {
+        pb::ContainerState::CONTAINER_CREATED => ContainerState::Created,
+        pb::ContainerState::CONTAINER_RUNNING => ContainerState::Running,
+        pb::ContainerState::CONTAINER_EXITED => ContainerState::Exited,
+        pb::ContainerState::CONTAINER_UNKNOWN => ContainerState::Unknown,
+    }
+}
+
+/// A CRI sandbox status in the model's terms.
+pub fn sandbox_from_cri(status: &pb::PodSandboxStatus) -> SandboxStatus {
+    let state = match status.state.enum_value_or_default() {
+        pb::PodSandboxState::SANDBOX_READY => SandboxState::Ready,
+        pb::PodSandboxState::SANDBOX_NOTREADY => SandboxState::NotReady,
+    };
+    let host_network = status
+        .linux
+        .as_ref()
+        .and_then(|l| l.namespaces.as_ref())
+        .and_then(|n| n.options.as_ref())
+        .is_some_and(|o| o.network.enum_value_or_default() == pb::NamespaceMode::NODE);
+    let network = status.network.as_ref();
+    SandboxStatus {
+        id: status.id.clone(),
+        state,
+        attempt: status.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
+        created_at: status.created_at,
+        host_network,
+        ip: network.map(|n| n.ip.clone()).unwrap_or_default(),
+        additional_ips: network
+            .map(|n| n.additional_ips.iter().map(|ip| ip.ip.clone()).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// A CRI container status in the model's terms, with litelet's annotations decoded.
+pub fn container_from_cri(status: &pb::ContainerStatus) -> ContainerStatus {
+    let annotations: BTreeMap<String, String> = status
+        .annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let info = labels::ContainerAnnotations::parse(&status.annotations);
+    ContainerStatus {
+        id: status.id.clone(),
+        name: status
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default(),
+        state: container_state(status.state.enum_value_or_default()),
+        created_at: status.created_at,
+        started_at: status.started_at,
+        finished_at: status.finished_at,
+        exit_code: status.exit_code,
+        image: status
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default(),
+        image_ref: status.image_ref.clone(),
+        hash: info.hash,
+        hash_without_resources: info.hash_without_resources,
+        restart_count: info.restart_count,
+        reason: status.reason.clone(),
+        message: status.message.clone(),
+        resources: status
+            .resources
+            .as_ref()
+            .and_then(|r| r.linux.as_ref())
+            .map(resources_from_cri),
+        log_path: status.log_path.clone(),
+        annotations,
+    }
+}
+
+/// CRI Linux resources back in Kubernetes units (shares → milli-CPU request, quota and
+/// period → milli-CPU limit); zero values mean "not set".
+pub fn resources_from_cri(linux: &pb::LinuxContainerResources) -> ContainerResources {
+    let period = if linux.cpu_period > 0 {
+        linux.cpu_period
+    } else {
+        CPU_PERIOD_DEFAULT
+    };
+    ContainerResources {
+        cpu_request_milli: (linux.cpu_shares > 0).then(|| linux.cpu_shares * 1000 / 1024),
+        cpu_limit_milli: (linux.cpu_quota > 0).then(|| linux.cpu_quota * 1000 / period),
+        memory_limit_bytes: (linux.memory_limit_in_bytes > 0)
+            .then_some(linux.memory_limit_in_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_round_back_to_kubernetes_units() {
+        let linux = pb::LinuxContainerResources {
+            cpu_shares: 512,
+            cpu_quota: 50_000,
+            cpu_period: 100_000,
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        };
+        let r = resources_from_cri(&linux);
+        assert_eq!(r.cpu_request_milli, Some(500));
+        assert_eq!(r.cpu_limit_milli, Some(500));
+        assert_eq!(r.memory_limit_bytes, Some(64 << 20));
+        let none = resources_from_cri(&Default::default());
+        assert_eq!(none, ContainerResources::default());
+    }
+
+    #[test]
+    fn grouping_skips_foreign_things_and_orders_newest_first() {
+        let sandbox = |id: &str, uid: &str, created: i64| pb::PodSandbox {
+            id: id.into(),
+            created_at: created,
+            metadata: MessageField::some(pb::PodSandboxMetadata {
+                uid: uid.into(),
+                name: format!("pod-{uid}"),
+                namespace: "ns".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let container = |id: &str, uid: Option<&str>| pb::Container {
+            id: id.into(),
+            labels: uid
+                .map(|u| HashMap::from([(labels::POD_UID.to_owned(), u.to_owned())]))
+                .unwrap_or_default(),
+            state: pb::ContainerState::CONTAINER_RUNNING.into(),
+            ..Default::default()
+        };
+        let pods = group_into_pods(
+            vec![
+                sandbox("s-old", "a", 1),
+                sandbox("s-new", "b", 5),
+                sandbox("s-x", "", 9),
+            ],
+            vec![
+                container("c1", Some("a")),
+                container("c2", None),
+                container("c3", Some("zzz")),
+            ],
+        );
+        let uids: Vec<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
+        assert_eq!(uids, ["b", "a", "zzz"]);
+        assert_eq!(pods[1].containers[0].id, "c1");
+        assert_eq!(pods[1].containers[0].state, ContainerState::Running);
+    }
+}
