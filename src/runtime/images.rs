@@ -1,0 +1,261 @@
+//! Makes sure a container's image is present before it is created (upstream
+//! EnsureImageExists): default tag, pull policy, per-image pull back-off, events.
+//!
+//! Called from pod worker threads; the back-off table is the one piece of shared state
+//! and sits behind a short lock never held across a CRI call.
+
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime};
+
+use protobuf::MessageField;
+
+use super::backoff::{image_pull_key, Backoff};
+use super::result::Failure;
+use crate::api::pod::{Container, ImagePullPolicy, Pod};
+use crate::cri::{pb, CriError, ImageClient};
+use crate::events::{EventType, Recorder};
+use crate::status::containers::{
+    ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
+};
+
+/// The waiting reason when the runtime cannot tell whether the image is present.
+pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
+
+/// Pulls images and remembers which pulls failed recently.
+pub struct ImageManager {
+    client: ImageClient,
+    backoff: Mutex<Backoff>,
+    recorder: Recorder,
+}
+
+/// Adds `:latest` to a reference with neither tag nor digest; rejects malformed names
+/// (uppercase or odd characters in the repository, whitespace anywhere).
+pub fn with_default_tag(image: &str) -> Result<String, String> {
+    let invalid = || format!("couldn't parse image name {image:?}: invalid reference format");
+    let repository = repository_part(image);
+    let repo_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-/:".contains(c);
+    if repository.is_empty() || repository.ends_with('/') || !repository.chars().all(repo_char) {
+        return Err(invalid());
+    }
+    if image.chars().any(char::is_whitespace) {
+        return Err(invalid());
+    }
+    if image.contains('@') || has_tag(image) {
+        Ok(image.to_owned())
+    } else {
+        Ok(format!("{image}:latest"))
+    }
+}
+
+/// The reference without its tag and digest (a registry port stays).
+fn repository_part(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    match without_digest.rfind(':') {
+        Some(colon) if !without_digest[colon..].contains('/') => &without_digest[..colon],
+        _ => without_digest,
+    }
+}
+
+fn has_tag(image: &str) -> bool {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    last.contains(':')
+}
+
+/// The pull policy, defaulted as the API server would for pods that did not pass
+/// through it (static pods): Always for `:latest` or no tag, else IfNotPresent.
+pub fn pull_policy(container: &Container) -> ImagePullPolicy {
+    if let Some(policy) = &container.image_pull_policy {
+        return policy.clone();
+    }
+    let image = container.image.as_deref().unwrap_or("");
+    if image.contains('@') {
+        return ImagePullPolicy::IfNotPresent;
+    }
+    if !has_tag(image) || image.ends_with(":latest") {
+        ImagePullPolicy::Always
+    } else {
+        ImagePullPolicy::IfNotPresent
+    }
+}
+
+impl ImageManager {
+    pub fn new(client: ImageClient, recorder: Recorder) -> ImageManager {
+        ImageManager {
+            client,
+            backoff: Mutex::new(Backoff::default()),
+            recorder,
+        }
+    }
+
+    fn image_ref(&self, image: &str) -> Result<Option<String>, CriError> {
+        let response = self.client.image_status(&pb::ImageStatusRequest {
+            image: MessageField::some(pb::ImageSpec {
+                image: image.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })?;
+        Ok(response.image.into_option().map(|i| i.id))
+    }
+
+    /// Returns the image reference to create the container from, pulling the image
+    /// when the policy says so; the failure carries the upstream waiting reason.
+    pub fn ensure_image(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        sandbox_config: &pb::PodSandboxConfig,
+        auth: Option<&pb::AuthConfig>,
+    ) -> Result<String, Failure> {
+        let name = &container.name;
+        let raw = container.image.as_deref().unwrap_or("");
+        let image = with_default_tag(raw).map_err(|err| {
+            self.recorder
+                .container(pod, name, EventType::Warning, "InspectFailed", &err);
+            Failure::new(INVALID_IMAGE_NAME, err)
+        })?;
+        let present = self.image_ref(&image).map_err(|err| {
+            let message = format!("Failed to inspect image {image:?}: {err}");
+            self.recorder
+                .container(pod, name, EventType::Warning, "InspectFailed", &message);
+            Failure::new(IMAGE_INSPECT_ERROR, message)
+        })?;
+        let should_pull = match pull_policy(container) {
+            ImagePullPolicy::Never => false,
+            ImagePullPolicy::Always => true,
+            _ => present.is_none(),
+        };
+        if !should_pull {
+            return match present {
+                Some(reference) => {
+                    let message = format!("Container image {raw:?} already present on machine");
+                    self.recorder
+                        .container(pod, name, EventType::Normal, "Pulled", message);
+                    Ok(reference)
+                }
+                None => {
+                    let message =
+                        format!("Container image {raw:?} is not present with pull policy of Never");
+                    self.recorder.container(
+                        pod,
+                        name,
+                        EventType::Warning,
+                        "ErrImageNeverPull",
+                        &message,
+                    );
+                    Err(Failure::new(ERR_IMAGE_NEVER_PULL, message))
+                }
+            };
+        }
+
+        let key = image_pull_key(pod.uid(), raw);
+        let now = SystemTime::now();
+        let backing_off = self.lock_backoff().is_in_backoff_since_update(&key, now);
+        if backing_off {
+            let message = format!("Back-off pulling image {raw:?}");
+            self.recorder
+                .container(pod, name, EventType::Normal, "BackOff", &message);
+            return Err(Failure::new(IMAGE_PULL_BACK_OFF, message));
+        }
+        self.recorder.container(
+            pod,
+            name,
+            EventType::Normal,
+            "Pulling",
+            format!("Pulling image {raw:?}"),
+        );
+        let started = Instant::now();
+        let pulled = self.client.pull_image(&pb::PullImageRequest {
+            image: MessageField::some(pb::ImageSpec {
+                image: image.clone(),
+                ..Default::default()
+            }),
+            auth: auth.cloned().into(),
+            sandbox_config: MessageField::some(sandbox_config.clone()),
+            ..Default::default()
+        });
+        match pulled {
+            Ok(response) => {
+                let message = format!(
+                    "Successfully pulled image {raw:?} in {:?}",
+                    started.elapsed()
+                );
+                self.recorder
+                    .container(pod, name, EventType::Normal, "Pulled", message);
+                self.lock_backoff().gc(SystemTime::now());
+                Ok(if response.image_ref.is_empty() {
+                    image
+                } else {
+                    response.image_ref
+                })
+            }
+            Err(err) => {
+                let message = format!("Failed to pull image {raw:?}: {err}");
+                self.recorder
+                    .container(pod, name, EventType::Warning, "Failed", &message);
+                let now = SystemTime::now();
+                self.lock_backoff().next(&key, now, now);
+                Err(Failure::new(ERR_IMAGE_PULL, message))
+            }
+        }
+    }
+
+    fn lock_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        self.backoff.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_tag_and_validation() {
+        let cases = [
+            ("busybox", Ok("busybox:latest")),
+            ("busybox:1.36", Ok("busybox:1.36")),
+            ("localhost:5000/app", Ok("localhost:5000/app:latest")),
+            ("localhost:5000/app:v2", Ok("localhost:5000/app:v2")),
+            ("app@sha256:abcd", Ok("app@sha256:abcd")),
+            ("repo/App:1", Err(())),
+            ("has space", Err(())),
+            ("", Err(())),
+            ("trailing/", Err(())),
+        ];
+        for (input, want) in cases {
+            let got = with_default_tag(input);
+            match want {
+                Ok(expected) => assert_eq!(got.as_deref(), Ok(expected), "{input}"),
+                Err(()) => assert!(got.is_err(), "{input} should be rejected"),
+            }
+        }
+        assert!(
+            with_default_tag("app:MixedCaseTag").is_ok(),
+            "uppercase is fine in a tag"
+        );
+    }
+
+    #[test]
+    fn pull_policy_defaults_like_the_api_server() {
+        let container = |image: &str| Container {
+            image: Some(image.into()),
+            ..Default::default()
+        };
+        assert_eq!(pull_policy(&container("busybox")), ImagePullPolicy::Always);
+        assert_eq!(
+            pull_policy(&container("busybox:latest")),
+            ImagePullPolicy::Always
+        );
+        assert_eq!(
+            pull_policy(&container("busybox:1.0")),
+            ImagePullPolicy::IfNotPresent
+        );
+        assert_eq!(
+            pull_policy(&container("localhost:5000/busybox")),
+            ImagePullPolicy::Always
+        );
+        let mut explicit = container("busybox");
+        explicit.image_pull_policy = Some(ImagePullPolicy::Never);
+        assert_eq!(pull_policy(&explicit), ImagePullPolicy::Never);
+    }
+}
