@@ -7,6 +7,8 @@
 pub mod api;
 pub mod config;
 pub mod cri;
+pub mod events;
+pub mod pleg;
 pub mod process;
 pub mod runtime;
 pub mod runtime_info;
