@@ -8,6 +8,7 @@ pub mod actions;
 pub mod backoff;
 pub mod cache;
 pub mod dns;
+pub mod env;
 pub mod images;
 pub mod hash;
 pub mod inspect;
