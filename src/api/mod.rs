@@ -2,9 +2,23 @@
 //! reads and writes, and `Quantity`. Only this module knows the JSON shape of API
 //! objects; the rest of litelet works with these types.
 
+pub mod client;
+pub mod error;
 pub mod event;
+pub mod kubeconfig;
 pub mod lease;
 pub mod meta;
 pub mod node;
+pub mod paths;
 pub mod pod;
 pub mod quantity;
+pub mod ratelimit;
+pub mod stats;
+pub mod watch;
+
+pub use client::{
+    ApiClient, ClientConfig, DeleteOptions, ListOptions, PatchType, RetryPolicy, WatchOptions,
+};
+pub use error::ApiError;
+pub use stats::{RequestStats, Verb};
+pub use watch::WatchStream;

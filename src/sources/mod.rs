@@ -5,6 +5,9 @@
 //! update follow the upstream kubelet's config package: a source tracks what it sent
 //! before, so the sync loop only sees changes, already classified.
 
+pub mod apiserver;
+pub mod merge;
+
 use crate::api::pod::Pod;
 
 /// Where a pod came from; also the value of the `kubernetes.io/config.source` annotation.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod containerd;
+pub mod fake_api;
 pub mod fake_cri;
 
 use std::time::{Duration, Instant};

@@ -1,0 +1,812 @@
+//! `ApiClient`: the blocking HTTP client for the Kubernetes API server.
+//!
+//! One ureq `Agent` (rustls, connection pool) per client and its clones; TLS with a
+//! pinned CA, client-certificate or bearer-token auth, or plain `http://` (tests).
+//! Every request goes through [`ApiClient::send`]: take a token from the shared rate
+//! limiter, count the attempt, send, map failures to [`ApiError`], and retry what is
+//! safe to retry:
+//! - 429 and 5xx answers and transport failures, for idempotent verbs (GET, PUT,
+//!   PATCH, DELETE); POST only when the connection failed before anything was sent,
+//!   or on 429 (the server refused it before doing anything);
+//! - with capped exponential backoff plus jitter, or the server's `Retry-After`
+//!   (capped), for at most `RetryPolicy::max_retries` extra attempts.
+//!
+//! Any thread may call any method; clones share the pool, the rate limiter and the
+//! request counters. No lock is held across a request. [`ApiClient::close_connections`]
+//! tears down this pool's connections, which wakes a thread blocked reading a watch;
+//! [`ApiClient::with_own_connections`] gives a thread a pool it can close alone.
+//!
+//! Invariant: only `src/api/` knows the wire JSON; callers get typed values.
+
+use std::fmt;
+use std::io::Read;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use ureq::http;
+use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+use ureq::RequestExt;
+
+use crate::api::error::ApiError;
+use crate::api::meta::{List, Status};
+use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
+use crate::api::stats::{RequestCounters, RequestStats, Verb};
+use crate::api::watch::WatchStream;
+
+/// Largest JSON answer read into memory (a list of every pod of a big node fits).
+const MAX_BODY_BYTES: u64 = 64 * 1024 * 1024;
+/// Extra time past a watch's `timeoutSeconds` before the client gives up on a
+/// silent connection (the server should have ended it by then).
+const WATCH_BODY_GRACE: Duration = Duration::from_secs(30);
+
+/// When and how often failed requests are retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Extra attempts after the first; 0 disables retries.
+    pub max_retries: u32,
+    /// Delay before the first retry; doubles each time.
+    pub initial_backoff: Duration,
+    /// Cap of the doubling delay.
+    pub max_backoff: Duration,
+    /// Cap on a server's `Retry-After` (a thread never sleeps longer than this).
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything needed to reach and authenticate to the API server; produced by
+/// `kubeconfig::load` or built directly (tests).
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// `https://host:port` (or `http://` for tests), possibly with a path prefix.
+    pub server: String,
+    /// PEM bundle of CAs trusted for the server; `None` uses the webpki roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// PEM client certificate chain (with `client_key_pem`).
+    pub client_cert_pem: Option<Vec<u8>>,
+    /// PEM private key of the client certificate.
+    pub client_key_pem: Option<Vec<u8>>,
+    /// Bearer token sent as `Authorization: Bearer ...`.
+    pub token: Option<String>,
+    /// Accept any server certificate (insecure, as kubectl's flag of the same name).
+    pub insecure_skip_tls_verify: bool,
+    /// Sustained requests per second; `<= 0` disables the limit.
+    pub qps: f32,
+    /// Requests allowed at once above the sustained rate.
+    pub burst: u32,
+    /// Budget of one request, answer body included (watches excepted).
+    pub timeout: Duration,
+    /// Budget to connect (TCP + TLS).
+    pub connect_timeout: Duration,
+    pub retry: RetryPolicy,
+    pub user_agent: String,
+}
+
+impl ClientConfig {
+    /// Defaults for everything but the server.
+    pub fn new(server: &str) -> Self {
+        Self {
+            server: server.to_owned(),
+            ca_pem: None,
+            client_cert_pem: None,
+            client_key_pem: None,
+            token: None,
+            insecure_skip_tls_verify: false,
+            qps: DEFAULT_QPS,
+            burst: DEFAULT_BURST,
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            user_agent: concat!("litelet/", env!("CARGO_PKG_VERSION")).to_owned(),
+        }
+    }
+}
+
+// Hand-written so the token and key never reach a log.
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |o: bool| if o { "<redacted>" } else { "<none>" };
+        f.debug_struct("ClientConfig")
+            .field("server", &self.server)
+            .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
+            .field(
+                "client_cert_pem",
+                &self.client_cert_pem.as_ref().map(|p| p.len()),
+            )
+            .field("client_key_pem", &redacted(self.client_key_pem.is_some()))
+            .field("token", &redacted(self.token.is_some()))
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("qps", &self.qps)
+            .field("burst", &self.burst)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Query options of a list (`GET` of a collection).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// e.g. `spec.nodeName=node-1`.
+    pub field_selector: Option<String>,
+    pub label_selector: Option<String>,
+    /// `"0"` allows a cached answer; `None` asks for the latest state.
+    pub resource_version: Option<String>,
+    /// Page size; follow `metadata.continue` for the next page.
+    pub limit: Option<u32>,
+    pub continue_: Option<String>,
+}
+
+/// Query options of a watch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WatchOptions {
+    pub field_selector: Option<String>,
+    pub label_selector: Option<String>,
+    /// Events after this version; `None` starts with synthetic ADDED events for all
+    /// current objects.
+    pub resource_version: Option<String>,
+    /// Ask for BOOKMARK events carrying newer resourceVersions.
+    pub allow_bookmarks: bool,
+    /// The server ends the watch after this long.
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Body encoding of a PATCH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    /// RFC 7386 JSON merge patch.
+    Merge,
+    /// Kubernetes strategic merge patch (lists merged by key).
+    StrategicMerge,
+    /// RFC 6902 JSON patch (a list of operations).
+    Json,
+}
+
+impl PatchType {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::StrategicMerge => "application/strategic-merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+        }
+    }
+}
+
+/// Options of a DELETE.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    /// 0 deletes now; `None` uses the object's default.
+    pub grace_period_seconds: Option<i64>,
+    /// Delete only if the object still has this UID.
+    pub precondition_uid: Option<String>,
+    /// Delete only if the object still has this resourceVersion.
+    pub precondition_resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    fn to_json(&self) -> Value {
+        let mut body = serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1"});
+        if let Some(g) = self.grace_period_seconds {
+            body["gracePeriodSeconds"] = g.into();
+        }
+        let mut pre = serde_json::Map::new();
+        if let Some(uid) = &self.precondition_uid {
+            pre.insert("uid".into(), uid.clone().into());
+        }
+        if let Some(rv) = &self.precondition_resource_version {
+            pre.insert("resourceVersion".into(), rv.clone().into());
+        }
+        if !pre.is_empty() {
+            body["preconditions"] = Value::Object(pre);
+        }
+        body
+    }
+}
+
+/// Wakes retry sleeps when the client's connections are closed.
+#[derive(Debug, Default)]
+struct Closer {
+    closed: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Closer {
+    fn is_closed(&self) -> bool {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn close(&self) {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps for `d`; returns false (early) when closed.
+    fn sleep(&self, d: Duration) -> bool {
+        let guard = self.closed.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .cv
+            .wait_timeout_while(guard, d, |closed| !*closed)
+            .unwrap_or_else(|e| e.into_inner());
+        !*guard
+    }
+}
+
+/// State shared by all clones, whatever their pool.
+struct Shared {
+    /// Server URL without a trailing slash.
+    base: String,
+    authorization: Option<String>,
+    agent_config: ureq::config::Config,
+    limiter: RateLimiter,
+    counters: RequestCounters,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+/// A client of one API server. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct ApiClient {
+    agent: ureq::Agent,
+    closer: Arc<Closer>,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("server", &self.shared.base)
+            .finish_non_exhaustive()
+    }
+}
+
+fn config_err(what: impl fmt::Display) -> ApiError {
+    ApiError::Config(what.to_string())
+}
+
+fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
+    let mut tls = TlsConfig::builder();
+    if let Some(ca) = &config.ca_pem {
+        let mut roots = Vec::new();
+        for item in ureq::tls::parse_pem(ca) {
+            if let PemItem::Certificate(c) =
+                item.map_err(|e| config_err(format!("parse CA bundle: {e}")))?
+            {
+                roots.push(c);
+            }
+        }
+        if roots.is_empty() {
+            return Err(config_err("CA bundle holds no certificate"));
+        }
+        tls = tls.root_certs(RootCerts::Specific(Arc::new(roots)));
+    }
+    match (&config.client_cert_pem, &config.client_key_pem) {
+        (Some(cert), Some(key)) => {
+            let mut chain = Vec::new();
+            for item in ureq::tls::parse_pem(cert) {
+                if let PemItem::Certificate(c) =
+                    item.map_err(|e| config_err(format!("parse client certificate: {e}")))?
+                {
+                    chain.push(c);
+                }
+            }
+            let mut private = None;
+            for item in ureq::tls::parse_pem(key) {
+                if let PemItem::PrivateKey(k) =
+                    item.map_err(|e| config_err(format!("parse client key: {e}")))?
+                {
+                    private.get_or_insert(k);
+                }
+            }
+            let private = private.ok_or_else(|| config_err("client key holds no private key"))?;
+            if chain.is_empty() {
+                return Err(config_err("client certificate holds no certificate"));
+            }
+            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, private)));
+        }
+        (None, None) => {}
+        _ => {
+            return Err(config_err(
+                "client certificate and key must be given together",
+            ))
+        }
+    }
+    if config.insecure_skip_tls_verify {
+        tls = tls.disable_verification(true);
+    }
+    Ok(tls.build())
+}
+
+impl ApiClient {
+    /// Builds a client; fails on a bad server URL or unusable PEM data.
+    pub fn new(config: &ClientConfig) -> Result<Self, ApiError> {
+        let base = config.server.trim_end_matches('/').to_owned();
+        let uri: http::Uri = base
+            .parse()
+            .map_err(|e| config_err(format!("server {:?}: {e}", config.server)))?;
+        match uri.scheme_str() {
+            Some("https") | Some("http") => {}
+            _ => {
+                return Err(config_err(format!(
+                    "server {:?}: scheme must be https or http",
+                    config.server
+                )))
+            }
+        }
+        if uri.host().is_none() {
+            return Err(config_err(format!("server {:?}: no host", config.server)));
+        }
+        let agent_config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .user_agent(config.user_agent.as_str())
+            .timeout_global(Some(config.timeout))
+            .timeout_connect(Some(config.connect_timeout))
+            .tls_config(tls_config(config)?)
+            .build();
+        let authorization = config.token.as_ref().map(|t| format!("Bearer {t}"));
+        let shared = Shared {
+            base,
+            authorization,
+            agent_config: agent_config.clone(),
+            limiter: RateLimiter::new(config.qps, config.burst),
+            counters: RequestCounters::default(),
+            timeout: config.timeout,
+            retry: config.retry,
+        };
+        Ok(Self {
+            agent: ureq::Agent::new_with_config(agent_config),
+            closer: Arc::new(Closer::default()),
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The server URL (no trailing slash).
+    pub fn server(&self) -> &str {
+        &self.shared.base
+    }
+
+    /// Requests made so far by this client and all its clones, per verb.
+    pub fn stats(&self) -> RequestStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// A clone with its own connection pool (sharing limiter and counters), so that
+    /// [`close_connections`](Self::close_connections) on it affects no one else.
+    pub fn with_own_connections(&self) -> Self {
+        Self {
+            agent: ureq::Agent::new_with_config(self.shared.agent_config.clone()),
+            closer: Arc::new(Closer::default()),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Closes every connection of this client's pool, in use or idle: a thread blocked
+    /// in a request or reading a watch gets a transport error at once. Afterwards this
+    /// pool refuses requests (no retries); use it on shutdown.
+    pub fn close_connections(&self) {
+        self.closer.close();
+        self.agent.clone().shutdown();
+    }
+
+    /// GET one object.
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let resp = self.send(Verb::Get, path, &[], None, None)?;
+        read_json(resp, path)
+    }
+
+    /// GET a collection.
+    pub fn list<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        opts: &ListOptions,
+    ) -> Result<List<T>, ApiError> {
+        let mut q = Vec::new();
+        push_opt(&mut q, "fieldSelector", &opts.field_selector);
+        push_opt(&mut q, "labelSelector", &opts.label_selector);
+        push_opt(&mut q, "resourceVersion", &opts.resource_version);
+        push_opt(&mut q, "limit", &opts.limit.map(|l| l.to_string()));
+        push_opt(&mut q, "continue", &opts.continue_);
+        let resp = self.send(Verb::List, path, &q, None, None)?;
+        read_json(resp, path)
+    }
+
+    /// POST `obj` to the collection at `path`; returns the stored object.
+    pub fn create<T: Serialize + DeserializeOwned>(
+        &self,
+        path: &str,
+        obj: &T,
+    ) -> Result<T, ApiError> {
+        let body = encode(obj, path)?;
+        let resp = self.send(
+            Verb::Create,
+            path,
+            &[],
+            Some(("application/json", body)),
+            None,
+        )?;
+        read_json(resp, path)
+    }
+
+    /// PUT `obj` at `path` (optimistic concurrency through its resourceVersion).
+    pub fn replace<T: Serialize + DeserializeOwned>(
+        &self,
+        path: &str,
+        obj: &T,
+    ) -> Result<T, ApiError> {
+        let body = encode(obj, path)?;
+        let resp = self.send(
+            Verb::Update,
+            path,
+            &[],
+            Some(("application/json", body)),
+            None,
+        )?;
+        read_json(resp, path)
+    }
+
+    /// PATCH the object at `path`; returns the patched object.
+    pub fn patch<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        patch_type: PatchType,
+        patch: &Value,
+    ) -> Result<T, ApiError> {
+        let body = encode(patch, path)?;
+        let resp = self.send(
+            Verb::Patch,
+            path,
+            &[],
+            Some((patch_type.content_type(), body)),
+            None,
+        )?;
+        read_json(resp, path)
+    }
+
+    /// DELETE the object at `path`.
+    pub fn delete(&self, path: &str, opts: &DeleteOptions) -> Result<(), ApiError> {
+        let body = encode(&opts.to_json(), path)?;
+        let resp = self.send(
+            Verb::Delete,
+            path,
+            &[],
+            Some(("application/json", body)),
+            None,
+        )?;
+        // Drain the answer so the connection can be reused.
+        let _ = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_BODY_BYTES)
+            .read_to_vec();
+        Ok(())
+    }
+
+    /// Starts a watch of the collection at `path`. The request itself is retried like
+    /// a GET; the returned stream is not (the caller re-watches from its last version).
+    pub fn watch(&self, path: &str, opts: &WatchOptions) -> Result<WatchStream, ApiError> {
+        let mut q = vec![("watch", "true".to_owned())];
+        push_opt(&mut q, "resourceVersion", &opts.resource_version);
+        if opts.allow_bookmarks {
+            q.push(("allowWatchBookmarks", "true".to_owned()));
+        }
+        push_opt(
+            &mut q,
+            "timeoutSeconds",
+            &opts.timeout_seconds.map(|t| t.to_string()),
+        );
+        push_opt(&mut q, "fieldSelector", &opts.field_selector);
+        push_opt(&mut q, "labelSelector", &opts.label_selector);
+        let body_budget = opts
+            .timeout_seconds
+            .map(|t| Duration::from_secs(t) + WATCH_BODY_GRACE);
+        let resp = self.send(Verb::Watch, path, &q, None, Some(body_budget))?;
+        Ok(WatchStream::new(resp.into_body().into_reader(), path))
+    }
+
+    /// Sends one request with retries; returns a 2xx answer or the mapped failure.
+    /// `watch_budget` is `Some(body budget)` for watches (no overall timeout).
+    fn send(
+        &self,
+        verb: Verb,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<(&str, Vec<u8>)>,
+        watch_budget: Option<Option<Duration>>,
+    ) -> Result<http::Response<ureq::Body>, ApiError> {
+        let url = format!("{}{}{}", self.shared.base, path, query_string(query));
+        let policy = self.shared.retry;
+        let mut backoff = Backoff::new(policy.initial_backoff, policy.max_backoff);
+        let mut attempt = 0;
+        loop {
+            if self.closer.is_closed() {
+                return Err(ApiError::Transport {
+                    verb,
+                    path: path.to_owned(),
+                    message: "client connections closed".into(),
+                });
+            }
+            self.shared.limiter.acquire();
+            self.shared.counters.record(verb);
+            if attempt > 0 {
+                self.shared.counters.record_retry();
+            }
+            let may_retry = attempt < policy.max_retries;
+            attempt += 1;
+            let outcome = self.send_once(verb, &url, body.as_ref(), watch_budget);
+            let (err, retry, retry_after) = match outcome {
+                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) => {
+                    let code = resp.status().as_u16();
+                    let retry_after = resp
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let retryable = code == 429
+                        || (verb.is_idempotent() && matches!(code, 500 | 502 | 503 | 504));
+                    let err = ApiError::from_status(verb, path, code, read_status(resp));
+                    (err, retryable, retry_after)
+                }
+                Err(e) => {
+                    let retryable = is_transient(&e) && (verb.is_idempotent() || before_send(&e));
+                    let err = ApiError::Transport {
+                        verb,
+                        path: path.to_owned(),
+                        message: e.to_string(),
+                    };
+                    (err, retryable, None)
+                }
+            };
+            if !(retry && may_retry) {
+                return Err(err);
+            }
+            let delay = match retry_after {
+                Some(d) => d.min(policy.max_retry_after),
+                None => jitter(backoff.next_delay()),
+            };
+            log::debug!("api {verb} {path}: {err}; retry {attempt} in {delay:?}");
+            if !self.closer.sleep(delay) {
+                return Err(err);
+            }
+        }
+    }
+
+    fn send_once(
+        &self,
+        verb: Verb,
+        url: &str,
+        body: Option<&(&str, Vec<u8>)>,
+        watch_budget: Option<Option<Duration>>,
+    ) -> Result<http::Response<ureq::Body>, ureq::Error> {
+        let mut builder = http::Request::builder()
+            .method(verb.method())
+            .uri(url)
+            .header("accept", "application/json");
+        if let Some(auth) = &self.shared.authorization {
+            builder = builder.header("authorization", auth.as_str());
+        }
+        match body {
+            Some((content_type, bytes)) => {
+                let req = builder
+                    .header("content-type", *content_type)
+                    .body(bytes.as_slice())?;
+                self.run(req, watch_budget)
+            }
+            None => {
+                let req = builder.body(())?;
+                self.run(req, watch_budget)
+            }
+        }
+    }
+
+    fn run<S: ureq::AsSendBody>(
+        &self,
+        req: http::Request<S>,
+        watch_budget: Option<Option<Duration>>,
+    ) -> Result<http::Response<ureq::Body>, ureq::Error> {
+        let with_agent = req.with_agent(&self.agent);
+        match watch_budget {
+            None => with_agent.run(),
+            Some(body_budget) => with_agent
+                .configure()
+                .timeout_global(None)
+                .timeout_recv_response(Some(self.shared.timeout))
+                .timeout_recv_body(body_budget)
+                .build()
+                .run(),
+        }
+    }
+}
+
+fn push_opt(q: &mut Vec<(&'static str, String)>, key: &'static str, value: &Option<String>) {
+    if let Some(v) = value {
+        q.push((key, v.clone()));
+    }
+}
+
+fn query_string(query: &[(&str, String)]) -> String {
+    if query.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = query
+        .iter()
+        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+        .collect();
+    format!("?{}", parts.join("&"))
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(obj).map_err(|e| ApiError::Encode {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn read_json<T: DeserializeOwned>(
+    resp: http::Response<ureq::Body>,
+    path: &str,
+) -> Result<T, ApiError> {
+    let decode_err = |message: String| ApiError::Decode {
+        path: path.to_owned(),
+        message,
+    };
+    let bytes = resp
+        .into_body()
+        .into_with_config()
+        .limit(MAX_BODY_BYTES)
+        .read_to_vec()
+        .map_err(|e| decode_err(format!("read body: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| decode_err(e.to_string()))
+}
+
+/// Reads a failure answer's `Status` object; a body that is not one becomes the message.
+fn read_status(resp: http::Response<ureq::Body>) -> Option<Status> {
+    let mut text = String::new();
+    let _ = resp
+        .into_body()
+        .into_with_config()
+        .limit(1024 * 1024)
+        .reader()
+        .read_to_string(&mut text);
+    match serde_json::from_str::<Status>(&text) {
+        Ok(status) if status.kind == "Status" || status.code.is_some() => Some(status),
+        _ => {
+            let text = text.trim();
+            (!text.is_empty()).then(|| Status {
+                message: Some(text.chars().take(256).collect()),
+                ..Status::default()
+            })
+        }
+    }
+}
+
+/// Failures that may go away by themselves (network trouble, timeouts), as opposed to
+/// configuration or protocol mistakes that would fail the same way again.
+fn is_transient(e: &ureq::Error) -> bool {
+    matches!(
+        e,
+        ureq::Error::Io(_)
+            | ureq::Error::Timeout(_)
+            | ureq::Error::HostNotFound
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::Protocol(_)
+    )
+}
+
+/// True when the request cannot have reached the server (nothing was sent), so even
+/// a POST is safe to repeat.
+fn before_send(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Timeout(t) => {
+            matches!(t, ureq::Timeout::Connect | ureq::Timeout::Resolve)
+        }
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::AddrNotAvailable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::HostUnreachable
+        ),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_is_encoded() {
+        let q = [
+            ("fieldSelector", "spec.nodeName=n 1".to_owned()),
+            ("watch", "true".to_owned()),
+        ];
+        assert_eq!(
+            query_string(&q),
+            "?fieldSelector=spec.nodeName%3Dn%201&watch=true"
+        );
+        assert_eq!(query_string(&[]), "");
+    }
+
+    #[test]
+    fn delete_options_json() {
+        let o = DeleteOptions {
+            grace_period_seconds: Some(0),
+            precondition_uid: Some("u1".into()),
+            precondition_resource_version: None,
+        };
+        assert_eq!(
+            o.to_json(),
+            serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1",
+                "gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}})
+        );
+        assert_eq!(
+            DeleteOptions::default().to_json(),
+            serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1"})
+        );
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        for server in ["ftp://x", "not a url", "https://"] {
+            let e = ApiClient::new(&ClientConfig::new(server)).unwrap_err();
+            assert!(matches!(e, ApiError::Config(_)), "{server}: {e}");
+        }
+        let mut c = ClientConfig::new("https://127.0.0.1:6443");
+        c.client_cert_pem = Some(b"x".to_vec());
+        assert!(ApiClient::new(&c).is_err());
+        c.client_cert_pem = None;
+        c.ca_pem = Some(b"no pem here".to_vec());
+        let e = ApiClient::new(&c).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "api client config: CA bundle holds no certificate"
+        );
+        let dbg = format!(
+            "{:?}",
+            ClientConfig {
+                token: Some("t0ken".into()),
+                ..ClientConfig::new("http://x")
+            }
+        );
+        assert!(!dbg.contains("t0ken"), "{dbg}");
+    }
+
+    #[test]
+    fn closer_wakes_sleepers() {
+        let c = Arc::new(Closer::default());
+        assert!(c.sleep(Duration::from_millis(1)));
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || c2.sleep(Duration::from_secs(600)));
+        c.close();
+        assert!(!t.join().unwrap());
+        assert!(c.is_closed());
+    }
+}

@@ -1,0 +1,93 @@
+//! URL paths of the API objects litelet touches: pods, pods/status, nodes,
+//! nodes/status, leases and events. Pure string building; names are
+//! percent-encoded so an odd name can never change the path's shape.
+
+use crate::api::lease::NODE_LEASE_NAMESPACE;
+
+const CORE: &str = "/api/v1";
+const COORDINATION: &str = "/apis/coordination.k8s.io/v1";
+
+/// Encodes one path segment: unreserved characters pass, everything else is `%XX`.
+fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// All pods of all namespaces (list and watch with a field selector).
+pub fn all_pods() -> String {
+    format!("{CORE}/pods")
+}
+
+/// The pods collection of one namespace (create).
+pub fn pods(namespace: &str) -> String {
+    format!("{CORE}/namespaces/{}/pods", seg(namespace))
+}
+
+pub fn pod(namespace: &str, name: &str) -> String {
+    format!("{}/{}", pods(namespace), seg(name))
+}
+
+pub fn pod_status(namespace: &str, name: &str) -> String {
+    format!("{}/status", pod(namespace, name))
+}
+
+pub fn nodes() -> String {
+    format!("{CORE}/nodes")
+}
+
+pub fn node(name: &str) -> String {
+    format!("{CORE}/nodes/{}", seg(name))
+}
+
+pub fn node_status(name: &str) -> String {
+    format!("{}/status", node(name))
+}
+
+pub fn leases(namespace: &str) -> String {
+    format!("{COORDINATION}/namespaces/{}/leases", seg(namespace))
+}
+
+pub fn lease(namespace: &str, name: &str) -> String {
+    format!("{}/{}", leases(namespace), seg(name))
+}
+
+/// The heartbeat lease of a node (`kube-node-lease/<node>`).
+pub fn node_lease(node_name: &str) -> String {
+    lease(NODE_LEASE_NAMESPACE, node_name)
+}
+
+pub fn events(namespace: &str) -> String {
+    format!("{CORE}/namespaces/{}/events", seg(namespace))
+}
+
+pub fn event(namespace: &str, name: &str) -> String {
+    format!("{}/{}", events(namespace), seg(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(all_pods(), "/api/v1/pods");
+        assert_eq!(
+            pod_status("default", "web-0"),
+            "/api/v1/namespaces/default/pods/web-0/status"
+        );
+        assert_eq!(node_status("n1"), "/api/v1/nodes/n1/status");
+        assert_eq!(
+            node_lease("n1"),
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
+        );
+        assert_eq!(event("ns", "p.17a"), "/api/v1/namespaces/ns/events/p.17a");
+        assert_eq!(pod("a/b", "c d?"), "/api/v1/namespaces/a%2Fb/pods/c%20d%3F");
+    }
+}

@@ -1,0 +1,376 @@
+//! The API server pod source: the `api-watch` thread lists and watches the pods bound
+//! to this node and sends [`PodUpdate`]s to the sync loop.
+//!
+//! Loop: list `pods?fieldSelector=spec.nodeName=<node>` (the Node authorizer allows
+//! nothing wider), send the diff against what was sent before, then watch from the
+//! list's resourceVersion with bookmarks and a server-side timeout drawn from 5–10
+//! minutes (so many kubelets do not reconnect in step). Every event and bookmark
+//! advances the resourceVersion. When a watch ends or breaks, watch again from the last
+//! resourceVersion; on 410 Gone, list again and diff against what was sent, so pods
+//! deleted while disconnected become `Remove`s and nothing is sent twice. Failures
+//! back off exponentially (capped, jittered); the thread only ends on shutdown or when
+//! the sync loop has gone away. A pod that does not decode is logged and skipped.
+//!
+//! Shutdown of a blocked read: the thread owns a client with its own connection pool
+//! (`ApiClient::with_own_connections`). A small `api-watch-stop` thread waits on the
+//! shutdown channel and then closes that pool's connections, which makes the blocked
+//! watch read (or list) return an error at once; it also drops the `stop` channel the
+//! watch thread sleeps on, so backoff waits end too. No read timeout is needed, so an
+//! idle watch costs no requests.
+//!
+//! Channels: sends on `updates` (to the sync loop); reads `shutdown` (in the stopper).
+//! State (the API's view of our pods, and what was sent) is owned by `api-watch` alone.
+
+use std::collections::BTreeMap;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use serde_json::Value;
+
+use crate::api::meta::{WatchEvent, WatchEventType};
+use crate::api::pod::Pod;
+use crate::api::ratelimit::{jitter, random_between, Backoff};
+use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
+use crate::sources::merge::SourcePods;
+use crate::sources::{PodUpdate, SOURCE_API};
+
+/// Tunables of the source; [`Options::new`] has the production values.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub node_name: String,
+    /// First delay after a failure; doubles up to `backoff_max`.
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// Server-side watch timeout is drawn from this range, in seconds.
+    pub watch_timeout_secs: (u64, u64),
+}
+
+impl Options {
+    pub fn new(node_name: &str) -> Self {
+        Self {
+            node_name: node_name.to_owned(),
+            backoff_initial: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            watch_timeout_secs: (300, 600),
+        }
+    }
+}
+
+/// Starts the `api-watch` thread with production settings.
+pub fn spawn(
+    client: ApiClient,
+    node_name: String,
+    updates: Sender<PodUpdate>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    spawn_with(client, Options::new(&node_name), updates, shutdown)
+}
+
+/// Starts the `api-watch` thread (and its `api-watch-stop` helper) with `options`.
+/// The returned handle joins `api-watch`, which ends soon after `shutdown` fires
+/// (a message or disconnection) or when `updates` has no receiver.
+pub fn spawn_with(
+    client: ApiClient,
+    options: Options,
+    updates: Sender<PodUpdate>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    let client = client.with_own_connections();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+
+    let stopper_client = client.clone();
+    std::thread::Builder::new()
+        .name("api-watch-stop".into())
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            select! {
+                recv(shutdown) -> _ => {
+                    stopper_client.close_connections();
+                    drop(stop_tx);
+                }
+                recv(done_rx) -> _ => {}
+            }
+        })?;
+
+    let field_selector = format!("spec.nodeName={}", options.node_name);
+    let watcher = Watcher {
+        client,
+        options,
+        updates,
+        stop: stop_rx,
+        sent: SourcePods::new(SOURCE_API),
+        api_pods: BTreeMap::new(),
+        resource_version: None,
+        path: paths::all_pods(),
+        field_selector,
+    };
+    std::thread::Builder::new()
+        .name("api-watch".into())
+        .stack_size(1024 * 1024)
+        .spawn(move || {
+            // Dropped when this thread ends, which releases the stopper.
+            let _done = done_tx;
+            watcher.run();
+        })
+}
+
+/// How one watch request ended.
+enum WatchEnd {
+    /// The server ended the stream (its timeout); `events` were received.
+    Closed { events: usize, lasted: Duration },
+    /// 410: our resourceVersion is too old.
+    Gone,
+    /// The request or the stream failed; `events` were received before.
+    Failed { err: ApiError, events: usize },
+    /// The sync loop is gone: nothing left to do.
+    ReceiverGone,
+}
+
+struct Watcher {
+    client: ApiClient,
+    options: Options,
+    updates: Sender<PodUpdate>,
+    /// Disconnected by the stopper on shutdown; also what backoff sleeps wait on.
+    stop: Receiver<()>,
+    /// What the sync loop has been told.
+    sent: SourcePods,
+    /// The API server's current view of our pods, by UID.
+    api_pods: BTreeMap<String, Pod>,
+    resource_version: Option<String>,
+    path: String,
+    field_selector: String,
+}
+
+impl Watcher {
+    fn run(mut self) {
+        let node = self.options.node_name.clone();
+        log::info!("api-watch: watching pods of node {node}");
+        let mut backoff = Backoff::new(self.options.backoff_initial, self.options.backoff_max);
+        'list: loop {
+            if self.stopped() {
+                break;
+            }
+            match self.relist() {
+                Ok(true) => backoff.reset(),
+                Ok(false) => break,
+                Err(e) => {
+                    if self.stopped() {
+                        break;
+                    }
+                    let delay = jitter(backoff.next_delay());
+                    log::warn!("api-watch: list pods of node {node}: {e}; retry in {delay:?}");
+                    if !self.sleep(delay) {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            loop {
+                if self.stopped() {
+                    break 'list;
+                }
+                match self.watch_once() {
+                    WatchEnd::ReceiverGone => {
+                        log::info!("api-watch: sync loop gone; stopping");
+                        break 'list;
+                    }
+                    WatchEnd::Gone => {
+                        log::info!(
+                            "api-watch: resourceVersion {} expired; listing again",
+                            self.resource_version.as_deref().unwrap_or("")
+                        );
+                        continue 'list;
+                    }
+                    WatchEnd::Closed { events, lasted } => {
+                        // A server (or proxy) that ends every watch at once must not
+                        // make us spin: a short, empty watch counts as a failure.
+                        if events > 0 || lasted >= Duration::from_secs(1) {
+                            backoff.reset();
+                            continue;
+                        }
+                        let delay = jitter(backoff.next_delay());
+                        log::debug!("api-watch: watch ended at once; again in {delay:?}");
+                        if !self.sleep(delay) {
+                            break 'list;
+                        }
+                    }
+                    WatchEnd::Failed { err, events } => {
+                        if self.stopped() {
+                            break 'list;
+                        }
+                        if events > 0 {
+                            backoff.reset();
+                        }
+                        let delay = jitter(backoff.next_delay());
+                        log::warn!(
+                            "api-watch: watch pods of node {node}: {err}; again in {delay:?}"
+                        );
+                        if !self.sleep(delay) {
+                            break 'list;
+                        }
+                    }
+                }
+            }
+        }
+        log::info!("api-watch: stopped");
+    }
+
+    fn stopped(&self) -> bool {
+        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
+    }
+
+    /// Sleeps `d` unless stopped first; false when stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        matches!(self.stop.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+    }
+
+    /// Lists our pods and sends the diff. Ok(false) when the sync loop is gone.
+    fn relist(&mut self) -> Result<bool, ApiError> {
+        let opts = ListOptions {
+            field_selector: Some(self.field_selector.clone()),
+            ..ListOptions::default()
+        };
+        // Items decode one by one so that one bad pod cannot hide the others.
+        let list = self.client.list::<Value>(&self.path, &opts)?;
+        let mut pods = BTreeMap::new();
+        for item in list.items {
+            if let Some(pod) = self.decode_pod(item) {
+                pods.insert(pod.uid().to_owned(), pod);
+            }
+        }
+        log::debug!(
+            "api-watch: listed {} pods at resourceVersion {:?}",
+            pods.len(),
+            list.metadata.resource_version
+        );
+        self.api_pods = pods;
+        self.resource_version = list.metadata.resource_version;
+        Ok(self.send_changes())
+    }
+
+    fn watch_once(&mut self) -> WatchEnd {
+        let (low, high) = self.options.watch_timeout_secs;
+        let opts = WatchOptions {
+            field_selector: Some(self.field_selector.clone()),
+            resource_version: self.resource_version.clone(),
+            allow_bookmarks: true,
+            timeout_seconds: Some(random_between(low, high)),
+            ..WatchOptions::default()
+        };
+        let started = Instant::now();
+        let stream = match self.client.watch(&self.path, &opts) {
+            Ok(s) => s,
+            Err(e) if e.is_gone() => return WatchEnd::Gone,
+            Err(err) => return WatchEnd::Failed { err, events: 0 },
+        };
+        let mut events = 0;
+        for item in stream {
+            match item {
+                Ok(event) => {
+                    events += 1;
+                    if !self.handle(event) {
+                        return WatchEnd::ReceiverGone;
+                    }
+                }
+                Err(e) if e.is_gone() => return WatchEnd::Gone,
+                Err(err) => return WatchEnd::Failed { err, events },
+            }
+        }
+        WatchEnd::Closed {
+            events,
+            lasted: started.elapsed(),
+        }
+    }
+
+    /// Applies one watch event; false when the sync loop is gone.
+    fn handle(&mut self, event: WatchEvent) -> bool {
+        if let Some(rv) = event
+            .object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|rv| !rv.is_empty())
+        {
+            self.resource_version = Some(rv.to_owned());
+        }
+        match event.type_ {
+            WatchEventType::Added | WatchEventType::Modified => {
+                let Some(pod) = self.decode_pod(event.object) else {
+                    return true;
+                };
+                self.api_pods.insert(pod.uid().to_owned(), pod);
+            }
+            WatchEventType::Deleted => {
+                let Some(pod) = self.decode_pod(event.object) else {
+                    return true;
+                };
+                if self.api_pods.remove(pod.uid()).is_none() {
+                    return true;
+                }
+            }
+            WatchEventType::Bookmark => return true,
+            other => {
+                log::debug!("api-watch: ignoring watch event of type {other}");
+                return true;
+            }
+        }
+        self.send_changes()
+    }
+
+    /// Decodes a pod from the API, or logs why not. Pods without a UID, or bound to
+    /// another node (the server's field selector should never let one through), are
+    /// skipped too.
+    fn decode_pod(&self, object: Value) -> Option<Pod> {
+        let name = |o: &Value, field: &str| {
+            o.pointer(&format!("/metadata/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (ns, pod_name) = (name(&object, "namespace"), name(&object, "name"));
+        let pod: Pod = match serde_json::from_value(object) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!("api-watch: pod {ns}/{pod_name}: does not decode, skipped: {e}");
+                return None;
+            }
+        };
+        if pod.uid().is_empty() {
+            log::warn!("api-watch: pod {ns}/{pod_name}: no uid, skipped");
+            return None;
+        }
+        if pod.spec.node_name.as_deref() != Some(self.options.node_name.as_str()) {
+            log::warn!(
+                "api-watch: pod {ns}/{pod_name} uid {}: bound to node {:?}, not ours; skipped",
+                pod.uid(),
+                pod.spec.node_name
+            );
+            return None;
+        }
+        Some(pod)
+    }
+
+    /// Diffs the API's view against what was sent and sends the updates. False when
+    /// the sync loop is gone.
+    fn send_changes(&mut self) -> bool {
+        for update in self
+            .sent
+            .apply_snapshot(self.api_pods.values(), SystemTime::now())
+        {
+            for pod in &update.pods {
+                log::debug!(
+                    "api-watch: {:?} pod {}/{} uid {}",
+                    update.op,
+                    pod.namespace(),
+                    pod.name(),
+                    pod.uid()
+                );
+            }
+            if self.updates.send(update).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,316 @@
+//! Table tests of the snapshot merge: one base pod set, named cases that change
+//! something, and the updates expected, all routed through `check`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::api::meta::ObjectMeta;
+use crate::api::pod::{Container, PodPhase, PodSpec, PodStatus};
+
+fn pod(name: &str, uid: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            uid: Some(uid.into()),
+            resource_version: Some("1".into()),
+            ..ObjectMeta::default()
+        },
+        spec: PodSpec {
+            node_name: Some("node-1".into()),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("busybox".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        },
+        ..Pod::default()
+    }
+}
+
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::new(1_700_000_000, 120_000_000)
+}
+
+/// Bumps the resourceVersion, as the API server does on every write.
+fn bumped(mut p: Pod) -> Pod {
+    let rv: u64 = p
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or("1")
+        .parse()
+        .unwrap();
+    p.metadata.resource_version = Some((rv + 1).to_string());
+    p
+}
+
+type Want = &'static [(PodOperation, &'static [&'static str])];
+
+fn summary(updates: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
+    updates
+        .iter()
+        .map(|u| (u.op, u.pods.iter().map(|p| p.name().to_owned()).collect()))
+        .collect()
+}
+
+/// Applies `before` (first snapshot) then `after`; compares the second result.
+fn check(name: &str, before: &[Pod], after: &[Pod], want: Want) -> SourcePods {
+    let mut s = SourcePods::new("api");
+    s.apply_snapshot(before, t0());
+    let got = s.apply_snapshot(after, t0() + Duration::from_secs(5));
+    let want: Vec<(PodOperation, Vec<String>)> = want
+        .iter()
+        .map(|(op, names)| (*op, names.iter().map(|n| n.to_string()).collect()))
+        .collect();
+    assert_eq!(summary(&got), want, "case {name}");
+    for u in &got {
+        assert_eq!(u.source, "api", "case {name}");
+        for p in &u.pods {
+            assert_eq!(p.config_source(), Some("api"), "case {name}");
+        }
+    }
+    s
+}
+
+#[test]
+fn classification_table() {
+    use PodOperation::*;
+    let a = pod("a", "uid-a");
+    let b = pod("b", "uid-b");
+    let base = [a.clone(), b.clone()];
+
+    let mut spec = bumped(a.clone());
+    spec.spec.containers[0].image = Some("busybox:2".into());
+    let mut labels = bumped(a.clone());
+    labels.metadata.labels.insert("app".into(), "x".into());
+    let mut ann = bumped(a.clone());
+    ann.metadata.annotations.insert("team".into(), "y".into());
+    let mut local_ann = bumped(a.clone());
+    local_ann
+        .metadata
+        .annotations
+        .insert(CONFIG_SEEN_ANNOTATION_KEY.into(), "whenever".into());
+    let mut deleting = bumped(a.clone());
+    deleting.metadata.deletion_timestamp = Some(Time::from_unix_seconds(1_700_000_030));
+    deleting.metadata.deletion_grace_period_seconds = Some(30);
+    let mut status = bumped(a.clone());
+    status.status = PodStatus {
+        phase: Some(PodPhase::Running),
+        ..PodStatus::default()
+    };
+    let mut spec_and_status = spec.clone();
+    spec_and_status.status = status.status.clone();
+    let mut owners_only = bumped(a.clone());
+    owners_only.metadata.owner_references = vec![Default::default()];
+    let same_rv_other_content = {
+        let mut p = a.clone();
+        p.spec.containers[0].image = Some("ignored-because-rv-equal".into());
+        p
+    };
+    let c = pod("c", "uid-c");
+    let recreated = pod("a", "uid-a2");
+    let dup_name = pod("a", "uid-dup");
+
+    let cases: Vec<(&str, Vec<Pod>, Want)> = vec![
+        ("unchanged", base.to_vec(), &[]),
+        (
+            "spec change is an update",
+            vec![spec, b.clone()],
+            &[(Update, &["a"])],
+        ),
+        (
+            "label change is an update",
+            vec![labels, b.clone()],
+            &[(Update, &["a"])],
+        ),
+        (
+            "annotation change is an update",
+            vec![ann, b.clone()],
+            &[(Update, &["a"])],
+        ),
+        (
+            "local annotation only is nothing",
+            vec![local_ann, b.clone()],
+            &[],
+        ),
+        (
+            "deletion timestamp is a delete",
+            vec![deleting, b.clone()],
+            &[(Delete, &["a"])],
+        ),
+        (
+            "status only is a reconcile",
+            vec![status, b.clone()],
+            &[(Reconcile, &["a"])],
+        ),
+        (
+            "spec and status is only an update",
+            vec![spec_and_status, b.clone()],
+            &[(Update, &["a"])],
+        ),
+        (
+            "owner refs only is nothing",
+            vec![owners_only, b.clone()],
+            &[],
+        ),
+        (
+            "same resourceVersion is the same object",
+            vec![same_rv_other_content, b.clone()],
+            &[],
+        ),
+        (
+            "new uid is an add",
+            vec![a.clone(), b.clone(), c.clone()],
+            &[(Add, &["c"])],
+        ),
+        (
+            "missing uid is a remove",
+            vec![a.clone()],
+            &[(Remove, &["b"])],
+        ),
+        (
+            "recreated under a new uid",
+            vec![recreated, b.clone()],
+            &[(Remove, &["a"]), (Add, &["a"])],
+        ),
+        (
+            "duplicate name: first wins",
+            vec![a.clone(), b.clone(), dup_name],
+            &[],
+        ),
+        ("everything goes", vec![], &[(Remove, &["a", "b"])]),
+    ];
+    for (name, after, want) in cases {
+        check(name, &base, &after, want);
+    }
+}
+
+#[test]
+fn upstream_order_of_a_mixed_snapshot() {
+    use PodOperation::*;
+    let (a, b, c, d) = (pod("a", "1"), pod("b", "2"), pod("c", "3"), pod("d", "4"));
+    let mut b2 = bumped(b.clone());
+    b2.spec.active_deadline_seconds = Some(5);
+    let mut c2 = bumped(c.clone());
+    c2.metadata.deletion_timestamp = Some(Time::from_unix_seconds(1));
+    let mut d2 = bumped(d.clone());
+    d2.status.message = Some("m".into());
+    let e = pod("e", "5");
+    check(
+        "mixed",
+        &[a, b, c, d],
+        &[e, d2, c2, b2],
+        &[
+            (Remove, &["a"]),
+            (Add, &["e"]),
+            (Update, &["b"]),
+            (Delete, &["c"]),
+            (Reconcile, &["d"]),
+        ],
+    );
+}
+
+#[test]
+fn first_snapshot_always_says_ready() {
+    let mut s = SourcePods::new("file");
+    let got = s.apply_snapshot(&[], t0());
+    assert_eq!(summary(&got), vec![(PodOperation::Add, vec![])]);
+    assert_eq!(got[0].source, "file");
+    // Not again.
+    assert!(s.apply_snapshot(&[], t0()).is_empty());
+
+    // A first snapshot with pods sends them as one Add (no extra empty one).
+    let mut s = SourcePods::new("api");
+    let got = s.apply_snapshot(&[pod("a", "1")], t0());
+    assert_eq!(
+        summary(&got),
+        vec![(PodOperation::Add, vec!["a".to_string()])]
+    );
+
+    // A first snapshot with only a status change... cannot exist, but with only a
+    // reconcile-worthy pod the ready marker comes before the reconcile.
+    let mut s = SourcePods::new("api");
+    s.seen_snapshot = false;
+    s.pods.insert("1".into(), s.first_seen(pod("a", "1"), t0()));
+    let mut changed = bumped(pod("a", "1"));
+    changed.status.message = Some("x".into());
+    let got = s.apply_snapshot(&[changed], t0());
+    assert_eq!(
+        summary(&got),
+        vec![
+            (PodOperation::Add, vec![]),
+            (PodOperation::Reconcile, vec!["a".to_string()])
+        ]
+    );
+}
+
+#[test]
+fn seen_annotation_is_first_seen_time_and_kept() {
+    let mut s = SourcePods::new("api");
+    let a = pod("a", "uid-a");
+    let added = s.apply_snapshot(std::slice::from_ref(&a), t0());
+    let seen = added[0].pods[0]
+        .metadata
+        .annotation(CONFIG_SEEN_ANNOTATION_KEY)
+        .unwrap()
+        .to_owned();
+    assert_eq!(seen, "2023-11-14T22:13:20.12Z");
+
+    let mut later = bumped(a);
+    later.metadata.labels.insert("x".into(), "y".into());
+    let got = s.apply_snapshot(&[later], t0() + Duration::from_secs(60));
+    let p = &got[0].pods[0];
+    assert_eq!(
+        p.metadata.annotation(CONFIG_SEEN_ANNOTATION_KEY),
+        Some(seen.as_str())
+    );
+    assert_eq!(p.metadata.label("x"), Some("y"));
+    // The kept copy is the newest object.
+    assert_eq!(
+        s.get("uid-a").unwrap().metadata.resource_version.as_deref(),
+        Some("2")
+    );
+}
+
+#[test]
+fn kept_copy_follows_metadata_only_changes() {
+    let mut s = SourcePods::new("api");
+    let a = pod("a", "uid-a");
+    s.apply_snapshot(std::slice::from_ref(&a), t0());
+    let mut owners = bumped(a);
+    owners.metadata.owner_references = vec![Default::default()];
+    assert!(s
+        .apply_snapshot(std::slice::from_ref(&owners), t0())
+        .is_empty());
+    let kept = s.get("uid-a").unwrap();
+    assert_eq!(kept.metadata.owner_references.len(), 1);
+    assert_eq!(kept.config_source(), Some("api"));
+    assert!(kept
+        .metadata
+        .annotation(CONFIG_SEEN_ANNOTATION_KEY)
+        .is_some());
+}
+
+#[test]
+fn pods_without_uid_are_skipped() {
+    let mut s = SourcePods::new("api");
+    let mut p = pod("a", "");
+    p.metadata.uid = None;
+    let got = s.apply_snapshot(&[p], t0());
+    assert_eq!(summary(&got), vec![(PodOperation::Add, vec![])]);
+    assert!(s.is_empty());
+}
+
+#[test]
+fn seen_timestamp_format() {
+    assert_eq!(
+        seen_timestamp(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
+        "2023-11-14T22:13:20Z"
+    );
+    assert_eq!(
+        seen_timestamp(UNIX_EPOCH + Duration::new(1_700_000_000, 1)),
+        "2023-11-14T22:13:20.000000001Z"
+    );
+}
