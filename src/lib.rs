@@ -5,6 +5,7 @@
 //! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
 
 pub mod api;
+pub mod cgroups;
 pub mod config;
 pub mod cri;
 pub mod events;

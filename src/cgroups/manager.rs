@@ -1,0 +1,349 @@
+//! `PodCgroupManager`: pod cgroups for the cgroupfs driver (upstream
+//! `pod_container_manager_linux.go` and `qos_container_manager_linux.go`, cgroupfs only).
+//!
+//! Layout under `--cgroup-root` (default `/`), the same on v1 (in each managed
+//! hierarchy) and v2:
+//! ```text
+//! <cgroup-root>/kubepods/pod<uid>              Guaranteed pods
+//! <cgroup-root>/kubepods/burstable/pod<uid>    Burstable pods
+//! <cgroup-root>/kubepods/besteffort/pod<uid>   BestEffort pods
+//! ```
+//! The pod's cgroup name (e.g. `/kubepods/burstable/pod<uid>`) is the sandbox's
+//! `cgroup_parent`; runc creates the container cgroups below it.
+//!
+//! Only the cgroupfs driver exists: litelet's machines have no systemd as PID 1 and
+//! containerd runs with `SystemdCgroup = false`. v1 or v2 is detected once, at
+//! construction, from the injected mount table and mount root.
+//!
+//! Threads: pod workers (create before the sandbox, remove after termination, resize
+//! writes) and housekeeping (`list_pod_uids` to find orphans) call it concurrently; it
+//! holds no mutable state, and creation and removal are idempotent, so concurrent
+//! creates of the QoS cgroups are harmless. No channels. Pod UIDs are untrusted: each becomes one checked name
+//! part (`pod<uid>`) or the call fails.
+//!
+//! What it does not do (yet): node-allocatable limits on `kubepods`, memory QoS
+//! (`memory.min`), hugepages, killing leftover processes before removal (removal
+//! reports them as [`FsError::Busy`](super::FsError::Busy); [`PodCgroupManager::pod_processes`]
+//! lists them).
+
+use std::path::Path;
+
+use log::{debug, info};
+
+use crate::api::pod::Pod;
+
+use super::convert::{
+    resource_config_for_pod, PodCgroupOptions, MAX_PERIOD_US, MIN_PERIOD_US, MIN_SHARES,
+};
+use super::detect::{detect, CgroupMode};
+use super::name::{check_part, CgroupName};
+use super::qos::{pod_qos, qos_cpu_shares, QosClass, QosCpuShares};
+use super::resources::{CgroupResources, Limit};
+use super::v1::CgroupV1;
+use super::v2::CgroupV2;
+use super::{CgroupError, CgroupVersion, Cgroupfs, DEFAULT_MOUNT_ROOT, MOUNTINFO_PATH};
+
+/// The top of the pods' hierarchy, below `--cgroup-root`.
+pub const KUBEPODS: &str = "kubepods";
+/// The Burstable QoS cgroup, below `kubepods`.
+pub const BURSTABLE: &str = "burstable";
+/// The BestEffort QoS cgroup, below `kubepods`.
+pub const BEST_EFFORT: &str = "besteffort";
+/// A pod cgroup's name is this prefix followed by the pod UID.
+pub const POD_PREFIX: &str = "pod";
+
+/// What the manager needs from the kubelet configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagerConfig {
+    /// `--cgroup-root`: the parent of `kubepods` (`/` by default).
+    pub cgroup_root: String,
+    /// CFS quota enforcement and period.
+    pub options: PodCgroupOptions,
+    /// `podPidsLimit`: `pids.max` of every pod cgroup; `None` leaves it unlimited.
+    pub pod_pids_limit: Option<u64>,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            cgroup_root: "/".to_owned(),
+            options: PodCgroupOptions::default(),
+            pod_pids_limit: None,
+        }
+    }
+}
+
+/// Pod and QoS cgroups on one machine.
+#[derive(Debug)]
+pub struct PodCgroupManager {
+    fs: Box<dyn Cgroupfs>,
+    mode: CgroupMode,
+    kubepods: CgroupName,
+    config: ManagerConfig,
+}
+
+impl PodCgroupManager {
+    /// Detects the layout from `mountinfo` (the text of a mountinfo file) and the mount
+    /// root, and checks the configured cgroup root.
+    pub fn new(
+        mount_root: &Path,
+        mountinfo: &str,
+        config: ManagerConfig,
+    ) -> Result<PodCgroupManager, CgroupError> {
+        let period = config.options.cpu_period_us;
+        if !(MIN_PERIOD_US..=MAX_PERIOD_US).contains(&period) {
+            return Err(CgroupError::InvalidPeriod { value: period });
+        }
+        let layout = detect(mountinfo, mount_root)?;
+        let fs: Box<dyn Cgroupfs> = match (&layout.mode, &layout.unified) {
+            (CgroupMode::Unified, Some(point)) => Box::new(CgroupV2::new(point)),
+            _ => Box::new(CgroupV1::new(&layout, mount_root)?),
+        };
+        let kubepods = CgroupName::parse(&config.cgroup_root)?.child(KUBEPODS)?;
+        info!(
+            "cgroups: {:?} layout under {}, pods under {}",
+            layout.mode,
+            mount_root.display(),
+            kubepods
+        );
+        Ok(PodCgroupManager {
+            fs,
+            mode: layout.mode,
+            kubepods,
+            config,
+        })
+    }
+
+    /// [`PodCgroupManager::new`] with this machine's mount table and `/sys/fs/cgroup`.
+    pub fn from_system(config: ManagerConfig) -> Result<PodCgroupManager, CgroupError> {
+        let mountinfo =
+            std::fs::read_to_string(MOUNTINFO_PATH).map_err(|source| CgroupError::Mountinfo {
+                path: MOUNTINFO_PATH.into(),
+                source,
+            })?;
+        PodCgroupManager::new(Path::new(DEFAULT_MOUNT_ROOT), &mountinfo, config)
+    }
+
+    /// The interface version in use (hybrid machines use v1).
+    pub fn version(&self) -> CgroupVersion {
+        self.fs.version()
+    }
+
+    /// The detected layout.
+    pub fn mode(&self) -> CgroupMode {
+        self.mode
+    }
+
+    /// The QoS cgroup that holds pods of `class`.
+    pub fn qos_cgroup(&self, class: QosClass) -> CgroupName {
+        let child = match class {
+            QosClass::Guaranteed => return self.kubepods.clone(),
+            QosClass::Burstable => BURSTABLE,
+            QosClass::BestEffort => BEST_EFFORT,
+        };
+        // Constant, valid parts: cannot fail, but stay total anyway.
+        self.kubepods
+            .child(child)
+            .unwrap_or_else(|_| self.kubepods.clone())
+    }
+
+    /// Creates `kubepods`, `kubepods/burstable` and `kubepods/besteffort`, and gives
+    /// BestEffort the minimum CPU shares. Idempotent; run at start-up.
+    pub fn ensure_qos_hierarchy(&self) -> Result<(), CgroupError> {
+        for class in [QosClass::Burstable, QosClass::BestEffort] {
+            self.fs.create(&self.qos_cgroup(class))?;
+        }
+        let best_effort = CgroupResources {
+            cpu_shares: Some(MIN_SHARES),
+            ..Default::default()
+        };
+        self.fs
+            .apply(&self.qos_cgroup(QosClass::BestEffort), &best_effort)
+    }
+
+    /// Sets the QoS cgroups' CPU shares from the active pods (upstream
+    /// `UpdateQOSCgroups`, CPU part) and returns what was written.
+    pub fn update_qos_cpu_shares(&self, active_pods: &[Pod]) -> Result<QosCpuShares, CgroupError> {
+        let shares = qos_cpu_shares(active_pods);
+        for (class, value) in [
+            (QosClass::Burstable, shares.burstable),
+            (QosClass::BestEffort, shares.best_effort),
+        ] {
+            let config = CgroupResources {
+                cpu_shares: Some(value),
+                ..Default::default()
+            };
+            self.fs.apply(&self.qos_cgroup(class), &config)?;
+        }
+        Ok(shares)
+    }
+
+    /// `pod<uid>`, refusing a UID that is not a plain name by itself.
+    fn pod_part(uid: &str) -> Result<String, CgroupError> {
+        check_part(uid)?;
+        Ok(format!("{POD_PREFIX}{uid}"))
+    }
+
+    /// The pod's cgroup, from its QoS class and UID.
+    pub fn pod_cgroup(&self, pod: &Pod) -> Result<CgroupName, CgroupError> {
+        self.qos_cgroup(pod_qos(pod))
+            .child(&Self::pod_part(pod.uid())?)
+    }
+
+    /// The pod cgroup in the cgroupfs driver's form, e.g. `/kubepods/burstable/pod<uid>`:
+    /// the sandbox's `cgroup_parent`.
+    pub fn pod_cgroup_name(&self, pod: &Pod) -> Result<String, CgroupError> {
+        Ok(self.pod_cgroup(pod)?.to_cgroupfs())
+    }
+
+    /// What [`PodCgroupManager::create_or_update_pod`] writes for `pod` (pass the pod
+    /// with its allocated resources).
+    pub fn pod_resources(&self, pod: &Pod) -> CgroupResources {
+        let mut config = resource_config_for_pod(pod, &self.config.options);
+        config.pids_max = self.config.pod_pids_limit.map(Limit::Value);
+        config
+    }
+
+    /// Creates the pod cgroup with the pod's settings if it does not exist yet
+    /// (upstream `EnsureExists`); returns whether it was created. An existing cgroup is
+    /// left as it is: changing it is the resize path's job, in its order.
+    pub fn ensure_pod(&self, pod: &Pod) -> Result<bool, CgroupError> {
+        let name = self.pod_cgroup(pod)?;
+        if self.fs.exists(&name) {
+            return Ok(false);
+        }
+        self.fs.create(&name)?;
+        self.fs.apply(&name, &self.pod_resources(pod))?;
+        info!(
+            "created pod cgroup {name} for pod {}/{} uid {}",
+            pod.namespace(),
+            pod.name(),
+            pod.uid()
+        );
+        Ok(true)
+    }
+
+    /// Creates the pod cgroup if needed and writes all of the pod's settings.
+    ///
+    /// On an existing v1 cgroup, a lower CPU quota is refused by the kernel while a
+    /// container still has a higher one; resize code lowers containers first and uses
+    /// [`PodCgroupManager::update_pod_resources`] with only the fields it changes.
+    pub fn create_or_update_pod(&self, pod: &Pod) -> Result<(), CgroupError> {
+        let name = self.pod_cgroup(pod)?;
+        self.fs.create(&name)?;
+        self.fs.apply(&name, &self.pod_resources(pod))?;
+        debug!(
+            "wrote pod cgroup {name} for pod {}/{} uid {}",
+            pod.namespace(),
+            pod.name(),
+            pod.uid()
+        );
+        Ok(())
+    }
+
+    /// Every place the pod cgroup of `uid` can be, Guaranteed first.
+    fn candidates(&self, uid: &str) -> Result<Vec<CgroupName>, CgroupError> {
+        let part = Self::pod_part(uid)?;
+        [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ]
+        .into_iter()
+        .map(|class| self.qos_cgroup(class).child(&part))
+        .collect()
+    }
+
+    /// The existing pod cgroup of `uid`, if any.
+    pub fn find_pod(&self, uid: &str) -> Result<Option<CgroupName>, CgroupError> {
+        Ok(self
+            .candidates(uid)?
+            .into_iter()
+            .find(|name| self.fs.exists(name)))
+    }
+
+    fn existing(&self, uid: &str) -> Result<CgroupName, CgroupError> {
+        self.find_pod(uid)?.ok_or_else(|| CgroupError::PodNotFound {
+            uid: uid.to_owned(),
+        })
+    }
+
+    /// Whether a pod cgroup exists for `uid` (an invalid UID has none).
+    pub fn exists(&self, uid: &str) -> bool {
+        self.find_pod(uid).is_ok_and(|found| found.is_some())
+    }
+
+    /// Writes the `Some` fields to the pod cgroup of `uid`, in the order described in
+    /// the v1/v2 backends; the caller orders pod and container updates.
+    pub fn update_pod_resources(
+        &self,
+        uid: &str,
+        resources: &CgroupResources,
+    ) -> Result<(), CgroupError> {
+        let name = self.existing(uid)?;
+        self.fs.apply(&name, resources)
+    }
+
+    /// The pod cgroup's current settings, read from the kernel.
+    pub fn read_pod_resources(&self, uid: &str) -> Result<CgroupResources, CgroupError> {
+        self.fs.read(&self.existing(uid)?)
+    }
+
+    /// The pod cgroup's memory usage in bytes.
+    pub fn memory_usage(&self, uid: &str) -> Result<u64, CgroupError> {
+        self.fs.memory_usage(&self.existing(uid)?)
+    }
+
+    /// Processes still in the pod cgroup or below it; empty when there is no cgroup.
+    pub fn pod_processes(&self, uid: &str) -> Result<Vec<i32>, CgroupError> {
+        match self.find_pod(uid)? {
+            Some(name) => self.fs.processes(&name),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Removes the pod cgroup of `uid` wherever it is (all QoS classes, all
+    /// hierarchies), with any container cgroups left below it. Already removed is
+    /// success. Processes still inside make it fail with `FsError::Busy` naming the
+    /// cgroup; what could be removed is removed.
+    pub fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
+        let mut first_error = None;
+        for name in self.candidates(uid)? {
+            if let Err(e) = self.fs.remove(&name) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => {
+                debug!("removed pod cgroup of uid {uid}");
+                Ok(())
+            }
+        }
+    }
+
+    /// UIDs of all pod cgroups under the QoS hierarchy, sorted, each once (for
+    /// housekeeping of orphaned pod cgroups).
+    pub fn list_pod_uids(&self) -> Result<Vec<String>, CgroupError> {
+        let mut uids = Vec::new();
+        for class in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            for child in self.fs.children(&self.qos_cgroup(class))? {
+                if let Some(uid) = child.strip_prefix(POD_PREFIX) {
+                    if !uid.is_empty() {
+                        uids.push(uid.to_owned());
+                    }
+                }
+            }
+        }
+        uids.sort();
+        uids.dedup();
+        Ok(uids)
+    }
+}
+
+#[cfg(test)]
+mod tests;
