@@ -269,12 +269,13 @@ mod tests {
     fn state_transitions_become_events() {
         use ContainerState::*;
         use PodLifecycleEventType::*;
-        let cases: Vec<(
-            &str,
+        type Case = (
+            &'static str,
             Option<RunningPod>,
             Option<RunningPod>,
-            Vec<(&str, PodLifecycleEventType)>,
-        )> = vec![
+            Vec<(&'static str, PodLifecycleEventType)>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "new running container",
                 None,

@@ -182,7 +182,7 @@ pub fn container_env(
 ) -> Result<Vec<(String, String)>, String> {
     let namespace = pod.namespace();
     let mut env: Vec<(String, String)> = Vec::new();
-    let mut set = |env: &mut Vec<(String, String)>, key: String, value: String| match env
+    let set = |env: &mut Vec<(String, String)>, key: String, value: String| match env
         .iter_mut()
         .find(|(k, _)| *k == key)
     {

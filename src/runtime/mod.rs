@@ -7,11 +7,12 @@
 pub mod actions;
 pub mod backoff;
 pub mod cache;
+pub mod container;
 pub mod dns;
 pub mod env;
-pub mod images;
 pub mod hash;
 pub mod hooks;
+pub mod images;
 pub mod inspect;
 pub mod kill;
 pub mod labels;

@@ -1,0 +1,456 @@
+//! The CRI config of one container (upstream generateContainerConfig): command and
+//! args with `$(VAR)` expansion, environment, mounts, log path, resources converted to
+//! Linux cgroup values, security context, labels and annotations.
+//!
+//! Pure: the caller resolves the image, prepares the termination-log file and the
+//! volume directories, and passes them in [`ContainerContext`]. A failure is the
+//! message of a CreateContainerConfigError.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use protobuf::{EnumOrUnknown, MessageField};
+
+use super::env::{container_env, expand, ConfigSource, EnvContext};
+use super::hash::ContainerHashes;
+use super::labels;
+use super::sandbox::namespace_options;
+use crate::api::pod::{Container, MountPropagationMode, Pod, RESOURCE_CPU, RESOURCE_MEMORY};
+use crate::cgroups::convert::{milli_cpu_to_quota, milli_cpu_to_shares, DEFAULT_QUOTA_PERIOD_US};
+use crate::cgroups::qos::container_oom_score_adj;
+use crate::cgroups::resources::Limit;
+use crate::cri::pb;
+
+/// Where the runtime writes a container's termination message unless the spec says.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+
+/// /proc and /sys paths hidden from unprivileged containers (the runtime applies
+/// none unless told).
+const MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+const READONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// Everything besides the pod that one container's config depends on.
+pub struct ContainerContext<'a> {
+    pub pod: &'a Pod,
+    pub container: &'a Container,
+    /// This instance's restart count (also its log file number and attempt).
+    pub restart_count: i32,
+    /// The resolved image to run.
+    pub image_ref: &'a str,
+    pub env: &'a EnvContext,
+    pub config_source: &'a dyn ConfigSource,
+    /// Host directories of the pod's volumes, by volume name.
+    pub volumes: &'a BTreeMap<String, PathBuf>,
+    /// The host file mounted at the termination message path.
+    pub termination_log: Option<&'a Path>,
+    /// The machine's memory, for the Burstable oom_score_adj.
+    pub memory_capacity: i64,
+    /// False with `--cpu-cfs-quota=false`: no CFS quota is set.
+    pub enforce_cpu_limits: bool,
+    /// For an ephemeral container: the container whose PID namespace it joins.
+    pub target_container_id: Option<&'a str>,
+}
+
+/// The log file of a container instance, relative to the pod's log directory.
+pub fn container_log_path(name: &str, restart_count: i32) -> String {
+    format!("{name}/{restart_count}.log")
+}
+
+fn quantity_milli(map: &BTreeMap<String, crate::api::quantity::Quantity>, key: &str) -> i64 {
+    map.get(key).map(|q| q.milli_value()).unwrap_or(0)
+}
+
+fn quantity_value(map: &BTreeMap<String, crate::api::quantity::Quantity>, key: &str) -> i64 {
+    map.get(key).map(|q| q.value()).unwrap_or(0)
+}
+
+/// The container's cgroup values as CRI wants them.
+pub fn linux_resources(ctx: &ContainerContext<'_>) -> pb::LinuxContainerResources {
+    let resources = ctx.container.resources.clone().unwrap_or_default();
+    let cpu_request = quantity_milli(&resources.requests, RESOURCE_CPU);
+    let cpu_limit = quantity_milli(&resources.limits, RESOURCE_CPU);
+    // Without a request, the limit stands in for it (the API server defaults the
+    // request to the limit; static pods never pass through it).
+    let shares_from = if cpu_request == 0 {
+        cpu_limit
+    } else {
+        cpu_request
+    };
+    let mut linux = pb::LinuxContainerResources {
+        cpu_shares: milli_cpu_to_shares(shares_from) as i64,
+        memory_limit_in_bytes: quantity_value(&resources.limits, RESOURCE_MEMORY).max(0),
+        oom_score_adj: container_oom_score_adj(ctx.pod, ctx.container, ctx.memory_capacity),
+        ..Default::default()
+    };
+    if ctx.enforce_cpu_limits && cpu_limit > 0 {
+        linux.cpu_period = DEFAULT_QUOTA_PERIOD_US as i64;
+        if let Limit::Value(quota) = milli_cpu_to_quota(cpu_limit, DEFAULT_QUOTA_PERIOD_US) {
+            linux.cpu_quota = i64::try_from(quota).unwrap_or(i64::MAX);
+        }
+    }
+    linux
+}
+
+fn security_context(
+    ctx: &ContainerContext<'_>,
+) -> Result<pb::LinuxContainerSecurityContext, String> {
+    let pod_sc = ctx.pod.spec.security_context.clone().unwrap_or_default();
+    let sc = ctx.container.security_context.clone().unwrap_or_default();
+    let run_as_user = sc.run_as_user.or(pod_sc.run_as_user);
+    let run_as_group = sc.run_as_group.or(pod_sc.run_as_group);
+    if sc
+        .run_as_non_root
+        .or(pod_sc.run_as_non_root)
+        .unwrap_or(false)
+    {
+        match run_as_user {
+            Some(0) => return Err("container's runAsUser breaks non-root policy".into()),
+            // litelet does not read the image's USER: an unset user may be root.
+            None => {
+                return Err("container has runAsNonRoot and no runAsUser; image user cannot be verified as non-root".into())
+            }
+            Some(_) => {}
+        }
+    }
+    let privileged = sc.privileged.unwrap_or(false);
+    let unmasked = sc.proc_mount.as_deref() == Some("Unmasked");
+    let (masked, readonly) = if privileged || unmasked {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            MASKED_PATHS.iter().map(|s| s.to_string()).collect(),
+            READONLY_PATHS.iter().map(|s| s.to_string()).collect(),
+        )
+    };
+    let mut namespaces = namespace_options(ctx.pod);
+    if let Some(target) = ctx.target_container_id {
+        namespaces.pid = EnumOrUnknown::new(pb::NamespaceMode::TARGET);
+        namespaces.target_id = target.to_owned();
+    }
+    let mut groups = pod_sc.supplemental_groups.clone();
+    groups.extend(pod_sc.fs_group);
+    let capabilities = sc.capabilities.as_ref().map(|c| pb::Capability {
+        add_capabilities: c.add.clone(),
+        drop_capabilities: c.drop.clone(),
+        ..Default::default()
+    });
+    let int64 = |value: i64| pb::Int64Value {
+        value,
+        ..Default::default()
+    };
+    Ok(pb::LinuxContainerSecurityContext {
+        capabilities: capabilities.into(),
+        privileged,
+        namespace_options: MessageField::some(namespaces),
+        run_as_user: run_as_user.map(int64).into(),
+        run_as_group: run_as_group.map(int64).into(),
+        readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
+        supplemental_groups: groups,
+        no_new_privs: sc.allow_privilege_escalation == Some(false),
+        masked_paths: masked,
+        readonly_paths: readonly,
+        ..Default::default()
+    })
+}
+
+/// Joins an untrusted relative path under `base`, refusing anything that climbs out.
+fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
+    let rel = Path::new(relative);
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "subPath {relative:?} must be relative and must not contain '..'"
+        ));
+    }
+    Ok(base.join(rel))
+}
+
+fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb::Mount>, String> {
+    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let mut mounts = Vec::new();
+    for mount in &ctx.container.volume_mounts {
+        let base = ctx.volumes.get(&mount.name).ok_or_else(|| {
+            format!(
+                "volume {:?} is not available (unsupported type or not set up)",
+                mount.name
+            )
+        })?;
+        let sub_path = match (&mount.sub_path, &mount.sub_path_expr) {
+            (Some(p), _) if !p.is_empty() => Some(p.clone()),
+            (_, Some(expr)) if !expr.is_empty() => Some(expand(expr, &lookup)),
+            _ => None,
+        };
+        let host_path = match sub_path {
+            Some(sub) => join_inside(base, &sub)?,
+            None => base.clone(),
+        };
+        let propagation = match mount.mount_propagation {
+            Some(MountPropagationMode::HostToContainer) => {
+                pb::MountPropagation::PROPAGATION_HOST_TO_CONTAINER
+            }
+            Some(MountPropagationMode::Bidirectional) => {
+                pb::MountPropagation::PROPAGATION_BIDIRECTIONAL
+            }
+            _ => pb::MountPropagation::PROPAGATION_PRIVATE,
+        };
+        mounts.push(pb::Mount {
+            container_path: mount.mount_path.clone(),
+            host_path: host_path.display().to_string(),
+            readonly: mount.read_only.unwrap_or(false),
+            propagation: EnumOrUnknown::new(propagation),
+            ..Default::default()
+        });
+    }
+    if let Some(log) = ctx.termination_log {
+        let path = ctx
+            .container
+            .termination_message_path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.to_owned());
+        mounts.push(pb::Mount {
+            container_path: path,
+            host_path: log.display().to_string(),
+            ..Default::default()
+        });
+    }
+    Ok(mounts)
+}
+
+/// The full CreateContainer config.
+pub fn container_config(ctx: &ContainerContext<'_>) -> Result<pb::ContainerConfig, String> {
+    let container = ctx.container;
+    let env = container_env(ctx.pod, container, ctx.env, ctx.config_source)?;
+    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let command = container
+        .command
+        .iter()
+        .map(|c| expand(c, &lookup))
+        .collect();
+    let args = container.args.iter().map(|a| expand(a, &lookup)).collect();
+    let linux = pb::LinuxContainerConfig {
+        resources: MessageField::some(linux_resources(ctx)),
+        security_context: MessageField::some(security_context(ctx)?),
+        ..Default::default()
+    };
+    let hashes = ContainerHashes::of(container);
+    Ok(pb::ContainerConfig {
+        metadata: MessageField::some(pb::ContainerMetadata {
+            name: container.name.clone(),
+            attempt: u32::try_from(ctx.restart_count).unwrap_or(0),
+            ..Default::default()
+        }),
+        image: MessageField::some(pb::ImageSpec {
+            image: ctx.image_ref.to_owned(),
+            user_specified_image: container.image.clone().unwrap_or_default(),
+            ..Default::default()
+        }),
+        command,
+        args,
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs: env
+            .iter()
+            .map(|(key, value)| pb::KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        mounts: mounts(ctx, &env)?,
+        labels: labels::container_labels(ctx.pod, &container.name)
+            .into_iter()
+            .collect(),
+        annotations: labels::container_annotations(ctx.pod, container, ctx.restart_count, hashes)
+            .into_iter()
+            .collect(),
+        log_path: container_log_path(&container.name, ctx.restart_count),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
+        linux: MessageField::some(linux),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::pod::{ResourceRequirements, SecurityContext, VolumeMount};
+    use crate::api::quantity::Quantity;
+    use crate::runtime::env::NoConfigSource;
+
+    fn pod_with(container: Container) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        pod.metadata.namespace = Some("default".into());
+        pod.metadata.uid = Some("uid-1".into());
+        pod.spec.containers.push(container);
+        pod
+    }
+
+    fn build(
+        pod: &Pod,
+        volumes: &BTreeMap<String, PathBuf>,
+    ) -> Result<pb::ContainerConfig, String> {
+        let env = EnvContext::default();
+        let ctx = ContainerContext {
+            pod,
+            container: &pod.spec.containers[0],
+            restart_count: 2,
+            image_ref: "sha256:abc",
+            env: &env,
+            config_source: &NoConfigSource,
+            volumes,
+            termination_log: Some(Path::new("/var/lib/litelet/pods/uid-1/containers/app/0a")),
+            memory_capacity: 8 << 30,
+            enforce_cpu_limits: true,
+            target_container_id: None,
+        };
+        container_config(&ctx)
+    }
+
+    fn resources(cpu_req: &str, cpu_lim: &str, mem_lim: &str) -> Option<ResourceRequirements> {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        let mut r = ResourceRequirements::default();
+        if !cpu_req.is_empty() {
+            r.requests.insert("cpu".into(), q(cpu_req));
+        }
+        if !cpu_lim.is_empty() {
+            r.limits.insert("cpu".into(), q(cpu_lim));
+        }
+        if !mem_lim.is_empty() {
+            r.limits.insert("memory".into(), q(mem_lim));
+        }
+        Some(r)
+    }
+
+    #[test]
+    fn command_env_log_path_and_identity() {
+        let pod = pod_with(Container {
+            name: "app".into(),
+            image: Some("busybox:1.0".into()),
+            command: vec!["sh".into(), "-c".into()],
+            args: vec!["echo $(GREETING) $$(GREETING)".into()],
+            env: vec![crate::api::pod::EnvVar {
+                name: "GREETING".into(),
+                value: Some("hi".into()),
+                value_from: None,
+            }],
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        assert_eq!(cfg.args, ["echo hi $(GREETING)"]);
+        assert_eq!(cfg.log_path, "app/2.log");
+        assert_eq!(cfg.metadata.attempt, 2);
+        assert_eq!(cfg.image.image, "sha256:abc");
+        assert_eq!(cfg.labels[labels::POD_UID], "uid-1");
+        assert_eq!(cfg.annotations[labels::CONTAINER_RESTART_COUNT], "2");
+        let term = cfg
+            .mounts
+            .iter()
+            .find(|m| m.container_path == DEFAULT_TERMINATION_MESSAGE_PATH);
+        assert!(term.is_some(), "termination log is mounted");
+        assert_eq!(
+            cfg.linux.security_context.masked_paths.len(),
+            MASKED_PATHS.len()
+        );
+    }
+
+    #[test]
+    fn resources_convert_to_cgroup_values() {
+        let mut container = Container {
+            name: "app".into(),
+            resources: resources("250m", "500m", "128Mi"),
+            ..Default::default()
+        };
+        let cfg = build(&pod_with(container.clone()), &BTreeMap::new()).unwrap();
+        let linux = cfg.linux.resources.as_ref().unwrap();
+        assert_eq!(linux.cpu_shares, 256);
+        assert_eq!(linux.cpu_quota, 50_000);
+        assert_eq!(linux.cpu_period, 100_000);
+        assert_eq!(linux.memory_limit_in_bytes, 128 << 20);
+
+        // A limit without a request: shares follow the limit.
+        container.resources = resources("", "1", "");
+        let cfg = build(&pod_with(container.clone()), &BTreeMap::new()).unwrap();
+        assert_eq!(cfg.linux.resources.cpu_shares, 1024);
+        assert_eq!(cfg.linux.resources.memory_limit_in_bytes, 0);
+
+        // BestEffort: minimum shares, no quota.
+        container.resources = None;
+        let cfg = build(&pod_with(container), &BTreeMap::new()).unwrap();
+        assert_eq!(cfg.linux.resources.cpu_shares, 2);
+        assert_eq!(cfg.linux.resources.cpu_quota, 0);
+        assert_eq!(cfg.linux.resources.oom_score_adj, 1000);
+    }
+
+    #[test]
+    fn mounts_respect_sub_paths_and_refuse_escapes() {
+        let volumes = BTreeMap::from([(
+            "data".to_owned(),
+            PathBuf::from("/var/lib/litelet/pods/uid-1/volumes/data"),
+        )]);
+        let mut container = Container {
+            name: "app".into(),
+            volume_mounts: vec![VolumeMount {
+                name: "data".into(),
+                mount_path: "/data".into(),
+                sub_path: Some("cache".into()),
+                read_only: Some(true),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let cfg = build(&pod_with(container.clone()), &volumes).unwrap();
+        assert_eq!(
+            cfg.mounts[0].host_path,
+            "/var/lib/litelet/pods/uid-1/volumes/data/cache"
+        );
+        assert!(cfg.mounts[0].readonly);
+
+        container.volume_mounts[0].sub_path = Some("../../etc".into());
+        let err = build(&pod_with(container.clone()), &volumes).unwrap_err();
+        assert!(err.contains("must not contain '..'"), "{err}");
+
+        container.volume_mounts[0].name = "missing".into();
+        let err = build(&pod_with(container), &volumes).unwrap_err();
+        assert!(err.contains("volume \"missing\" is not available"), "{err}");
+    }
+
+    #[test]
+    fn run_as_non_root_is_enforced() {
+        let container = |user: Option<i64>| Container {
+            name: "app".into(),
+            security_context: Some(SecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: user,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(build(&pod_with(container(Some(0))), &BTreeMap::new()).is_err());
+        assert!(build(&pod_with(container(None)), &BTreeMap::new()).is_err());
+        let ok = build(&pod_with(container(Some(1000))), &BTreeMap::new()).unwrap();
+        assert_eq!(ok.linux.security_context.run_as_user.value, 1000);
+    }
+}
