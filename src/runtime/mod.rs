@@ -16,6 +16,8 @@ pub mod images;
 pub mod inspect;
 pub mod kill;
 pub mod labels;
+pub mod manager;
 pub mod model;
 pub mod result;
 pub mod sandbox;
+pub mod sync;

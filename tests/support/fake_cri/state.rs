@@ -76,6 +76,16 @@ fn now_nanos() -> i64 {
         .unwrap_or_default()
 }
 
+/// A stable image ID for a reference (like a digest, but computed from the name).
+pub fn image_id(reference: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in reference.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("sha256:{hash:016x}{:048x}", reference.len())
+}
+
 fn not_found(what: &str, id: &str) -> RpcStatus {
     RpcStatus::with_message(
         RpcStatusCode::NOT_FOUND,
@@ -332,6 +342,20 @@ impl FakeState {
             state: EnumOrUnknown::new(s.state),
             created_at: s.created_at,
             network: MessageField::some(network),
+            // Report the namespace modes the sandbox was created with, as containerd does.
+            linux: MessageField::some(pb::LinuxPodSandboxStatus {
+                namespaces: MessageField::some(pb::Namespace {
+                    options: s
+                        .config
+                        .linux
+                        .as_ref()
+                        .and_then(|l| l.security_context.as_ref())
+                        .and_then(|c| c.namespace_options.clone().into_option())
+                        .into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             labels: s.config.labels.clone(),
             annotations: s.config.annotations.clone(),
             ..Default::default()
@@ -397,7 +421,8 @@ impl FakeState {
             .as_ref()
             .map(|i| i.image.clone())
             .unwrap_or_default();
-        if !self.images.contains_key(&image) {
+        // Like containerd: an image is named by a reference or by its ID.
+        if !self.images.contains_key(&image) && !self.images.keys().any(|r| image_id(r) == image) {
             return Err(not_found("image", &image));
         }
         let taken = self.containers.values().any(|c| {
@@ -427,7 +452,11 @@ impl FakeState {
             ContainerEntry {
                 sandbox_id: req.pod_sandbox_id,
                 config,
-                image_ref: format!("sha256:{:064x}", image.len()),
+                image_ref: if image.starts_with("sha256:") {
+                    image.clone()
+                } else {
+                    image_id(&image)
+                },
                 state: pb::ContainerState::CONTAINER_CREATED,
                 created_at: now_nanos(),
                 started_at: 0,
@@ -617,7 +646,7 @@ impl FakeState {
 
     fn image_proto(reference: &str, size: u64) -> pb::Image {
         pb::Image {
-            id: format!("sha256:{:064x}", reference.len()),
+            id: image_id(reference),
             repo_tags: vec![reference.to_owned()],
             size,
             ..Default::default()
@@ -636,12 +665,12 @@ impl FakeState {
     }
 
     pub fn image_status(&self, reference: &str) -> pb::ImageStatusResponse {
+        let found = self
+            .images
+            .iter()
+            .find(|(r, _)| r.as_str() == reference || image_id(r) == reference);
         pb::ImageStatusResponse {
-            image: self
-                .images
-                .get(reference)
-                .map(|size| Self::image_proto(reference, *size))
-                .into(),
+            image: found.map(|(r, size)| Self::image_proto(r, *size)).into(),
             ..Default::default()
         }
     }
@@ -661,7 +690,7 @@ impl FakeState {
         }
         self.images.insert(reference.to_owned(), 1_000_000);
         Ok(pb::PullImageResponse {
-            image_ref: format!("sha256:{:064x}", reference.len()),
+            image_ref: image_id(reference),
             ..Default::default()
         })
     }

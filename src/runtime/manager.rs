@@ -1,0 +1,184 @@
+//! The runtime manager: the one object pod workers use to act on the runtime.
+//!
+//! Holds the CRI clients, the image manager, the crash-loop back-off table, the hook
+//! runner and the node settings a sync needs. Shared by all pod worker threads behind
+//! an `Arc`; its only mutable state is the back-off table, locked briefly and never
+//! across a CRI call.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::backoff::Backoff;
+use super::dns::DnsSettings;
+use super::hooks::HookRunner;
+use super::images::ImageManager;
+use super::inspect;
+use super::kill::Killer;
+use super::model::{PodRuntimeStatus, RunningPod};
+use super::result::SyncOutcome;
+use crate::api::pod::Pod;
+use crate::cri::{pb, CriError, ImageClient, RuntimeClient};
+use crate::events::Recorder;
+
+/// Node-level settings of the runtime manager.
+#[derive(Clone, Debug)]
+pub struct RuntimeSettings {
+    /// `--root-dir`: pod directories (termination logs, volumes) live under `pods/`.
+    pub root_dir: PathBuf,
+    /// Root of the pod log directories (`/var/log/pods` by default).
+    pub pod_logs_dir: PathBuf,
+    pub dns: DnsSettings,
+    /// The machine's memory in bytes (Burstable oom_score_adj).
+    pub memory_capacity: i64,
+    /// `--cpu-cfs-quota`: enforce CPU limits with a CFS quota.
+    pub enforce_cpu_limits: bool,
+}
+
+/// The runtime's readiness as its Status call reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeConditions {
+    pub runtime_ready: bool,
+    pub network_ready: bool,
+    /// "Type=false reason:... message:..." for every condition that is not true.
+    pub problems: Vec<String>,
+}
+
+/// Acts on the runtime for pod workers, the PLEG and housekeeping.
+pub struct RuntimeManager {
+    pub runtime: RuntimeClient,
+    pub images: ImageClient,
+    pub(super) image_manager: ImageManager,
+    pub(super) hooks: Arc<dyn HookRunner>,
+    pub(super) recorder: Recorder,
+    pub(super) crash_backoff: Mutex<Backoff>,
+    pub(super) settings: RuntimeSettings,
+}
+
+impl RuntimeManager {
+    pub fn new(
+        runtime: RuntimeClient,
+        images: ImageClient,
+        hooks: Arc<dyn HookRunner>,
+        recorder: Recorder,
+        settings: RuntimeSettings,
+    ) -> RuntimeManager {
+        RuntimeManager {
+            image_manager: ImageManager::new(images.clone(), recorder.clone()),
+            runtime,
+            images,
+            hooks,
+            recorder,
+            crash_backoff: Mutex::new(Backoff::default()),
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &RuntimeSettings {
+        &self.settings
+    }
+
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    pub(super) fn backoff(&self) -> MutexGuard<'_, Backoff> {
+        self.crash_backoff.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn killer(&self) -> Killer<'_> {
+        Killer {
+            runtime: &self.runtime,
+            hooks: self.hooks.as_ref(),
+            recorder: &self.recorder,
+        }
+    }
+
+    /// Everything the runtime has for one pod (upstream GetPodStatus).
+    pub fn pod_status(
+        &self,
+        uid: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodRuntimeStatus, CriError> {
+        inspect::pod_status(&self.runtime, uid, name, namespace)
+    }
+
+    /// The pods the runtime runs for litelet (upstream GetPods).
+    pub fn running_pods(&self, all: bool) -> Result<Vec<RunningPod>, CriError> {
+        inspect::running_pods(&self.runtime, all)
+    }
+
+    /// Stops a pod's containers and sandboxes (upstream KillPod). `pod` is None for
+    /// pods litelet only knows from the runtime.
+    pub fn kill_pod(
+        &self,
+        pod: Option<&Pod>,
+        running: &RunningPod,
+        grace_override: Option<i64>,
+    ) -> SyncOutcome {
+        self.killer().kill_pod(pod, "", running, grace_override)
+    }
+
+    /// The runtime's conditions; an error when the runtime cannot be asked.
+    pub fn runtime_conditions(&self) -> Result<RuntimeConditions, CriError> {
+        let response = self.runtime.status(&pb::StatusRequest::default())?;
+        let conditions = response
+            .status
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        Ok(conditions_from(&conditions))
+    }
+}
+
+/// Reads RuntimeReady and NetworkReady; a missing condition counts as not ready.
+pub fn conditions_from(conditions: &[pb::RuntimeCondition]) -> RuntimeConditions {
+    let find = |kind: &str| conditions.iter().find(|c| c.type_ == kind);
+    let mut out = RuntimeConditions {
+        runtime_ready: find("RuntimeReady").is_some_and(|c| c.status),
+        network_ready: find("NetworkReady").is_some_and(|c| c.status),
+        problems: Vec::new(),
+    };
+    for kind in ["RuntimeReady", "NetworkReady"] {
+        match find(kind) {
+            Some(c) if c.status => {}
+            Some(c) => out.problems.push(format!(
+                "{kind}=false reason:{} message:{}",
+                c.reason, c.message
+            )),
+            None => out.problems.push(format!("{kind} condition is missing")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_or_false_conditions_are_problems() {
+        let conditions = [
+            pb::RuntimeCondition {
+                type_: "RuntimeReady".into(),
+                status: true,
+                ..Default::default()
+            },
+            pb::RuntimeCondition {
+                type_: "NetworkReady".into(),
+                status: false,
+                reason: "NetworkPluginNotReady".into(),
+                message: "cni config uninitialized".into(),
+                ..Default::default()
+            },
+        ];
+        let got = conditions_from(&conditions);
+        assert!(got.runtime_ready && !got.network_ready);
+        assert_eq!(
+            got.problems,
+            ["NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized"]
+        );
+        let none = conditions_from(&[]);
+        assert!(!none.runtime_ready);
+        assert_eq!(none.problems.len(), 2);
+    }
+}

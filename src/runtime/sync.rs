@@ -1,0 +1,562 @@
+//! SyncPod over CRI (upstream kuberuntime SyncPod): computes the pod's actions and
+//! carries them out in upstream's order — kill what must go, create the sandbox,
+//! start ephemeral, init, then regular containers — each start guarded by the
+//! crash-loop back-off and followed by the postStart hook.
+//!
+//! Runs on the pod's worker thread. Every step lands in the returned [`SyncOutcome`]
+//! so a failure is never lost; the worker turns it into waiting reasons and a requeue.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use protobuf::MessageField;
+
+use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
+use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
+use super::container::{container_config, ContainerContext};
+use super::env::{ConfigSource, EnvContext};
+use super::kill::KillRequest;
+use super::manager::RuntimeManager;
+use super::model::{ContainerState, PodRuntimeStatus};
+use super::result::{Failure, SyncAction, SyncOutcome};
+use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
+use crate::api::pod::{Container, Pod};
+use crate::cri::pb;
+use crate::events::EventType;
+use crate::status::containers::{
+    CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
+    POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
+};
+
+/// The waiting reason when the sandbox cannot be created.
+pub const CREATE_POD_SANDBOX_ERROR: &str = "CreatePodSandboxError";
+/// The longest a postStart hook may run before it counts as failed.
+const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Per-sync inputs prepared by the caller (pod worker).
+pub struct SyncInputs<'a> {
+    /// The pod's cgroup (`/kubepods/.../pod<uid>`), or "" to let the runtime choose.
+    pub cgroup_parent: String,
+    /// Host paths of the pod's volumes by name.
+    pub volumes: &'a BTreeMap<String, PathBuf>,
+    pub env: &'a EnvContext,
+    pub config_source: &'a dyn ConfigSource,
+    /// Registry credentials for pulls, from the pod's imagePullSecrets.
+    pub pull_auth: Option<&'a pb::AuthConfig>,
+}
+
+/// Which list of the spec a container to start comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Init,
+    Regular,
+    Ephemeral,
+}
+
+static TERMINATION_LOG_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Creates the host file mounted at the container's termination message path:
+/// `<root>/pods/<uid>/containers/<name>/<unique hex>`, world-writable so any user in
+/// the container can write its message.
+fn create_termination_log(root: &Path, pod: &Pod, name: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = root
+        .join("pods")
+        .join(pod.uid())
+        .join("containers")
+        .join(name);
+    std::fs::create_dir_all(&dir)?;
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seq = TERMINATION_LOG_SEQ.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{:x}{:04x}", nanos, seq & 0xffff));
+    let mut file = std::fs::File::create(&path)?;
+    file.flush()?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(path)
+}
+
+impl RuntimeManager {
+    /// Brings the runtime in line with `pod` (upstream SyncPod).
+    pub fn sync_pod(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        probes: &ProbeResults,
+        inputs: &SyncInputs<'_>,
+    ) -> SyncOutcome {
+        let actions = compute_pod_actions(pod, status, probes);
+        log::debug!(
+            "pod {}/{} ({}): {actions}",
+            pod.namespace(),
+            pod.name(),
+            pod.uid()
+        );
+        let mut outcome = SyncOutcome::default();
+
+        if actions.create_sandbox && !actions.sandbox_id.is_empty() {
+            self.recorder.pod(
+                pod,
+                EventType::Normal,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.",
+            );
+        }
+        if !self.kill_what_must_go(pod, status, &actions, &mut outcome) {
+            return outcome;
+        }
+        self.prune_init_containers(pod, status);
+
+        let mut pod_ips = status.ips.clone();
+        let sandbox_ctx = SandboxContext {
+            pod_logs_dir: self.settings.pod_logs_dir.clone(),
+            cgroup_parent: inputs.cgroup_parent.clone(),
+            dns: self.settings.dns.clone(),
+        };
+        let config = sandbox_config(pod, actions.attempt, &sandbox_ctx);
+        let mut sandbox_id = actions.sandbox_id.clone();
+        if actions.create_sandbox {
+            match self.create_sandbox(pod, &config) {
+                Ok((id, ips)) => {
+                    outcome.ok(SyncAction::CreatePodSandbox, pod.full_name());
+                    sandbox_id = id;
+                    if !pod.spec.host_network.unwrap_or(false) {
+                        pod_ips = ips;
+                    }
+                }
+                Err(failure) => {
+                    // A pod on its way out needs no new sandbox: not an error.
+                    if !pod.deletion_requested() {
+                        outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                    }
+                    return outcome;
+                }
+            }
+        }
+        if sandbox_id.is_empty() {
+            return outcome;
+        }
+        let env = EnvContext {
+            pod_ips,
+            ..inputs.env.clone()
+        };
+        let start = |kind: Kind, container: &Container, outcome: &mut SyncOutcome| {
+            let result = self.start_with_backoff(
+                pod,
+                status,
+                kind,
+                container,
+                &sandbox_id,
+                &config,
+                &env,
+                inputs,
+            );
+            match result {
+                Ok(()) => {
+                    outcome.ok(SyncAction::StartContainer, &container.name);
+                    true
+                }
+                Err(failure) => {
+                    outcome.fail(SyncAction::StartContainer, &container.name, failure);
+                    false
+                }
+            }
+        };
+
+        for &index in &actions.ephemeral_containers_to_start {
+            if let Some(ephemeral) = pod.spec.ephemeral_containers.get(index) {
+                start(Kind::Ephemeral, &ephemeral.container, &mut outcome);
+            }
+        }
+        for &index in &actions.init_containers_to_start {
+            let Some(container) = pod.spec.init_containers.get(index) else {
+                continue;
+            };
+            // A failed regular init container ends this sync; a sidecar does not.
+            if !start(Kind::Init, container, &mut outcome) && !container.is_sidecar() {
+                return outcome;
+            }
+        }
+        for &index in &actions.containers_to_start {
+            if let Some(container) = pod.spec.containers.get(index) {
+                start(Kind::Regular, container, &mut outcome);
+            }
+        }
+        outcome
+    }
+
+    /// Step 2: kill the whole pod or the listed containers. False when the sync must
+    /// stop here (a kill failed).
+    fn kill_what_must_go(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        actions: &PodActions,
+        outcome: &mut SyncOutcome,
+    ) -> bool {
+        let pod_ip = status.ips.first().map(String::as_str).unwrap_or("");
+        if actions.kill_pod {
+            // The whole pod goes: containers_to_kill is moot (upstream ignores it too).
+            let killed = self
+                .killer()
+                .kill_pod(Some(pod), pod_ip, &status.to_running_pod(), None);
+            let ok = killed.is_ok();
+            outcome.extend(killed);
+            if !ok {
+                return false;
+            }
+            if actions.create_sandbox {
+                self.purge_init_containers(pod, status);
+            }
+            return true;
+        }
+        for (id, kill) in &actions.containers_to_kill {
+            let request = KillRequest {
+                container_id: id,
+                name: &kill.name,
+                message: &kill.message,
+                reason: kill.reason,
+                grace_override: None,
+            };
+            match self
+                .killer()
+                .kill_container(Some(pod), pod_ip, &request, None)
+            {
+                Ok(()) => outcome.ok(SyncAction::KillContainer, &kill.name),
+                Err(failure) => {
+                    outcome.fail(SyncAction::KillContainer, &kill.name, failure);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn remove_container(&self, id: &str) {
+        let removed = self.runtime.remove_container(&pb::RemoveContainerRequest {
+            container_id: id.to_owned(),
+            ..Default::default()
+        });
+        if let Err(err) = removed {
+            log::warn!("removing container {id}: {err}");
+        }
+    }
+
+    /// Before a new sandbox: every instance of every init container goes, so init
+    /// runs again from the start.
+    fn purge_init_containers(&self, pod: &Pod, status: &PodRuntimeStatus) {
+        for init in &pod.spec.init_containers {
+            for instance in status.instances(&init.name) {
+                self.remove_container(&instance.id);
+            }
+        }
+    }
+
+    /// Keeps only the newest dead instance of each init container.
+    fn prune_init_containers(&self, pod: &Pod, status: &PodRuntimeStatus) {
+        for init in &pod.spec.init_containers {
+            let dead = status
+                .instances(&init.name)
+                .filter(|c| matches!(c.state, ContainerState::Exited | ContainerState::Unknown));
+            for instance in dead.skip(1) {
+                self.remove_container(&instance.id);
+            }
+        }
+    }
+
+    /// Creates the log directory and the sandbox; returns its ID and IPs.
+    fn create_sandbox(
+        &self,
+        pod: &Pod,
+        config: &pb::PodSandboxConfig,
+    ) -> Result<(String, Vec<String>), Failure> {
+        let log_dir = pod_log_dir(&self.settings.pod_logs_dir, pod);
+        if let Err(err) = std::fs::create_dir_all(&log_dir) {
+            let message = format!(
+                "Failed to create pod log directory {}: {err}",
+                log_dir.display()
+            );
+            self.recorder
+                .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
+            return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
+        }
+        let created = self.runtime.run_pod_sandbox(&pb::RunPodSandboxRequest {
+            config: MessageField::some(config.clone()),
+            ..Default::default()
+        });
+        let id = match created {
+            Ok(response) => response.pod_sandbox_id,
+            Err(err) => {
+                let message = format!("Failed to create pod sandbox: {err}");
+                self.recorder
+                    .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
+                return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
+            }
+        };
+        let status = self
+            .runtime
+            .pod_sandbox_status(&pb::PodSandboxStatusRequest {
+                pod_sandbox_id: id.clone(),
+                ..Default::default()
+            });
+        match status.map(|s| s.status.into_option()) {
+            Ok(Some(status)) => {
+                let sandbox = super::inspect::sandbox_from_cri(&status);
+                let mut ips: Vec<String> = Some(sandbox.ip)
+                    .into_iter()
+                    .filter(|ip| !ip.is_empty())
+                    .collect();
+                ips.extend(sandbox.additional_ips);
+                Ok((id, ips))
+            }
+            Ok(None) => Err(Failure::new(
+                CREATE_POD_SANDBOX_ERROR,
+                "pod sandbox status is nil",
+            )),
+            Err(err) => {
+                let message = format!("Unable to get pod sandbox status: {err}");
+                self.recorder
+                    .pod(pod, EventType::Warning, "FailedStatusPodSandBox", &message);
+                Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message))
+            }
+        }
+    }
+
+    /// Crash-loop back-off, then start (upstream doBackOff + startContainer).
+    #[allow(clippy::too_many_arguments)]
+    fn start_with_backoff(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        kind: Kind,
+        container: &Container,
+        sandbox_id: &str,
+        config: &pb::PodSandboxConfig,
+        env: &EnvContext,
+        inputs: &SyncInputs<'_>,
+    ) -> Result<(), Failure> {
+        let last_exit = status
+            .instances(&container.name)
+            .find(|c| c.state == ContainerState::Exited);
+        if let Some(exited) = last_exit {
+            let key = stable_key(pod, container);
+            let finished = time_from_unix_nanos(exited.finished_at);
+            let now = SystemTime::now();
+            let mut backoff = self.backoff();
+            if backoff.is_in_backoff_since(&key, finished, now) {
+                let delay = format_delay(backoff.get(&key));
+                drop(backoff);
+                self.recorder.container(
+                    pod,
+                    &container.name,
+                    EventType::Warning,
+                    "BackOff",
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        container.name,
+                        pod.full_name()
+                    ),
+                );
+                return Err(Failure::new(
+                    CRASH_LOOP_BACK_OFF,
+                    format!(
+                        "back-off {delay} restarting failed container={} pod={}",
+                        container.name,
+                        pod.full_name()
+                    ),
+                ));
+            }
+            backoff.next(&key, finished, now);
+        }
+        self.start_container(
+            pod, status, kind, container, sandbox_id, config, env, inputs,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_container(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        kind: Kind,
+        container: &Container,
+        sandbox_id: &str,
+        config: &pb::PodSandboxConfig,
+        env: &EnvContext,
+        inputs: &SyncInputs<'_>,
+    ) -> Result<(), Failure> {
+        let image_ref =
+            self.image_manager
+                .ensure_image(pod, container, config, inputs.pull_auth)?;
+        let restart_count = status
+            .newest(&container.name)
+            .map(|c| c.restart_count + 1)
+            .unwrap_or(0);
+        let target_id = match kind {
+            Kind::Ephemeral => self.ephemeral_target(pod, status, &container.name)?,
+            _ => None,
+        };
+        let termination_log = create_termination_log(&self.settings.root_dir, pod, &container.name)
+            .map_err(|err| {
+                Failure::new(
+                    CREATE_CONTAINER_CONFIG_ERROR,
+                    format!("cannot create termination log file: {err}"),
+                )
+            })?;
+        let ctx = ContainerContext {
+            pod,
+            container,
+            restart_count,
+            image_ref: &image_ref,
+            env,
+            config_source: inputs.config_source,
+            volumes: inputs.volumes,
+            termination_log: Some(&termination_log),
+            memory_capacity: self.settings.memory_capacity,
+            enforce_cpu_limits: self.settings.enforce_cpu_limits,
+            target_container_id: target_id.as_deref(),
+        };
+        let container_config = container_config(&ctx).map_err(|err| {
+            self.recorder.container(
+                pod,
+                &container.name,
+                EventType::Warning,
+                "Failed",
+                format!("Error: {err}"),
+            );
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+        })?;
+        let created = self.runtime.create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.to_owned(),
+            config: MessageField::some(container_config),
+            sandbox_config: MessageField::some(config.clone()),
+            ..Default::default()
+        });
+        let id = match created {
+            Ok(response) => response.container_id,
+            Err(err) => {
+                let message = err.to_string();
+                self.recorder.container(
+                    pod,
+                    &container.name,
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                );
+                return Err(Failure::new(CREATE_CONTAINER_ERROR, message));
+            }
+        };
+        self.recorder.container(
+            pod,
+            &container.name,
+            EventType::Normal,
+            "Created",
+            format!("Created container {}", container.name),
+        );
+        if let Err(err) = self.runtime.start_container(&pb::StartContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        }) {
+            let message = err.to_string();
+            self.recorder.container(
+                pod,
+                &container.name,
+                EventType::Warning,
+                "Failed",
+                format!("Error: {message}"),
+            );
+            return Err(Failure::new(RUN_CONTAINER_ERROR, message));
+        }
+        self.recorder.container(
+            pod,
+            &container.name,
+            EventType::Normal,
+            "Started",
+            format!("Started container {}", container.name),
+        );
+        self.run_post_start(pod, container, &id, env)
+    }
+
+    /// An ephemeral container joins its target's process namespace.
+    fn ephemeral_target(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        name: &str,
+    ) -> Result<Option<String>, Failure> {
+        let target = pod
+            .spec
+            .ephemeral_containers
+            .iter()
+            .find(|e| e.container.name == name)
+            .and_then(|e| e.target_container_name.clone());
+        let Some(target) = target.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let running = status
+            .instances(&target)
+            .find(|c| c.state == ContainerState::Running)
+            .map(|c| c.id.clone());
+        running.map(Some).ok_or_else(|| {
+            Failure::new(
+                CREATE_CONTAINER_CONFIG_ERROR,
+                format!("target container {target:?} is not running"),
+            )
+        })
+    }
+
+    fn run_post_start(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        env: &EnvContext,
+    ) -> Result<(), Failure> {
+        let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let pod_ip = env.pod_ips.first().map(String::as_str).unwrap_or("");
+        let Err(err) = self
+            .hooks
+            .run(pod, pod_ip, container, id, handler, POST_START_TIMEOUT)
+        else {
+            return Ok(());
+        };
+        let message = format!("PostStartHook failed: {err}");
+        self.recorder.container(
+            pod,
+            &container.name,
+            EventType::Warning,
+            "FailedPostStartHook",
+            &message,
+        );
+        let request = KillRequest {
+            container_id: id,
+            name: &container.name,
+            message: "FailedPostStartHook",
+            reason: KillReason::FailedPostStartHook,
+            grace_override: None,
+        };
+        if let Err(kill) = self
+            .killer()
+            .kill_container(Some(pod), pod_ip, &request, None)
+        {
+            log::warn!(
+                "pod {}: killing {} after its postStart hook failed: {}",
+                pod.full_name(),
+                container.name,
+                kill.message
+            );
+        }
+        Err(Failure::new(POST_START_HOOK_ERROR, message))
+    }
+}

@@ -1,0 +1,343 @@
+//! SyncPod and KillPod through the runtime manager against the fake CRI (and, with
+//! root, a real containerd): init → sidecar → main → crash loop → delete, plus the
+//! waiting reasons of image, create and start failures.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpcio::RpcStatusCode;
+use litelet::api::pod::{Container, Pod, RestartPolicy};
+use litelet::cri::{self, ConnectOptions, Endpoint};
+use litelet::events::Recorder;
+use litelet::runtime::actions::ProbeResults;
+use litelet::runtime::env::{EnvContext, NoConfigSource};
+use litelet::runtime::hooks::CriHookRunner;
+use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
+use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};
+use litelet::runtime::result::SyncOutcome;
+use litelet::runtime::sync::SyncInputs;
+use support::fake_cri::FakeCri;
+use support::wait_until;
+
+const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
+
+struct Harness {
+    manager: RuntimeManager,
+    _dir: tempfile::TempDir,
+    cgroup_parent: String,
+}
+
+impl Harness {
+    fn new(endpoint: &str, cgroup_parent: &str) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = Endpoint::parse(endpoint).unwrap();
+        let options = ConnectOptions {
+            request_timeout: Duration::from_secs(30),
+            pull_timeout: Duration::from_secs(30),
+        };
+        let (runtime, images) = cri::connect(&endpoint, &options);
+        let settings = RuntimeSettings {
+            root_dir: dir.path().join("root"),
+            pod_logs_dir: dir.path().join("logs"),
+            dns: Default::default(),
+            memory_capacity: 8 << 30,
+            enforce_cpu_limits: true,
+        };
+        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
+        let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
+        Harness {
+            manager,
+            _dir: dir,
+            cgroup_parent: cgroup_parent.to_owned(),
+        }
+    }
+
+    fn status(&self, pod: &Pod) -> PodRuntimeStatus {
+        self.manager
+            .pod_status(pod.uid(), pod.name(), pod.namespace())
+            .expect("pod status")
+    }
+
+    fn sync(&self, pod: &Pod) -> SyncOutcome {
+        let volumes = BTreeMap::<String, PathBuf>::new();
+        let env = EnvContext::default();
+        let inputs = SyncInputs {
+            cgroup_parent: self.cgroup_parent.clone(),
+            volumes: &volumes,
+            env: &env,
+            config_source: &NoConfigSource,
+            pull_auth: None,
+        };
+        self.manager
+            .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)
+    }
+
+    fn state_of(&self, pod: &Pod, name: &str) -> Option<ContainerState> {
+        self.status(pod).newest(name).map(|c| c.state)
+    }
+
+    /// Syncs until `done` holds for the pod's runtime status, like a pod worker would.
+    fn sync_until(&self, pod: &Pod, what: &str, done: impl Fn(&PodRuntimeStatus) -> bool) {
+        let ok = wait_until(Duration::from_secs(30), || {
+            let outcome = self.sync(pod);
+            if !outcome.is_ok() {
+                eprintln!("sync outcome: {outcome}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            done(&self.status(pod))
+        });
+        assert!(ok, "never reached: {what}; status: {:#?}", self.status(pod));
+    }
+}
+
+fn container(name: &str, script: &str) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(BUSYBOX.into()),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        ..Default::default()
+    }
+}
+
+/// init "setup" → sidecar "proxy" → main "app".
+fn pod(uid: &str, app_script: &str) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("lifecycle".into());
+    pod.metadata.namespace = Some("default".into());
+    pod.metadata.uid = Some(uid.into());
+    pod.spec.host_network = Some(true);
+    pod.spec.termination_grace_period_seconds = Some(2);
+    pod.spec
+        .init_containers
+        .push(container("setup", "echo setup-done"));
+    let mut sidecar = container("proxy", "exec sleep 3600");
+    sidecar.restart_policy = Some(RestartPolicy::Always);
+    pod.spec.init_containers.push(sidecar);
+    pod.spec.containers.push(container("app", app_script));
+    pod
+}
+
+fn fake() -> FakeCri {
+    let fake = FakeCri::start();
+    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
+    fake
+}
+
+#[test]
+fn init_then_sidecar_then_main_then_crash_loop_then_delete() {
+    let fake = fake();
+    let h = Harness::new(&fake.endpoint(), "");
+    let pod = pod("uid-lifecycle", "exit 1");
+    fake.exit_after_start("setup", 0, Duration::from_millis(20));
+
+    // First sync: a sandbox and the first init container only.
+    let first = h.sync(&pod);
+    assert!(first.is_ok(), "{first}");
+    assert_eq!(fake.count("RunPodSandbox"), 1);
+    assert_eq!(h.state_of(&pod, "setup"), Some(ContainerState::Running));
+    assert_eq!(h.state_of(&pod, "app"), None, "main waits for init");
+
+    h.sync_until(&pod, "sidecar running", |s| {
+        s.newest("proxy")
+            .is_some_and(|c| c.state == ContainerState::Running)
+    });
+    assert_eq!(h.state_of(&pod, "setup"), Some(ContainerState::Exited));
+    h.sync_until(&pod, "main started", |s| s.newest("app").is_some());
+
+    // The main container crashes: first restart at once, then CrashLoopBackOff.
+    let app = h.status(&pod).newest("app").unwrap().id.clone();
+    fake.exit_container(&app, 1);
+    let restart = h.sync(&pod);
+    assert!(restart.is_ok(), "first restart is immediate: {restart}");
+    assert_eq!(h.status(&pod).newest("app").unwrap().restart_count, 1);
+    let again = h.status(&pod).newest("app").unwrap().id.clone();
+    fake.exit_container(&again, 1);
+    let backoff = h.sync(&pod);
+    let errors = backoff.container_errors();
+    assert_eq!(errors["app"].reason, "CrashLoopBackOff", "{backoff}");
+    assert!(
+        errors["app"].message.contains("back-off 10s"),
+        "{}",
+        errors["app"].message
+    );
+    assert!(backoff.only_backoff());
+    assert_eq!(fake.count("RunPodSandbox"), 1, "no sandbox churn");
+
+    // Delete: every container stops, the sandbox goes NOTREADY, the sidecar last.
+    let killed = h
+        .manager
+        .kill_pod(Some(&pod), &h.status(&pod).to_running_pod(), Some(0));
+    assert!(killed.is_ok(), "{killed}");
+    let after = h.status(&pod);
+    assert!(!after.has_running_containers());
+    assert!(after
+        .sandboxes
+        .iter()
+        .all(|s| s.state == SandboxState::NotReady));
+    // Killing again is harmless.
+    assert!(h
+        .manager
+        .kill_pod(Some(&pod), &after.to_running_pod(), Some(0))
+        .is_ok());
+}
+
+#[test]
+fn image_pull_failures_become_err_image_pull_then_backoff() {
+    let fake = fake();
+    let h = Harness::new(&fake.endpoint(), "");
+    let mut pod = pod("uid-pull", "exit 0");
+    pod.spec.init_containers.clear();
+    pod.spec.containers[0].image = Some("registry.test/does-not-exist:1".into());
+    let first = h.sync(&pod);
+    assert_eq!(
+        first.container_errors()["app"].reason,
+        "ErrImagePull",
+        "{first}"
+    );
+    let second = h.sync(&pod);
+    assert_eq!(
+        second.container_errors()["app"].reason,
+        "ImagePullBackOff",
+        "{second}"
+    );
+    assert_eq!(fake.count("PullImage"), 1, "no pull during back-off");
+
+    pod.spec.containers[0].image = Some("Bad Image".into());
+    let invalid = h.sync(&pod);
+    assert_eq!(
+        invalid.container_errors()["app"].reason,
+        "InvalidImageName",
+        "{invalid}"
+    );
+}
+
+#[test]
+fn runtime_errors_become_waiting_reasons_and_are_retried() {
+    let fake = fake();
+    let h = Harness::new(&fake.endpoint(), "");
+    let mut pod = pod("uid-errors", "exec sleep 3600");
+    pod.spec.init_containers.clear();
+
+    fake.fail_nth(
+        "RunPodSandbox",
+        1,
+        RpcStatusCode::UNKNOWN,
+        "cni plugin failed",
+    );
+    let sandbox = h.sync(&pod);
+    assert!(
+        sandbox.to_string().contains("cni plugin failed"),
+        "{sandbox}"
+    );
+
+    fake.fail_nth("CreateContainer", 1, RpcStatusCode::UNKNOWN, "no such file");
+    let create = h.sync(&pod);
+    assert_eq!(
+        create.container_errors()["app"].reason,
+        "CreateContainerError",
+        "{create}"
+    );
+
+    fake.fail_nth(
+        "StartContainer",
+        1,
+        RpcStatusCode::UNKNOWN,
+        "exec format error",
+    );
+    let start = h.sync(&pod);
+    assert_eq!(
+        start.container_errors()["app"].reason,
+        "RunContainerError",
+        "{start}"
+    );
+
+    h.sync_until(&pod, "app running after the faults", |s| {
+        s.newest("app")
+            .is_some_and(|c| c.state == ContainerState::Running)
+    });
+    assert_eq!(
+        fake.count("RunPodSandbox"),
+        2,
+        "one failed, one good sandbox"
+    );
+}
+
+#[test]
+fn lifecycle_against_real_containerd() {
+    let Some(containerd) =
+        support::containerd::Containerd::start("lifecycle_against_real_containerd")
+    else {
+        return;
+    };
+    let parent = format!("/litelet-sync-{}", std::process::id());
+    let h = Harness::new(&containerd.endpoint(), &parent);
+    let pod = pod(
+        &format!("uid-real-{}", std::process::id()),
+        "echo main-ran; exit 3",
+    );
+
+    h.sync_until(&pod, "init done and sidecar running", |s| {
+        s.newest("setup")
+            .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == 0)
+            && s.newest("proxy")
+                .is_some_and(|c| c.state == ContainerState::Running)
+    });
+    h.sync_until(&pod, "main ran and exited with 3", |s| {
+        s.newest("app")
+            .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == 3)
+    });
+    // It keeps crashing: one immediate restart, then back-off.
+    h.sync_until(&pod, "main restarted once", |s| {
+        s.newest("app")
+            .is_some_and(|c| c.restart_count >= 1 && c.state == ContainerState::Exited)
+    });
+    let outcome = h.sync(&pod);
+    assert_eq!(
+        outcome.container_errors()["app"].reason,
+        "CrashLoopBackOff",
+        "{outcome}"
+    );
+
+    let log = h.status(&pod).newest("app").unwrap().log_path.clone();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("main-ran"), "container log {log}: {text:?}");
+
+    let killed = h
+        .manager
+        .kill_pod(Some(&pod), &h.status(&pod).to_running_pod(), Some(1));
+    assert!(killed.is_ok(), "{killed}");
+    let after = h.status(&pod);
+    assert!(!after.has_running_containers(), "{after:#?}");
+    assert!(after
+        .sandboxes
+        .iter()
+        .all(|s| s.state == SandboxState::NotReady));
+    drop(containerd);
+    for controller in [
+        "cpu",
+        "memory",
+        "pids",
+        "cpuacct",
+        "cpuset",
+        "blkio",
+        "devices",
+        "freezer",
+        "net_cls",
+        "perf_event",
+        "hugetlb",
+        "systemd",
+        "net_prio",
+    ] {
+        let root = PathBuf::from(format!("/sys/fs/cgroup/{controller}{parent}"));
+        if let Ok(children) = std::fs::read_dir(&root) {
+            for child in children.flatten().filter(|c| c.path().is_dir()) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&root);
+    }
+}
