@@ -10,6 +10,7 @@ pub mod config;
 pub mod cri;
 pub mod events;
 pub mod pleg;
+pub mod pod_workers;
 pub mod process;
 pub mod runtime;
 pub mod runtime_info;

@@ -1,0 +1,614 @@
+//! Pod workers: one OS thread per pod UID running the pod's state machine
+//! (syncing → terminating → terminated → finished), as upstream pod_workers.go.
+//!
+//! Any thread calls [`PodWorkers::update_pod`]; it records the update as the pod's
+//! pending one (a newer update replaces it) and wakes the pod's thread over a
+//! `bounded(1)` channel, so signals coalesce. The worker (`worker.rs`) consumes the
+//! pending update, waits for a fresh runtime status from the PLEG cache, calls the
+//! [`PodSyncer`], and requeues the pod in the [`WorkQueue`]. All state sits behind one
+//! lock that is never held across a sync call. A worker thread ends when its channel
+//! is dropped: after the pod is finished, or when SyncKnownPods forgets it.
+
+mod cancel;
+mod grace;
+mod status;
+mod types;
+mod work_queue;
+mod worker;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Sender};
+
+pub use cancel::Cancel;
+pub use grace::effective_grace_period;
+pub use types::{
+    KillPodOptions, PodWorkerSync, StatusFn, SyncError, UpdatePodOptions, UpdateType, WorkType,
+};
+pub use work_queue::{jitter, WorkQueue};
+
+use crate::api::pod::{Pod, PodPhase};
+use crate::events::{EventType, Recorder};
+use crate::runtime::cache::PodStatusCache;
+use crate::runtime::model::{PodRuntimeStatus, RunningPod, SandboxState};
+use status::PodSyncStatus;
+
+/// Stack of a pod worker thread: syncs are shallow, and 110 pods × this is reserved.
+const WORKER_STACK: usize = 512 * 1024;
+
+/// What the pod workers call to act on a pod (upstream podSyncer). Called from the
+/// pods' worker threads, concurrently for different pods.
+pub trait PodSyncer: Send + Sync {
+    /// Makes the pod run as specified; Ok(true) when it reached a terminal phase.
+    fn sync_pod(
+        &self,
+        cancel: &Cancel,
+        update_type: UpdateType,
+        pod: &Pod,
+        mirror: Option<&Pod>,
+        status: &PodRuntimeStatus,
+    ) -> Result<bool, SyncError>;
+    /// Stops every container of the pod within the grace period.
+    fn sync_terminating_pod(
+        &self,
+        cancel: &Cancel,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        grace: Option<i64>,
+        status_fn: Option<StatusFn>,
+    ) -> Result<(), SyncError>;
+    /// Stops a pod only the runtime knows about.
+    fn sync_terminating_runtime_pod(
+        &self,
+        cancel: &Cancel,
+        running: &RunningPod,
+    ) -> Result<(), SyncError>;
+    /// Cleans up after the pod stopped (volumes, cgroup, final status).
+    fn sync_terminated_pod(
+        &self,
+        cancel: &Cancel,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+    ) -> Result<(), SyncError>;
+}
+
+/// Timings of the pod workers.
+#[derive(Clone, Debug)]
+pub struct WorkerTimings {
+    /// Requeue after a successful sync (jittered ×[1, 1.5)): the kubelet's SyncFrequency.
+    pub resync: Duration,
+    /// Requeue after a failed sync (jittered).
+    pub backoff: Duration,
+    /// Requeue when the network is not ready (jittered).
+    pub network_backoff: Duration,
+    /// The longest a worker waits for a fresh status from the PLEG cache.
+    pub status_wait: Duration,
+}
+
+impl Default for WorkerTimings {
+    fn default() -> Self {
+        WorkerTimings {
+            resync: Duration::from_secs(60),
+            backoff: Duration::from_secs(10),
+            network_backoff: Duration::from_secs(1),
+            status_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    pods_synced: bool,
+    /// Wake-up channel per UID; dropping the sender ends the worker thread.
+    updates: HashMap<String, Sender<()>>,
+    statuses: HashMap<String, PodSyncStatus>,
+    started_static: HashMap<String, String>,
+    waiting_static: HashMap<String, VecDeque<String>>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    syncer: Arc<dyn PodSyncer>,
+    queue: WorkQueue,
+    cache: PodStatusCache,
+    recorder: Recorder,
+    timings: WorkerTimings,
+    /// Instants before this count as "never synced" for the status cache.
+    epoch: Instant,
+    live_threads: AtomicUsize,
+}
+
+/// The pod workers; cheap to clone, shared by the sync loop and housekeeping.
+#[derive(Clone)]
+pub struct PodWorkers {
+    inner: Arc<Inner>,
+}
+
+fn is_terminal_phase(pod: &Pod) -> bool {
+    matches!(
+        pod.status.phase,
+        Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
+    )
+}
+
+fn runtime_is_terminal(status: &PodRuntimeStatus) -> bool {
+    !status.has_running_containers()
+        && !status
+            .sandboxes
+            .iter()
+            .any(|s| s.state == SandboxState::Ready)
+}
+
+/// A pod that stands in for a runtime-only pod (upstream RunningPod.ToAPIPod).
+fn pod_from_running(running: &RunningPod) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.uid = Some(running.uid.clone());
+    pod.metadata.name = Some(running.name.clone());
+    pod.metadata.namespace = Some(running.namespace.clone());
+    pod
+}
+
+impl PodWorkers {
+    pub fn new(
+        syncer: Arc<dyn PodSyncer>,
+        queue: WorkQueue,
+        cache: PodStatusCache,
+        recorder: Recorder,
+        timings: WorkerTimings,
+    ) -> PodWorkers {
+        PodWorkers {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                syncer,
+                queue,
+                cache,
+                recorder,
+                timings,
+                epoch: Instant::now(),
+                live_threads: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Worker threads currently alive (for leak checks and metrics).
+    pub fn live_threads(&self) -> usize {
+        self.inner.live_threads.load(Ordering::SeqCst)
+    }
+
+    /// Hands an update to the pod's worker (upstream UpdatePod).
+    pub fn update_pod(&self, mut options: UpdatePodOptions) {
+        // 1. Identify the pod.
+        let mut is_runtime_pod = false;
+        let (uid, namespace, name) = match (&options.pod, &options.running_pod) {
+            (None, Some(running)) => {
+                if options.update_type != UpdateType::Kill {
+                    log::warn!(
+                        "pod {}/{}: runtime pods can only be killed; dropping update",
+                        running.namespace,
+                        running.name
+                    );
+                    return;
+                }
+                is_runtime_pod = true;
+                (
+                    running.uid.clone(),
+                    running.namespace.clone(),
+                    running.name.clone(),
+                )
+            }
+            (Some(pod), running) => {
+                if running.is_some() {
+                    log::debug!(
+                        "pod {}: update carries both a pod and a runtime pod; using the pod",
+                        pod.full_name()
+                    );
+                }
+                (
+                    pod.uid().to_owned(),
+                    pod.namespace().to_owned(),
+                    pod.name().to_owned(),
+                )
+            }
+            (None, None) => {
+                log::error!("update_pod called without a pod");
+                return;
+            }
+        };
+        if !is_runtime_pod {
+            options.running_pod = None;
+        }
+        let now = Instant::now();
+        let mut state = self.lock();
+
+        // 3. First sighting.
+        let first_time = !state.statuses.contains_key(&uid);
+        if first_time {
+            let mut record = PodSyncStatus {
+                fullname: format!("{name}_{namespace}"),
+                ..Default::default()
+            };
+            if let Some(pod) = options.pod.as_ref().filter(|p| is_terminal_phase(p)) {
+                let cached = self.inner.cache.get(pod.uid());
+                if let Ok(status) = cached.status {
+                    if runtime_is_terminal(&status) {
+                        record.terminating_at = Some(now);
+                        record.terminated_at = Some(now);
+                        record.started_terminating = true;
+                    }
+                }
+            }
+            state.statuses.insert(uid.clone(), record);
+        }
+        let mut grace_shortened = false;
+        let mut became_terminating = false;
+        let mut new_worker = None;
+        {
+            let State {
+                statuses,
+                updates,
+                waiting_static,
+                ..
+            } = &mut *state;
+            let Some(status) = statuses.get_mut(&uid) else {
+                return;
+            };
+
+            // 4. Runtime pod folding: prefer the real pod spec if litelet knows it.
+            let mut pod_view = options.pod.clone();
+            if is_runtime_pod {
+                status.observed_runtime = true;
+                let known = status
+                    .pending
+                    .as_ref()
+                    .and_then(|p| p.pod.clone())
+                    .or_else(|| status.active.as_ref().and_then(|a| a.pod.clone()));
+                match known {
+                    Some(pod) => {
+                        options.pod = Some(pod.clone());
+                        options.running_pod = None;
+                        pod_view = Some(pod);
+                    }
+                    None => pod_view = options.running_pod.as_ref().map(pod_from_running),
+                }
+            }
+
+            // 5. UID reuse while terminating.
+            if !first_time
+                && status.is_termination_requested()
+                && options.update_type == UpdateType::Create
+            {
+                status.restart_requested = true;
+                log::debug!(
+                    "pod {}/{} ({uid}): create while terminating; restart requested",
+                    namespace,
+                    name
+                );
+                return;
+            }
+            // 6. Finished pods ignore updates.
+            if status.finished {
+                return;
+            }
+            // 7. Transition to terminating.
+            if !status.is_termination_requested() {
+                let pod = pod_view.as_ref();
+                let deleted = is_runtime_pod || pod.is_some_and(|p| p.deletion_requested());
+                let killed = options.update_type == UpdateType::Kill;
+                let reason = deleted || pod.is_some_and(is_terminal_phase) || killed;
+                if deleted {
+                    status.deleted = true;
+                } else if killed && !pod.is_some_and(is_terminal_phase) {
+                    status.evicted = options.kill.as_ref().is_some_and(|k| k.evict);
+                }
+                if reason {
+                    status.terminating_at = Some(now);
+                    became_terminating = true;
+                }
+            }
+            // 8. Kill options.
+            if status.is_terminated() {
+                if is_runtime_pod {
+                    return;
+                }
+                // Dropping the sender closes the caller's completion channel at once.
+                options.kill = None;
+            } else if status.is_termination_requested() {
+                let kill = options.kill.get_or_insert_with(KillPodOptions::default);
+                if let Some(done) = kill.completed.take() {
+                    status.notify_post_terminating.push(done);
+                }
+                if let Some(f) = kill.status_fn.clone() {
+                    status.status_post_terminating.push(f);
+                }
+                let (grace, shortened) = effective_grace_period(
+                    status.grace_period,
+                    pod_view.as_ref(),
+                    kill.grace_override,
+                );
+                status.grace_period = grace;
+                kill.grace_override = Some(grace);
+                grace_shortened = shortened;
+            } else {
+                options.kill = None;
+            }
+
+            // 9. A worker for a new UID.
+            if !updates.contains_key(&uid) {
+                let (tx, rx) = bounded(1);
+                updates.insert(uid.clone(), tx);
+                // Static pods start in arrival order, one per full name.
+                if options.pod.as_ref().is_some_and(|p| p.is_static()) {
+                    waiting_static
+                        .entry(status.fullname.clone())
+                        .or_default()
+                        .push_back(uid.clone());
+                }
+                new_worker = Some(rx);
+            }
+            // 10. Keep the oldest start time of coalesced updates.
+            if let Some(old) = status.pending.as_ref().and_then(|p| p.start_time) {
+                if options.start_time.is_none_or(|t| old < t) {
+                    options.start_time = Some(old);
+                }
+            }
+            // 11. The new update replaces the pending one; signal without blocking.
+            status.pending = Some(options);
+            status.working = true;
+            if let Some(tx) = updates.get(&uid) {
+                let _ = tx.try_send(());
+            }
+            // 12. Interrupt the in-flight sync when termination starts or speeds up.
+            if became_terminating || grace_shortened {
+                if let Some(cancel) = &status.cancel {
+                    cancel.cancel();
+                }
+            }
+        }
+        drop(state);
+        if let Some(rx) = new_worker {
+            self.spawn_worker(uid, rx);
+        }
+    }
+
+    fn spawn_worker(&self, uid: String, rx: crossbeam_channel::Receiver<()>) {
+        let name = format!("pw-{}", uid.chars().take(8).collect::<String>());
+        let workers = self.clone();
+        self.inner.live_threads.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                workers.worker_loop(&uid, rx);
+                workers.inner.live_threads.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(err) = spawned {
+            self.inner.live_threads.fetch_sub(1, Ordering::SeqCst);
+            log::error!("cannot start a pod worker thread: {err}");
+        }
+    }
+
+    // ---- queries (upstream §1.5) ----
+
+    /// The pod's containers have stopped (terminated or finished).
+    pub fn is_pod_known_terminated(&self, uid: &str) -> bool {
+        self.lock()
+            .statuses
+            .get(uid)
+            .is_some_and(|s| s.is_terminated())
+    }
+
+    pub fn could_have_running_containers(&self, uid: &str) -> bool {
+        let state = self.lock();
+        match state.statuses.get(uid) {
+            Some(s) => !s.is_terminated(),
+            None => !state.pods_synced,
+        }
+    }
+
+    pub fn should_pod_be_finished(&self, uid: &str) -> bool {
+        let state = self.lock();
+        match state.statuses.get(uid) {
+            Some(s) => s.finished,
+            None => state.pods_synced,
+        }
+    }
+
+    pub fn is_pod_termination_requested(&self, uid: &str) -> bool {
+        self.lock()
+            .statuses
+            .get(uid)
+            .is_some_and(|s| s.is_termination_requested())
+    }
+
+    pub fn should_pod_containers_be_terminating(&self, uid: &str) -> bool {
+        let state = self.lock();
+        match state.statuses.get(uid) {
+            Some(s) => s.started_terminating,
+            None => state.pods_synced,
+        }
+    }
+
+    pub fn should_pod_runtime_be_removed(&self, uid: &str) -> bool {
+        let state = self.lock();
+        match state.statuses.get(uid) {
+            Some(s) => s.is_terminated(),
+            None => state.pods_synced,
+        }
+    }
+
+    pub fn should_pod_content_be_removed(&self, uid: &str) -> bool {
+        let state = self.lock();
+        match state.statuses.get(uid) {
+            Some(s) => s.evicted || (s.deleted && s.is_terminated()),
+            None => state.pods_synced,
+        }
+    }
+
+    /// True while the started static pod of this full name is terminating.
+    pub fn is_pod_for_mirror_pod_terminating_by_fullname(&self, fullname: &str) -> bool {
+        let state = self.lock();
+        let Some(uid) = state.started_static.get(fullname) else {
+            return false;
+        };
+        state
+            .statuses
+            .get(uid)
+            .is_some_and(|s| s.is_termination_requested() && !s.is_terminated())
+    }
+
+    /// Whether the pod's worker is busy (for tests and metrics).
+    pub fn is_working(&self, uid: &str) -> bool {
+        self.lock().statuses.get(uid).is_some_and(|s| s.working)
+    }
+
+    /// The pod the worker acts on (its last consumed update).
+    pub fn active_pod(&self, uid: &str) -> Option<Pod> {
+        self.lock()
+            .statuses
+            .get(uid)
+            .and_then(|s| s.active.as_ref().and_then(|a| a.pod.clone()))
+    }
+
+    /// Reconciles the workers with the desired pods (upstream SyncKnownPods): orphans
+    /// start terminating, finished orphans and restarted UIDs are forgotten. Returns
+    /// the state of every worker still known.
+    pub fn sync_known_pods(&self, desired: &[Pod]) -> HashMap<String, PodWorkerSync> {
+        let wanted: HashSet<&str> = desired.iter().map(|p| p.uid()).collect();
+        let mut state = self.lock();
+        state.pods_synced = true;
+        let uids: Vec<String> = state.statuses.keys().cloned().collect();
+        let mut known = HashMap::new();
+        for uid in uids {
+            let orphan = !wanted.contains(uid.as_str());
+            let restart = state
+                .statuses
+                .get(&uid)
+                .is_some_and(|s| s.restart_requested);
+            if (restart || orphan) && self.remove_terminated_worker(&mut state, &uid, orphan) {
+                continue;
+            }
+            let Some(status) = state.statuses.get(&uid) else {
+                continue;
+            };
+            let update = status.active.as_ref().or(status.pending.as_ref());
+            let pod = update.and_then(|u| u.pod.as_ref());
+            known.insert(
+                uid.clone(),
+                PodWorkerSync {
+                    state: status.work_type(),
+                    orphan,
+                    has_config: pod.is_some(),
+                    is_static: pod.is_some_and(|p| p.is_static()),
+                },
+            );
+        }
+        known
+    }
+
+    /// Forgets a finished worker, or starts terminating an orphan. True when removed.
+    fn remove_terminated_worker(&self, state: &mut State, uid: &str, orphan: bool) -> bool {
+        let Some(status) = state.statuses.get_mut(uid) else {
+            return false;
+        };
+        if !status.finished {
+            if !orphan {
+                return false;
+            }
+            status.deleted = true;
+            let never_ran = !status.is_started() && !status.observed_runtime;
+            if !never_ran {
+                if !status.is_termination_requested() {
+                    status.terminating_at = Some(Instant::now());
+                    let pod = status.active.as_ref().and_then(|a| a.pod.clone());
+                    status.grace_period = match pod {
+                        Some(pod) => {
+                            effective_grace_period(status.grace_period, Some(&pod), None).0
+                        }
+                        None => 1,
+                    };
+                }
+                Self::requeue_last_update(state, uid);
+                return false;
+            }
+        }
+        let fullname = state
+            .statuses
+            .remove(uid)
+            .map(|s| s.fullname)
+            .unwrap_or_default();
+        state.updates.remove(uid);
+        Self::release_static(state, &fullname, uid);
+        true
+    }
+
+    fn release_static(state: &mut State, fullname: &str, uid: &str) {
+        if state.started_static.get(fullname).is_some_and(|u| u == uid) {
+            state.started_static.remove(fullname);
+        }
+    }
+
+    /// Replays the active update when nothing newer is pending (upstream
+    /// requeueLastPodUpdate).
+    fn requeue_last_update(state: &mut State, uid: &str) {
+        let Some(status) = state.statuses.get_mut(uid) else {
+            return;
+        };
+        if status.pending.is_some() {
+            return;
+        }
+        let Some(active) = status.active.clone() else {
+            return;
+        };
+        status.pending = Some(active);
+        status.working = true;
+        if let Some(tx) = state.updates.get(uid) {
+            let _ = tx.try_send(());
+        }
+    }
+
+    /// Kills a pod and waits until its containers have stopped (upstream killPodNow).
+    pub fn kill_pod_now(
+        &self,
+        pod: &Pod,
+        evict: bool,
+        grace_override: Option<i64>,
+        status_fn: Option<StatusFn>,
+    ) -> Result<(), String> {
+        let grace = grace_override
+            .or(pod.spec.termination_grace_period_seconds)
+            .unwrap_or(0)
+            .max(0) as u64;
+        let timeout = Duration::from_secs((grace + grace / 2).max(10));
+        let (done_tx, done_rx) = bounded::<()>(1);
+        let mut options = UpdatePodOptions::new(UpdateType::Kill, pod.clone());
+        options.kill = Some(KillPodOptions {
+            completed: Some(done_tx),
+            evict,
+            status_fn,
+            grace_override,
+        });
+        self.update_pod(options);
+        match done_rx.recv_timeout(timeout) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                self.inner.recorder.pod(
+                    pod,
+                    EventType::Warning,
+                    "ExceededGracePeriod",
+                    "Container runtime did not kill the pod within specified grace period.",
+                );
+                Err("timeout waiting to kill pod".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

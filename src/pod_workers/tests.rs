@@ -1,0 +1,917 @@
+//! Pod worker behaviours (spec kubelet-and-podworkers.md §4, harness A): a fake syncer
+//! that records calls and can block or fail, a status cache that always answers at
+//! once, and the real work queue. Test names carry the behaviour numbers.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::api::meta::Time;
+use crate::api::pod::{Pod, PodPhase, CONFIG_SOURCE_ANNOTATION_KEY};
+use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus, RunningPod};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Sync {
+        uid: String,
+        update_type: UpdateType,
+        version: String,
+    },
+    Terminating {
+        uid: String,
+        grace: Option<i64>,
+        status_fn: Option<String>,
+    },
+    TerminatingRuntime {
+        uid: String,
+    },
+    Terminated {
+        uid: String,
+    },
+}
+
+#[derive(Default)]
+struct Gates {
+    blocked: HashMap<&'static str, bool>,
+    entered: HashMap<&'static str, usize>,
+}
+
+#[derive(Default)]
+struct FakeSyncer {
+    calls: Mutex<Vec<Call>>,
+    sync_results: Mutex<VecDeque<Result<bool, SyncError>>>,
+    terminating_results: Mutex<VecDeque<Result<(), SyncError>>>,
+    gates: Mutex<Gates>,
+    changed: Condvar,
+}
+
+impl FakeSyncer {
+    fn record(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn block(&self, kind: &'static str, on: bool) {
+        self.gates.lock().unwrap().blocked.insert(kind, on);
+        self.changed.notify_all();
+    }
+
+    fn entered(&self, kind: &'static str) -> usize {
+        self.gates
+            .lock()
+            .unwrap()
+            .entered
+            .get(kind)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Blocks while `kind` is blocked; a cancelled token ends the wait with Canceled.
+    fn gate(&self, kind: &'static str, cancel: &Cancel) -> Result<(), SyncError> {
+        let mut gates = self.gates.lock().unwrap();
+        *gates.entered.entry(kind).or_default() += 1;
+        self.changed.notify_all();
+        while gates.blocked.get(kind).copied().unwrap_or(false) {
+            if cancel.is_cancelled() {
+                return Err(SyncError::Canceled);
+            }
+            gates = self
+                .changed
+                .wait_timeout(gates, Duration::from_millis(5))
+                .unwrap()
+                .0;
+        }
+        Ok(())
+    }
+}
+
+fn version(pod: &Pod) -> String {
+    pod.metadata.resource_version.clone().unwrap_or_default()
+}
+
+impl PodSyncer for FakeSyncer {
+    fn sync_pod(
+        &self,
+        cancel: &Cancel,
+        update_type: UpdateType,
+        pod: &Pod,
+        _: Option<&Pod>,
+        _: &PodRuntimeStatus,
+    ) -> Result<bool, SyncError> {
+        self.record(Call::Sync {
+            uid: pod.uid().into(),
+            update_type,
+            version: version(pod),
+        });
+        self.gate("sync", cancel)?;
+        self.sync_results
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Ok(false))
+    }
+
+    fn sync_terminating_pod(
+        &self,
+        cancel: &Cancel,
+        pod: &Pod,
+        _: &PodRuntimeStatus,
+        grace: Option<i64>,
+        status_fn: Option<StatusFn>,
+    ) -> Result<(), SyncError> {
+        let tag = status_fn.map(|f| {
+            let mut status = crate::api::pod::PodStatus::default();
+            f(&mut status);
+            status.reason.unwrap_or_default()
+        });
+        self.record(Call::Terminating {
+            uid: pod.uid().into(),
+            grace,
+            status_fn: tag,
+        });
+        self.gate("terminating", cancel)?;
+        self.terminating_results
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Ok(()))
+    }
+
+    fn sync_terminating_runtime_pod(
+        &self,
+        cancel: &Cancel,
+        running: &RunningPod,
+    ) -> Result<(), SyncError> {
+        self.record(Call::TerminatingRuntime {
+            uid: running.uid.clone(),
+        });
+        self.gate("runtime", cancel)
+    }
+
+    fn sync_terminated_pod(
+        &self,
+        cancel: &Cancel,
+        pod: &Pod,
+        _: &PodRuntimeStatus,
+    ) -> Result<(), SyncError> {
+        self.record(Call::Terminated {
+            uid: pod.uid().into(),
+        });
+        self.gate("terminated", cancel)
+    }
+}
+
+struct Harness {
+    workers: PodWorkers,
+    syncer: Arc<FakeSyncer>,
+    queue: WorkQueue,
+    cache: PodStatusCache,
+}
+
+fn harness() -> Harness {
+    let syncer = Arc::new(FakeSyncer::default());
+    let queue = WorkQueue::new();
+    let cache = PodStatusCache::new();
+    // Every read of the cache is fresh enough: the global time lies far ahead.
+    cache.update_time(Instant::now() + Duration::from_secs(86_400));
+    let timings = WorkerTimings {
+        status_wait: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let workers = PodWorkers::new(
+        syncer.clone(),
+        queue.clone(),
+        cache.clone(),
+        Recorder::log_only(),
+        timings,
+    );
+    Harness {
+        workers,
+        syncer,
+        queue,
+        cache,
+    }
+}
+
+fn wait(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn pod(uid: &str) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.uid = Some(uid.into());
+    pod.metadata.name = Some(format!("pod-{uid}"));
+    pod.metadata.namespace = Some("default".into());
+    pod.metadata.resource_version = Some("v1".into());
+    pod.spec.termination_grace_period_seconds = Some(30);
+    pod
+}
+
+fn static_pod(uid: &str, name: &str) -> Pod {
+    let mut p = pod(uid);
+    p.metadata.name = Some(name.into());
+    p.metadata
+        .annotations
+        .insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), "file".into());
+    p
+}
+
+fn with_version(mut pod: Pod, v: &str) -> Pod {
+    pod.metadata.resource_version = Some(v.into());
+    pod
+}
+
+fn deleted(mut pod: Pod, grace: i64) -> Pod {
+    pod.metadata.deletion_timestamp = Some(Time::now());
+    pod.metadata.deletion_grace_period_seconds = Some(grace);
+    pod
+}
+
+fn update(kind: UpdateType, pod: &Pod) -> UpdatePodOptions {
+    UpdatePodOptions::new(kind, pod.clone())
+}
+
+fn kill(pod: &Pod, grace_override: Option<i64>) -> UpdatePodOptions {
+    let mut options = update(UpdateType::Kill, pod);
+    options.kill = Some(KillPodOptions {
+        grace_override,
+        ..Default::default()
+    });
+    options
+}
+
+impl Harness {
+    fn settle(&self, uid: &str) {
+        wait("worker idle", || !self.workers.is_working(uid));
+    }
+
+    fn finished(&self, uid: &str) {
+        wait("pod finished", || {
+            self.workers.should_pod_be_finished_known(uid)
+        });
+    }
+
+    fn count(&self, matches: impl Fn(&Call) -> bool) -> usize {
+        self.syncer.calls().iter().filter(|c| matches(c)).count()
+    }
+
+    fn queued_within(&self, uid: &str, low: Duration, high: Duration, before: Instant) {
+        let due = self.queue.due_at(uid).expect("pod is queued");
+        let after = Instant::now();
+        assert!(due >= before + low, "due too early: {:?}", due - before);
+        assert!(
+            due <= after + high,
+            "due too late: {:?}",
+            due.saturating_duration_since(after)
+        );
+    }
+}
+
+impl PodWorkers {
+    /// Finished, looking only at a known record (the public query also answers for
+    /// forgotten UIDs).
+    fn should_pod_be_finished_known(&self, uid: &str) -> bool {
+        self.lock().statuses.get(uid).is_some_and(|s| s.finished)
+    }
+}
+
+#[test]
+fn b1_create_syncs_once_and_requeues_at_resync() {
+    let h = harness();
+    let p = pod("u1");
+    let before = Instant::now();
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u1");
+    assert_eq!(
+        h.syncer.calls(),
+        [Call::Sync {
+            uid: "u1".into(),
+            update_type: UpdateType::Create,
+            version: "v1".into()
+        }]
+    );
+    assert!(!h.workers.is_pod_termination_requested("u1"));
+    assert!(h.workers.could_have_running_containers("u1"));
+    h.queued_within(
+        "u1",
+        Duration::from_secs(60),
+        Duration::from_secs(90),
+        before,
+    );
+}
+
+#[test]
+fn b2_b3_b35_errors_requeue_with_backoff() {
+    let h = harness();
+    let before = Instant::now();
+    h.syncer
+        .sync_results
+        .lock()
+        .unwrap()
+        .push_back(Err(SyncError::Other("boom".into())));
+    h.workers.update_pod(update(UpdateType::Create, &pod("u2")));
+    h.settle("u2");
+    h.queued_within(
+        "u2",
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+        before,
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { .. })),
+        1,
+        "no retry on its own"
+    );
+
+    let before = Instant::now();
+    h.syncer
+        .sync_results
+        .lock()
+        .unwrap()
+        .push_back(Err(SyncError::NetworkNotReady("cni".into())));
+    h.workers.update_pod(update(UpdateType::Sync, &pod("u2")));
+    wait("second sync", || {
+        h.count(|c| matches!(c, Call::Sync { .. })) == 2
+    });
+    h.settle("u2");
+    h.queued_within(
+        "u2",
+        Duration::from_secs(1),
+        Duration::from_millis(1500),
+        before,
+    );
+
+    let before = Instant::now();
+    h.syncer
+        .sync_results
+        .lock()
+        .unwrap()
+        .push_back(Err(SyncError::Canceled));
+    h.workers.update_pod(update(UpdateType::Sync, &pod("u2")));
+    wait("third sync", || {
+        h.count(|c| matches!(c, Call::Sync { .. })) == 3
+    });
+    h.settle("u2");
+    h.queued_within(
+        "u2",
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+        before,
+    );
+}
+
+#[test]
+fn b4_b34_terminal_sync_runs_terminating_then_terminated_on_its_own() {
+    let h = harness();
+    h.syncer.sync_results.lock().unwrap().push_back(Ok(true));
+    h.workers.update_pod(update(UpdateType::Create, &pod("u4")));
+    h.finished("u4");
+    let calls = h.syncer.calls();
+    assert!(matches!(calls[0], Call::Sync { .. }));
+    assert_eq!(
+        calls[1..],
+        [
+            Call::Terminating {
+                uid: "u4".into(),
+                grace: None,
+                status_fn: None
+            },
+            Call::Terminated { uid: "u4".into() }
+        ]
+    );
+    assert!(h.workers.is_pod_known_terminated("u4"));
+    assert!(h.workers.should_pod_be_finished("u4"));
+    assert!(!h.workers.should_pod_content_be_removed("u4"));
+    wait("worker thread ends", || h.workers.live_threads() == 0);
+}
+
+#[test]
+fn b5_kill_uses_spec_grace_and_the_thread_exits() {
+    let h = harness();
+    let p = pod("u5");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u5");
+    h.workers.update_pod(kill(&p, None));
+    h.finished("u5");
+    assert!(h.syncer.calls().contains(&Call::Terminating {
+        uid: "u5".into(),
+        grace: Some(30),
+        status_fn: None
+    }));
+    wait("worker thread ends", || h.workers.live_threads() == 0);
+}
+
+#[test]
+fn b6_deletion_grace_and_content_removal() {
+    let h = harness();
+    let p = pod("u6");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u6");
+    h.workers
+        .update_pod(update(UpdateType::Update, &deleted(p, 10)));
+    h.finished("u6");
+    assert!(h.syncer.calls().contains(&Call::Terminating {
+        uid: "u6".into(),
+        grace: Some(10),
+        status_fn: None
+    }));
+    assert!(h.workers.should_pod_content_be_removed("u6"));
+}
+
+#[test]
+fn b7_shorter_grace_interrupts_and_longer_is_ignored() {
+    let h = harness();
+    let p = pod("u7");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u7");
+    h.syncer.block("terminating", true);
+    h.workers.update_pod(kill(&p, None));
+    wait("terminating entered", || {
+        h.syncer.entered("terminating") == 1
+    });
+    // A shorter deletion grace cancels the in-flight call; the retry gets 5.
+    h.workers
+        .update_pod(update(UpdateType::Update, &deleted(p.clone(), 5)));
+    wait("second terminating call", || {
+        h.syncer.entered("terminating") == 2
+    });
+    h.workers
+        .update_pod(update(UpdateType::Update, &deleted(p, 20)));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        h.syncer.entered("terminating"),
+        2,
+        "a longer grace does not interrupt"
+    );
+    h.syncer.block("terminating", false);
+    h.finished("u7");
+    let graces: Vec<Option<i64>> = h
+        .syncer
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Terminating { grace, .. } => Some(*grace),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(graces[..2], [Some(30), Some(5)]);
+    assert!(graces[2..].iter().all(|g| *g == Some(5)), "{graces:?}");
+}
+
+#[test]
+fn b9_evicted_kill_marks_content_removable_at_once() {
+    let h = harness();
+    let p = pod("u9");
+    h.syncer.block("terminating", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u9");
+    let mut options = kill(&p, Some(0));
+    if let Some(k) = options.kill.as_mut() {
+        k.evict = true;
+    }
+    h.workers.update_pod(options);
+    assert!(h.workers.should_pod_content_be_removed("u9"));
+    wait("terminating entered", || {
+        h.syncer.entered("terminating") == 1
+    });
+    h.syncer.block("terminating", false);
+    h.finished("u9");
+    assert!(h.syncer.calls().contains(&Call::Terminating {
+        uid: "u9".into(),
+        grace: Some(1),
+        status_fn: None
+    }));
+}
+
+#[test]
+fn b10_updates_coalesce_to_the_newest_with_the_oldest_start_time() {
+    let h = harness();
+    let p = pod("u10");
+    h.syncer.block("sync", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    wait("first sync entered", || h.syncer.entered("sync") == 1);
+    let mut starts = Vec::new();
+    for v in ["v2", "v3", "v4"] {
+        let options = update(UpdateType::Update, &with_version(p.clone(), v));
+        starts.push(options.start_time);
+        h.workers.update_pod(options);
+    }
+    let pending_start = h.workers.lock().statuses["u10"]
+        .pending
+        .as_ref()
+        .and_then(|u| u.start_time);
+    assert_eq!(
+        pending_start, starts[0],
+        "the oldest pending start time is kept"
+    );
+    h.syncer.block("sync", false);
+    h.settle("u10");
+    let versions: Vec<String> = h
+        .syncer
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Sync { version, .. } => Some(version.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(versions, ["v1", "v4"]);
+}
+
+#[test]
+fn b11_kill_cancels_sync_and_no_sync_follows() {
+    let h = harness();
+    let p = pod("u11");
+    h.syncer.block("sync", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    wait("sync entered", || h.syncer.entered("sync") == 1);
+    h.workers.update_pod(kill(&p, None));
+    assert!(!h.workers.should_pod_containers_be_terminating("u11"));
+    // The blocked SyncPod sees its cancellation and returns.
+    h.finished("u11");
+    assert!(h.workers.should_pod_containers_be_terminating("u11"));
+    assert_eq!(h.count(|c| matches!(c, Call::Sync { .. })), 1);
+    assert_eq!(h.count(|c| matches!(c, Call::Terminating { .. })), 1);
+    h.syncer.block("sync", false);
+}
+
+#[test]
+fn b12_uid_reuse_restarts_after_finish() {
+    let h = harness();
+    let p = pod("u12");
+    h.syncer.block("terminating", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u12");
+    h.workers.update_pod(kill(&p, None));
+    wait("terminating", || h.syncer.entered("terminating") == 1);
+    let again = with_version(p.clone(), "v2");
+    h.workers.update_pod(update(UpdateType::Create, &again));
+    assert!(h.workers.lock().statuses["u12"].restart_requested);
+    h.syncer.block("terminating", false);
+    h.finished("u12");
+    let known = h.workers.sync_known_pods(std::slice::from_ref(&again));
+    assert!(!known.contains_key("u12"));
+    assert!(!h.workers.lock().statuses.contains_key("u12"));
+    h.workers.update_pod(update(UpdateType::Create, &again));
+    wait("new sync", || {
+        h.syncer.calls().contains(&Call::Sync {
+            uid: "u12".into(),
+            update_type: UpdateType::Create,
+            version: "v2".into(),
+        })
+    });
+}
+
+#[test]
+fn b13_finished_pods_ignore_updates() {
+    let h = harness();
+    let p = pod("u13");
+    h.syncer.sync_results.lock().unwrap().push_back(Ok(true));
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.finished("u13");
+    let before = h.syncer.calls().len();
+    for kind in [UpdateType::Update, UpdateType::Sync, UpdateType::Create] {
+        h.workers.update_pod(update(kind, &p));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(h.syncer.calls().len(), before);
+}
+
+#[test]
+fn b14_b15_kill_waiters_are_released_when_containers_stop() {
+    let h = harness();
+    let p = pod("u15");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u15");
+    h.syncer.block("terminated", true);
+    // killPodNow returns once SyncTerminatingPod succeeded, before SyncTerminatedPod ends.
+    h.workers
+        .kill_pod_now(&p, false, None, None)
+        .expect("kill returns");
+    wait("terminated entered", || h.syncer.entered("terminated") == 1);
+    // B14: terminated but not finished: a new kill's channel closes at once.
+    let started = Instant::now();
+    h.workers
+        .kill_pod_now(&p, false, Some(1), None)
+        .expect("closed at once");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    h.syncer.block("terminated", false);
+    h.finished("u15");
+}
+
+#[test]
+fn b18_the_last_status_function_wins() {
+    let h = harness();
+    let p = pod("u18");
+    h.syncer.block("sync", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    wait("sync entered", || h.syncer.entered("sync") == 1);
+    for reason in ["first", "second"] {
+        let mut options = kill(&p, None);
+        let reason = reason.to_owned();
+        if let Some(k) = options.kill.as_mut() {
+            k.status_fn = Some(Arc::new(move |s: &mut crate::api::pod::PodStatus| {
+                s.reason = Some(reason.clone())
+            }));
+        }
+        h.workers.update_pod(options);
+    }
+    h.syncer.block("sync", false);
+    h.finished("u18");
+    let fns: Vec<Option<String>> = h
+        .syncer
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Terminating { status_fn, .. } => Some(status_fn.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!fns.is_empty());
+    assert!(
+        fns.iter().all(|f| f.as_deref() == Some("second")),
+        "{fns:?}"
+    );
+}
+
+#[test]
+fn b19_failed_termination_waits_for_the_next_update() {
+    let h = harness();
+    let p = pod("u19");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u19");
+    h.syncer
+        .terminating_results
+        .lock()
+        .unwrap()
+        .push_back(Err(SyncError::Other("stop failed".into())));
+    let before = Instant::now();
+    h.workers.update_pod(kill(&p, None));
+    wait("first terminating", || h.syncer.entered("terminating") == 1);
+    h.settle("u19");
+    h.queued_within(
+        "u19",
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+        before,
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(h.syncer.entered("terminating"), 1, "no retry on its own");
+    h.workers.update_pod(update(UpdateType::Sync, &p));
+    h.finished("u19");
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { .. })),
+        1,
+        "never SyncPod again"
+    );
+    assert_eq!(
+        h.count(|c| matches!(
+            c,
+            Call::Terminating {
+                grace: Some(30),
+                ..
+            }
+        )),
+        2
+    );
+}
+
+fn running_pod(uid: &str) -> RunningPod {
+    RunningPod {
+        uid: uid.into(),
+        name: format!("orphan-{uid}"),
+        namespace: "default".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn b20_b21_runtime_only_pods_are_killed_and_forgotten() {
+    let h = harness();
+    let mut sync_only = UpdatePodOptions::kill_runtime_pod(running_pod("r1"), Some(1));
+    sync_only.update_type = UpdateType::Sync;
+    h.workers.update_pod(sync_only);
+    assert!(
+        !h.workers.lock().statuses.contains_key("r1"),
+        "B21: non-kill runtime updates are dropped"
+    );
+
+    h.workers.update_pod(UpdatePodOptions::kill_runtime_pod(
+        running_pod("r1"),
+        Some(1),
+    ));
+    wait("runtime kill done", || {
+        !h.workers.lock().statuses.contains_key("r1")
+    });
+    assert_eq!(
+        h.syncer.calls(),
+        [Call::TerminatingRuntime { uid: "r1".into() }]
+    );
+    assert!(!h.workers.is_pod_known_terminated("r1"));
+    assert!(
+        h.workers.could_have_running_containers("r1"),
+        "before SyncKnownPods"
+    );
+    h.workers.sync_known_pods(&[]);
+    assert!(!h.workers.could_have_running_containers("r1"));
+}
+
+#[test]
+fn b22_runtime_kill_of_a_known_pod_uses_the_pod() {
+    let h = harness();
+    let p = pod("u22");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u22");
+    h.workers.update_pod(UpdatePodOptions::kill_runtime_pod(
+        running_pod("u22"),
+        Some(1),
+    ));
+    h.finished("u22");
+    assert_eq!(h.count(|c| matches!(c, Call::TerminatingRuntime { .. })), 0);
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Terminating { uid, .. } if uid == "u22")),
+        1
+    );
+    assert!(h.workers.lock().statuses["u22"].deleted);
+}
+
+#[test]
+fn b24_b25_b29_first_sighting_of_finished_or_deleted_pods() {
+    let h = harness();
+    // B24: Succeeded in the API, nothing in the runtime: only SyncTerminatedPod.
+    let mut done = pod("u24");
+    done.status.phase = Some(PodPhase::Succeeded);
+    h.workers.update_pod(update(UpdateType::Create, &done));
+    assert!(h.workers.is_pod_known_terminated("u24"));
+    h.finished("u24");
+    assert_eq!(h.syncer.calls(), [Call::Terminated { uid: "u24".into() }]);
+
+    // B25: Failed in the API but a container still runs: terminating first.
+    let mut failed = pod("u25");
+    failed.status.phase = Some(PodPhase::Failed);
+    let running = PodRuntimeStatus {
+        uid: "u25".into(),
+        containers: vec![ContainerStatus {
+            id: "c".into(),
+            name: "app".into(),
+            state: ContainerState::Running,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    h.cache.set(
+        "u25",
+        Ok(running),
+        Instant::now() + Duration::from_secs(86_400),
+    );
+    h.workers.update_pod(update(UpdateType::Create, &failed));
+    h.finished("u25");
+    let calls: Vec<Call> = h.syncer.calls().into_iter().filter(|c| matches!(c, Call::Terminating { uid, .. } | Call::Terminated { uid } if uid == "u25")).collect();
+    assert_eq!(calls.len(), 2);
+    assert!(matches!(calls[0], Call::Terminating { .. }));
+
+    // B29: a first update that already carries a deletion timestamp.
+    h.workers
+        .update_pod(update(UpdateType::Create, &deleted(pod("u29"), 3)));
+    h.finished("u29");
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { uid, .. } if uid == "u29")),
+        0
+    );
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Terminating { uid, grace: Some(3), .. } if uid == "u29")),
+        1
+    );
+}
+
+#[test]
+fn b26_b28_b33_static_pods_start_one_per_full_name() {
+    let h = harness();
+    let a = static_pod("sa", "etcd-node");
+    let b = static_pod("sb", "etcd-node");
+    h.workers.update_pod(update(UpdateType::Create, &a));
+    h.settle("sa");
+    let before = Instant::now();
+    h.workers.update_pod(update(UpdateType::Create, &b));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { uid, .. } if uid == "sb")),
+        0
+    );
+    h.queued_within(
+        "sb",
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+        before,
+    );
+
+    h.syncer.block("terminating", true);
+    h.workers.update_pod(kill(&a, None));
+    wait("a terminating", || h.syncer.entered("terminating") == 1);
+    assert!(h
+        .workers
+        .is_pod_for_mirror_pod_terminating_by_fullname("etcd-node_default"));
+    h.syncer.block("terminating", false);
+    h.finished("sa");
+    assert!(!h
+        .workers
+        .is_pod_for_mirror_pod_terminating_by_fullname("etcd-node_default"));
+    h.workers.update_pod(update(UpdateType::Sync, &b));
+    wait("b starts", || {
+        h.syncer.calls().contains(&Call::Sync {
+            uid: "sb".into(),
+            update_type: UpdateType::Sync,
+            version: "v1".into(),
+        })
+    });
+
+    // B28: a static pod deleted before it could start finishes with no sync at all.
+    let c = static_pod("sc", "etcd-node");
+    h.workers.update_pod(update(UpdateType::Create, &c));
+    h.workers.update_pod(kill(&c, None));
+    h.finished("sc");
+    assert_eq!(h.count(|c| matches!(c, Call::Sync { uid, .. } | Call::Terminating { uid, .. } | Call::Terminated { uid } if uid == "sc")), 0);
+}
+
+#[test]
+fn b30_b31_b32_orphans_and_unknown_uids() {
+    let h = harness();
+    // B32: unknown UIDs before and after the first SyncKnownPods.
+    assert!(h.workers.could_have_running_containers("x"));
+    assert!(!h.workers.should_pod_content_be_removed("x"));
+    assert!(!h.workers.should_pod_runtime_be_removed("x"));
+    assert!(!h.workers.should_pod_containers_be_terminating("x"));
+    assert!(!h.workers.should_pod_be_finished("x"));
+
+    let p = pod("u30");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u30");
+    h.syncer.block("terminating", true);
+    let known = h.workers.sync_known_pods(&[]);
+    assert_eq!(
+        known["u30"],
+        PodWorkerSync {
+            state: WorkType::Terminating,
+            orphan: true,
+            has_config: true,
+            is_static: false
+        }
+    );
+    assert!(!h.workers.could_have_running_containers("x"));
+    assert!(h.workers.should_pod_content_be_removed("x"));
+    assert!(h.workers.should_pod_runtime_be_removed("x"));
+    assert!(h.workers.should_pod_containers_be_terminating("x"));
+    assert!(h.workers.should_pod_be_finished("x"));
+    wait("orphan terminating", || {
+        h.syncer.entered("terminating") == 1
+    });
+    h.syncer.block("terminating", false);
+    h.finished("u30");
+    assert!(h.syncer.calls().contains(&Call::Terminating {
+        uid: "u30".into(),
+        grace: None,
+        status_fn: None
+    }));
+    assert!(!h.workers.sync_known_pods(&[]).contains_key("u30"));
+
+    // B31: a static pod that never started is dropped at once.
+    let a = static_pod("s31a", "web");
+    let b = static_pod("s31b", "web");
+    h.workers.update_pod(update(UpdateType::Create, &a));
+    h.settle("s31a");
+    h.workers.update_pod(update(UpdateType::Create, &b));
+    std::thread::sleep(Duration::from_millis(20));
+    let known = h.workers.sync_known_pods(std::slice::from_ref(&a));
+    assert!(!known.contains_key("s31b"));
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { uid, .. } if uid == "s31b")),
+        0
+    );
+}
+
+#[test]
+fn thousand_pods_leave_no_thread_behind() {
+    let h = harness();
+    for i in 0..1000 {
+        let p = pod(&format!("leak-{i}"));
+        h.workers.update_pod(update(UpdateType::Create, &p));
+        h.workers.update_pod(kill(&p, Some(1)));
+    }
+    wait("all finished", || {
+        (0..1000).all(|i| h.workers.should_pod_be_finished_known(&format!("leak-{i}")))
+    });
+    wait("threads gone", || h.workers.live_threads() == 0);
+    let known = h.workers.sync_known_pods(&[]);
+    assert!(known.is_empty());
+    assert!(h.workers.lock().statuses.is_empty());
+    assert!(h.workers.lock().updates.is_empty());
+}
