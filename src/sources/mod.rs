@@ -6,6 +6,7 @@
 //! before, so the sync loop only sees changes, already classified.
 
 pub mod apiserver;
+pub mod file;
 pub mod merge;
 
 use crate::api::pod::Pod;
