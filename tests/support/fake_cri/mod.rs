@@ -23,6 +23,9 @@ use grpcio::{
 use litelet::cri::{self, ConnectOptions, Endpoint, ImageClient, RuntimeClient};
 
 pub use state::{CallRecord, Failure, FakeState};
+// Not every test binary that includes the fake needs it.
+#[allow(unused_imports)]
+pub use state::image_id;
 
 /// A running fake runtime. Dropping it stops the server.
 pub struct FakeCri {

@@ -4,7 +4,7 @@
 //! containerd would answer with. Timed exits are applied lazily: every method first
 //! moves containers whose exit time has passed to EXITED, so no timer thread exists.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use grpcio::{RpcStatus, RpcStatusCode};
@@ -57,6 +57,11 @@ pub struct FakeState {
     pub(super) containers: BTreeMap<String, ContainerEntry>,
     /// Images by reference (tag), with their size.
     pub images: BTreeMap<String, u64>,
+    /// References of images ListImages reports as pinned (as containerd pins its
+    /// sandbox image).
+    pub pinned_images: BTreeSet<String>,
+    /// The mountpoint ImageFsInfo names; none is reported while empty.
+    pub image_fs_mountpoint: String,
     pub calls: Vec<CallRecord>,
     pub delays: HashMap<String, Duration>,
     pub failures: Vec<Failure>,
@@ -120,6 +125,8 @@ impl FakeState {
             sandboxes: BTreeMap::new(),
             containers: BTreeMap::new(),
             images,
+            pinned_images: BTreeSet::new(),
+            image_fs_mountpoint: String::new(),
             calls: Vec::new(),
             delays: HashMap::new(),
             failures: Vec::new(),
@@ -206,6 +213,17 @@ impl FakeState {
             .filter(|(_, c)| c.state == state)
             .map(|(id, _)| id.clone())
             .collect()
+    }
+
+    /// Puts a container in `state` (e.g. CONTAINER_UNKNOWN); false when it does not exist.
+    pub fn set_container_state(&mut self, id: &str, state: pb::ContainerState) -> bool {
+        match self.containers.get_mut(id) {
+            Some(container) => {
+                container.state = state;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Number of sandboxes the runtime holds.
@@ -644,11 +662,12 @@ impl FakeState {
 
     // ---- ImageService ----
 
-    fn image_proto(reference: &str, size: u64) -> pb::Image {
+    fn image_proto(&self, reference: &str, size: u64) -> pb::Image {
         pb::Image {
             id: image_id(reference),
             repo_tags: vec![reference.to_owned()],
             size,
+            pinned: self.pinned_images.contains(reference),
             ..Default::default()
         }
     }
@@ -658,7 +677,7 @@ impl FakeState {
             images: self
                 .images
                 .iter()
-                .map(|(r, size)| Self::image_proto(r, *size))
+                .map(|(r, size)| self.image_proto(r, *size))
                 .collect(),
             ..Default::default()
         }
@@ -670,7 +689,7 @@ impl FakeState {
             .iter()
             .find(|(r, _)| r.as_str() == reference || image_id(r) == reference);
         pb::ImageStatusResponse {
-            image: found.map(|(r, size)| Self::image_proto(r, *size)).into(),
+            image: found.map(|(r, size)| self.image_proto(r, *size)).into(),
             ..Default::default()
         }
     }
@@ -695,15 +714,22 @@ impl FakeState {
         })
     }
 
+    /// Removes an image named by reference or by ID (like containerd).
     pub fn remove_image(&mut self, reference: &str) -> pb::RemoveImageResponse {
-        self.images.remove(reference);
+        self.images
+            .retain(|r, _| r != reference && image_id(r) != reference);
         Default::default()
     }
 
     pub fn image_fs_info(&self) -> pb::ImageFsInfoResponse {
         let used: u64 = self.images.values().sum();
+        let fs_id = (!self.image_fs_mountpoint.is_empty()).then(|| pb::FilesystemIdentifier {
+            mountpoint: self.image_fs_mountpoint.clone(),
+            ..Default::default()
+        });
         let usage = pb::FilesystemUsage {
             timestamp: now_nanos(),
+            fs_id: fs_id.into(),
             used_bytes: MessageField::some(pb::UInt64Value {
                 value: used,
                 ..Default::default()
