@@ -778,11 +778,11 @@ fn fake_strategic_merge_lists_by_key() {
         .collect();
     assert_eq!(types, ["PodScheduled", "Ready", "Initialized"]);
     assert_eq!(pod["status"]["conditions"][1]["status"], "True");
+    // Container statuses are an atomic list: replaced whole, in the patch's order.
     assert_eq!(
-        pod["status"]["containerStatuses"][0],
-        json!({"name": "c1", "ready": true})
+        pod["status"]["containerStatuses"],
+        json!([{"name": "c2", "ready": true}, {"name": "c1", "ready": true}])
     );
-    assert_eq!(pod["status"]["containerStatuses"][1]["name"], "c2");
     assert_eq!(
         pod["metadata"]["ownerReferences"].as_array().unwrap().len(),
         2

@@ -192,6 +192,16 @@ impl Event {
             ..Self::default()
         }
     }
+
+    /// The strategic merge patch recording another occurrence of a stored event: its
+    /// new `count`, `lastTimestamp` and `message` (what client-go sends).
+    pub fn repeat_patch(&self) -> serde_json::Value {
+        serde_json::json!({
+            "count": self.count,
+            "lastTimestamp": self.last_timestamp,
+            "message": self.message,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -283,5 +293,22 @@ mod tests {
             now,
         );
         assert_eq!(node_ev.metadata.namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn repeat_patch_shape() {
+        let mut ev = Event::new(
+            ObjectReference::for_node("edge-1"),
+            EVENT_TYPE_WARNING,
+            "BackOff",
+            "again",
+            EventSource::default(),
+            UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        );
+        ev.count = Some(3);
+        assert_eq!(
+            ev.repeat_patch(),
+            serde_json::json!({"count": 3, "lastTimestamp": "2023-11-14T22:13:20Z", "message": "again"})
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod kubeconfig;
 pub mod lease;
 pub mod meta;
 pub mod node;
+pub mod patch;
 pub mod paths;
 pub mod pod;
 pub mod quantity;

@@ -19,20 +19,31 @@
 //! - `terminate.rs`: the final status written once a pod's containers are gone.
 //! - `transition.rs`: which container state changes a new status may make.
 //!
+//! The I/O half (the status manager):
+//! - `cache.rs`: the versioned per-pod status cache (pure, `now` passed in).
+//! - `manager.rs`: [`StatusManager`], the handle every thread calls, and its hooks.
+//! - `sync.rs`: the `status` thread that GETs, merges, PATCHes and deletes.
+//!
 //! Invariant: nothing in this module reads a clock, a file, a channel or the network.
+//! Exceptions: `manager.rs` (reads the clock, signals a channel) and `sync.rs` (the
+//! network), the thin shell around the rest.
 
+pub mod cache;
 pub mod conditions;
 pub mod containers;
 pub mod generate;
+pub mod manager;
 pub mod merge;
 pub mod normalize;
 pub mod phase;
+mod sync;
 pub mod terminate;
 pub mod transition;
 
 pub use conditions::{is_owned_by_kubelet, is_shared_with_kubelet};
 pub use containers::{ProbeResults, SyncError};
 pub use generate::{generate_pod_status, Eviction, PodStatusInput};
+pub use manager::{PodHooks, StatusManager};
 pub use merge::merge_pod_status;
 pub use normalize::{is_status_equal_by_kubelet, normalize_status};
 pub use phase::pod_phase;

@@ -29,7 +29,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use litelet::api::{ApiClient, ClientConfig, RetryPolicy};
 use serde_json::{json, Value};
@@ -55,6 +55,8 @@ pub struct RequestRecord {
     pub authorization: Option<String>,
     /// The client presented a certificate the server verified (HTTPS only).
     pub client_cert: bool,
+    /// When the request was handled (before the answer was written).
+    pub at: Instant,
 }
 
 /// An injected failure: answer matching requests with `code`.

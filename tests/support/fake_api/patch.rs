@@ -15,10 +15,9 @@ const MERGE_KEYS: &[(&str, &str)] = &[
     ("spec.containers.ports", "containerPort"),
     ("spec.containers.volumeMounts", "mountPath"),
     ("spec.volumes", "name"),
+    // Container status lists are atomic on the real server (`+listType=atomic`, no
+    // patch merge key): a patch replaces them whole.
     ("status.conditions", "type"),
-    ("status.containerStatuses", "name"),
-    ("status.initContainerStatuses", "name"),
-    ("status.ephemeralContainerStatuses", "name"),
     ("status.resourceClaimStatuses", "name"),
     ("status.podIPs", "ip"),
     ("status.hostIPs", "ip"),

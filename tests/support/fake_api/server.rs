@@ -251,6 +251,7 @@ fn handle(shared: &Shared, req: Request, w: &mut impl Conn) -> bool {
         user_agent: req.header("user-agent").unwrap_or("").to_owned(),
         authorization: req.header("authorization").map(str::to_owned),
         client_cert: w.client_cert(),
+        at: Instant::now(),
     });
     match reply {
         Reply::Json(code, body, headers) => {

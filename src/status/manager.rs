@@ -1,0 +1,262 @@
+//! The status manager (upstream `status_manager.go`): the per-pod status cache every
+//! pod worker, prober and the sync loop write to, and the `status` thread that sends
+//! it to the API server.
+//!
+//! [`StatusManager`] is a cheap, cloneable handle; any thread calls it. Its cache
+//! ([`StatusCache`], pure) sits behind one mutex that is held only for in-memory work,
+//! never across I/O. Whenever a call stores a new version it wakes the `status` thread
+//! through a channel of capacity 1 (a full channel already holds a wake-up, so many
+//! changes coalesce into one sync pass). Without an API server
+//! ([`StatusManager::standalone`]) the cache works the same and nothing is sent.
+//!
+//! The `status` thread (`sync.rs`) owns everything about what the API server has: the
+//! version last sent for each pod, retry backoffs, pending deletions. It reads the
+//! cache through the same mutex and may drop entries of pods whose API object is gone.
+//!
+//! Questions the manager cannot answer itself come through [`PodHooks`], answered by
+//! the pod workers: could this pod still have running containers, and may its API
+//! object be deleted now.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::api::meta::Time;
+use crate::api::pod::{Pod, PodStatus};
+use crate::api::ApiClient;
+
+use super::cache::{StatusCache, VersionedStatus};
+use super::sync;
+
+/// How often every cached status is checked against the API server, whatever changed.
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+/// First delay before a failed sync of a pod is retried; doubles up to the resync period.
+pub const RETRY_INITIAL: Duration = Duration::from_millis(500);
+
+/// Answer to a question about a pod, by UID.
+pub type PodPredicate = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+/// The API server's copy of a pod, by UID (for a static pod: its mirror pod).
+pub type PodLookup = Arc<dyn Fn(&str) -> Option<Pod> + Send + Sync>;
+
+/// What the status manager asks the rest of the kubelet.
+#[derive(Clone)]
+pub struct PodHooks {
+    /// Could a container of this pod still be running (or start)? While true a
+    /// terminal phase is not sent (upstream `PodCouldHaveRunningContainers`).
+    pub could_have_running_containers: PodPredicate,
+    /// Has the pod finished terminating, so that its API object may be deleted
+    /// (nothing runs, nothing left to clean)? Asked only for pods whose API copy has
+    /// a deletionTimestamp and a terminal phase.
+    pub may_delete: PodPredicate,
+    /// The pod as the API watch last delivered it, if the caller keeps one. The 10 s
+    /// reconcile uses it to notice a status someone else changed; without it only
+    /// unsent versions, missing pods and pending deletions are looked at.
+    pub api_pod: Option<PodLookup>,
+}
+
+impl PodHooks {
+    pub fn new(could_have_running_containers: PodPredicate, may_delete: PodPredicate) -> Self {
+        Self {
+            could_have_running_containers,
+            may_delete,
+            api_pod: None,
+        }
+    }
+
+    pub fn with_api_pod(mut self, lookup: PodLookup) -> Self {
+        self.api_pod = Some(lookup);
+        self
+    }
+}
+
+/// Timing of the `status` thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Period of the full reconcile.
+    pub resync_period: Duration,
+    /// First retry delay after a failed sync of a pod (doubling, jittered).
+    pub retry_initial: Duration,
+    /// Cap of the retry delay.
+    pub retry_max: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            resync_period: RESYNC_PERIOD,
+            retry_initial: RETRY_INITIAL,
+            retry_max: RESYNC_PERIOD,
+        }
+    }
+}
+
+/// State shared by the handles and the `status` thread.
+pub(super) struct Shared {
+    cache: Mutex<StatusCache>,
+    /// Wakes the `status` thread; `None` in standalone mode.
+    wake: Option<Sender<()>>,
+}
+
+impl Shared {
+    /// The cache. Its methods are pure and short, so a poisoned lock still holds a
+    /// consistent map and is used as is.
+    pub(super) fn cache(&self) -> MutexGuard<'_, StatusCache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Handle to the status manager. Clones share one cache.
+#[derive(Clone)]
+pub struct StatusManager {
+    shared: Arc<Shared>,
+}
+
+impl StatusManager {
+    /// A manager without an API server: statuses are cached, never sent.
+    pub fn standalone() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                cache: Mutex::new(StatusCache::default()),
+                wake: None,
+            }),
+        }
+    }
+
+    /// Starts the `status` thread sending statuses through `client`; it ends when
+    /// `shutdown` disconnects (after the request in flight, if any).
+    pub fn spawn(
+        client: ApiClient,
+        hooks: PodHooks,
+        options: Options,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<(StatusManager, JoinHandle<()>)> {
+        let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+        let shared = Arc::new(Shared {
+            cache: Mutex::new(StatusCache::default()),
+            wake: Some(wake_tx),
+        });
+        let thread_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("status".into())
+            .stack_size(1024 * 1024)
+            .spawn(move || sync::run(thread_shared, client, hooks, options, wake_rx, shutdown))?;
+        Ok((StatusManager { shared }, handle))
+    }
+
+    fn changed(&self, changed: bool) {
+        if !changed {
+            return;
+        }
+        if let Some(wake) = &self.shared.wake {
+            // Full: a wake-up is already pending and will see this change too.
+            let _ = wake.try_send(());
+        }
+    }
+
+    /// Caches `status` as the pod's newest (upstream `SetPodStatus`).
+    pub fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
+        let changed = self.shared.cache().set_pod_status(pod, status, Time::now());
+        self.changed(changed);
+    }
+
+    /// A readiness probe result for the container with this ID (`<runtime>://<id>`
+    /// or bare); ignored before the pod's first status.
+    pub fn set_container_readiness(&self, uid: &str, container_id: &str, ready: bool) {
+        let changed =
+            self.shared
+                .cache()
+                .set_container_readiness(uid, container_id, ready, Time::now());
+        self.changed(changed);
+    }
+
+    /// A startup probe result for the container with this ID.
+    pub fn set_container_startup(&self, uid: &str, container_id: &str, started: bool) {
+        let changed =
+            self.shared
+                .cache()
+                .set_container_startup(uid, container_id, started, Time::now());
+        self.changed(changed);
+    }
+
+    /// Called once the pod's containers are gone: every container without a known
+    /// exit is reported lost, a non-static pod gets a terminal phase, and the pod is
+    /// marked finished (its API object may then be deleted).
+    pub fn terminate_pod(&self, pod: &Pod) {
+        let changed = self.shared.cache().terminate_pod(pod, Time::now());
+        self.changed(changed);
+    }
+
+    /// The pod's cached status.
+    pub fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.shared.cache().get(uid).map(|v| v.status.clone())
+    }
+
+    /// The pod's cached status with its version and finished flag.
+    pub fn versioned_status(&self, uid: &str) -> Option<VersionedStatus> {
+        self.shared.cache().get(uid).cloned()
+    }
+
+    /// Forgets the statuses of pods not in `keep` (the pods the kubelet still knows).
+    pub fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
+        let n = self.shared.cache().remove_orphans(keep);
+        if n > 0 {
+            log::debug!("removed {n} orphaned pod statuses");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(uid.into());
+        p
+    }
+
+    #[test]
+    fn standalone_caches_without_sending() {
+        let m = StatusManager::standalone();
+        m.set_pod_status(&pod("u1"), PodStatus::default());
+        assert_eq!(m.versioned_status("u1").map(|v| v.version), Some(1));
+        assert!(m.get_pod_status("u1").is_some());
+        m.remove_orphaned_statuses(&HashSet::new());
+        assert!(m.get_pod_status("u1").is_none());
+    }
+
+    #[test]
+    fn many_changes_leave_one_wake_up() {
+        // #94: changes before the thread runs coalesce into one pending wake-up.
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let m = StatusManager {
+            shared: Arc::new(Shared {
+                cache: Mutex::new(StatusCache::default()),
+                wake: Some(tx),
+            }),
+        };
+        for i in 0..20 {
+            let status = PodStatus {
+                message: Some(format!("m{i}")),
+                ..Default::default()
+            };
+            m.set_pod_status(&pod("u1"), status);
+        }
+        assert_eq!(rx.len(), 1);
+        assert_eq!(m.versioned_status("u1").map(|v| v.version), Some(20));
+        // An unchanged status does not wake the thread.
+        rx.try_recv().unwrap();
+        m.set_pod_status(
+            &pod("u1"),
+            PodStatus {
+                message: Some("m19".into()),
+                ..Default::default()
+            },
+        );
+        assert!(rx.is_empty());
+    }
+}
