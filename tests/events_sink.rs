@@ -1,0 +1,201 @@
+//! The `events` thread (`event_sink`) against the fake API server: identical events
+//! become one Event whose count grows, a crash loop is capped by the per-object spam
+//! filter, node events reference the node, an expired event is created again, and a
+//! failing API server costs events, never the thread.
+//!
+//! Events are processed in order by one thread, so a final "marker" event that shows
+//! up on the server proves every earlier one was handled (sent or dropped).
+
+mod support;
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use litelet::api::event::Event;
+use litelet::api::pod::{Container, Pod};
+use litelet::api::{paths, ListOptions};
+use litelet::event_sink::{self, Options};
+use litelet::events::{EventType, Recorder};
+use support::fake_api::{Fail, FakeApi};
+use support::wait_until;
+
+const LONG: Duration = Duration::from_secs(20);
+
+struct Sink {
+    recorder: Recorder,
+    shutdown: Option<Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.shutdown.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn start(fake: &FakeApi) -> Sink {
+    let (tx, rx) = crossbeam_channel::bounded(1000);
+    let (shutdown, shutdown_rx) = crossbeam_channel::bounded(0);
+    let handle = event_sink::spawn(fake.client(), Options::new("node-1"), rx, shutdown_rx).unwrap();
+    Sink {
+        recorder: Recorder::new(tx),
+        shutdown: Some(shutdown),
+        handle: Some(handle),
+    }
+}
+
+fn pod(name: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = Some(name.into());
+    p.metadata.namespace = Some("prod".into());
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.spec.containers = vec![Container {
+        name: "app".into(),
+        ..Default::default()
+    }];
+    p
+}
+
+fn events(fake: &FakeApi, ns: &str) -> Vec<Event> {
+    fake.client()
+        .list::<Event>(&paths::events(ns), &ListOptions::default())
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+fn about<'a>(events: &'a [Event], name: &str) -> Vec<&'a Event> {
+    events
+        .iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .collect()
+}
+
+/// Records a marker event about its own pod and waits until the server has it.
+fn flush(fake: &FakeApi, sink: &Sink, marker: &str) {
+    sink.recorder
+        .pod(&pod(marker), EventType::Normal, "Marker", "flush");
+    assert!(wait_until(LONG, || !about(&events(fake, "prod"), marker).is_empty()));
+}
+
+fn requests(fake: &FakeApi, verb: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.verb == verb && r.path.contains("/events"))
+        .count()
+}
+
+#[test]
+fn a_crash_loop_is_counted_then_capped() {
+    let fake = FakeApi::start();
+    let sink = start(&fake);
+    let web = pod("web");
+    for _ in 0..40 {
+        sink.recorder.container(
+            &web,
+            "app",
+            EventType::Warning,
+            "BackOff",
+            "Back-off restarting failed container app",
+        );
+    }
+    flush(&fake, &sink, "marker");
+    let all = events(&fake, "prod");
+    let web_events = about(&all, "web");
+    assert_eq!(web_events.len(), 1);
+    let e = web_events[0];
+    // Burst 25: one create and 24 count updates, then the rest dropped.
+    assert_eq!(e.count, Some(25));
+    assert_eq!(e.reason.as_deref(), Some("BackOff"));
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        e.involved_object.field_path.as_deref(),
+        Some("spec.containers{app}")
+    );
+    assert_eq!(e.source.host.as_deref(), Some("node-1"));
+    assert_eq!(e.source.component.as_deref(), Some("kubelet"));
+    assert_eq!(requests(&fake, "create"), 2); // web's event and the marker
+    assert_eq!(requests(&fake, "patch"), 24);
+    // The next BackOff of that pod is dropped too; other pods are not limited.
+    sink.recorder
+        .pod(&web, EventType::Warning, "BackOff", "still crashing");
+    flush(&fake, &sink, "marker2");
+    assert_eq!(about(&events(&fake, "prod"), "web").len(), 1);
+}
+
+#[test]
+fn different_messages_are_different_events() {
+    let fake = FakeApi::start();
+    let sink = start(&fake);
+    let web = pod("web");
+    for msg in ["one", "two", "one"] {
+        sink.recorder
+            .container(&web, "app", EventType::Normal, "Pulled", msg);
+    }
+    flush(&fake, &sink, "marker");
+    let all = events(&fake, "prod");
+    let mut counts: Vec<(String, i32)> = about(&all, "web")
+        .iter()
+        .map(|e| (e.message.clone().unwrap_or_default(), e.count.unwrap_or(0)))
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [("one".to_string(), 2), ("two".to_string(), 1)]);
+}
+
+#[test]
+fn node_events_reference_the_node() {
+    let fake = FakeApi::start();
+    let sink = start(&fake);
+    sink.recorder
+        .node("node-1", EventType::Normal, "NodeReady", "node is ready");
+    assert!(wait_until(LONG, || !events(&fake, "default").is_empty()));
+    let e = &events(&fake, "default")[0];
+    assert_eq!(e.involved_object.kind.as_deref(), Some("Node"));
+    assert_eq!(e.involved_object.name.as_deref(), Some("node-1"));
+    assert_eq!(e.involved_object.uid.as_deref(), Some("node-1"));
+    assert_eq!(e.reason.as_deref(), Some("NodeReady"));
+}
+
+#[test]
+fn an_expired_event_is_created_again() {
+    let fake = FakeApi::start();
+    let sink = start(&fake);
+    let web = pod("web");
+    sink.recorder
+        .pod(&web, EventType::Normal, "Scheduled", "again");
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    let name = about(&events(&fake, "prod"), "web")[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    fake.remove("events", "prod", &name);
+    sink.recorder
+        .pod(&web, EventType::Normal, "Scheduled", "again");
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    let e = about(&events(&fake, "prod"), "web")[0].clone();
+    assert_eq!(e.count, Some(2));
+    assert_eq!(e.metadata.name.as_deref(), Some(name.as_str()));
+}
+
+#[test]
+fn a_failing_api_server_costs_events_not_the_thread() {
+    let fake = FakeApi::start();
+    let sink = start(&fake);
+    fake.inject(Fail::status(500).always().verb("create"));
+    let web = pod("web");
+    sink.recorder
+        .pod(&web, EventType::Warning, "Failed", "lost");
+    assert!(wait_until(LONG, || requests(&fake, "create") == 1));
+    fake.clear_faults();
+    flush(&fake, &sink, "marker");
+    assert!(about(&events(&fake, "prod"), "web").is_empty());
+    // The dropped event was never stored, so its next occurrence is a new event.
+    sink.recorder
+        .pod(&web, EventType::Warning, "Failed", "lost");
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    assert_eq!(about(&events(&fake, "prod"), "web")[0].count, Some(1));
+}
