@@ -166,7 +166,9 @@ fn an_expired_event_is_created_again() {
     let web = pod("web");
     sink.recorder
         .pod(&web, EventType::Normal, "Scheduled", "again");
-    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web")
+        .len()
+        == 1));
     let name = about(&events(&fake, "prod"), "web")[0]
         .metadata
         .name
@@ -175,7 +177,9 @@ fn an_expired_event_is_created_again() {
     fake.remove("events", "prod", &name);
     sink.recorder
         .pod(&web, EventType::Normal, "Scheduled", "again");
-    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web")
+        .len()
+        == 1));
     let e = about(&events(&fake, "prod"), "web")[0].clone();
     assert_eq!(e.count, Some(2));
     assert_eq!(e.metadata.name.as_deref(), Some(name.as_str()));
@@ -196,6 +200,8 @@ fn a_failing_api_server_costs_events_not_the_thread() {
     // The dropped event was never stored, so its next occurrence is a new event.
     sink.recorder
         .pod(&web, EventType::Warning, "Failed", "lost");
-    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web").len() == 1));
+    assert!(wait_until(LONG, || about(&events(&fake, "prod"), "web")
+        .len()
+        == 1));
     assert_eq!(about(&events(&fake, "prod"), "web")[0].count, Some(1));
 }

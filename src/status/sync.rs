@@ -1,10 +1,10 @@
 //! The `status` thread: sends cached pod statuses to the API server (upstream
 //! `syncBatch` / `syncPod` in `status_manager.go`).
 //!
-//! One loop, [`run`], selects on: shutdown; the coalescing wake-up channel (capacity
-//! 1) the handles signal after each change; a ticker for the full reconcile (10 s);
-//! and a timer for the earliest retry. Being the only writer of pod statuses, it
-//! never races itself.
+//! One loop, [`run`], selects on: shutdown; the coalescing wake-up channel (one slot)
+//! the handles signal after each change; a ticker for the full reconcile (10 s); and
+//! a timer for the earliest retry. Being the only writer of pod statuses, it never
+//! races itself.
 //!
 //! Syncing one pod: GET it by namespace/name (a static pod's status goes to its mirror
 //! pod: the API pod whose `kubernetes.io/config.mirror` annotation equals the static
