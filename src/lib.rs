@@ -8,7 +8,6 @@ pub mod api;
 pub mod cgroups;
 pub mod config;
 pub mod cri;
-pub mod event_sink;
 pub mod events;
 pub mod pleg;
 pub mod pod_workers;

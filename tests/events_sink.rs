@@ -1,4 +1,4 @@
-//! The `events` thread (`event_sink`) against the fake API server: identical events
+//! The `events` thread (`status::events`) against the fake API server: identical events
 //! become one Event whose count grows, a crash loop is capped by the per-object spam
 //! filter, node events reference the node, an expired event is created again, and a
 //! failing API server costs events, never the thread.
@@ -15,8 +15,8 @@ use crossbeam_channel::Sender;
 use litelet::api::event::Event;
 use litelet::api::pod::{Container, Pod};
 use litelet::api::{paths, ListOptions};
-use litelet::event_sink::{self, Options};
 use litelet::events::{EventType, Recorder};
+use litelet::status::events::{self as event_sink, Options};
 use support::fake_api::{Fail, FakeApi};
 use support::wait_until;
 
