@@ -1,6 +1,9 @@
 //! Exec probes through the prober against the fake CRI's ExecSync (real gRPC on a
 //! unix socket): exit 0, exit 1, a missing binary, a slow runtime, scripted outcomes
-//! that change, and an exec probe that does not block an HTTP probe beside it.
+//! that change, and a hung exec that does not block a TCP probe beside it. Then the
+//! results where they are used: a liveness failure becomes a kill and restart in
+//! `compute_pod_actions`, readiness becomes container `ready` and the pod `Ready`
+//! condition in status generation.
 
 mod support;
 
@@ -295,4 +298,118 @@ fn slow_runtime_costs_the_timeout_and_blocks_no_one() {
         .manager
         .stats()
         .is_some_and(|s| s.workers == 2)));
+}
+
+#[test]
+fn liveness_failure_becomes_a_restart_with_the_kill_message() {
+    use litelet::api::pod::RestartPolicy;
+    use litelet::runtime::actions::{compute_pod_actions, KillReason};
+    use litelet::runtime::hash::container_hash;
+    use litelet::runtime::model::{SandboxState, SandboxStatus};
+
+    let w = world();
+    let id = w.run("app");
+    let mut p = pod(vec![Container {
+        name: "app".into(),
+        image: Some(BUSYBOX.into()),
+        liveness_probe: exec(&["false"]),
+        ..Default::default()
+    }]);
+    let mut runtime_status = status(&p, &[("app", &id)]);
+    runtime_status.containers[0].hash = container_hash(&p.spec.containers[0]);
+    runtime_status.sandboxes = vec![SandboxStatus {
+        id: w.sandbox.clone(),
+        state: SandboxState::Ready,
+        ip: "10.0.0.2".into(),
+        ..Default::default()
+    }];
+    w.manager.update_pod(&p, &runtime_status, "");
+    assert_eq!(
+        w.next_update(),
+        update(&id, ProbeKind::Liveness, ProbeResult::Failure)
+    );
+    assert_eq!(
+        w.event("Liveness probe failed:"),
+        "Liveness probe failed: command [\"false\"] exited with 1"
+    );
+    let results = w.manager.probe_results("uid-probed");
+
+    p.spec.restart_policy = Some(RestartPolicy::Always);
+    let actions = compute_pod_actions(&p, &runtime_status, &results);
+    let kill = &actions.containers_to_kill[&id];
+    assert_eq!(kill.reason, KillReason::LivenessProbe);
+    assert_eq!(
+        kill.message,
+        "Container app failed liveness probe, will be restarted"
+    );
+    assert_eq!(actions.containers_to_start, [0]);
+
+    // restartPolicy Never: killed, not restarted.
+    p.spec.restart_policy = Some(RestartPolicy::Never);
+    let actions = compute_pod_actions(&p, &runtime_status, &results);
+    assert_eq!(
+        actions.containers_to_kill[&id].message,
+        "Container app failed liveness probe"
+    );
+    assert!(actions.containers_to_start.is_empty());
+}
+
+#[test]
+fn readiness_drives_container_ready_and_the_pod_ready_condition() {
+    use litelet::api::meta::{ConditionStatus, Time};
+    use litelet::api::pod::RestartPolicy;
+    use litelet::status::generate::{generate_pod_status, PodStatusInput};
+
+    let w = world();
+    let id = w.run("app");
+    let mut p = pod(vec![Container {
+        name: "app".into(),
+        image: Some(BUSYBOX.into()),
+        readiness_probe: exec(&["cat", "/tmp/ready"]),
+        ..Default::default()
+    }]);
+    p.spec.restart_policy = Some(RestartPolicy::Always);
+    let runtime_status = status(&p, &[("app", &id)]);
+    let ready = |results| {
+        let mut input = PodStatusInput::new(&p, &runtime_status, "containerd", Time::now());
+        input.probes = results;
+        let status = generate_pod_status(&input);
+        let container = status.container_statuses[0].ready;
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone());
+        (container, condition)
+    };
+    w.fake
+        .state()
+        .exec_results
+        .insert("cat /tmp/ready".into(), (1, String::new()));
+    w.manager.update_pod(&p, &runtime_status, "");
+    // Before any result: not ready.
+    assert_eq!(
+        ready(w.manager.status_results("uid-probed")),
+        (false, Some(ConditionStatus::False))
+    );
+    assert_eq!(
+        w.next_update(),
+        update(&id, ProbeKind::Readiness, ProbeResult::Failure)
+    );
+    assert_eq!(
+        ready(w.manager.status_results("uid-probed")),
+        (false, Some(ConditionStatus::False))
+    );
+    w.fake
+        .state()
+        .exec_results
+        .insert("cat /tmp/ready".into(), (0, String::new()));
+    assert_eq!(
+        w.next_update(),
+        update(&id, ProbeKind::Readiness, ProbeResult::Success)
+    );
+    assert_eq!(
+        ready(w.manager.status_results("uid-probed")),
+        (true, Some(ConditionStatus::True))
+    );
 }
