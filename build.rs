@@ -1,42 +1,77 @@
-//! Generates the CRI client and server code from `proto/cri/api.proto` with no `protoc`.
+//! Generates gRPC message and service code from the protos under `proto/`, with no
+//! `protoc`.
 //!
-//! Messages come from protobuf-codegen 3 in pure mode. grpcio-compiler only speaks
-//! protobuf 2 descriptors, so the parsed descriptor is re-encoded and decoded as the
-//! protobuf 2 type before its service generator runs. Both outputs land in
-//! `$OUT_DIR/cri/` with a `mod.rs` that `src/cri/mod.rs` includes.
+//! Each entry of [`PROTOS`] lands in `$OUT_DIR/<name>/`: the messages from
+//! protobuf-codegen 3 (pure mode), the service stubs from grpcio-compiler, and a
+//! `mod.rs` listing both that the owning module includes (`src/cri/mod.rs`,
+//! `src/prober/grpc_health.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
+//! so each parsed descriptor is re-encoded and decoded as the protobuf 2 type before
+//! its service generator runs.
 
 use std::error::Error;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const PROTO_DIR: &str = "proto/cri";
-const PROTO_FILE: &str = "proto/cri/api.proto";
+/// One proto to generate: output folder name, include folder, file (stem names the
+/// generated modules: `<stem>` and `<stem>_grpc`).
+struct Proto {
+    name: &'static str,
+    dir: &'static str,
+    file: &'static str,
+}
+
+const PROTOS: &[Proto] = &[
+    // CRI v1 (package runtime.v1): the runtime and image services.
+    Proto {
+        name: "cri",
+        dir: "proto/cri",
+        file: "api.proto",
+    },
+    // grpc.health.v1: what gRPC probes call.
+    Proto {
+        name: "grpc_health",
+        dir: "proto/grpc",
+        file: "health.proto",
+    },
+];
 
 fn main() -> Result<(), Box<dyn Error>> {
-    println!("cargo:rerun-if-changed={PROTO_FILE}");
-    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?).join("cri");
-    fs::create_dir_all(&out_dir)?;
-
-    protobuf_codegen::Codegen::new()
-        .pure()
-        .include(PROTO_DIR)
-        .input(PROTO_FILE)
-        .out_dir(&out_dir)
-        .run()?;
-
-    generate_services(&out_dir)?;
-
-    // Our own mod.rs: the codegen's one does not know about the service file.
-    fs::write(out_dir.join("mod.rs"), "pub mod api;\npub mod api_grpc;\n")?;
+    let out_root = PathBuf::from(std::env::var("OUT_DIR")?);
+    for proto in PROTOS {
+        generate(proto, &out_root.join(proto.name))?;
+    }
     Ok(())
 }
 
-fn generate_services(out_dir: &Path) -> Result<(), Box<dyn Error>> {
+fn generate(proto: &Proto, out_dir: &Path) -> Result<(), Box<dyn Error>> {
+    let input = Path::new(proto.dir).join(proto.file);
+    println!("cargo:rerun-if-changed={}", input.display());
+    fs::create_dir_all(out_dir)?;
+
+    protobuf_codegen::Codegen::new()
+        .pure()
+        .include(proto.dir)
+        .input(&input)
+        .out_dir(out_dir)
+        .run()?;
+
+    generate_services(proto.dir, &input, out_dir)?;
+
+    // Our own mod.rs: the codegen's one does not know about the service file.
+    let stem = proto.file.trim_end_matches(".proto");
+    fs::write(
+        out_dir.join("mod.rs"),
+        format!("pub mod {stem};\npub mod {stem}_grpc;\n"),
+    )?;
+    Ok(())
+}
+
+fn generate_services(include: &str, input: &Path, out_dir: &Path) -> Result<(), Box<dyn Error>> {
     use protobuf::Message as _;
     let parsed = protobuf_parse::Parser::new()
         .pure()
-        .include(PROTO_DIR)
-        .input(PROTO_FILE)
+        .include(include)
+        .input(input)
         .parse_and_typecheck()?;
 
     let mut v2_files = Vec::new();

@@ -11,6 +11,7 @@ pub mod cri;
 pub mod events;
 pub mod pleg;
 pub mod pod_workers;
+pub mod prober;
 pub mod process;
 pub mod runtime;
 pub mod runtime_info;

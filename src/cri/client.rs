@@ -207,6 +207,18 @@ impl RuntimeClient {
         let option = deadline(command_timeout + self.timeout);
         call("exec_sync", || self.stub.exec_sync_opt(request, option))
     }
+
+    /// ExecSync that gives up after `limit` whatever the runtime does (exec probes:
+    /// a hung runtime must not hold a probe longer than its timeout).
+    pub fn exec_sync_within(
+        &self,
+        request: &pb::ExecSyncRequest,
+        limit: Duration,
+    ) -> Result<pb::ExecSyncResponse, CriError> {
+        call("exec_sync", || {
+            self.stub.exec_sync_opt(request, deadline(limit))
+        })
+    }
 }
 
 /// The CRI ImageService: pulls, lists and removes images.

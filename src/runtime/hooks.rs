@@ -3,11 +3,14 @@
 //!
 //! Called from pod worker threads (and from the kill path's per-container threads).
 //! A hook never runs longer than the timeout it is given; its failure is a message.
+//! The HTTP GET and port resolution are the probes' (`prober::http`), so hooks and
+//! probes build URLs, follow redirects and bound bodies the same way.
 
 use std::time::Duration;
 
-use crate::api::pod::{Container, IntOrString, LifecycleHandler, Pod, UriScheme};
+use crate::api::pod::{Container, LifecycleHandler, Pod};
 use crate::cri::{pb, RuntimeClient};
+use crate::prober::http::{self, HttpClient};
 
 /// Runs hooks; a trait so the kill and start paths can be tested without a runtime.
 pub trait HookRunner: Send + Sync {
@@ -26,93 +29,46 @@ pub trait HookRunner: Send + Sync {
 /// The real runner: exec via CRI, HTTP via ureq, sleep on the calling thread.
 pub struct CriHookRunner {
     runtime: RuntimeClient,
+    http: HttpClient,
 }
 
 impl CriHookRunner {
     pub fn new(runtime: RuntimeClient) -> CriHookRunner {
-        CriHookRunner { runtime }
+        CriHookRunner {
+            runtime,
+            http: HttpClient::new(),
+        }
     }
 }
 
-/// Resolves a port given as a number or as the name of one of the container's ports.
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
-    let number = match port {
-        IntOrString::Int(n) => *n,
-        IntOrString::String(name) => match name.parse::<i32>() {
-            Ok(n) => n,
-            Err(_) => container
-                .ports
-                .iter()
-                .find(|p| p.name.as_deref() == Some(name.as_str()))
-                .map(|p| p.container_port)
-                .ok_or_else(|| {
-                    format!(
-                        "port {name:?} is not a named port of container {:?}",
-                        container.name
-                    )
-                })?,
-        },
-    };
-    u16::try_from(number)
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("port {number} is out of range"))
-}
+/// Resolves a port given as a number or as the name of one of the container's ports
+/// (shared with probes).
+pub use crate::prober::resolve_port;
 
+/// The user agent of hook requests (upstream sends `kube-lifecycle/<major>.<minor>`).
+pub const HOOK_USER_AGENT: &str = "kube-lifecycle/litelet";
+
+/// Runs an HTTP hook with the probes' GET (same URL rules, same-host redirects, body
+/// cut at 10 KiB); a 2xx or 3xx answer is success.
 fn http_hook(
+    client: &HttpClient,
     pod_ip: &str,
     container: &Container,
     handler: &crate::api::pod::HttpGetAction,
     timeout: Duration,
 ) -> Result<(), String> {
-    let port = resolve_port(&handler.port, container)?;
-    let host = handler
-        .host
-        .clone()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| pod_ip.to_owned());
-    if host.is_empty() {
-        return Err("http hook has no host and the pod has no IP".into());
-    }
-    let scheme = match handler.scheme {
-        Some(UriScheme::Https) => "https",
-        _ => "http",
-    };
-    let path = handler.path.clone().unwrap_or_default();
-    let path = if path.starts_with('/') {
-        path
-    } else {
-        format!("/{path}")
-    };
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    let url = format!("{scheme}://{host}:{port}{path}");
-    let tls = ureq::tls::TlsConfig::builder()
-        .disable_verification(true)
-        .build();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .tls_config(tls)
-        .build()
-        .into();
-    let mut request = agent
-        .get(&url)
-        .header("User-Agent", concat!("litelet/", env!("CARGO_PKG_VERSION")));
-    for header in &handler.http_headers {
-        request = request.header(header.name.as_str(), header.value.as_str());
-    }
-    let response = request
-        .call()
-        .map_err(|err| format!("http hook {url}: {err}"))?;
-    let code = response.status().as_u16();
-    if (200..400).contains(&code) {
+    let target =
+        http::target(handler, container, pod_ip).map_err(|err| format!("http hook: {err}"))?;
+    let response = client
+        .get(&target, timeout, HOOK_USER_AGENT)
+        .map_err(|err| format!("http hook: {err}"))?;
+    if (200..400).contains(&response.status) {
         Ok(())
     } else {
-        Err(format!("http hook {url} returned status {code}"))
+        Err(format!(
+            "http hook {} returned status {}",
+            response.url, response.status
+        ))
     }
 }
 
@@ -146,7 +102,7 @@ impl HookRunner for CriHookRunner {
             return Ok(());
         }
         if let Some(http) = &handler.http_get {
-            return http_hook(pod_ip, container, http, timeout);
+            return http_hook(&self.http, pod_ip, container, http, timeout);
         }
         if let Some(sleep) = &handler.sleep {
             let wanted = Duration::from_secs(sleep.seconds.max(0) as u64);
@@ -164,7 +120,7 @@ impl HookRunner for CriHookRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::pod::{ContainerPort, HttpGetAction};
+    use crate::api::pod::{ContainerPort, HttpGetAction, IntOrString};
     use std::io::{Read, Write};
 
     #[test]
@@ -212,11 +168,13 @@ mod tests {
             ..Default::default()
         };
         let container = Container::default();
+        let client = HttpClient::new();
+        let t = Duration::from_secs(5);
         assert_eq!(
-            http_hook("127.0.0.1", &container, &handler, Duration::from_secs(5)),
+            http_hook(&client, "127.0.0.1", &container, &handler, t),
             Ok(())
         );
-        let err = http_hook("127.0.0.1", &container, &handler, Duration::from_secs(5)).unwrap_err();
+        let err = http_hook(&client, "127.0.0.1", &container, &handler, t).unwrap_err();
         assert!(err.contains("returned status 500"), "{err}");
         server.join().unwrap();
     }

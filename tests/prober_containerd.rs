@@ -1,0 +1,268 @@
+//! Exec probes against a real containerd (busybox, host network): a readiness probe
+//! that fails until a file exists, a liveness probe that outlives its timeout, and one
+//! whose binary does not exist. Skips loudly without root unless CI=true.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use litelet::api::pod::{Container, ExecAction, Pod, Probe, ProbeHandler};
+use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use litelet::events::Recorder;
+use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
+use litelet::runtime::actions::ProbeResult;
+use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
+use protobuf::{EnumOrUnknown, MessageField};
+use support::containerd::{Containerd, BUSYBOX};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn host_network() -> MessageField<pb::NamespaceOption> {
+    MessageField::some(pb::NamespaceOption {
+        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
+        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
+        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
+        ..Default::default()
+    })
+}
+
+fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
+    let linux = pb::LinuxPodSandboxConfig {
+        cgroup_parent: cgroup_parent.to_owned(),
+        security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
+            namespace_options: host_network(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pb::PodSandboxConfig {
+        metadata: MessageField::some(pb::PodSandboxMetadata {
+            name: "probed".into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        log_directory: log_dir.display().to_string(),
+        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
+        linux: MessageField::some(linux),
+        ..Default::default()
+    }
+}
+
+fn run(
+    runtime: &RuntimeClient,
+    sandbox_id: &str,
+    sandbox: &pb::PodSandboxConfig,
+    name: &str,
+) -> String {
+    let config = pb::ContainerConfig {
+        metadata: MessageField::some(pb::ContainerMetadata {
+            name: name.into(),
+            ..Default::default()
+        }),
+        image: MessageField::some(pb::ImageSpec {
+            image: BUSYBOX.into(),
+            ..Default::default()
+        }),
+        command: vec!["sleep".into(), "3600".into()],
+        log_path: format!("{name}/0.log"),
+        linux: MessageField::some(pb::LinuxContainerConfig {
+            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
+                namespace_options: host_network(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let id = runtime
+        .create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.into(),
+            config: MessageField::some(config),
+            sandbox_config: MessageField::some(sandbox.clone()),
+            ..Default::default()
+        })
+        .expect("create container")
+        .container_id;
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        })
+        .expect("start container");
+    id
+}
+
+fn exec(command: &[&str]) -> Option<Probe> {
+    Some(Probe {
+        handler: ProbeHandler {
+            exec: Some(ExecAction {
+                command: command.iter().map(|s| (*s).to_owned()).collect(),
+            }),
+            ..Default::default()
+        },
+        period_seconds: Some(1),
+        timeout_seconds: Some(1),
+        failure_threshold: Some(1),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn exec_probes_against_real_containerd() {
+    let Some(containerd) = Containerd::start("exec_probes_against_real_containerd") else {
+        return;
+    };
+    let endpoint = Endpoint::parse(&containerd.endpoint()).unwrap();
+    let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
+    let uid = format!("probe-{}", std::process::id());
+    let log_dir = containerd.dir().join("pod-logs");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let cgroup_parent = format!("/litelet-probe-test-{}", std::process::id());
+    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
+    let sandbox_id = runtime
+        .run_pod_sandbox(&pb::RunPodSandboxRequest {
+            config: MessageField::some(config.clone()),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
+        .pod_sandbox_id;
+    let main = run(&runtime, &sandbox_id, &config, "main");
+    let typo = run(&runtime, &sandbox_id, &config, "typo");
+
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("probed".into());
+    pod.metadata.namespace = Some("default".into());
+    pod.metadata.uid = Some(uid.clone());
+    pod.spec.containers = vec![
+        Container {
+            name: "main".into(),
+            readiness_probe: exec(&["cat", "/tmp/ready"]),
+            liveness_probe: exec(&["sleep", "5"]),
+            ..Default::default()
+        },
+        Container {
+            name: "typo".into(),
+            liveness_probe: exec(&["no-such-binary"]),
+            ..Default::default()
+        },
+    ];
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let status = PodRuntimeStatus {
+        uid: uid.clone(),
+        containers: [("main", &main), ("typo", &typo)]
+            .iter()
+            .map(|(name, id)| ContainerStatus {
+                id: (*id).clone(),
+                name: (*name).into(),
+                state: ContainerState::Running,
+                started_at: now.as_nanos() as i64,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let (_shutdown, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
+    let (manager, _) = ProbeManager::start(
+        ProberConfig::default(),
+        runtime.clone(),
+        Recorder::new(events_tx),
+        shutdown_rx,
+    )
+    .unwrap();
+    let updates = manager.results();
+    let started = Instant::now();
+    manager.update_pod(&pod, &status, "127.0.0.1");
+
+    let want = |id: &str, kind, result| ProbeUpdate {
+        uid: uid.clone(),
+        container_id: id.to_owned(),
+        kind,
+        result,
+    };
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(updates.recv_timeout(WAIT).expect("a probe update"));
+    }
+    assert!(
+        got.contains(&want(&main, ProbeKind::Readiness, ProbeResult::Failure)),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&want(&main, ProbeKind::Liveness, ProbeResult::Failure)),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&want(&typo, ProbeKind::Liveness, ProbeResult::Failure)),
+        "{got:?}"
+    );
+    // `sleep 5` was cut at the 1 s timeout, well before it would have ended.
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let messages: Vec<String> = events.try_iter().map(|e| e.message).collect();
+    for m in &messages {
+        eprintln!("event: {m}");
+    }
+    assert!(
+        messages
+            .iter()
+            .any(|m| m == "Liveness probe failed: command [\"sleep\", \"5\"] timed out after 1s"),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m
+            .starts_with("Liveness probe failed: command [\"no-such-binary\"]: cri exec_sync:")
+            && m.contains("no-such-binary")),
+        "{messages:?}"
+    );
+
+    // The file appears: readiness passes.
+    runtime
+        .exec_sync(&pb::ExecSyncRequest {
+            container_id: main.clone(),
+            cmd: vec!["touch".into(), "/tmp/ready".into()],
+            timeout: 10,
+            ..Default::default()
+        })
+        .expect("touch the ready file");
+    assert_eq!(
+        updates.recv_timeout(WAIT).expect("readiness passes"),
+        want(&main, ProbeKind::Readiness, ProbeResult::Success)
+    );
+    assert_eq!(manager.readiness(&uid, &main), Some(true));
+
+    manager.remove_pod(&pod);
+    runtime
+        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            ..Default::default()
+        })
+        .expect("stop sandbox");
+    runtime
+        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id,
+            ..Default::default()
+        })
+        .expect("remove sandbox");
+    remove_cgroup_tree(&cgroup_parent);
+}
+
+/// Removes the test's cgroup parent from every v1 hierarchy (children first).
+fn remove_cgroup_tree(parent: &str) {
+    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for controller in controllers.flatten() {
+        let root = controller.path().join(parent.trim_start_matches('/'));
+        if let Ok(children) = std::fs::read_dir(&root) {
+            for child in children.flatten().filter(|c| c.path().is_dir()) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&root);
+    }
+}
