@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps build release test lint lint-if-available fmt clean
+.PHONY: all deps build release test lint lint-if-available fmt clean demo
 
 all: build
 
@@ -16,6 +16,11 @@ build: deps
 
 release: deps
 	$(CARGO) build --release
+
+# The main job: a private containerd, litelet standalone with a static pod (init +
+# sidecar + main), a manifest edit, and a clean shutdown. Needs root.
+demo: deps
+	./scripts/demo.sh
 
 # Unit and integration tests; the real-containerd tests run as root and are
 # mandatory when CI=true (they skip loudly otherwise).

@@ -83,6 +83,26 @@ pub struct Flags {
     #[arg(long, value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
 
+    /// Root of the pod log directories (the config file's podLogsDir).
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    pub pod_logs_dir: PathBuf,
+
+    /// The host resolver configuration pods with dnsPolicy Default inherit.
+    #[arg(long, value_name = "FILE", default_value = "/etc/resolv.conf")]
+    pub resolv_conf: PathBuf,
+
+    /// Cluster DNS server IPs for dnsPolicy ClusterFirst (comma separated).
+    #[arg(long, value_name = "IP,...", value_delimiter = ',')]
+    pub cluster_dns: Vec<String>,
+
+    /// The cluster's DNS domain.
+    #[arg(long, value_name = "DOMAIN", default_value = "cluster.local")]
+    pub cluster_domain: String,
+
+    /// How often a running pod is synced without any event, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "1m0s", value_parser = parse_duration)]
+    pub sync_frequency: Duration,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',
@@ -99,6 +119,8 @@ pub struct Flags {
 pub enum Command {
     /// Print the container runtime's name, version, API version and conditions.
     RuntimeInfo(RuntimeInfoFlags),
+    /// List the pods and containers litelet runs in the runtime (like crictl ps -a).
+    Ps(RuntimeInfoFlags),
 }
 
 /// Flags of `litelet runtime-info`.

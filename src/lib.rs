@@ -4,11 +4,13 @@
 //! talk over crossbeam channels, the runtime is reached over blocking gRPC. See
 //! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
 
+pub mod agent;
 pub mod api;
 pub mod cgroups;
 pub mod config;
 pub mod cri;
 pub mod events;
+pub mod kubelet;
 pub mod pleg;
 pub mod pod_workers;
 pub mod prober;

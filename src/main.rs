@@ -10,13 +10,16 @@ use crossbeam_channel::{after, select};
 
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
 use litelet::cri::{self, RuntimeClient};
-use litelet::{process, runtime_info};
+use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
     init_logging(flags.verbosity);
     match &flags.command {
-        Some(Command::RuntimeInfo(info)) => run_runtime_info(&info.runtime),
+        Some(Command::RuntimeInfo(info)) => {
+            run_operator(&info.runtime, "runtime-info", runtime_info::report)
+        }
+        Some(Command::Ps(info)) => run_operator(&info.runtime, "ps", runtime_info::pods_report),
         None => run_agent(&flags),
     }
 }
@@ -30,10 +33,14 @@ fn init_logging(verbosity: u8) {
     builder.format_timestamp_millis().init();
 }
 
-fn run_runtime_info(flags: &RuntimeFlags) -> ExitCode {
+fn run_operator(
+    flags: &RuntimeFlags,
+    name: &str,
+    command: fn(&RuntimeClient) -> Result<String, cri::CriError>,
+) -> ExitCode {
     let result = flags.resolve().and_then(|(endpoint, options)| {
         let (runtime, _images) = cri::connect(&endpoint, &options);
-        runtime_info::report(&runtime)
+        command(&runtime)
     });
     match result {
         Ok(text) => {
@@ -41,7 +48,7 @@ fn run_runtime_info(flags: &RuntimeFlags) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("litelet runtime-info: {err}");
+            eprintln!("litelet {name}: {err}");
             ExitCode::FAILURE
         }
     }
@@ -67,15 +74,20 @@ fn run_agent(flags: &Flags) -> ExitCode {
         "litelet {} starting, runtime {endpoint}",
         env!("CARGO_PKG_VERSION")
     );
-    let (runtime, _images) = cri::connect(&endpoint, &options);
+    let (runtime, images) = cri::connect(&endpoint, &options);
     if !wait_for_runtime(&runtime, &shutdown) {
         return ExitCode::SUCCESS;
     }
-    // The sync loop and its sources arrive with the pod-worker issue; until then the
-    // agent only holds its runtime connection and waits for shutdown.
-    let _ = shutdown.recv();
-    log::info!("litelet stopped; running containers are left to the runtime");
-    ExitCode::SUCCESS
+    match agent::run(flags, runtime, images, shutdown) {
+        Ok(()) => {
+            log::info!("litelet stopped; running containers are left to the runtime");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            log::error!("{err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Retries the CRI version check until it succeeds or shutdown begins. A runtime that

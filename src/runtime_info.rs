@@ -1,11 +1,13 @@
-//! `litelet runtime-info`: what the runtime says about itself, for operators.
-//!
-//! The crictl-info equivalent on machines where crictl is not packaged. Pure
-//! formatting over two CRI calls, so tests run it against the fake runtime.
+//! Operator commands on machines where crictl is not packaged: `litelet runtime-info`
+//! (what the runtime says about itself) and `litelet ps` (the pods and containers
+//! litelet runs). Formatting over a few CRI calls, so tests run them against the fake
+//! runtime.
 
 use std::fmt::Write as _;
 
 use crate::cri::{pb, CriError, RuntimeClient};
+use crate::runtime::inspect;
+use crate::runtime::model::SandboxState;
 
 /// Queries Version and Status and renders them as aligned text.
 pub fn report(client: &RuntimeClient) -> Result<String, CriError> {
@@ -15,6 +17,45 @@ pub fn report(client: &RuntimeClient) -> Result<String, CriError> {
         ..Default::default()
     })?;
     Ok(render(client.endpoint().to_string(), &version, &status))
+}
+
+/// Lists every pod litelet created in the runtime with its containers, newest first.
+pub fn pods_report(client: &RuntimeClient) -> Result<String, CriError> {
+    client.check_version()?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<36} {:<10} {:<9} {:<16} {:<8} {:>7} {:>5}",
+        "POD", "UID", "SANDBOX", "CONTAINER", "STATE", "RESTART", "EXIT"
+    );
+    for pod in inspect::running_pods(client, true)? {
+        let status = inspect::pod_status(client, &pod.uid, &pod.name, &pod.namespace)?;
+        let sandbox = match status.sandboxes.first().map(|s| s.state) {
+            Some(SandboxState::Ready) => "READY",
+            Some(SandboxState::NotReady) => "NOTREADY",
+            _ => "-",
+        };
+        let name = format!("{}/{}", pod.namespace, pod.name);
+        let uid: String = pod.uid.chars().take(8).collect();
+        if status.containers.is_empty() {
+            let _ = writeln!(
+                out,
+                "{name:<36} {uid:<10} {sandbox:<9} {:<16} {:<8} {:>7} {:>5}",
+                "-", "-", "-", "-"
+            );
+        }
+        for c in &status.containers {
+            let _ = writeln!(
+                out,
+                "{name:<36} {uid:<10} {sandbox:<9} {:<16} {:<8} {:>7} {:>5}",
+                c.name,
+                format!("{:?}", c.state),
+                c.restart_count,
+                c.exit_code
+            );
+        }
+    }
+    Ok(out)
 }
 
 fn render(endpoint: String, version: &pb::VersionResponse, status: &pb::StatusResponse) -> String {

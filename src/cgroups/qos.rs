@@ -40,6 +40,16 @@ pub enum QosClass {
     BestEffort,
 }
 
+impl From<QosClass> for crate::api::pod::QosClass {
+    fn from(class: QosClass) -> Self {
+        match class {
+            QosClass::Guaranteed => Self::Guaranteed,
+            QosClass::Burstable => Self::Burstable,
+            QosClass::BestEffort => Self::BestEffort,
+        }
+    }
+}
+
 impl QosClass {
     /// The class as the API reports it in `status.qosClass`.
     pub fn to_api(self) -> pod::QosClass {

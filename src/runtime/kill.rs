@@ -2,7 +2,7 @@
 //!
 //! Grace periods: the pod's deletion grace period, else its spec's (or, for a probe
 //! kill, the probe's own), else 2 s; an override wins; a preStop hook spends part of it;
-//! StopContainer never gets less than 2 s. A pod's containers stop in parallel (one
+//! StopContainer gets at least 2 s (1 s with an explicit override). A pod's containers stop in parallel (one
 //! scoped thread each), sidecars after the main containers and in reverse spec order;
 //! then every sandbox is stopped. NotFound from the runtime counts as stopped, so a
 //! kill can be repeated safely.
@@ -231,7 +231,13 @@ impl Killer<'_> {
             ordering.wait_for_turn(request.name, Duration::from_secs(grace as u64));
             grace -= started.elapsed().as_secs() as i64;
         }
-        let grace = grace.max(MINIMUM_GRACE_PERIOD_SECONDS);
+        // The 2 s floor protects the pod's own grace; an explicit override (eviction,
+        // a runtime-only pod's 1 s) is honoured as given.
+        let grace = if request.grace_override.is_some() {
+            grace.max(1)
+        } else {
+            grace.max(MINIMUM_GRACE_PERIOD_SECONDS)
+        };
         let stopped = self.runtime.stop_container(&pb::StopContainerRequest {
             container_id: request.container_id.to_owned(),
             timeout: grace,

@@ -1,0 +1,281 @@
+//! The agent: resolves the flags against the machine and starts every thread of a
+//! running litelet — PLEG, runtime-up, status manager, pod sources, pod workers and
+//! the sync loop — then waits for shutdown. Wiring only; every part lives elsewhere.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded};
+
+use crate::api::client::ApiClient;
+use crate::api::kubeconfig;
+use crate::api::quantity::Quantity;
+use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
+use crate::config::Flags;
+use crate::cri::{self, RuntimeClient};
+use crate::events::Recorder;
+use crate::kubelet::deps::{NoProbes, NoVolumes, PodProbes};
+use crate::kubelet::mirror::MirrorClient;
+use crate::kubelet::runtime_state::RuntimeState;
+use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
+use crate::kubelet::{Kubelet, NodeView};
+use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
+use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
+use crate::prober::ProbeManager;
+use crate::process::Shutdown;
+use crate::runtime::cache::PodStatusCache;
+use crate::runtime::dns::{DnsSettings, ResolvConf};
+use crate::runtime::hooks::CriHookRunner;
+use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
+use crate::sources::{self, SOURCE_API, SOURCE_FILE};
+use crate::status::events;
+use crate::status::manager::{PodHooks, StatusManager};
+
+/// A failure that stops the agent from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot start thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// The node name: `--hostname-override`, else the machine's hostname, lowercased.
+pub fn node_name(flags: &Flags) -> String {
+    let name = flags.hostname_override.clone().unwrap_or_else(|| {
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "localhost".into())
+    });
+    name.trim().to_lowercase()
+}
+
+/// Total memory in bytes from /proc/meminfo (0 when unreadable).
+fn memory_capacity() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<i64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn node_view(name: &str, max_pods: u32, memory: i64) -> NodeView {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1) as i64;
+    let mut allocatable = std::collections::BTreeMap::new();
+    allocatable.insert(
+        "cpu".to_owned(),
+        Quantity::from_value(cpus, Default::default()),
+    );
+    allocatable.insert(
+        "memory".to_owned(),
+        Quantity::from_value(memory, Default::default()),
+    );
+    allocatable.insert(
+        "pods".to_owned(),
+        Quantity::from_value(i64::from(max_pods), Default::default()),
+    );
+    NodeView {
+        name: name.to_owned(),
+        allocatable,
+        ..Default::default()
+    }
+}
+
+/// Starts every thread and runs the sync loop on the calling thread until shutdown.
+pub fn run(
+    flags: &Flags,
+    runtime: RuntimeClient,
+    images: cri::ImageClient,
+    shutdown: Shutdown,
+) -> Result<(), AgentError> {
+    let node = node_name(flags);
+    let root_dir = flags.root_dir.clone();
+    std::fs::create_dir_all(root_dir.join("pods"))
+        .map_err(|e| AgentError::Config(format!("cannot create {}: {e}", root_dir.display())))?;
+    let pod_logs_dir = flags.pod_logs_dir.clone();
+    let memory = memory_capacity();
+    let api = match &flags.kubeconfig {
+        Some(path) => {
+            let config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
+            Some(ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?)
+        }
+        None => None,
+    };
+    let recorder = match &api {
+        Some(client) => {
+            let (event_tx, event_rx) = bounded(1000);
+            events::spawn(
+                client.clone(),
+                events::Options::new(&node),
+                event_rx,
+                shutdown.clone(),
+            )?;
+            Recorder::new(event_tx)
+        }
+        None => Recorder::log_only(),
+    };
+
+    let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
+    let settings = RuntimeSettings {
+        root_dir: root_dir.clone(),
+        pod_logs_dir,
+        dns: DnsSettings {
+            cluster_dns: flags.cluster_dns.clone(),
+            cluster_domain: flags.cluster_domain.clone(),
+            host: ResolvConf::parse(&host_resolv),
+        },
+        memory_capacity: memory,
+        enforce_cpu_limits: true,
+    };
+    let runtime_name = runtime
+        .version(&Default::default())
+        .map(|v| v.runtime_name)
+        .unwrap_or_else(|_| "cri".into());
+    let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
+    let manager = Arc::new(RuntimeManager::new(
+        runtime.clone(),
+        images,
+        hooks,
+        recorder.clone(),
+        settings,
+    ));
+
+    let cgroups = match PodCgroupManager::from_system(ManagerConfig {
+        cgroup_root: flags.cgroup_root.clone(),
+        ..Default::default()
+    })
+    .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
+    {
+        Ok(m) => Some(Arc::new(m)),
+        Err(err) => {
+            log::warn!("pod cgroups disabled: {err}");
+            None
+        }
+    };
+
+    let cache = PodStatusCache::new();
+    let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
+    let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    let runtime_state = RuntimeState::new(pleg.health());
+    pleg.spawn(shutdown.clone())?;
+    runtime_state.spawn_updater(manager.clone(), shutdown.clone())?;
+
+    // The status manager asks the pod workers, which are built after it.
+    let workers_cell: Arc<std::sync::OnceLock<PodWorkers>> = Arc::new(std::sync::OnceLock::new());
+    let status = match &api {
+        Some(client) => {
+            let (w1, w2) = (workers_cell.clone(), workers_cell.clone());
+            let hooks = PodHooks::new(
+                Arc::new(move |uid: &str| {
+                    w1.get()
+                        .is_none_or(|w| w.could_have_running_containers(uid))
+                }),
+                Arc::new(move |uid: &str| {
+                    w2.get().is_some_and(|w| {
+                        !w.could_have_running_containers(uid) && w.should_pod_be_finished(uid)
+                    })
+                }),
+            );
+            StatusManager::spawn(client.clone(), hooks, Default::default(), shutdown.clone())?.0
+        }
+        None => StatusManager::standalone(),
+    };
+
+    let (updates_tx, updates_rx) = unbounded();
+    let mut expected = HashSet::new();
+    if let Some(dir) = &flags.pod_manifest_path {
+        sources::file::spawn(
+            dir.clone(),
+            node.clone(),
+            updates_tx.clone(),
+            shutdown.clone(),
+        )?;
+        expected.insert(SOURCE_FILE);
+    }
+    if let Some(client) = &api {
+        sources::apiserver::spawn(
+            client.clone(),
+            node.clone(),
+            updates_tx.clone(),
+            shutdown.clone(),
+        )?;
+        expected.insert(SOURCE_API);
+    }
+    drop(updates_tx);
+
+    let host_ips: Vec<String> = flags.node_ip.iter().map(|ip| ip.to_string()).collect();
+    let (probes, probe_rx): (Arc<dyn PodProbes>, _) = match ProbeManager::start(
+        Default::default(),
+        runtime.clone(),
+        recorder.clone(),
+        shutdown.clone(),
+    ) {
+        Ok((manager, _thread)) => {
+            let results = manager.results();
+            (Arc::new(manager), results)
+        }
+        Err(err) => {
+            log::error!("probes disabled: {err}");
+            (Arc::new(NoProbes), crossbeam_channel::never())
+        }
+    };
+    let syncer = KubeletSyncer::new(
+        manager.clone(),
+        status.clone(),
+        cgroups.clone(),
+        Arc::new(NoVolumes),
+        probes.clone(),
+        runtime_state.clone(),
+        recorder.clone(),
+        api.as_ref()
+            .map(|c| MirrorClient::new(c.clone(), node.clone())),
+        NodeFacts {
+            name: node.clone(),
+            host_ips,
+            runtime_name,
+            root_dir: root_dir.clone(),
+        },
+    );
+    let queue = WorkQueue::new();
+    let timings = WorkerTimings {
+        resync: flags.sync_frequency,
+        ..Default::default()
+    };
+    let workers = PodWorkers::new(
+        Arc::new(syncer),
+        queue.clone(),
+        cache,
+        recorder.clone(),
+        timings,
+    );
+    let _ = workers_cell.set(workers.clone());
+
+    let kubelet = Kubelet::new(
+        workers,
+        queue,
+        manager,
+        runtime_state,
+        status,
+        probes,
+        cgroups,
+        api.as_ref()
+            .map(|c| MirrorClient::new(c.clone(), node.clone())),
+        recorder,
+        node_view(&node, flags.max_pods, memory),
+        root_dir,
+        expected,
+    );
+    log::info!("litelet running as node {node:?}");
+    kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
+    // Give threads a moment to notice the shutdown; containers stay running.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}

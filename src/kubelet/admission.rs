@@ -1,0 +1,323 @@
+//! Pod admission (upstream lifecycle predicates): may this node run the pod next to
+//! the pods it already runs? Pure: the node's allocatable, labels and taints and the
+//! other active pods are inputs; a rejection carries upstream's reason and message.
+//!
+//! Checks, first failure wins: node name, OS, node selector, untolerated NoExecute
+//! taints (API pods only), host ports, then resources — pods count, cpu, memory,
+//! ephemeral-storage and any other requested resource (`OutOf<name>`).
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::api::node::{Taint, TaintEffect};
+use crate::api::pod::{Pod, TolerationOperator, RESOURCE_PODS};
+use crate::api::quantity::Quantity;
+use crate::cgroups::pod_resources::pod_requests;
+
+/// What the node offers.
+#[derive(Clone, Debug, Default)]
+pub struct NodeView {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Allocatable resources (cpu, memory, pods, ephemeral-storage, ...).
+    pub allocatable: BTreeMap<String, Quantity>,
+}
+
+/// A refusal: reason (e.g. `OutOfcpu`) and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: String,
+    pub message: String,
+}
+
+fn reject(reason: impl Into<String>, message: impl Into<String>) -> Result<(), Rejection> {
+    Err(Rejection {
+        reason: reason.into(),
+        message: message.into(),
+    })
+}
+
+fn host_ports(pod: &Pod) -> Vec<(String, String, i32)> {
+    pod.spec
+        .containers
+        .iter()
+        .chain(pod.spec.init_containers.iter())
+        .flat_map(|c| c.ports.iter())
+        .filter(|p| p.host_port.unwrap_or(0) > 0)
+        .map(|p| {
+            let protocol = p
+                .protocol
+                .as_ref()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_else(|| "TCP".into());
+            let ip = p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into());
+            (protocol, ip, p.host_port.unwrap_or(0))
+        })
+        .collect()
+}
+
+fn ports_conflict(a: &(String, String, i32), b: &(String, String, i32)) -> bool {
+    let wildcard = |ip: &str| ip == "0.0.0.0" || ip == "::" || ip.is_empty();
+    a.0 == b.0 && a.2 == b.2 && (a.1 == b.1 || wildcard(&a.1) || wildcard(&b.1))
+}
+
+fn tolerates(pod: &Pod, taint: &Taint) -> bool {
+    pod.spec.tolerations.iter().any(|t| {
+        let effect_ok = t.effect.as_ref().is_none_or(|e| *e == taint.effect);
+        let key = t.key.as_deref().unwrap_or("");
+        match t.operator.clone().unwrap_or(TolerationOperator::Equal) {
+            TolerationOperator::Exists => effect_ok && (key.is_empty() || key == taint.key),
+            _ => {
+                effect_ok
+                    && key == taint.key
+                    && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+            }
+        }
+    })
+}
+
+/// Decides whether `pod` may run on `node` beside `others` (the active pods).
+pub fn admit(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection> {
+    if let Some(name) = pod.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        if name != node.name {
+            return reject(
+                "NodeName",
+                format!(
+                    "Pod is bound to node {name:?}, this is node {:?}",
+                    node.name
+                ),
+            );
+        }
+    }
+    if let Some(os) = pod.spec.os.as_ref().filter(|os| !os.name.is_empty()) {
+        if os.name != "linux" {
+            return reject(
+                "PodOSNotSupported",
+                format!(
+                    "Failed to admit pod as the OS field {:?} does not match node OS linux",
+                    os.name
+                ),
+            );
+        }
+    }
+    if let Some(os) = pod.spec.node_selector.get("kubernetes.io/os") {
+        if os != "linux" {
+            return reject(
+                "PodOSSelectorNodeLabelDoesNotMatch",
+                format!("Failed to admit pod as the `kubernetes.io/os` label {os:?} does not match node OS linux"),
+            );
+        }
+    }
+    for (key, value) in &pod.spec.node_selector {
+        if node.labels.get(key) != Some(value) {
+            return reject(
+                "NodeAffinity",
+                format!("Predicate NodeAffinity failed: node label {key}={value} not present"),
+            );
+        }
+    }
+    if !pod.is_static() {
+        if let Some(taint) = node
+            .taints
+            .iter()
+            .find(|t| t.effect == TaintEffect::NoExecute && !tolerates(pod, t))
+        {
+            return reject(
+                "Taint",
+                format!(
+                    "Predicate TaintToleration failed: untolerated taint {}:{}",
+                    taint.key,
+                    taint.effect.as_str()
+                ),
+            );
+        }
+    }
+    let used: Vec<_> = others.iter().flat_map(|p| host_ports(p)).collect();
+    for wanted in host_ports(pod) {
+        if used.iter().any(|u| ports_conflict(u, &wanted)) {
+            return reject(
+                "NodePorts",
+                format!(
+                    "Predicate NodePorts failed: host port {}/{} is in use",
+                    wanted.2, wanted.0
+                ),
+            );
+        }
+    }
+    fits(pod, others, node)
+}
+
+/// The resource part of admission: pods count, then every requested resource.
+pub fn fits(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection> {
+    if let Some(max) = node.allocatable.get(RESOURCE_PODS) {
+        if (others.len() as i64) + 1 > max.value() {
+            return reject(
+                format!("OutOf{RESOURCE_PODS}"),
+                format!("Node didn't have enough resource: {RESOURCE_PODS}, requested: 1, used: {}, capacity: {}", others.len(), max.value()),
+            );
+        }
+    }
+    let wanted = pod_requests(pod);
+    let mut names: Vec<&String> = wanted.keys().collect();
+    names.sort_by_key(|n| match n.as_str() {
+        "cpu" => 0,
+        "memory" => 1,
+        _ => 2,
+    });
+    let checked: HashSet<&str> = ["cpu", "memory", "ephemeral-storage"].into_iter().collect();
+    for name in names {
+        let request = &wanted[name];
+        if request.is_zero() {
+            continue;
+        }
+        let Some(capacity) = node.allocatable.get(name) else {
+            if checked.contains(name.as_str()) {
+                continue;
+            }
+            return reject(format!("OutOf{name}"), format!("Node didn't have enough resource: {name}, requested: {request}, used: 0, capacity: 0"));
+        };
+        let used_milli: i64 = others
+            .iter()
+            .map(|p| {
+                pod_requests(p)
+                    .get(name)
+                    .map(|q| q.milli_value())
+                    .unwrap_or(0)
+            })
+            .sum();
+        if used_milli.saturating_add(request.milli_value()) > capacity.milli_value() {
+            let used = Quantity::from_milli(used_milli, Default::default());
+            return reject(
+                format!("OutOf{name}"),
+                format!("Node didn't have enough resource: {name}, requested: {request}, used: {used}, capacity: {capacity}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::pod::{Container, ContainerPort, ResourceRequirements, Toleration};
+
+    fn node() -> NodeView {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        NodeView {
+            name: "edge-1".into(),
+            labels: BTreeMap::from([("zone".to_owned(), "a".to_owned())]),
+            taints: vec![],
+            allocatable: BTreeMap::from([
+                ("cpu".to_owned(), q("2")),
+                ("memory".to_owned(), q("1Gi")),
+                ("pods".to_owned(), q("3")),
+            ]),
+        }
+    }
+
+    fn pod(cpu: &str, memory: &str) -> Pod {
+        let mut requests = BTreeMap::new();
+        if !cpu.is_empty() {
+            requests.insert("cpu".to_owned(), Quantity::parse(cpu).unwrap());
+        }
+        if !memory.is_empty() {
+            requests.insert("memory".to_owned(), Quantity::parse(memory).unwrap());
+        }
+        let mut pod = Pod::default();
+        pod.spec.containers.push(Container {
+            name: "app".into(),
+            resources: Some(ResourceRequirements {
+                requests,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        pod
+    }
+
+    fn reason(result: Result<(), Rejection>) -> String {
+        result.err().map(|r| r.reason).unwrap_or_default()
+    }
+
+    #[test]
+    fn resources_and_pod_count() {
+        let n = node();
+        let a = pod("1500m", "512Mi");
+        assert_eq!(reason(admit(&pod("600m", "100Mi"), &[&a], &n)), "OutOfcpu");
+        assert_eq!(
+            reason(admit(&pod("100m", "600Mi"), &[&a], &n)),
+            "OutOfmemory"
+        );
+        assert!(
+            admit(&pod("500m", "512Mi"), &[&a], &n).is_ok(),
+            "exactly full fits"
+        );
+        let full = [&a, &a, &a];
+        let rejected = admit(&pod("", ""), &full, &n).unwrap_err();
+        assert_eq!(rejected.reason, "OutOfpods");
+        assert!(
+            rejected.message.contains("capacity: 3"),
+            "{}",
+            rejected.message
+        );
+        assert_eq!(
+            reason(admit(
+                &pod("1", ""),
+                &[],
+                &NodeView {
+                    allocatable: BTreeMap::new(),
+                    ..node()
+                }
+            )),
+            ""
+        );
+    }
+
+    #[test]
+    fn node_name_os_selector_taints_ports() {
+        let n = node();
+        let mut p = pod("", "");
+        p.spec.node_name = Some("other".into());
+        assert_eq!(reason(admit(&p, &[], &n)), "NodeName");
+
+        let mut p = pod("", "");
+        p.spec.node_selector.insert("zone".into(), "b".into());
+        assert_eq!(reason(admit(&p, &[], &n)), "NodeAffinity");
+
+        let tainted = NodeView {
+            taints: vec![Taint {
+                key: "dedicated".into(),
+                value: Some("db".into()),
+                effect: TaintEffect::NoExecute,
+                time_added: None,
+            }],
+            ..node()
+        };
+        let mut p = pod("", "");
+        assert_eq!(reason(admit(&p, &[], &tainted)), "Taint");
+        p.spec.tolerations.push(Toleration {
+            key: Some("dedicated".into()),
+            operator: Some(TolerationOperator::Equal),
+            value: Some("db".into()),
+            effect: Some(TaintEffect::NoExecute),
+            toleration_seconds: None,
+        });
+        assert!(admit(&p, &[], &tainted).is_ok());
+
+        let with_port = |host_ip: Option<&str>| {
+            let mut p = pod("", "");
+            p.spec.containers[0].ports.push(ContainerPort {
+                container_port: 80,
+                host_port: Some(8080),
+                host_ip: host_ip.map(str::to_owned),
+                ..Default::default()
+            });
+            p
+        };
+        let taken = with_port(None);
+        assert_eq!(
+            reason(admit(&with_port(Some("127.0.0.1")), &[&taken], &n)),
+            "NodePorts"
+        );
+    }
+}

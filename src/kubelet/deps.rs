@@ -1,0 +1,91 @@
+//! What the kubelet's sync functions need from the volume and probe managers, as
+//! small traits so the sync paths run (and are tested) with or without them.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use crate::api::pod::Pod;
+use crate::prober::ProbeManager;
+use crate::runtime::actions;
+use crate::runtime::env::{ConfigSource, NoConfigSource};
+use crate::runtime::model::PodRuntimeStatus;
+use crate::status::containers as status_containers;
+
+/// Sets up and tears down a pod's volumes.
+pub trait PodVolumes: Send + Sync {
+    /// Prepares every volume; returns host paths by volume name.
+    fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, String>;
+    /// Unmounts and removes the pod's volumes.
+    fn teardown(&self, uid: &str) -> Result<(), String>;
+    /// Where configMap and secret references in env are read from.
+    fn config_source(&self) -> &dyn ConfigSource;
+}
+
+/// Runs probes for pods and reports their results.
+pub trait PodProbes: Send + Sync {
+    /// Starts or refreshes probe workers for the pod's running containers; `pod_ip`
+    /// is where HTTP/TCP/gRPC probes connect by default.
+    fn update_pod(&self, pod: &Pod, status: &PodRuntimeStatus, pod_ip: &str);
+    /// Stops liveness and startup probes (termination has begun).
+    fn stop_liveness_and_startup(&self, pod: &Pod);
+    /// Stops every probe of the pod.
+    fn remove_pod(&self, pod: &Pod);
+    /// Stops the probes of every pod not in `keep` (housekeeping).
+    fn cleanup_pods(&self, keep: &HashSet<String>);
+    /// Liveness and startup results, for compute_pod_actions.
+    fn action_results(&self, uid: &str) -> actions::ProbeResults;
+    /// Readiness and startup results, for status generation.
+    fn status_results(&self, uid: &str) -> status_containers::ProbeResults;
+}
+
+/// No volume support: pods without volumes run; a mount of a volume fails clearly.
+pub struct NoVolumes;
+
+impl PodVolumes for NoVolumes {
+    fn setup(&self, _: &Pod) -> Result<BTreeMap<String, PathBuf>, String> {
+        Ok(BTreeMap::new())
+    }
+    fn teardown(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn config_source(&self) -> &dyn ConfigSource {
+        &NoConfigSource
+    }
+}
+
+/// No probes: every container counts as healthy, started and ready.
+pub struct NoProbes;
+
+impl PodProbes for NoProbes {
+    fn update_pod(&self, _: &Pod, _: &PodRuntimeStatus, _: &str) {}
+    fn stop_liveness_and_startup(&self, _: &Pod) {}
+    fn remove_pod(&self, _: &Pod) {}
+    fn cleanup_pods(&self, _: &HashSet<String>) {}
+    fn action_results(&self, _: &str) -> actions::ProbeResults {
+        actions::ProbeResults::default()
+    }
+    fn status_results(&self, _: &str) -> status_containers::ProbeResults {
+        status_containers::ProbeResults::default()
+    }
+}
+
+impl PodProbes for ProbeManager {
+    fn update_pod(&self, pod: &Pod, status: &PodRuntimeStatus, pod_ip: &str) {
+        ProbeManager::update_pod(self, pod, status, pod_ip);
+    }
+    fn stop_liveness_and_startup(&self, pod: &Pod) {
+        ProbeManager::stop_liveness_and_startup(self, pod);
+    }
+    fn remove_pod(&self, pod: &Pod) {
+        ProbeManager::remove_pod(self, pod);
+    }
+    fn cleanup_pods(&self, keep: &HashSet<String>) {
+        ProbeManager::cleanup_pods(self, keep);
+    }
+    fn action_results(&self, uid: &str) -> actions::ProbeResults {
+        self.probe_results(uid)
+    }
+    fn status_results(&self, uid: &str) -> status_containers::ProbeResults {
+        ProbeManager::status_results(self, uid)
+    }
+}

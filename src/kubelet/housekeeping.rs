@@ -1,0 +1,151 @@
+//! Housekeeping (upstream HandlePodCleanups), every 2 s on the sync loop once all
+//! sources have reported: forget finished workers, restart desired pods no worker
+//! knows, finish deleted terminal pods, kill runtime pods nobody wants (1 s grace),
+//! delete orphaned mirror pods, remove orphaned pod directories and cgroups.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use super::Kubelet;
+use crate::api::pod::Pod;
+use crate::pod_workers::{UpdatePodOptions, UpdateType, WorkType};
+
+/// True when something is mounted at or below `dir` (never delete through a mount).
+fn has_mounts_below(dir: &Path) -> bool {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return true;
+    };
+    let prefix = dir.display().to_string();
+    mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .any(|m| m == prefix || m.starts_with(&format!("{prefix}/")))
+}
+
+impl Kubelet {
+    pub(super) fn housekeeping(&mut self) {
+        let desired: Vec<Pod> = self.pods.pods().cloned().collect();
+        let working = self.workers.sync_known_pods(&desired);
+        let possibly_running: HashSet<String> = working
+            .iter()
+            .filter(|(_, w)| matches!(w.state, WorkType::Sync | WorkType::Terminating))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        let running = match self.runtime.running_pods(false) {
+            Ok(running) => running,
+            Err(err) => {
+                log::error!("housekeeping: listing runtime pods: {err}");
+                return;
+            }
+        };
+        self.probes.cleanup_pods(&possibly_running);
+        let mut keep: HashSet<String> = desired.iter().map(|p| p.uid().to_owned()).collect();
+        self.status.remove_orphaned_statuses(&keep);
+
+        for fullname in self.pods.orphaned_mirror_fullnames() {
+            if self
+                .workers
+                .is_pod_for_mirror_pod_terminating_by_fullname(&fullname)
+            {
+                continue;
+            }
+            if let (Some(mirrors), Some(mirror)) =
+                (&self.mirrors, self.pods.mirror_by_fullname(&fullname))
+            {
+                if let Err(err) = mirrors.delete(mirror.namespace(), mirror.name(), None) {
+                    log::warn!("housekeeping: deleting orphaned mirror pod {fullname}: {err}");
+                }
+            }
+        }
+
+        let active: Vec<Pod> = self
+            .active_pods(desired.iter())
+            .into_iter()
+            .cloned()
+            .collect();
+        for pod in &active {
+            if !working.contains_key(pod.uid()) {
+                let mirror = self.pods.mirror_of(pod).cloned();
+                self.update(UpdateType::Create, pod.clone(), mirror);
+            }
+        }
+        let running_uids: HashSet<&str> = running.iter().map(|p| p.uid.as_str()).collect();
+        for pod in &desired {
+            let terminal = super::api_terminal(pod.status.phase.as_ref());
+            if pod.deletion_requested()
+                && terminal
+                && !working.contains_key(pod.uid())
+                && !running_uids.contains(pod.uid())
+            {
+                self.update(UpdateType::Kill, pod.clone(), None);
+            }
+        }
+        for orphan in running
+            .into_iter()
+            .filter(|p| !working.contains_key(&p.uid))
+        {
+            if desired.iter().any(|p| p.uid() == orphan.uid) {
+                continue;
+            }
+            log::info!(
+                "housekeeping: stopping runtime pod {}/{} ({}) that no source wants",
+                orphan.namespace,
+                orphan.name,
+                orphan.uid
+            );
+            self.workers
+                .update_pod(UpdatePodOptions::kill_runtime_pod(orphan, Some(1)));
+        }
+        keep.extend(possibly_running.iter().cloned());
+        self.remove_orphaned_pod_dirs(&keep);
+        self.remove_orphaned_cgroups(&possibly_running, &keep);
+    }
+
+    fn remove_orphaned_pod_dirs(&self, keep: &HashSet<String>) {
+        let pods_dir = self.root_dir.join("pods");
+        let Ok(entries) = std::fs::read_dir(&pods_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let uid = entry.file_name().to_string_lossy().into_owned();
+            if keep.contains(&uid) || self.workers.could_have_running_containers(&uid) {
+                continue;
+            }
+            let dir = entry.path();
+            if has_mounts_below(&dir) {
+                log::warn!(
+                    "housekeeping: orphaned pod dir {} still has mounts; left in place",
+                    dir.display()
+                );
+                continue;
+            }
+            if let Err(err) = std::fs::remove_dir_all(&dir) {
+                log::warn!(
+                    "housekeeping: removing orphaned pod dir {}: {err}",
+                    dir.display()
+                );
+            }
+        }
+    }
+
+    fn remove_orphaned_cgroups(&self, possibly_running: &HashSet<String>, keep: &HashSet<String>) {
+        let Some(cgroups) = &self.cgroups else {
+            return;
+        };
+        let uids = match cgroups.list_pod_uids() {
+            Ok(uids) => uids,
+            Err(err) => {
+                log::warn!("housekeeping: listing pod cgroups: {err}");
+                return;
+            }
+        };
+        for uid in uids {
+            if possibly_running.contains(&uid) || keep.contains(&uid) {
+                continue;
+            }
+            if let Err(err) = cgroups.remove_pod(&uid) {
+                log::warn!("housekeeping: removing orphaned pod cgroup {uid}: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The kubelet's sync loop (upstream syncLoop / syncLoopIteration) and its handlers.
+//!
+//! Runs on the `sync` thread, which owns the desired pods ([`PodManager`]) and never
+//! blocks on CRI, HTTP or cgroupfs: slow work goes to pod workers. One `select!` reads:
+//! - `updates`: PodUpdates from the sources (API watch, static files) → handlers;
+//! - `pleg`: container lifecycle events → a sync of the pod, if known;
+//! - `sync_tick` (1 s): pods whose work-queue entry is due, and active deadlines;
+//! - `housekeeping_tick` (2 s): [`housekeeping`], once every source has reported;
+//! - `probes`: liveness/readiness/startup results → status and a sync;
+//! - `shutdown`: leave the loop (containers keep running).
+//!
+//! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
+//! but shutdown is read, as upstream does.
+
+mod admission;
+pub mod deps;
+mod housekeeping;
+pub mod mirror;
+mod pod_manager;
+pub mod runtime_state;
+pub mod syncer;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{after, never, select_biased, tick, Receiver};
+
+pub use admission::{admit, NodeView, Rejection};
+pub use pod_manager::PodManager;
+
+use crate::api::meta::Time;
+use crate::api::pod::{Pod, PodPhase};
+use crate::cgroups::manager::PodCgroupManager;
+use crate::events::{EventType, Recorder};
+use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType};
+use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkQueue};
+use crate::prober::{ProbeKind, ProbeUpdate};
+use crate::runtime::actions::ProbeResult;
+use crate::runtime::manager::RuntimeManager;
+use crate::sources::{PodOperation, PodUpdate};
+use crate::status::manager::StatusManager;
+use deps::PodProbes;
+use mirror::MirrorClient;
+use runtime_state::RuntimeState;
+
+/// Period of the work-queue check.
+pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
+/// Period of housekeeping.
+pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
+/// A housekeeping run longer than this is logged as an error.
+const HOUSEKEEPING_WARNING: Duration = Duration::from_secs(1);
+
+/// Everything the sync loop works with.
+pub struct Kubelet {
+    pub pods: PodManager,
+    pub workers: PodWorkers,
+    pub queue: WorkQueue,
+    pub runtime: Arc<RuntimeManager>,
+    pub runtime_state: RuntimeState,
+    pub status: StatusManager,
+    pub probes: Arc<dyn PodProbes>,
+    pub cgroups: Option<Arc<PodCgroupManager>>,
+    pub mirrors: Option<MirrorClient>,
+    pub recorder: Recorder,
+    pub node: NodeView,
+    pub root_dir: std::path::PathBuf,
+    /// Sources that must report once before housekeeping runs.
+    pub expected_sources: HashSet<&'static str>,
+    seen_sources: HashSet<&'static str>,
+    /// Unix seconds of the last loop iteration (read by /healthz).
+    pub heartbeat: Arc<AtomicU64>,
+}
+
+/// The events the loop reacts to.
+enum Event {
+    Config(PodUpdate),
+    ConfigClosed,
+    Pleg(PodLifecycleEvent),
+    SyncTick,
+    Housekeeping,
+    Probe(ProbeUpdate),
+    Shutdown,
+}
+
+fn creation_key(pod: &Pod) -> i64 {
+    pod.metadata
+        .creation_timestamp
+        .map(|t| t.unix_seconds())
+        .unwrap_or(0)
+}
+
+fn api_terminal(phase: Option<&PodPhase>) -> bool {
+    matches!(phase, Some(PodPhase::Succeeded) | Some(PodPhase::Failed))
+}
+
+impl Kubelet {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        workers: PodWorkers,
+        queue: WorkQueue,
+        runtime: Arc<RuntimeManager>,
+        runtime_state: RuntimeState,
+        status: StatusManager,
+        probes: Arc<dyn PodProbes>,
+        cgroups: Option<Arc<PodCgroupManager>>,
+        mirrors: Option<MirrorClient>,
+        recorder: Recorder,
+        node: NodeView,
+        root_dir: std::path::PathBuf,
+        expected_sources: HashSet<&'static str>,
+    ) -> Kubelet {
+        Kubelet {
+            pods: PodManager::new(),
+            workers,
+            queue,
+            runtime,
+            runtime_state,
+            status,
+            probes,
+            cgroups,
+            mirrors,
+            recorder,
+            node,
+            root_dir,
+            expected_sources,
+            seen_sources: HashSet::new(),
+            heartbeat: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn sources_ready(&self) -> bool {
+        self.expected_sources
+            .iter()
+            .all(|s| self.seen_sources.contains(s))
+    }
+
+    /// Runs the loop until shutdown or until the sources close.
+    pub fn run(
+        mut self,
+        updates: Receiver<PodUpdate>,
+        pleg: Receiver<PodLifecycleEvent>,
+        probes: Receiver<ProbeUpdate>,
+        shutdown: Receiver<()>,
+    ) {
+        let sync_tick = tick(SYNC_PERIOD);
+        let housekeeping_tick = tick(HOUSEKEEPING_PERIOD);
+        let mut updates = Some(updates);
+        let mut backoff = Duration::from_millis(100);
+        let mut last_gate_log: Option<Instant> = None;
+        loop {
+            let errors = self.runtime_state.runtime_errors(Instant::now());
+            if !errors.is_empty() {
+                if last_gate_log.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    log::warn!("skipping pod synchronization: {}", errors.join("; "));
+                    last_gate_log = Some(Instant::now());
+                }
+                select_biased! {
+                    recv(shutdown) -> _ => return,
+                    recv(after(backoff)) -> _ => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+            backoff = Duration::from_millis(100);
+            self.beat();
+            let config = updates.clone().unwrap_or_else(never);
+            let event = select_biased! {
+                recv(shutdown) -> _ => Event::Shutdown,
+                recv(config) -> update => match update {
+                    Ok(update) => Event::Config(update),
+                    Err(_) => Event::ConfigClosed,
+                },
+                recv(pleg) -> event => match event {
+                    Ok(event) => Event::Pleg(event),
+                    Err(_) => Event::Shutdown,
+                },
+                recv(probes) -> update => match update {
+                    Ok(update) => Event::Probe(update),
+                    Err(_) => continue,
+                },
+                recv(sync_tick) -> _ => Event::SyncTick,
+                recv(housekeeping_tick) -> _ => Event::Housekeeping,
+            };
+            match event {
+                Event::Shutdown => return,
+                Event::ConfigClosed => {
+                    log::info!("pod sources closed; the sync loop keeps serving known pods");
+                    updates = None;
+                }
+                other => self.handle(other),
+            }
+            self.beat();
+        }
+    }
+
+    fn beat(&self) {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.heartbeat.store(now, Ordering::Relaxed);
+    }
+
+    fn handle(&mut self, event: Event) {
+        let started = Instant::now();
+        match event {
+            Event::Config(update) => {
+                let source = update.source;
+                match update.op {
+                    PodOperation::Add => self.handle_pod_additions(update.pods),
+                    PodOperation::Update | PodOperation::Delete => {
+                        self.handle_pod_updates(update.pods)
+                    }
+                    PodOperation::Remove => self.handle_pod_removes(update.pods),
+                    PodOperation::Reconcile => self.handle_pod_reconcile(update.pods),
+                }
+                self.seen_sources.insert(source);
+            }
+            Event::Pleg(event) => {
+                if event.kind != PodLifecycleEventType::ContainerRemoved {
+                    if let Some(pod) = self.pods.get(&event.uid).cloned() {
+                        self.handle_pod_syncs(vec![pod]);
+                    }
+                }
+            }
+            Event::SyncTick => {
+                let due = self.queue.take_due(Instant::now());
+                let mut pods: Vec<Pod> = due
+                    .iter()
+                    .filter_map(|uid| self.pods.get(uid).cloned())
+                    .collect();
+                let now = Time::now();
+                for pod in self.pods.pods() {
+                    if deadline_passed(pod, &self.status, now)
+                        && !pods.iter().any(|p| p.uid() == pod.uid())
+                    {
+                        pods.push(pod.clone());
+                    }
+                }
+                if !pods.is_empty() {
+                    self.handle_pod_syncs(pods);
+                }
+            }
+            Event::Housekeeping => {
+                if self.sources_ready() {
+                    self.housekeeping();
+                    if started.elapsed() > HOUSEKEEPING_WARNING {
+                        log::error!("housekeeping took {:?}", started.elapsed());
+                    }
+                }
+            }
+            Event::Probe(update) => self.handle_probe(update),
+            Event::ConfigClosed | Event::Shutdown => {}
+        }
+        log::trace!("sync loop iteration took {:?}", started.elapsed());
+    }
+
+    fn handle_probe(&mut self, update: ProbeUpdate) {
+        let success = update.result == ProbeResult::Success;
+        match update.kind {
+            ProbeKind::Liveness if success => return,
+            ProbeKind::Liveness => {}
+            ProbeKind::Readiness => {
+                self.status
+                    .set_container_readiness(&update.uid, &update.container_id, success)
+            }
+            ProbeKind::Startup => {
+                self.status
+                    .set_container_startup(&update.uid, &update.container_id, success)
+            }
+        }
+        if let Some(pod) = self.pods.get(&update.uid).cloned() {
+            self.handle_pod_syncs(vec![pod]);
+        }
+    }
+
+    /// Pods that count against admission (upstream filterOutInactivePods).
+    fn active_pods<'a>(&self, pods: impl Iterator<Item = &'a Pod>) -> Vec<&'a Pod> {
+        pods.filter(|p| {
+            if self.workers.is_pod_known_terminated(p.uid()) {
+                return false;
+            }
+            let cached = self.status.get_pod_status(p.uid());
+            let terminal = api_terminal(p.status.phase.as_ref())
+                || cached
+                    .as_ref()
+                    .is_some_and(|s| api_terminal(s.phase.as_ref()));
+            !terminal || self.workers.is_pod_termination_requested(p.uid())
+        })
+        .collect()
+    }
+
+    fn update(&self, kind: UpdateType, pod: Pod, mirror: Option<Pod>) {
+        let mut options = UpdatePodOptions::new(kind, pod);
+        options.mirror_pod = mirror;
+        self.workers.update_pod(options);
+    }
+
+    fn handle_pod_additions(&mut self, mut pods: Vec<Pod>) {
+        pods.sort_by_key(creation_key);
+        for pod in pods {
+            let existing: Vec<Pod> = self.pods.pods().cloned().collect();
+            self.pods.upsert(pod.clone());
+            if pod.is_mirror() {
+                if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
+                    self.update(UpdateType::Update, static_pod, Some(pod));
+                }
+                continue;
+            }
+            if !self.workers.is_pod_termination_requested(pod.uid()) {
+                let active = self.active_pods(existing.iter());
+                if let Err(rejection) = admit(&pod, &active, &self.node) {
+                    self.reject_pod(&pod, &rejection);
+                    continue;
+                }
+            }
+            let mirror = self.pods.mirror_of(&pod).cloned();
+            self.update(UpdateType::Create, pod, mirror);
+        }
+    }
+
+    /// Fails a pod that cannot run here (upstream rejectPod).
+    fn reject_pod(&self, pod: &Pod, rejection: &Rejection) {
+        self.recorder.pod(
+            pod,
+            EventType::Warning,
+            &rejection.reason,
+            &rejection.message,
+        );
+        let mut status = pod.status.clone();
+        status.phase = Some(PodPhase::Failed);
+        status.reason = Some(rejection.reason.clone());
+        status.message = Some(format!("Pod was rejected: {}", rejection.message));
+        self.status.set_pod_status(pod, status);
+    }
+
+    fn handle_pod_updates(&mut self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pods.upsert(pod.clone());
+            if pod.is_mirror() {
+                if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
+                    self.update(UpdateType::Update, static_pod, Some(pod));
+                }
+                continue;
+            }
+            let mirror = self.pods.mirror_of(&pod).cloned();
+            self.update(UpdateType::Update, pod, mirror);
+        }
+    }
+
+    fn handle_pod_removes(&mut self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pods.remove(&pod);
+            if pod.is_mirror() {
+                if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
+                    self.update(UpdateType::Update, static_pod, None);
+                }
+                continue;
+            }
+            if !self.sources_ready() {
+                // Housekeeping terminates it as an orphan once the sources are ready.
+                log::debug!(
+                    "pod {}: removal deferred until all sources are ready",
+                    pod.full_name()
+                );
+                continue;
+            }
+            self.update(UpdateType::Kill, pod, None);
+        }
+    }
+
+    fn handle_pod_reconcile(&mut self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pods.upsert(pod.clone());
+            if !pod.spec.readiness_gates.is_empty() && !pod.is_mirror() {
+                let mirror = self.pods.mirror_of(&pod).cloned();
+                self.update(UpdateType::Sync, pod, mirror);
+            }
+        }
+    }
+
+    fn handle_pod_syncs(&self, pods: Vec<Pod>) {
+        for pod in pods {
+            if pod.is_mirror() {
+                log::error!("pod {}: sync requested for a mirror pod", pod.full_name());
+                continue;
+            }
+            let mirror = self.pods.mirror_of(&pod).cloned();
+            self.update(UpdateType::Sync, pod, mirror);
+        }
+    }
+}
+
+/// True when the pod has run longer than its activeDeadlineSeconds.
+fn deadline_passed(pod: &Pod, status: &StatusManager, now: Time) -> bool {
+    let Some(deadline) = pod.spec.active_deadline_seconds else {
+        return false;
+    };
+    let start = status
+        .get_pod_status(pod.uid())
+        .and_then(|s| s.start_time)
+        .or(pod.status.start_time);
+    start.is_some_and(|s| now.unix_seconds() - s.unix_seconds() >= deadline)
+        && !api_terminal(pod.status.phase.as_ref())
+}

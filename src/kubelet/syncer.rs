@@ -1,0 +1,388 @@
+//! The kubelet's sync functions (upstream SyncPod, SyncTerminatingPod,
+//! SyncTerminatingRuntimePod, SyncTerminatedPod): what the pod workers call on their
+//! threads. Each generates the pod's API status, hands it to the status manager and
+//! drives the runtime, cgroups, volumes, probes and mirror pods in upstream's order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::deps::{PodProbes, PodVolumes};
+use super::mirror::{is_mirror_of, MirrorClient};
+use super::runtime_state::RuntimeState;
+use crate::api::meta::Time;
+use crate::api::pod::{Pod, PodStatus};
+use crate::cgroups::manager::PodCgroupManager;
+use crate::cgroups::qos::pod_qos;
+use crate::events::{EventType, Recorder};
+use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, UpdateType};
+use crate::runtime::env::EnvContext;
+use crate::runtime::manager::RuntimeManager;
+use crate::runtime::model::{PodRuntimeStatus, RunningPod};
+use crate::runtime::sync::SyncInputs;
+use crate::status::containers::SyncError as WaitingReason;
+use crate::status::generate::{generate_pod_status, Eviction, PodStatusInput};
+use crate::status::manager::StatusManager;
+
+/// Node facts the sync functions use.
+#[derive(Clone, Debug, Default)]
+pub struct NodeFacts {
+    pub name: String,
+    pub host_ips: Vec<String>,
+    /// Container ID prefix in statuses, e.g. `containerd`.
+    pub runtime_name: String,
+    pub root_dir: PathBuf,
+}
+
+/// Implements [`PodSyncer`] for the real kubelet.
+pub struct KubeletSyncer {
+    pub runtime: Arc<RuntimeManager>,
+    pub status: StatusManager,
+    pub cgroups: Option<Arc<PodCgroupManager>>,
+    pub volumes: Arc<dyn PodVolumes>,
+    pub probes: Arc<dyn PodProbes>,
+    pub runtime_state: RuntimeState,
+    pub recorder: Recorder,
+    pub mirrors: Option<MirrorClient>,
+    pub node: NodeFacts,
+    /// The waiting reasons of each pod's last runtime sync (upstream reasonCache).
+    reasons: Mutex<HashMap<String, BTreeMap<String, WaitingReason>>>,
+}
+
+impl KubeletSyncer {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        runtime: Arc<RuntimeManager>,
+        status: StatusManager,
+        cgroups: Option<Arc<PodCgroupManager>>,
+        volumes: Arc<dyn PodVolumes>,
+        probes: Arc<dyn PodProbes>,
+        runtime_state: RuntimeState,
+        recorder: Recorder,
+        mirrors: Option<MirrorClient>,
+        node: NodeFacts,
+    ) -> KubeletSyncer {
+        KubeletSyncer {
+            runtime,
+            status,
+            cgroups,
+            volumes,
+            probes,
+            runtime_state,
+            recorder,
+            mirrors,
+            node,
+            reasons: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn reasons_of(&self, uid: &str) -> BTreeMap<String, WaitingReason> {
+        self.reasons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uid)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn set_reasons(&self, uid: &str, reasons: BTreeMap<String, WaitingReason>) {
+        let mut all = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
+        if reasons.is_empty() {
+            all.remove(uid);
+        } else {
+            all.insert(uid.to_owned(), reasons);
+        }
+    }
+
+    /// The pod's API status as of `runtime` (upstream generateAPIPodStatus).
+    fn api_status(
+        &self,
+        pod: &Pod,
+        runtime: &PodRuntimeStatus,
+        terminal: bool,
+        terminating: bool,
+    ) -> PodStatus {
+        let previous = self.status.get_pod_status(pod.uid());
+        let now = Time::now();
+        let mut input = PodStatusInput::new(pod, runtime, &self.node.runtime_name, now);
+        input.previous = previous.as_ref();
+        input.probes = self.probes.status_results(pod.uid());
+        input.sync_errors = self.reasons_of(pod.uid());
+        input.pod_is_terminal = terminal;
+        input.terminating = terminating;
+        input.host_ips = self.node.host_ips.clone();
+        input.qos_class = Some(pod_qos(pod).into());
+        input.eviction = active_deadline_exceeded(pod, previous.as_ref(), now);
+        generate_pod_status(&input)
+    }
+
+    fn ensure_pod_cgroup(
+        &self,
+        pod: &Pod,
+        runtime: &PodRuntimeStatus,
+        api: &PodStatus,
+    ) -> Result<String, SyncError> {
+        let Some(cgroups) = &self.cgroups else {
+            return Ok(String::new());
+        };
+        let first_sync = !api
+            .container_statuses
+            .iter()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+        if !cgroups.exists(pod.uid()) && !first_sync {
+            // Containers run outside a pod cgroup (e.g. cgroups were set up after a
+            // restart): they must be restarted inside one.
+            let killed = self
+                .runtime
+                .kill_pod(Some(pod), &runtime.to_running_pod(), None);
+            if !killed.is_ok() {
+                log::warn!(
+                    "pod {}: killing containers outside a pod cgroup: {killed}",
+                    pod.full_name()
+                );
+            }
+        }
+        let created = cgroups
+            .ensure_pod(pod)
+            .and_then(|_| cgroups.pod_cgroup_name(pod));
+        created.map_err(|err| {
+            let message = format!("unable to ensure pod container exists: {err}");
+            self.recorder.pod(
+                pod,
+                EventType::Warning,
+                "FailedToCreatePodContainer",
+                &message,
+            );
+            SyncError::Other(message)
+        })
+    }
+
+    fn sync_mirror_pod(&self, pod: &Pod, mirror: Option<&Pod>) {
+        let Some(mirrors) = &self.mirrors else {
+            return;
+        };
+        if !pod.is_static() {
+            return;
+        }
+        let mut have_mirror = mirror.is_some();
+        if let Some(mirror) = mirror {
+            if mirror.deletion_requested() || !is_mirror_of(mirror, pod) {
+                match mirrors.delete(mirror.namespace(), mirror.name(), Some(mirror.uid())) {
+                    Ok(()) => have_mirror = false,
+                    Err(err) => {
+                        log::warn!("pod {}: deleting stale mirror pod: {err}", pod.full_name())
+                    }
+                }
+            }
+        }
+        if !have_mirror {
+            if let Err(err) = mirrors.create(pod) {
+                log::warn!("pod {}: creating mirror pod: {err}", pod.full_name());
+            }
+        }
+    }
+
+    fn make_pod_dirs(&self, pod: &Pod) -> Result<(), SyncError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = self.node.root_dir.join("pods").join(pod.uid());
+        for dir in [base.join("volumes"), base.join("plugins")] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o750)
+                .create(&dir)
+                .map_err(|err| {
+                    let message = format!("error making pod data directories: {err}");
+                    self.recorder.pod(
+                        pod,
+                        EventType::Warning,
+                        "FailedToMakePodDataDirectories",
+                        &message,
+                    );
+                    SyncError::Other(message)
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// The active-deadline eviction (upstream activeDeadlineHandler): the pod ran longer
+/// than spec.activeDeadlineSeconds since its start time.
+fn active_deadline_exceeded(
+    pod: &Pod,
+    previous: Option<&PodStatus>,
+    now: Time,
+) -> Option<Eviction> {
+    let deadline = pod.spec.active_deadline_seconds?;
+    let start = previous
+        .and_then(|s| s.start_time)
+        .or(pod.status.start_time)?;
+    if now.unix_seconds() - start.unix_seconds() < deadline {
+        return None;
+    }
+    Some(Eviction {
+        reason: "DeadlineExceeded".into(),
+        message: format!(
+            "Pod was active on the node longer than the specified deadline of {deadline} seconds"
+        ),
+    })
+}
+
+impl PodSyncer for KubeletSyncer {
+    fn sync_pod(
+        &self,
+        _cancel: &Cancel,
+        _update_type: UpdateType,
+        pod: &Pod,
+        mirror: Option<&Pod>,
+        runtime: &PodRuntimeStatus,
+    ) -> Result<bool, SyncError> {
+        let api = self.api_status(pod, runtime, false, false);
+        let phase_terminal = crate::status::is_terminal_phase(api.phase.as_ref());
+        let host_network = pod.spec.host_network.unwrap_or(false);
+        let pod_ips: Vec<String> = if host_network {
+            self.node.host_ips.clone()
+        } else {
+            api.pod_ips.iter().map(|ip| ip.ip.clone()).collect()
+        };
+        self.status.set_pod_status(pod, api.clone());
+        if phase_terminal {
+            return Ok(true);
+        }
+        if let (Some(problem), false) = (self.runtime_state.network_error(), host_network) {
+            let message = format!("network is not ready: {problem}");
+            self.recorder
+                .pod(pod, EventType::Warning, "NetworkNotReady", &message);
+            return Err(SyncError::NetworkNotReady(problem));
+        }
+        let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
+        self.sync_mirror_pod(pod, mirror);
+        self.make_pod_dirs(pod)?;
+        let volumes = self.volumes.setup(pod).map_err(|err| {
+            let message = format!("Unable to attach or mount volumes: {err}");
+            self.recorder
+                .pod(pod, EventType::Warning, "FailedMountVolume", &message);
+            SyncError::Other(message)
+        })?;
+        let probe_ip = pod_ips.first().cloned().unwrap_or_else(|| {
+            if host_network {
+                "127.0.0.1".into()
+            } else {
+                String::new()
+            }
+        });
+        let env = EnvContext {
+            node_name: self.node.name.clone(),
+            host_ips: self.node.host_ips.clone(),
+            pod_ips,
+            node_allocatable: BTreeMap::new(),
+        };
+        let inputs = SyncInputs {
+            cgroup_parent,
+            volumes: &volumes,
+            env: &env,
+            config_source: self.volumes.config_source(),
+            pull_auth: None,
+        };
+        let probes = self.probes.action_results(pod.uid());
+        let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
+        self.set_reasons(pod.uid(), outcome.container_errors());
+        self.probes.update_pod(pod, runtime, &probe_ip);
+        if outcome.is_ok() || outcome.only_backoff() {
+            Ok(false)
+        } else {
+            Err(SyncError::Other(outcome.to_string()))
+        }
+    }
+
+    fn sync_terminating_pod(
+        &self,
+        _cancel: &Cancel,
+        pod: &Pod,
+        runtime: &PodRuntimeStatus,
+        grace: Option<i64>,
+        status_fn: Option<StatusFn>,
+    ) -> Result<(), SyncError> {
+        let mut api = self.api_status(pod, runtime, false, true);
+        if let Some(edit) = &status_fn {
+            edit(&mut api);
+        }
+        self.status.set_pod_status(pod, api);
+        self.probes.stop_liveness_and_startup(pod);
+        let killed = self
+            .runtime
+            .kill_pod(Some(pod), &runtime.to_running_pod(), grace);
+        if !killed.is_ok() {
+            let message = format!("error killing pod: {killed}");
+            self.recorder
+                .pod(pod, EventType::Warning, "FailedToKillPod", &message);
+            return Err(SyncError::Other(message));
+        }
+        self.probes.remove_pod(pod);
+        // Trust, but verify: ask the runtime directly, not the cache.
+        let fresh = self
+            .runtime
+            .pod_status(pod.uid(), pod.name(), pod.namespace())
+            .map_err(|err| {
+                SyncError::Other(format!("unable to read pod status after kill: {err}"))
+            })?;
+        let still: Vec<&str> = fresh
+            .containers
+            .iter()
+            .filter(|c| c.state == crate::runtime::model::ContainerState::Running)
+            .map(|c| c.id.as_str())
+            .collect();
+        if !still.is_empty() {
+            return Err(SyncError::Other(format!(
+                "detected running containers after a successful KillPod, CRI violation: {still:?}"
+            )));
+        }
+        let mut api = self.api_status(pod, &fresh, true, true);
+        if let Some(edit) = &status_fn {
+            edit(&mut api);
+        }
+        self.status.set_pod_status(pod, api);
+        Ok(())
+    }
+
+    fn sync_terminating_runtime_pod(
+        &self,
+        _cancel: &Cancel,
+        running: &RunningPod,
+    ) -> Result<(), SyncError> {
+        let killed = self.runtime.kill_pod(None, running, Some(1));
+        if killed.is_ok() {
+            Ok(())
+        } else {
+            log::warn!(
+                "orphaned pod {}/{} ({}): {killed}",
+                running.namespace,
+                running.name,
+                running.uid
+            );
+            Err(SyncError::Other(format!(
+                "error killing orphaned pod: {killed}"
+            )))
+        }
+    }
+
+    fn sync_terminated_pod(
+        &self,
+        _cancel: &Cancel,
+        pod: &Pod,
+        runtime: &PodRuntimeStatus,
+    ) -> Result<(), SyncError> {
+        let api = self.api_status(pod, runtime, true, true);
+        self.status.set_pod_status(pod, api);
+        self.volumes
+            .teardown(pod.uid())
+            .map_err(|err| SyncError::Other(format!("unmounting volumes: {err}")))?;
+        if let Some(cgroups) = &self.cgroups {
+            cgroups
+                .remove_pod(pod.uid())
+                .map_err(|err| SyncError::Other(format!("removing pod cgroup: {err}")))?;
+        }
+        self.set_reasons(pod.uid(), BTreeMap::new());
+        self.status.terminate_pod(pod);
+        Ok(())
+    }
+}
