@@ -16,6 +16,7 @@ use crate::config::Flags;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, NoVolumes, PodProbes};
+use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::runtime_state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
@@ -26,7 +27,9 @@ use crate::prober::ProbeManager;
 use crate::process::Shutdown;
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::dns::{DnsSettings, ResolvConf};
+use crate::runtime::gc::GcPolicy;
 use crate::runtime::hooks::CriHookRunner;
+use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
@@ -257,8 +260,10 @@ pub fn run(
         timings,
     );
     let _ = workers_cell.set(workers.clone());
+    let (gc_manager, gc_workers, gc_recorder) =
+        (manager.clone(), workers.clone(), recorder.clone());
 
-    let kubelet = Kubelet::new(
+    let mut kubelet = Kubelet::new(
         workers,
         queue,
         manager,
@@ -273,6 +278,25 @@ pub fn run(
         root_dir,
         expected,
     );
+    let (deaths_tx, deaths_rx) = bounded(256);
+    kubelet.deaths = Some(deaths_tx);
+    GcLoop {
+        manager: gc_manager,
+        workers: gc_workers,
+        sources_ready: kubelet.sources_ready.clone(),
+        policy: GcPolicy {
+            min_age: flags.minimum_container_ttl_duration,
+            ..Default::default()
+        },
+        image_policy: ImageGcPolicy {
+            high_threshold_percent: flags.image_gc_high_threshold,
+            low_threshold_percent: flags.image_gc_low_threshold,
+            ..Default::default()
+        },
+        recorder: gc_recorder,
+        node_name: node.clone(),
+    }
+    .spawn(deaths_rx, shutdown.clone())?;
     log::info!("litelet running as node {node:?}");
     kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
     // Give threads a moment to notice the shutdown; containers stay running.

@@ -103,6 +103,18 @@ pub struct Flags {
     #[arg(long, value_name = "DURATION", default_value = "1m0s", value_parser = parse_duration)]
     pub sync_frequency: Duration,
 
+    /// Dead containers younger than this are kept, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub minimum_container_ttl_duration: Duration,
+
+    /// Image disk usage (percent) at which image garbage collection starts.
+    #[arg(long, value_name = "PERCENT", default_value_t = 85, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_high_threshold: u8,
+
+    /// Image disk usage (percent) image garbage collection frees down to.
+    #[arg(long, value_name = "PERCENT", default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_low_threshold: u8,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',

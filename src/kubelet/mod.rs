@@ -14,6 +14,7 @@
 
 mod admission;
 pub mod deps;
+pub mod gc_loop;
 mod housekeeping;
 pub mod mirror;
 mod pod_manager;
@@ -21,7 +22,7 @@ pub mod runtime_state;
 pub mod syncer;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -69,6 +70,10 @@ pub struct Kubelet {
     /// Sources that must report once before housekeeping runs.
     pub expected_sources: HashSet<&'static str>,
     seen_sources: HashSet<&'static str>,
+    /// Set once every source has reported (read by the `gc` thread).
+    pub sources_ready: Arc<AtomicBool>,
+    /// Pod UIDs whose containers died, for the `gc` thread's prompt clean-up.
+    pub deaths: Option<crossbeam_channel::Sender<String>>,
     /// Unix seconds of the last loop iteration (read by /healthz).
     pub heartbeat: Arc<AtomicU64>,
 }
@@ -126,6 +131,8 @@ impl Kubelet {
             root_dir,
             expected_sources,
             seen_sources: HashSet::new(),
+            sources_ready: Arc::new(AtomicBool::new(false)),
+            deaths: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -217,8 +224,16 @@ impl Kubelet {
                     PodOperation::Reconcile => self.handle_pod_reconcile(update.pods),
                 }
                 self.seen_sources.insert(source);
+                if self.sources_ready() {
+                    self.sources_ready.store(true, Ordering::Relaxed);
+                }
             }
             Event::Pleg(event) => {
+                if event.kind == PodLifecycleEventType::ContainerDied {
+                    if let Some(deaths) = &self.deaths {
+                        let _ = deaths.try_send(event.uid.clone());
+                    }
+                }
                 if event.kind != PodLifecycleEventType::ContainerRemoved {
                     if let Some(pod) = self.pods.get(&event.uid).cloned() {
                         self.handle_pod_syncs(vec![pod]);

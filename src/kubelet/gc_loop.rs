@@ -1,0 +1,120 @@
+//! The `gc` thread: container, sandbox and log garbage collection every minute, image
+//! garbage collection every five minutes (upstream StartGarbageCollection), and a
+//! prompt clean-up of dead containers when the sync loop reports a container death.
+//!
+//! The sync loop only sends a request (never blocks); this thread does the CRI work.
+//! A pod's containers are removed entirely only once its workers say its content may
+//! go (deleted or evicted and terminated), and only after every source has reported.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{select, tick, Receiver};
+
+use crate::events::{EventType, Recorder};
+use crate::pod_workers::PodWorkers;
+use crate::runtime::gc::GcPolicy;
+use crate::runtime::image_gc::{ImageGc, ImageGcPolicy};
+use crate::runtime::manager::RuntimeManager;
+
+pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
+pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+/// Container deaths within this window share one clean-up run.
+const DEATH_DEBOUNCE: Duration = Duration::from_secs(5);
+
+/// Everything the `gc` thread needs.
+pub struct GcLoop {
+    pub manager: Arc<RuntimeManager>,
+    pub workers: PodWorkers,
+    pub sources_ready: Arc<AtomicBool>,
+    pub policy: GcPolicy,
+    pub image_policy: ImageGcPolicy,
+    pub recorder: Recorder,
+    pub node_name: String,
+}
+
+impl GcLoop {
+    /// Starts the thread; `deaths` carries pod UIDs whose containers died.
+    pub fn spawn(
+        self,
+        deaths: Receiver<String>,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("gc".into())
+            .stack_size(512 * 1024)
+            .spawn(move || self.run(deaths, shutdown))
+    }
+
+    fn run(self, deaths: Receiver<String>, shutdown: Receiver<()>) {
+        let containers = tick(CONTAINER_GC_PERIOD);
+        let images = tick(IMAGE_GC_PERIOD);
+        let mut image_gc = match ImageGc::new(self.image_policy.clone()) {
+            Ok(gc) => Some(gc),
+            Err(err) => {
+                log::warn!("image garbage collection disabled: {err}");
+                None
+            }
+        };
+        let mut last_death_run: Option<Instant> = None;
+        let mut image_failures = 0u32;
+        loop {
+            select! {
+                recv(shutdown) -> _ => return,
+                recv(containers) -> _ => self.collect_containers(),
+                recv(deaths) -> uid => {
+                    if uid.is_err() {
+                        return;
+                    }
+                    if last_death_run.is_none_or(|t| t.elapsed() >= DEATH_DEBOUNCE) {
+                        last_death_run = Some(Instant::now());
+                        self.collect_containers();
+                    }
+                }
+                recv(images) -> _ => {
+                    if let Some(gc) = image_gc.as_mut() {
+                        let report = gc.run(&self.manager.images, &self.manager.runtime, SystemTime::now());
+                        if report.errors.is_empty() {
+                            image_failures = 0;
+                        } else {
+                            image_failures += 1;
+                            let message = report.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
+                            log::warn!("image garbage collection: {message}");
+                            // Upstream reports only a repeated failure as an event.
+                            if image_failures > 1 {
+                                self.recorder.node(&self.node_name, EventType::Warning, "ImageGCFailed", message);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn collect_containers(&self) {
+        let workers = &self.workers;
+        let removable = |uid: &str| workers.should_pod_content_be_removed(uid);
+        let errors = self.manager.garbage_collect(
+            &self.policy,
+            self.sources_ready.load(Ordering::Relaxed),
+            &removable,
+            SystemTime::now(),
+        );
+        if !errors.is_empty() {
+            let message = errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            log::warn!("container garbage collection: {message}");
+            self.recorder.node(
+                &self.node_name,
+                EventType::Warning,
+                "ContainerGCFailed",
+                message,
+            );
+        }
+    }
+}
