@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::cri::{ConnectOptions, CriError, Endpoint};
+use crate::node;
 
 /// The default CRI socket, containerd's.
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
@@ -62,6 +63,31 @@ pub struct Flags {
     /// Most pods this node runs.
     #[arg(long, value_name = "N", default_value_t = 110)]
     pub max_pods: u32,
+
+    /// Labels to add when registering the node (`key=value,...`); only labels a node
+    /// may set on itself (no `node-role.kubernetes.io/...`).
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = node_flag(node::config::parse_node_labels))]
+    pub node_labels: Option<String>,
+
+    /// Taints the node is created with (`key=value:Effect,...`); never changed later.
+    #[arg(long, value_name = "KEY=VALUE:EFFECT,...", value_parser = node_flag(node::config::parse_taints))]
+    pub register_with_taints: Option<String>,
+
+    /// Resources held back for Kubernetes daemons (`cpu=100m,memory=100Mi,...`).
+    #[arg(long, value_name = "RESOURCE=QUANTITY,...", value_parser = node_flag(node::config::parse_reserved))]
+    pub kube_reserved: Option<String>,
+
+    /// Resources held back for the operating system (`cpu=100m,memory=100Mi,...`).
+    #[arg(long, value_name = "RESOURCE=QUANTITY,...", value_parser = node_flag(node::config::parse_reserved))]
+    pub system_reserved: Option<String>,
+
+    /// Hard eviction thresholds (`memory.available<100Mi,nodefs.available<10%`); replaces the defaults.
+    #[arg(long, value_name = "SIGNAL<VALUE,...", value_parser = node_flag(node::config::parse_eviction_hard))]
+    pub eviction_hard: Option<String>,
+
+    /// How often the node status is computed (and sent when it changed), as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub node_status_update_frequency: Duration,
 
     /// Port of the authenticated node API (HTTPS).
     #[arg(long, value_name = "PORT", default_value_t = 10250)]
@@ -167,6 +193,18 @@ impl RuntimeFlags {
             pull_timeout: self.image_pull_timeout,
         };
         Ok((endpoint, options))
+    }
+}
+
+/// A clap value parser that checks a node flag with `parse` and keeps its text
+/// (`node::NodeConfig::from_flags` parses it again into values).
+fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
+    parse: fn(&str) -> Result<T, E>,
+) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        parse(text)
+            .map(|_| text.to_owned())
+            .map_err(|e| e.to_string())
     }
 }
 

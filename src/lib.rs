@@ -11,6 +11,7 @@ pub mod config;
 pub mod cri;
 pub mod events;
 pub mod kubelet;
+pub mod node;
 pub mod pleg;
 pub mod pod_workers;
 pub mod prober;

@@ -1,0 +1,656 @@
+//! The node's configuration as the `node` and `lease` threads use it ([`NodeConfig`]),
+//! and the pure parsers of the flags that feed it: `--node-labels`,
+//! `--register-with-taints`, `--kube-reserved`/`--system-reserved` and
+//! `--eviction-hard`, with upstream's formats and checks.
+//!
+//! No I/O and no threads. Field names follow the KubeletConfiguration names
+//! (`kubeReserved` → `kube_reserved`, `nodeStatusUpdateFrequency` → ...). Every parser
+//! names the offending item in its error, so a bad flag is fixed at the first try.
+//!
+//! Invariants: labels in `labels` passed [`parse_node_labels`] (NodeRestriction
+//! would refuse the others); taints have a valid key, value and effect; reservations
+//! are non-negative quantities of known resources.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::api::node::{Taint, TaintEffect};
+use crate::api::quantity::Quantity;
+
+/// Node status is computed (and sent when changed) this often.
+pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
+/// Node status is sent at least this often, even unchanged.
+pub const DEFAULT_NODE_STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
+/// The lease counts as expired this long after its renew time.
+pub const DEFAULT_NODE_LEASE_DURATION_SECONDS: i32 = 40;
+/// The lease is renewed every quarter of its duration, as upstream.
+pub const LEASE_RENEW_FRACTION: f64 = 0.25;
+
+/// A wrong flag or config value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("node label {item:?}: {reason}")]
+    Label { item: String, reason: String },
+    #[error("taint {item:?}: {reason}")]
+    Taint { item: String, reason: String },
+    #[error("reserved resource {item:?}: {reason}")]
+    Reserved { item: String, reason: String },
+    #[error("eviction threshold {item:?}: {reason}")]
+    Eviction { item: String, reason: String },
+    #[error("node ip {ip}: {reason}")]
+    NodeIp { ip: IpAddr, reason: String },
+    #[error("node name: {0}")]
+    NodeName(String),
+}
+
+/// A hard eviction threshold: an absolute amount or a fraction of capacity.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Threshold {
+    Quantity(Quantity),
+    /// A fraction in `[0, 1]` (`10%` is `0.1`).
+    Percentage(f64),
+}
+
+impl Threshold {
+    /// The amount this threshold holds back of `capacity`.
+    pub fn reservation(&self, capacity: &Quantity) -> Quantity {
+        match self {
+            Threshold::Quantity(q) => q.clone(),
+            Threshold::Percentage(p) => {
+                let bytes = (capacity.value() as f64 * p) as i64;
+                Quantity::from_value(bytes, capacity.format())
+            }
+        }
+    }
+}
+
+/// Everything the node and lease threads need to know, resolved.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The Node object's name (and the lease's, and the holder identity).
+    pub node_name: String,
+    /// The `kubernetes.io/hostname` label and the `Hostname` address.
+    pub hostname: String,
+    /// `--node-ip`; `None` uses the default route's interface address.
+    pub node_ip: Option<IpAddr>,
+    /// `--port`: published as `daemonEndpoints.kubeletEndpoint.Port`.
+    pub port: u16,
+    pub max_pods: u32,
+    /// `--node-labels`, validated by [`parse_node_labels`].
+    pub labels: BTreeMap<String, String>,
+    /// `--register-with-taints`: set when the node is created, never later.
+    pub register_with_taints: Vec<Taint>,
+    pub kube_reserved: BTreeMap<String, Quantity>,
+    pub system_reserved: BTreeMap<String, Quantity>,
+    /// By signal name (`memory.available`, `nodefs.available`, ...).
+    pub eviction_hard: BTreeMap<String, Threshold>,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    pub node_lease_duration_seconds: i32,
+    /// Normally a quarter of the lease duration; tests shorten it.
+    pub node_lease_renew_interval: Duration,
+    /// First retry delay after a failed API request; doubles up to `retry_max`.
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+
+impl NodeConfig {
+    /// Upstream defaults for everything but the names.
+    pub fn new(node_name: &str, hostname: &str) -> Self {
+        let lease_secs = DEFAULT_NODE_LEASE_DURATION_SECONDS;
+        Self {
+            node_name: node_name.to_owned(),
+            hostname: hostname.to_owned(),
+            node_ip: None,
+            port: 10250,
+            max_pods: 110,
+            labels: BTreeMap::new(),
+            register_with_taints: Vec::new(),
+            kube_reserved: BTreeMap::new(),
+            system_reserved: BTreeMap::new(),
+            eviction_hard: default_eviction_hard(),
+            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            node_status_report_frequency: DEFAULT_NODE_STATUS_REPORT_FREQUENCY,
+            node_lease_duration_seconds: lease_secs,
+            node_lease_renew_interval: Duration::from_secs_f64(
+                f64::from(lease_secs) * LEASE_RENEW_FRACTION,
+            ),
+            retry_initial: Duration::from_millis(200),
+            retry_max: Duration::from_secs(7),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// The node's configuration from the command line. The node name (and hostname)
+    /// is `--hostname-override` or `machine_hostname`, lowercased, as upstream.
+    pub fn from_flags(
+        flags: &crate::config::Flags,
+        machine_hostname: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let name = flags
+            .hostname_override
+            .as_deref()
+            .or(machine_hostname)
+            .map(|h| h.trim().to_lowercase())
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| {
+                ConfigError::NodeName("no hostname; set --hostname-override".to_owned())
+            })?;
+        check_subdomain(&name)
+            .map_err(|e| ConfigError::NodeName(format!("{name:?} is not a valid name: {e}")))?;
+        let mut c = NodeConfig::new(&name, &name);
+        if let Some(ip) = flags.node_ip {
+            validate_node_ip(ip)?;
+            c.node_ip = Some(ip);
+        }
+        c.port = flags.port;
+        c.max_pods = flags.max_pods;
+        c.node_status_update_frequency = flags.node_status_update_frequency;
+        if let Some(t) = &flags.node_labels {
+            c.labels = parse_node_labels(t)?;
+        }
+        if let Some(t) = &flags.register_with_taints {
+            c.register_with_taints = parse_taints(t)?;
+        }
+        if let Some(t) = &flags.kube_reserved {
+            c.kube_reserved = parse_reserved(t)?;
+        }
+        if let Some(t) = &flags.system_reserved {
+            c.system_reserved = parse_reserved(t)?;
+        }
+        if let Some(t) = &flags.eviction_hard {
+            c.eviction_hard = parse_eviction_hard(t)?;
+        }
+        Ok(c)
+    }
+}
+
+/// Upstream's defaults: `memory.available<100Mi`, `nodefs.available<10%`,
+/// `nodefs.inodesFree<5%`, `imagefs.available<15%`.
+pub fn default_eviction_hard() -> BTreeMap<String, Threshold> {
+    let mut m = BTreeMap::new();
+    if let Ok(q) = Quantity::parse("100Mi") {
+        m.insert("memory.available".to_owned(), Threshold::Quantity(q));
+    }
+    m.insert("nodefs.available".to_owned(), Threshold::Percentage(0.10));
+    m.insert("nodefs.inodesFree".to_owned(), Threshold::Percentage(0.05));
+    m.insert("imagefs.available".to_owned(), Threshold::Percentage(0.15));
+    m
+}
+
+/// Labels a node may set on itself inside `kubernetes.io` / `k8s.io`.
+const KUBELET_LABELS: &[&str] = &[
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+];
+/// Label namespaces (and their subdomains) a node may use freely.
+const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+fn in_namespace(namespace: &str, domain: &str) -> bool {
+    namespace == domain || namespace.ends_with(&format!(".{domain}"))
+}
+
+/// True for labels the NodeRestriction admission plugin lets a node set on itself.
+pub fn is_kubelet_label(key: &str) -> bool {
+    if KUBELET_LABELS.contains(&key) {
+        return true;
+    }
+    let namespace = key.split_once('/').map(|(ns, _)| ns).unwrap_or("");
+    if KUBELET_LABEL_NAMESPACES
+        .iter()
+        .any(|d| in_namespace(namespace, d))
+    {
+        return true;
+    }
+    !(in_namespace(namespace, "kubernetes.io") || in_namespace(namespace, "k8s.io"))
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 characters.
+fn check_name_part(s: &str, what: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err(format!("{what} must not be empty"));
+    }
+    if s.len() > 63 {
+        return Err(format!("{what} must be at most 63 characters"));
+    }
+    let ok_inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends_ok = s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !ends_ok || !s.chars().all(ok_inner) {
+        return Err(format!(
+            "{what} {s:?} must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        ));
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain: lowercase labels joined by dots, at most 253 characters.
+fn check_subdomain(s: &str) -> Result<(), String> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if s.len() > 253 || !s.split('.').all(label_ok) {
+        return Err(format!(
+            "prefix {s:?} must be a lowercase DNS subdomain (e.g. example.com)"
+        ));
+    }
+    Ok(())
+}
+
+/// A label key or taint key: `[prefix/]name`.
+pub fn check_qualified_name(key: &str) -> Result<(), String> {
+    match key.split_once('/') {
+        Some((prefix, name)) => {
+            check_subdomain(prefix)?;
+            check_name_part(name, "name")
+        }
+        None => check_name_part(key, "name"),
+    }
+}
+
+/// A label value (or taint value): empty, or a name part.
+pub fn check_label_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    check_name_part(value, "value")
+}
+
+fn items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Parses `--node-labels` (`key=value,key2=value2`): valid keys and values, and only
+/// labels a node may set on itself (upstream's rule: inside `kubernetes.io` and
+/// `k8s.io` only the well-known labels and the `kubelet.kubernetes.io` /
+/// `node.kubernetes.io` namespaces; so no `node-role.kubernetes.io/...`).
+pub fn parse_node_labels(text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut labels = BTreeMap::new();
+    for item in items(text) {
+        let err = |reason: String| ConfigError::Label {
+            item: item.to_owned(),
+            reason,
+        };
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| err("expected key=value".into()))?;
+        check_qualified_name(key).map_err(err)?;
+        check_label_value(value).map_err(err)?;
+        if !is_kubelet_label(key) {
+            return Err(err(format!(
+                "a node may not set labels in the kubernetes.io or k8s.io namespaces except \
+                 under kubelet.kubernetes.io/ or node.kubernetes.io/ or the well-known set ({})",
+                KUBELET_LABELS.join(", ")
+            )));
+        }
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(labels)
+}
+
+/// Parses `--register-with-taints`: a comma-separated list of `key=value:Effect` or
+/// `key:Effect`, with Effect one of NoSchedule, PreferNoSchedule, NoExecute. The
+/// same key and effect may appear once.
+pub fn parse_taints(text: &str) -> Result<Vec<Taint>, ConfigError> {
+    let mut taints: Vec<Taint> = Vec::new();
+    for item in items(text) {
+        let err = |reason: String| ConfigError::Taint {
+            item: item.to_owned(),
+            reason,
+        };
+        let (kv, effect) = item
+            .rsplit_once(':')
+            .ok_or_else(|| err("expected key=value:Effect or key:Effect".into()))?;
+        let effect = match effect {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            other => {
+                return Err(err(format!(
+                    "effect {other:?} must be NoSchedule, PreferNoSchedule or NoExecute"
+                )))
+            }
+        };
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        check_qualified_name(key).map_err(err)?;
+        if let Some(v) = value {
+            if v.contains('=') {
+                return Err(err("more than one '=' in key=value".into()));
+            }
+            check_label_value(v).map_err(err)?;
+        }
+        if taints.iter().any(|t| t.key == key && t.effect == effect) {
+            return Err(err(format!(
+                "duplicate taint with key {key:?} and effect {effect}"
+            )));
+        }
+        taints.push(Taint {
+            key: key.to_owned(),
+            value: value.filter(|v| !v.is_empty()).map(str::to_owned),
+            effect,
+            time_added: None,
+        });
+    }
+    Ok(taints)
+}
+
+/// Resources that `--kube-reserved` and `--system-reserved` may hold back.
+const RESERVABLE: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
+
+/// Parses `--kube-reserved` / `--system-reserved` (`cpu=100m,memory=100Mi,...`).
+pub fn parse_reserved(text: &str) -> Result<BTreeMap<String, Quantity>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for item in items(text) {
+        let err = |reason: String| ConfigError::Reserved {
+            item: item.to_owned(),
+            reason,
+        };
+        let (name, amount) = item
+            .split_once('=')
+            .ok_or_else(|| err("expected resource=quantity".into()))?;
+        if !RESERVABLE.contains(&name) {
+            return Err(err(format!(
+                "resource must be one of {}",
+                RESERVABLE.join(", ")
+            )));
+        }
+        let q = Quantity::parse(amount).map_err(|e| err(e.to_string()))?;
+        if q.is_negative() {
+            return Err(err("quantity must not be negative".into()));
+        }
+        out.insert(name.to_owned(), q);
+    }
+    Ok(out)
+}
+
+/// Eviction signals upstream knows.
+const SIGNALS: &[&str] = &[
+    "memory.available",
+    "allocatableMemory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+];
+
+/// Parses `--eviction-hard` (`memory.available<100Mi,nodefs.available<10%`). As
+/// upstream's flag, the result replaces the defaults rather than merging with them.
+pub fn parse_eviction_hard(text: &str) -> Result<BTreeMap<String, Threshold>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for item in items(text) {
+        let err = |reason: String| ConfigError::Eviction {
+            item: item.to_owned(),
+            reason,
+        };
+        let (signal, value) = item
+            .split_once('<')
+            .ok_or_else(|| err("expected signal<value".into()))?;
+        if !SIGNALS.contains(&signal) {
+            return Err(err(format!(
+                "unknown signal {signal:?} (known: {})",
+                SIGNALS.join(", ")
+            )));
+        }
+        let threshold = match value.strip_suffix('%') {
+            Some(pct) => {
+                let p: f64 = pct
+                    .parse()
+                    .map_err(|_| err(format!("bad percentage {value:?}")))?;
+                if !(0.0..=100.0).contains(&p) {
+                    return Err(err("percentage must be within 0% and 100%".into()));
+                }
+                Threshold::Percentage(p / 100.0)
+            }
+            None => {
+                let q = Quantity::parse(value).map_err(|e| err(e.to_string()))?;
+                if q.is_negative() {
+                    return Err(err("quantity must not be negative".into()));
+                }
+                Threshold::Quantity(q)
+            }
+        };
+        out.insert(signal.to_owned(), threshold);
+    }
+    Ok(out)
+}
+
+/// Upstream's checks on `--node-ip` that need no syscall: an address pods and the
+/// control plane can reach.
+pub fn validate_node_ip(ip: IpAddr) -> Result<(), ConfigError> {
+    let reason = if ip.is_unspecified() {
+        Some("must not be unspecified")
+    } else if ip.is_loopback() {
+        Some("must not be a loopback address")
+    } else if ip.is_multicast() {
+        Some("must not be a multicast address")
+    } else if match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    } {
+        Some("must not be a link-local address")
+    } else {
+        None
+    };
+    match reason {
+        Some(r) => Err(ConfigError::NodeIp {
+            ip,
+            reason: r.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn node_labels() {
+        let l = parse_node_labels(
+            "site=berlin, node.kubernetes.io/role=edge,example.com/empty=,kubernetes.io/os=linux",
+        )
+        .unwrap();
+        assert_eq!(l["site"], "berlin");
+        assert_eq!(l["node.kubernetes.io/role"], "edge");
+        assert_eq!(l["example.com/empty"], "");
+        assert_eq!(l.len(), 4);
+        assert!(parse_node_labels("").unwrap().is_empty());
+
+        let bad = [
+            ("node-role.kubernetes.io/worker=", "a node may not set"),
+            ("foo.k8s.io/x=y", "a node may not set"),
+            ("noequals", "expected key=value"),
+            ("Bad_Prefix.COM/x=y", "lowercase DNS subdomain"),
+            ("-x=y", "starting and ending"),
+            ("x=bad value", "starting and ending"),
+        ];
+        for (text, want) in bad {
+            let e = parse_node_labels(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        // Allowed subdomains of the kubelet namespaces.
+        assert!(is_kubelet_label("a.node.kubernetes.io/x"));
+        assert!(is_kubelet_label("kubelet.kubernetes.io/x"));
+        assert!(is_kubelet_label("example.com/x"));
+        assert!(!is_kubelet_label("kubernetes.io/role"));
+    }
+
+    #[test]
+    fn taints() {
+        let t =
+            parse_taints("dedicated=gpu:NoSchedule, edge:NoExecute,k=:PreferNoSchedule").unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(
+            (t[0].key.as_str(), t[0].value.as_deref(), &t[0].effect),
+            ("dedicated", Some("gpu"), &TaintEffect::NoSchedule)
+        );
+        assert_eq!((t[1].key.as_str(), t[1].value.as_deref()), ("edge", None));
+        assert_eq!(t[1].effect, TaintEffect::NoExecute);
+        assert_eq!(t[2].value, None);
+        assert!(parse_taints("").unwrap().is_empty());
+
+        let bad = [
+            ("dedicated=gpu", "expected key=value:Effect"),
+            ("k=v:NoDance", "effect \"NoDance\" must be"),
+            ("k=v=w:NoSchedule", "more than one '='"),
+            ("bad key:NoSchedule", "starting and ending"),
+            ("k=v:NoSchedule,k=w:NoSchedule", "duplicate taint"),
+            (":NoSchedule", "must not be empty"),
+        ];
+        for (text, want) in bad {
+            let e = parse_taints(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(e.starts_with("taint \""), "{e}");
+        }
+        // Same key, different effect is fine.
+        assert_eq!(parse_taints("k:NoSchedule,k:NoExecute").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn reserved() {
+        let r = parse_reserved("cpu=100m,memory=256Mi,ephemeral-storage=1Gi,pid=100").unwrap();
+        assert_eq!(r["cpu"], q("100m"));
+        assert_eq!(r["memory"], q("256Mi"));
+        assert_eq!(r.len(), 4);
+        for (text, want) in [
+            ("gpu=1", "must be one of"),
+            ("cpu=-1", "must not be negative"),
+            ("cpu=lots", "invalid quantity"),
+            ("cpu", "expected resource=quantity"),
+        ] {
+            let e = parse_reserved(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn eviction_hard() {
+        let e = parse_eviction_hard("memory.available<200Mi,nodefs.available<5%").unwrap();
+        assert_eq!(e["memory.available"], Threshold::Quantity(q("200Mi")));
+        assert_eq!(e["nodefs.available"], Threshold::Percentage(0.05));
+        assert_eq!(e.len(), 2);
+        for (text, want) in [
+            ("memory.free<1Gi", "unknown signal"),
+            ("memory.available<200%", "within 0% and 100%"),
+            ("memory.available>1Gi", "expected signal<value"),
+            ("nodefs.available<x%", "bad percentage"),
+        ] {
+            let err = parse_eviction_hard(text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        let d = default_eviction_hard();
+        assert_eq!(d["memory.available"], Threshold::Quantity(q("100Mi")));
+        assert_eq!(Threshold::Percentage(0.1).reservation(&q("1000")), q("100"));
+    }
+
+    #[test]
+    fn node_ip_checks() {
+        assert!(validate_node_ip("192.168.1.20".parse().unwrap()).is_ok());
+        assert!(validate_node_ip("2001:db8::1".parse().unwrap()).is_ok());
+        for bad in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "169.254.1.1",
+            "fe80::1",
+            "::1",
+            "224.0.0.1",
+        ] {
+            let e = validate_node_ip(bad.parse().unwrap()).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("node ip {bad}: ")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn from_flags() {
+        use clap::Parser;
+        let flags = crate::config::Flags::try_parse_from([
+            "litelet",
+            "--hostname-override=Edge-1",
+            "--node-ip=192.168.1.20",
+            "--node-labels=site=berlin",
+            "--register-with-taints=dedicated=edge:NoSchedule",
+            "--kube-reserved=cpu=100m",
+            "--system-reserved=memory=128Mi",
+            "--eviction-hard=memory.available<200Mi",
+            "--node-status-update-frequency=20s",
+            "--max-pods=30",
+            "--port=10251",
+        ])
+        .unwrap();
+        let c = NodeConfig::from_flags(&flags, Some("ignored")).unwrap();
+        assert_eq!(
+            (c.node_name.as_str(), c.hostname.as_str()),
+            ("edge-1", "edge-1")
+        );
+        assert_eq!(c.node_ip, Some("192.168.1.20".parse().unwrap()));
+        assert_eq!(c.labels["site"], "berlin");
+        assert_eq!(c.register_with_taints.len(), 1);
+        assert_eq!(c.kube_reserved["cpu"], q("100m"));
+        assert_eq!(c.system_reserved["memory"], q("128Mi"));
+        assert_eq!(c.eviction_hard.len(), 1);
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
+        assert_eq!((c.max_pods, c.port), (30, 10251));
+
+        let plain = crate::config::Flags::try_parse_from(["litelet"]).unwrap();
+        let c = NodeConfig::from_flags(&plain, Some("Host.Example")).unwrap();
+        assert_eq!(c.node_name, "host.example");
+        assert_eq!(c.eviction_hard, default_eviction_hard());
+        assert!(NodeConfig::from_flags(&plain, None).is_err());
+        assert!(NodeConfig::from_flags(&plain, Some("bad_name")).is_err());
+
+        // Bad values are refused while parsing the command line.
+        let e = crate::config::Flags::try_parse_from([
+            "litelet",
+            "--register-with-taints=k=v:Sometimes",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("effect \"Sometimes\" must be"), "{e}");
+        let e = crate::config::Flags::try_parse_from([
+            "litelet",
+            "--node-labels=node-role.kubernetes.io/worker=",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("a node may not set labels"), "{e}");
+    }
+
+    #[test]
+    fn defaults() {
+        let c = NodeConfig::new("edge-1", "edge-1");
+        assert_eq!(c.node_lease_renew_interval, Duration::from_secs(10));
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(c.node_lease_duration_seconds, 40);
+        assert_eq!(c.max_pods, 110);
+    }
+}

@@ -1,0 +1,118 @@
+//! The node: registration of the Node object, its status, and the heartbeat lease.
+//!
+//! Threads (started by [`start`]):
+//! - `node` (`updater.rs`): registers the Node, then every 10 s computes its status
+//!   and PATCHes `nodes/<name>/status` when it changed or every 5 minutes.
+//! - `lease` (`lease.rs`): renews `kube-node-lease/<name>` every 10 s.
+//! - `node-stop`: on shutdown, closes both threads' API connections so a request in
+//!   flight ends at once.
+//!
+//! Channels: `node` → `lease`: the registered Node's name and UID (`NodeRef`);
+//! `lease` → `node`: "read the Node again" (`resync`) after an outage or a lost lease;
+//! both select on the shutdown receiver (disconnected on SIGTERM/SIGINT).
+//!
+//! Decisions are pure and live apart from the threads: `config.rs` (flag parsing),
+//! `machine.rs` (file parsers over injectable roots), `status.rs` (capacity,
+//! allocatable, conditions, change detection, the PATCH body), `register.rs` (the Node
+//! to create and the label reconcile), `lease.rs::desired_lease`. The rest of litelet
+//! feeds the status through `NodeInputs` (`inputs.rs`).
+//!
+//! At idle, with default periods, the two threads send 6 lease PUTs a minute plus one
+//! status PATCH every 5 minutes: 6.2 requests a minute.
+
+pub mod config;
+pub mod inputs;
+pub mod lease;
+pub mod machine;
+pub mod register;
+pub mod status;
+mod updater;
+
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{select, Receiver};
+
+use crate::api::ApiClient;
+use crate::events::Recorder;
+
+pub use config::{ConfigError, NodeConfig, Threshold};
+pub use inputs::NodeInputs;
+pub use lease::NodeRef;
+pub use machine::{MachineError, MachineInfo, MachineReader, MachineRoots};
+pub use status::{Health, KUBELET_VERSION};
+
+/// The running node threads.
+pub struct NodeHandles {
+    pub node: JoinHandle<()>,
+    pub lease: JoinHandle<()>,
+}
+
+impl NodeHandles {
+    /// Waits for both threads (they end soon after shutdown).
+    pub fn join(self) {
+        let _ = self.node.join();
+        let _ = self.lease.join();
+    }
+}
+
+/// Starts the `node` and `lease` threads (and their `node-stop` helper) against the
+/// API server. They run until `shutdown` fires (a message or disconnection).
+pub fn start(
+    client: &ApiClient,
+    config: NodeConfig,
+    inputs: NodeInputs,
+    recorder: Recorder,
+    shutdown: Receiver<()>,
+) -> std::io::Result<NodeHandles> {
+    let node_client = client.with_own_connections();
+    let lease_client = client.with_own_connections();
+    let (refs_tx, refs_rx) = crossbeam_channel::unbounded();
+    let (resync_tx, resync_rx) = crossbeam_channel::bounded(1);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+
+    let stop = (node_client.clone(), lease_client.clone(), shutdown.clone());
+    std::thread::Builder::new()
+        .name("node-stop".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let (a, b, shutdown) = stop;
+            select! {
+                recv(shutdown) -> _ => {
+                    a.close_connections();
+                    b.close_connections();
+                }
+                recv(done_rx) -> _ => {}
+            }
+        })?;
+
+    let keeper = lease::LeaseKeeper {
+        client: lease_client,
+        config: config.clone(),
+        node_refs: refs_rx,
+        resync: resync_tx,
+        shutdown: shutdown.clone(),
+    };
+    let lease = std::thread::Builder::new()
+        .name("lease".into())
+        .stack_size(256 * 1024)
+        .spawn(move || keeper.run())?;
+
+    let updater = updater::Updater {
+        client: node_client,
+        config,
+        inputs,
+        recorder,
+        node_refs: refs_tx,
+        resync: resync_rx,
+        shutdown,
+    };
+    let node = std::thread::Builder::new()
+        .name("node".into())
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            // Dropped when this thread ends, which releases the stopper.
+            let _done = done_tx;
+            updater.run();
+        })?;
+    Ok(NodeHandles { node, lease })
+}

@@ -1,0 +1,169 @@
+//! Pure registration decisions: the Node object litelet creates (labels, the
+//! attach/detach annotation, `--register-with-taints`, the full initial status), and
+//! the patch that brings an already registered node's labels back to what litelet owns.
+//!
+//! Used by the `node` thread (`updater.rs`), which does the requests. No I/O.
+//!
+//! Invariants: taints are only ever set at creation (NodeRestriction refuses a node
+//! changing its own taints, and upstream leaves them to admins after that); reconcile
+//! adds or updates litelet's labels and never removes a label.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::api::node::{Node, NodeStatus, LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS};
+use crate::node::config::NodeConfig;
+
+/// Legacy OS and architecture labels, still set by upstream.
+pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
+pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+/// Tells the attach/detach controller to attach this node's volumes (upstream default).
+pub const ANNOTATION_CONTROLLER_MANAGED_ATTACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
+/// The labels litelet owns on its node: hostname, OS and architecture (current and
+/// beta names), then `--node-labels` (which win over the defaults, as upstream).
+pub fn owned_labels(config: &NodeConfig, architecture: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_HOSTNAME.to_owned(), config.hostname.clone());
+    labels.insert(LABEL_OS.to_owned(), "linux".to_owned());
+    labels.insert(LABEL_ARCH.to_owned(), architecture.to_owned());
+    labels.insert(LABEL_OS_BETA.to_owned(), "linux".to_owned());
+    labels.insert(LABEL_ARCH_BETA.to_owned(), architecture.to_owned());
+    for (k, v) in &config.labels {
+        if let Some(old) = labels.get(k).filter(|old| *old != v) {
+            log::warn!("node label {k}={v} overrides the default value {old}");
+        }
+        labels.insert(k.clone(), v.clone());
+    }
+    labels
+}
+
+/// The Node to create: name, owned labels, the attach/detach annotation, the
+/// registration taints and the whole status (allocatable included: the API server
+/// refuses in-place pod resizes on a node that has not published it).
+pub fn initial_node(config: &NodeConfig, architecture: &str, status: NodeStatus) -> Node {
+    let mut node = Node::new(&config.node_name);
+    node.metadata.labels = owned_labels(config, architecture);
+    node.metadata.annotations.insert(
+        ANNOTATION_CONTROLLER_MANAGED_ATTACH.to_owned(),
+        "true".to_owned(),
+    );
+    node.spec.taints = config.register_with_taints.clone();
+    node.status = status;
+    node
+}
+
+/// A JSON merge patch of the node's metadata that sets `wanted`'s labels and
+/// annotations where `existing` differs, or `None` when nothing needs to change.
+/// Taints are left alone on purpose (see the module doc).
+pub fn reconcile_patch(existing: &Node, wanted: &Node) -> Option<Value> {
+    let diff = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
+        want.iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect::<serde_json::Map<String, Value>>()
+    };
+    let labels = diff(&existing.metadata.labels, &wanted.metadata.labels);
+    let annotations = diff(&existing.metadata.annotations, &wanted.metadata.annotations);
+    if labels.is_empty() && annotations.is_empty() {
+        return None;
+    }
+    let mut meta = serde_json::Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    Some(json!({ "metadata": meta }))
+}
+
+/// The boot ID the API server last saw, when it differs from this boot's.
+pub fn previous_boot<'a>(existing: &'a Node, boot_id: &str) -> Option<&'a str> {
+    let old = existing.status.node_info.as_ref()?.boot_id.as_str();
+    (!old.is_empty() && !boot_id.is_empty() && old != boot_id).then_some(old)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::node::{NodeSystemInfo, TaintEffect};
+    use crate::node::config::{parse_node_labels, parse_taints};
+
+    fn config() -> NodeConfig {
+        let mut c = NodeConfig::new("edge-1", "edge-1.local");
+        c.labels = parse_node_labels("site=berlin,kubernetes.io/arch=arm").unwrap();
+        c.register_with_taints = parse_taints("dedicated=edge:NoSchedule").unwrap();
+        c
+    }
+
+    #[test]
+    fn initial_node_carries_labels_taints_and_status() {
+        let mut status = NodeStatus::default();
+        status.allocatable.insert(
+            "cpu".into(),
+            crate::api::quantity::Quantity::parse("2").unwrap(),
+        );
+        let node = initial_node(&config(), "arm64", status);
+        assert_eq!(node.name(), "edge-1");
+        let l = &node.metadata.labels;
+        assert_eq!(l[LABEL_HOSTNAME], "edge-1.local");
+        assert_eq!(l[LABEL_OS], "linux");
+        assert_eq!(l[LABEL_OS_BETA], "linux");
+        assert_eq!(l[LABEL_ARCH_BETA], "arm64");
+        assert_eq!(l[LABEL_ARCH], "arm", "--node-labels win");
+        assert_eq!(l["site"], "berlin");
+        assert_eq!(
+            node.metadata.annotations[ANNOTATION_CONTROLLER_MANAGED_ATTACH],
+            "true"
+        );
+        assert_eq!(node.spec.taints.len(), 1);
+        assert_eq!(node.spec.taints[0].effect, TaintEffect::NoSchedule);
+        assert!(node.status.allocatable.contains_key("cpu"));
+        let wire = serde_json::to_value(&node).unwrap();
+        assert_eq!(wire["spec"]["taints"][0]["value"], "edge");
+        assert_eq!(wire["status"]["allocatable"]["cpu"], "2");
+    }
+
+    #[test]
+    fn reconcile_sets_owned_labels_only() {
+        let wanted = initial_node(&config(), "arm64", NodeStatus::default());
+        let mut existing = wanted.clone();
+        existing.spec.taints.clear(); // an admin removed the taint: it stays removed
+        existing
+            .metadata
+            .labels
+            .insert("node-role.kubernetes.io/edge".into(), "".into());
+        assert_eq!(reconcile_patch(&existing, &wanted), None);
+
+        existing
+            .metadata
+            .labels
+            .insert(LABEL_HOSTNAME.into(), "old-name".into());
+        existing.metadata.labels.remove("site");
+        existing.metadata.annotations.clear();
+        let patch = reconcile_patch(&existing, &wanted).unwrap();
+        assert_eq!(
+            patch,
+            json!({"metadata": {
+                "labels": {LABEL_HOSTNAME: "edge-1.local", "site": "berlin"},
+                "annotations": {ANNOTATION_CONTROLLER_MANAGED_ATTACH: "true"}
+            }})
+        );
+    }
+
+    #[test]
+    fn reboot_detection() {
+        let mut n = Node::new("n");
+        assert_eq!(previous_boot(&n, "b2"), None);
+        n.status.node_info = Some(NodeSystemInfo {
+            boot_id: "b1".into(),
+            ..NodeSystemInfo::default()
+        });
+        assert_eq!(previous_boot(&n, "b2"), Some("b1"));
+        assert_eq!(previous_boot(&n, "b1"), None);
+        assert_eq!(previous_boot(&n, ""), None);
+    }
+}

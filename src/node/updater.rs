@@ -1,0 +1,245 @@
+//! The `node` thread: registers the Node, then keeps its status current (upstream
+//! `registerWithAPIServer` + `syncNodeStatus`).
+//!
+//! Registration creates the Node with labels, taints and the full first status. When
+//! the name is taken it reads the Node, patches litelet's labels back if they drifted
+//! (taints are left alone) and reports status at once. Failures are retried with
+//! capped, jittered backoff, forever. Once registered, the Node's UID goes to the
+//! `lease` thread on `node_refs`.
+//!
+//! Every `nodeStatusUpdateFrequency` (10 s) the thread computes the status from the
+//! last Node the API server returned (no GET: this thread is the only writer of its
+//! fields) and PATCHes `nodes/<name>/status` only when something other than heartbeat
+//! times changed, or `nodeStatusReportFrequency` (5 min) passed since the last report.
+//! After a failed request, or when the `lease` thread asks on `resync` (its outage
+//! ended, or the lease vanished), the Node is read again first, so a status the control
+//! plane changed meanwhile (Unknown conditions, a deleted Node) is seen. A Node that
+//! has been deleted is registered again.
+//!
+//! Channels: reads `resync` and `shutdown`; sends on `node_refs`. State (the API's
+//! Node, the last report time) is owned by this thread.
+
+use std::time::Instant;
+
+use crossbeam_channel::{never, select, Receiver, Sender};
+
+use crate::api::meta::Time;
+use crate::api::node::{Node, NodeStatus};
+use crate::api::ratelimit::{jitter, Backoff};
+use crate::api::{paths, ApiClient, ApiError, PatchType};
+use crate::events::{EventType, Recorder};
+use crate::node::config::NodeConfig;
+use crate::node::inputs::NodeInputs;
+use crate::node::lease::NodeRef;
+use crate::node::machine::MachineInfo;
+use crate::node::register::{initial_node, previous_boot, reconcile_patch};
+use crate::node::status::{self, ConditionEvent, StatusInputs};
+
+pub(crate) struct Updater {
+    pub client: ApiClient,
+    pub config: NodeConfig,
+    pub inputs: NodeInputs,
+    pub recorder: Recorder,
+    pub node_refs: Sender<NodeRef>,
+    pub resync: Receiver<()>,
+    pub shutdown: Receiver<()>,
+}
+
+/// The thread's state between ticks.
+#[derive(Default)]
+struct State {
+    /// The Node as the API server last returned it; `None` until registered.
+    node: Option<Node>,
+    /// When the status was last sent (creation counts).
+    last_report: Option<Instant>,
+    /// Read the Node again before the next computation.
+    stale: bool,
+    /// Machine problems last logged (logged again only when they change).
+    problems: Vec<String>,
+}
+
+impl Updater {
+    pub(crate) fn run(mut self) {
+        let name = self.config.node_name.clone();
+        let mut state = State::default();
+        let mut backoff = Backoff::new(self.config.retry_initial, self.config.retry_max);
+        let mut resync = self.resync.clone();
+        loop {
+            let delay = if state.node.is_none() {
+                match self.register(&mut state) {
+                    Ok(()) => {
+                        backoff.reset();
+                        self.sync_status(&mut state);
+                        self.config.node_status_update_frequency
+                    }
+                    Err(e) => {
+                        let d = jitter(backoff.next_delay());
+                        log::warn!("node: register {name}: {e}; retry in {d:?}");
+                        d
+                    }
+                }
+            } else {
+                self.sync_status(&mut state);
+                self.config.node_status_update_frequency
+            };
+            select! {
+                recv(self.shutdown) -> _ => return,
+                recv(resync) -> r => match r {
+                    Ok(()) => state.stale = true,
+                    Err(_) => resync = never(),
+                },
+                default(delay) => {}
+            }
+        }
+    }
+
+    /// Reads the machine, logging its problems when they change.
+    fn machine(&mut self, state: &mut State) -> MachineInfo {
+        let (info, problems) = (self.inputs.machine)();
+        let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        if text != state.problems {
+            for p in &text {
+                log::warn!("node: machine: {p}");
+            }
+            state.problems = text;
+        }
+        info
+    }
+
+    /// Applies the inputs to `status` at `now`; returns the machine facts used and the
+    /// condition events.
+    fn compute(
+        &mut self,
+        state: &mut State,
+        status: &mut NodeStatus,
+        now: Time,
+    ) -> (MachineInfo, Vec<ConditionEvent>) {
+        let machine = self.machine(state);
+        let health = (self.inputs.health)();
+        let version = (self.inputs.runtime_version)();
+        let inputs = StatusInputs {
+            config: &self.config,
+            machine: &machine,
+            health: &health,
+            runtime_version: version.as_deref(),
+            now,
+        };
+        let events = status::apply(status, &inputs);
+        (machine, events)
+    }
+
+    fn record(&self, events: &[ConditionEvent]) {
+        let name = &self.config.node_name;
+        for e in events {
+            self.recorder.node(
+                name,
+                EventType::Normal,
+                e.reason,
+                format!("Node {name} status is now: {}", e.reason),
+            );
+        }
+    }
+
+    /// Creates the Node, or adopts and reconciles the existing one.
+    fn register(&mut self, state: &mut State) -> Result<(), ApiError> {
+        let name = self.config.node_name.clone();
+        let mut status = NodeStatus::default();
+        let (machine, events) = self.compute(state, &mut status, Time::now());
+        let wanted = initial_node(&self.config, &machine.architecture, status);
+        log::info!("node: registering {name}");
+        let node = match self.client.create(&paths::nodes(), &wanted) {
+            Ok(created) => {
+                log::info!("node: registered {name} ({})", created.uid());
+                self.record(&events);
+                state.last_report = Some(Instant::now());
+                created
+            }
+            Err(e) if e.is_already_exists() => {
+                let mut existing: Node = self.client.get(&paths::node(&name))?;
+                log::info!("node: {name} was registered before ({})", existing.uid());
+                if let Some(patch) = reconcile_patch(&existing, &wanted) {
+                    log::info!("node: reconciling labels of {name}: {patch}");
+                    existing = self
+                        .client
+                        .patch(&paths::node(&name), PatchType::Merge, &patch)?;
+                }
+                if let Some(old) = previous_boot(&existing, &machine.boot_id) {
+                    self.recorder.node(
+                        &name,
+                        EventType::Warning,
+                        "Rebooted",
+                        format!(
+                            "Node {name} has been rebooted, boot id: {} (was {old})",
+                            machine.boot_id
+                        ),
+                    );
+                }
+                // Its status is whatever an earlier run left: report at once.
+                state.last_report = None;
+                existing
+            }
+            Err(e) => return Err(e),
+        };
+        let _ = self.node_refs.send(NodeRef {
+            name: name.clone(),
+            uid: node.uid().to_owned(),
+        });
+        state.node = Some(node);
+        state.stale = false;
+        Ok(())
+    }
+
+    /// One status tick: refresh the Node if stale, compute, send when needed.
+    fn sync_status(&mut self, state: &mut State) {
+        let name = self.config.node_name.clone();
+        let path = paths::node(&name);
+        if state.stale {
+            match self.client.get::<Node>(&path) {
+                Ok(n) => {
+                    state.node = Some(n);
+                    state.stale = false;
+                }
+                Err(e) => {
+                    self.failed(state, &e);
+                    return;
+                }
+            }
+        }
+        let Some(base) = state.node.as_ref().map(|n| n.status.clone()) else {
+            return;
+        };
+        let mut new = base.clone();
+        let (_, events) = self.compute(state, &mut new, Time::now());
+        let changed = status::status_changed(&base, &new);
+        let since = state.last_report.map(|t| t.elapsed());
+        if !status::should_report(changed, since, self.config.node_status_report_frequency) {
+            return;
+        }
+        let patch = status::status_patch(&base, &new);
+        match self.client.patch::<Node>(
+            &paths::node_status(&name),
+            PatchType::StrategicMerge,
+            &patch,
+        ) {
+            Ok(node) => {
+                log::debug!("node: status of {name} sent (changed: {changed})");
+                self.record(&events);
+                state.node = Some(node);
+                state.last_report = Some(Instant::now());
+            }
+            Err(e) => self.failed(state, &e),
+        }
+    }
+
+    fn failed(&self, state: &mut State, e: &ApiError) {
+        let name = &self.config.node_name;
+        if e.is_not_found() {
+            log::warn!("node: {name} is gone from the API server; registering it again");
+            state.node = None;
+            state.last_report = None;
+        } else {
+            log::warn!("node: update status of {name}: {e}");
+        }
+        state.stale = true;
+    }
+}
