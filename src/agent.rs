@@ -21,6 +21,7 @@ use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::runtime_state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
 use crate::kubelet::{Kubelet, NodeView};
+use crate::node::{MachineReader, MachineRoots, NodeConfig, NodeInputs};
 use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use crate::prober::ProbeManager;
@@ -170,6 +171,21 @@ pub fn run(
     let runtime_state = RuntimeState::new(pleg.health());
     pleg.spawn(shutdown.clone())?;
     runtime_state.spawn_updater(manager.clone(), shutdown.clone())?;
+
+    // Node registration, status and lease (only with an API server).
+    if let Some(client) = &api {
+        let node_config = NodeConfig::from_flags(flags, Some(&node))
+            .map_err(|e| AgentError::Config(e.to_string()))?;
+        let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
+        let inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
+        crate::node::start(
+            client,
+            node_config,
+            inputs,
+            recorder.clone(),
+            shutdown.clone(),
+        )?;
+    }
 
     // The status manager asks the pod workers, which are built after it.
     let workers_cell: Arc<std::sync::OnceLock<PodWorkers>> = Arc::new(std::sync::OnceLock::new());

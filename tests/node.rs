@@ -441,8 +441,11 @@ fn shutdown_ends_both_threads_even_mid_request() {
 
 #[test]
 fn host_inputs_follow_the_runtime() {
+    use litelet::kubelet::runtime_state::RuntimeState;
     use litelet::node::{MachineReader, MachineRoots};
     use litelet::pleg::PlegHealth;
+    use litelet::runtime::manager::RuntimeConditions;
+    use std::time::Instant;
     use support::fake_cri::FakeCri;
 
     let cri = FakeCri::start();
@@ -453,27 +456,45 @@ fn host_inputs_follow_the_runtime() {
         dir.path(),
         Some("192.0.2.10".parse().unwrap()),
     );
-    let mut inputs = NodeInputs::from_host(reader, runtime, PlegHealth::default());
+    let state = RuntimeState::new(PlegHealth::default());
+    let mut inputs = NodeInputs::from_host(reader, state.clone(), runtime);
     assert_eq!(
         (inputs.runtime_version)().as_deref(),
         Some("fake-cri://0.1.0")
     );
+    // No runtime status yet: not ready, as upstream.
     let h = (inputs.health)();
-    assert!(h.runtime_errors.is_empty(), "{h:?}");
-    assert!(h.network_errors.is_empty(), "{h:?}");
+    assert_eq!(
+        h.runtime_errors,
+        ["container runtime status check may not have completed yet"]
+    );
 
-    cri.set_condition("NetworkReady", false, "NetworkPluginNotReady");
+    let ok = RuntimeConditions {
+        runtime_ready: true,
+        network_ready: true,
+        problems: Vec::new(),
+    };
+    state.record(Ok(ok), Instant::now());
     let h = (inputs.health)();
-    assert_eq!(h.network_errors.len(), 1, "{h:?}");
-    assert!(h.network_errors[0].starts_with(
-        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"
-    ));
+    assert!(
+        h.runtime_errors.is_empty() && h.network_errors.is_empty(),
+        "{h:?}"
+    );
 
-    // The runtime goes away: its last answer stands (until it counts as down), and the
-    // version is the last one known.
+    let no_net = RuntimeConditions {
+        runtime_ready: true,
+        network_ready: false,
+        problems: vec!["NetworkReady=false reason:NetworkPluginNotReady message:cni".into()],
+    };
+    state.record(Ok(no_net), Instant::now());
+    let h = (inputs.health)();
+    assert_eq!(
+        h.network_errors,
+        ["container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni"]
+    );
+
+    // The runtime goes away: the version is the last one known.
     drop(cri);
-    let h = (inputs.health)();
-    assert_eq!(h.network_errors.len(), 1, "{h:?}");
     assert_eq!(
         (inputs.runtime_version)().as_deref(),
         Some("fake-cri://0.1.0")
