@@ -58,19 +58,31 @@ impl GcLoop {
                 None
             }
         };
-        let mut last_death_run: Option<Instant> = None;
+        let mut last_run = Instant::now();
+        // A nudge inside the debounce window schedules one run at its end.
+        let mut scheduled: Option<Instant> = None;
         let mut image_failures = 0u32;
         loop {
+            let due = scheduled
+                .map(crossbeam_channel::at)
+                .unwrap_or_else(crossbeam_channel::never);
             select! {
                 recv(shutdown) -> _ => return,
-                recv(containers) -> _ => self.collect_containers(),
-                recv(deaths) -> uid => {
-                    if uid.is_err() {
+                recv(containers) -> _ => {
+                    self.collect_containers();
+                    last_run = Instant::now();
+                }
+                recv(due) -> _ => {
+                    scheduled = None;
+                    self.collect_containers();
+                    last_run = Instant::now();
+                }
+                recv(deaths) -> nudge => {
+                    if nudge.is_err() {
                         return;
                     }
-                    if last_death_run.is_none_or(|t| t.elapsed() >= DEATH_DEBOUNCE) {
-                        last_death_run = Some(Instant::now());
-                        self.collect_containers();
+                    if scheduled.is_none() {
+                        scheduled = Some((last_run + DEATH_DEBOUNCE).max(Instant::now()));
                     }
                 }
                 recv(images) -> _ => {

@@ -26,6 +26,14 @@ impl Kubelet {
     pub(super) fn housekeeping(&mut self) {
         let desired: Vec<Pod> = self.pods.pods().cloned().collect();
         let working = self.workers.sync_known_pods(&desired);
+        // Forgotten workers mean finished pods: their dead containers and sandboxes
+        // may go now rather than at the next periodic collection.
+        if working.len() < self.last_worker_count {
+            if let Some(gc) = &self.deaths {
+                let _ = gc.try_send(String::new());
+            }
+        }
+        self.last_worker_count = working.len();
         let possibly_running: HashSet<String> = working
             .iter()
             .filter(|(_, w)| matches!(w.state, WorkType::Sync | WorkType::Terminating))

@@ -72,8 +72,10 @@ pub struct Kubelet {
     seen_sources: HashSet<&'static str>,
     /// Set once every source has reported (read by the `gc` thread).
     pub sources_ready: Arc<AtomicBool>,
-    /// Pod UIDs whose containers died, for the `gc` thread's prompt clean-up.
+    /// Pod UIDs whose containers died (or "" when pods finished), for the `gc`
+    /// thread's prompt clean-up.
     pub deaths: Option<crossbeam_channel::Sender<String>>,
+    last_worker_count: usize,
     /// Unix seconds of the last loop iteration (read by /healthz).
     pub heartbeat: Arc<AtomicU64>,
 }
@@ -133,6 +135,7 @@ impl Kubelet {
             seen_sources: HashSet::new(),
             sources_ready: Arc::new(AtomicBool::new(false)),
             deaths: None,
+            last_worker_count: 0,
             heartbeat: Arc::new(AtomicU64::new(0)),
         }
     }

@@ -32,11 +32,24 @@ impl FakeService {
         sink: UnarySink<T>,
         body: impl FnOnce(&mut FakeState) -> Result<T, RpcStatus>,
     ) {
+        self.serve_detailed(method, target, String::new(), ctx, sink, body);
+    }
+
+    /// Like `serve`, recording call arguments (`detail`) in the call log.
+    fn serve_detailed<T: Send + 'static>(
+        &self,
+        method: &'static str,
+        target: String,
+        detail: String,
+        ctx: &RpcContext,
+        sink: UnarySink<T>,
+        body: impl FnOnce(&mut FakeState) -> Result<T, RpcStatus>,
+    ) {
         let (result, delay) = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.apply_timed_exits();
             let delay = state.delays.get(method).copied();
-            let result = match state.record(method, target) {
+            let result = match state.record_with(method, target, detail) {
                 Some(injected) => Err(injected),
                 None => body(&mut state),
             };
@@ -201,7 +214,8 @@ impl grpc::RuntimeService for FakeService {
         sink: UnarySink<pb::StopContainerResponse>,
     ) {
         let id = req.container_id;
-        self.serve("StopContainer", id.clone(), &ctx, sink, |s| {
+        let detail = format!("timeout={}", req.timeout);
+        self.serve_detailed("StopContainer", id.clone(), detail, &ctx, sink, |s| {
             s.stop_container(&id)
         });
     }

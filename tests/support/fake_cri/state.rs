@@ -18,6 +18,8 @@ pub struct CallRecord {
     pub method: String,
     /// The ID or name the call was about (container ID, sandbox ID, image, ...).
     pub target: String,
+    /// Call arguments worth asserting on, e.g. `timeout=30` for StopContainer.
+    pub detail: String,
 }
 
 /// A failure injected for one numbered call of a method.
@@ -140,9 +142,20 @@ impl FakeState {
 
     /// Records a call and returns the injected failure for it, if any.
     pub(super) fn record(&mut self, method: &str, target: String) -> Option<RpcStatus> {
+        self.record_with(method, target, String::new())
+    }
+
+    /// Records a call with argument details and returns the injected failure for it.
+    pub(super) fn record_with(
+        &mut self,
+        method: &str,
+        target: String,
+        detail: String,
+    ) -> Option<RpcStatus> {
         self.calls.push(CallRecord {
             method: method.to_owned(),
             target,
+            detail,
         });
         let number = self.calls.iter().filter(|c| c.method == method).count();
         let index = self
