@@ -10,7 +10,6 @@ use crossbeam_channel::{bounded, unbounded};
 
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
-use crate::api::quantity::Quantity;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
 use crate::config::Flags;
 use crate::cri::{self, RuntimeClient};
@@ -21,7 +20,8 @@ use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::runtime_state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
 use crate::kubelet::{Kubelet, NodeView};
-use crate::node::{MachineReader, MachineRoots, NodeConfig, NodeInputs};
+use crate::node::status as node_status;
+use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs};
 use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use crate::prober::ProbeManager;
@@ -55,40 +55,14 @@ pub fn node_name(flags: &Flags) -> String {
     name.trim().to_lowercase()
 }
 
-/// Total memory in bytes from /proc/meminfo (0 when unreadable).
-fn memory_capacity() -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<i64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
-}
-
-fn node_view(name: &str, max_pods: u32, memory: i64) -> NodeView {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1) as i64;
-    let mut allocatable = std::collections::BTreeMap::new();
-    allocatable.insert(
-        "cpu".to_owned(),
-        Quantity::from_value(cpus, Default::default()),
-    );
-    allocatable.insert(
-        "memory".to_owned(),
-        Quantity::from_value(memory, Default::default()),
-    );
-    allocatable.insert(
-        "pods".to_owned(),
-        Quantity::from_value(i64::from(max_pods), Default::default()),
-    );
+/// The node's allocatable resources for admission: machine capacity minus the
+/// kube/system reservations and the hard eviction threshold (as the node reports it).
+fn node_view(name: &str, config: &NodeConfig, machine: &MachineInfo, max_pods: u32) -> NodeView {
+    let capacity = node_status::machine_capacity(machine, max_pods);
+    let reserved = node_status::reservation(config, &capacity);
     NodeView {
         name: name.to_owned(),
-        allocatable,
+        allocatable: node_status::allocatable(&capacity, &reserved),
         ..Default::default()
     }
 }
@@ -105,10 +79,20 @@ pub fn run(
     std::fs::create_dir_all(root_dir.join("pods"))
         .map_err(|e| AgentError::Config(format!("cannot create {}: {e}", root_dir.display())))?;
     let pod_logs_dir = flags.pod_logs_dir.clone();
-    let memory = memory_capacity();
+    let node_config = NodeConfig::from_flags(flags, Some(&node))
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+    let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
+    let (machine, problems) = reader.read();
+    for problem in problems {
+        log::warn!("machine facts: {problem}");
+    }
+    let memory = machine.memory_bytes.map(|b| b as i64).unwrap_or(0);
     let api = match &flags.kubeconfig {
         Some(path) => {
-            let config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
+            let mut config =
+                kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
+            config.qps = flags.kube_api_qps;
+            config.burst = flags.kube_api_burst;
             Some(ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?)
         }
         None => None,
@@ -174,13 +158,10 @@ pub fn run(
 
     // Node registration, status and lease (only with an API server).
     if let Some(client) = &api {
-        let node_config = NodeConfig::from_flags(flags, Some(&node))
-            .map_err(|e| AgentError::Config(e.to_string()))?;
-        let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
         let inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
         crate::node::start(
             client,
-            node_config,
+            node_config.clone(),
             inputs,
             recorder.clone(),
             shutdown.clone(),
@@ -230,7 +211,7 @@ pub fn run(
     }
     drop(updates_tx);
 
-    let host_ips: Vec<String> = flags.node_ip.iter().map(|ip| ip.to_string()).collect();
+    let host_ips: Vec<String> = machine.node_ip.iter().map(|ip| ip.to_string()).collect();
     let (probes, probe_rx): (Arc<dyn PodProbes>, _) = match ProbeManager::start(
         Default::default(),
         runtime.clone(),
@@ -290,7 +271,7 @@ pub fn run(
         api.as_ref()
             .map(|c| MirrorClient::new(c.clone(), node.clone())),
         recorder,
-        node_view(&node, flags.max_pods, memory),
+        node_view(&node, &node_config, &machine, flags.max_pods),
         root_dir,
         expected,
     );

@@ -141,6 +141,14 @@ pub struct Flags {
     #[arg(long, value_name = "PERCENT", default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub image_gc_low_threshold: u8,
 
+    /// Sustained requests per second to the API server (client-side rate limit).
+    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+
+    /// Requests the API client may burst above the QPS.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub kube_api_burst: u32,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',
