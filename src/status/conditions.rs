@@ -20,7 +20,7 @@ use crate::api::pod::{
     POD_DISRUPTION_TARGET, POD_INITIALIZED, POD_READY, POD_READY_TO_START_CONTAINERS,
     POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING, POD_SCHEDULED,
 };
-use crate::runtime::model::{PodRuntimeStatus, SandboxState};
+use crate::runtime::model::PodRuntimeStatus;
 
 use super::phase::{any_regular_container_started, find};
 
@@ -283,29 +283,10 @@ pub fn initialized(
     }
 }
 
-/// True when the pod needs a new sandbox before containers can start: none exists,
-/// more than one is ready, the newest is not ready, its network mode does not match
-/// the pod's, or a pod-network sandbox has no IP. (The same test the runtime's action
-/// computation makes; kept here as a pure helper so status does not depend on it.)
-pub fn sandbox_needs_recreate(pod: &Pod, runtime: &PodRuntimeStatus) -> bool {
-    let Some(newest) = runtime.sandboxes.first() else {
-        return true;
-    };
-    let ready = runtime
-        .sandboxes
-        .iter()
-        .filter(|s| s.state == SandboxState::Ready)
-        .count();
-    let host_network = pod.spec.host_network == Some(true);
-    ready > 1
-        || newest.state != SandboxState::Ready
-        || newest.host_network != host_network
-        || (!host_network && newest.ip.is_empty())
-}
-
 /// `PodReadyToStartContainers`: True when a usable sandbox with networking exists.
 pub fn ready_to_start_containers(pod: &Pod, runtime: &PodRuntimeStatus) -> PodCondition {
-    let ok = !sandbox_needs_recreate(pod, runtime);
+    // The same rule that decides whether SyncPod recreates the sandbox.
+    let ok = !crate::runtime::actions::pod_sandbox_changed(pod, runtime).changed;
     condition(
         pod,
         POD_READY_TO_START_CONTAINERS,
@@ -400,6 +381,7 @@ mod tests {
         Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
         ContainerStateWaiting, PodReadinessGate, RestartPolicy,
     };
+    use crate::runtime::model::SandboxState;
     use crate::runtime::model::SandboxStatus;
 
     /// Pod: init `i0`, sidecar `s0`, regular `a`, `b`; generation 4.
