@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use support::wait_until;
 
 fn host_network() -> MessageField<pb::NamespaceOption> {
@@ -268,20 +268,4 @@ fn pod_lifecycle_against_real_containerd() {
         left.containers
     );
     remove_cgroup_tree(&cgroup_parent);
-}
-
-/// Removes the test's cgroup parent from every v1 hierarchy (children first).
-fn remove_cgroup_tree(parent: &str) {
-    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    for controller in controllers.flatten() {
-        let root = controller.path().join(parent.trim_start_matches('/'));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
-    }
 }

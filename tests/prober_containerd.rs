@@ -15,7 +15,7 @@ use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -249,20 +249,4 @@ fn exec_probes_against_real_containerd() {
         })
         .expect("remove sandbox");
     remove_cgroup_tree(&cgroup_parent);
-}
-
-/// Removes the test's cgroup parent from every v1 hierarchy (children first).
-fn remove_cgroup_tree(parent: &str) {
-    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    for controller in controllers.flatten() {
-        let root = controller.path().join(parent.trim_start_matches('/'));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
-    }
 }

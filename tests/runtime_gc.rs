@@ -674,27 +674,5 @@ fn gc_against_real_containerd() {
     assert_eq!(left, [vec![PAUSE.to_owned()]]);
 
     drop(containerd);
-    for controller in [
-        "cpu",
-        "memory",
-        "pids",
-        "cpuacct",
-        "cpuset",
-        "blkio",
-        "devices",
-        "freezer",
-        "net_cls",
-        "perf_event",
-        "hugetlb",
-        "systemd",
-        "net_prio",
-    ] {
-        let root = PathBuf::from(format!("/sys/fs/cgroup/{controller}{parent}"));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
-    }
+    support::containerd::remove_cgroup_tree(&parent);
 }

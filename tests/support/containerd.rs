@@ -98,3 +98,20 @@ impl Drop for Containerd {
             .status();
     }
 }
+
+/// Removes a test's cgroup parent (and its direct children, the containers runc made)
+/// from every v1 hierarchy; what is still busy stays, harmlessly.
+pub fn remove_cgroup_tree(parent: &str) {
+    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for controller in controllers.flatten() {
+        let root = controller.path().join(parent.trim_start_matches('/'));
+        if let Ok(children) = std::fs::read_dir(&root) {
+            for child in children.flatten().filter(|c| c.path().is_dir()) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&root);
+    }
+}
