@@ -20,3 +20,4 @@ pub mod runtime;
 pub mod runtime_info;
 pub mod sources;
 pub mod status;
+pub mod volumes;

@@ -3,6 +3,7 @@
 //! objects; the rest of litelet works with these types.
 
 pub mod client;
+pub mod configmap;
 pub mod error;
 pub mod event;
 pub mod kubeconfig;
@@ -15,6 +16,7 @@ pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
 pub mod stats;
+pub mod token;
 pub mod watch;
 
 pub use client::{

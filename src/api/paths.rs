@@ -1,5 +1,6 @@
 //! URL paths of the API objects litelet touches: pods, pods/status, nodes,
-//! nodes/status, leases and events. Pure string building; names are
+//! nodes/status, leases and events (and, for volumes, configmaps, secrets and the
+//! serviceaccounts/token subresource). Pure string building; names are
 //! percent-encoded so an odd name can never change the path's shape.
 
 use crate::api::lease::NODE_LEASE_NAMESPACE;
@@ -71,6 +72,29 @@ pub fn event(namespace: &str, name: &str) -> String {
     format!("{}/{}", events(namespace), seg(name))
 }
 
+/// One configMap (the Node authorizer allows it for pods bound to this node).
+pub fn config_map(namespace: &str, name: &str) -> String {
+    format!(
+        "{CORE}/namespaces/{}/configmaps/{}",
+        seg(namespace),
+        seg(name)
+    )
+}
+
+/// One secret (the Node authorizer allows it for pods bound to this node).
+pub fn secret(namespace: &str, name: &str) -> String {
+    format!("{CORE}/namespaces/{}/secrets/{}", seg(namespace), seg(name))
+}
+
+/// The TokenRequest subresource of a service account (POST).
+pub fn service_account_token(namespace: &str, name: &str) -> String {
+    format!(
+        "{CORE}/namespaces/{}/serviceaccounts/{}/token",
+        seg(namespace),
+        seg(name)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +113,14 @@ mod tests {
         );
         assert_eq!(event("ns", "p.17a"), "/api/v1/namespaces/ns/events/p.17a");
         assert_eq!(pod("a/b", "c d?"), "/api/v1/namespaces/a%2Fb/pods/c%20d%3F");
+        assert_eq!(
+            service_account_token("ns", "default"),
+            "/api/v1/namespaces/ns/serviceaccounts/default/token"
+        );
+        assert_eq!(
+            config_map("ns", "cfg"),
+            "/api/v1/namespaces/ns/configmaps/cfg"
+        );
+        assert_eq!(secret("ns", "s"), "/api/v1/namespaces/ns/secrets/s");
     }
 }

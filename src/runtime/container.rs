@@ -4,7 +4,8 @@
 //!
 //! Pure: the caller resolves the image, prepares the termination-log file and the
 //! volume directories, and passes them in [`ContainerContext`]. A failure is the
-//! message of a CreateContainerConfigError.
+//! message of a CreateContainerConfigError. The one file-system access: subPath
+//! components are resolved (read only) to refuse symlinks that leave the volume.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -20,6 +21,7 @@ use crate::cgroups::convert::{milli_cpu_to_quota, milli_cpu_to_shares, DEFAULT_Q
 use crate::cgroups::qos::container_oom_score_adj;
 use crate::cgroups::resources::Limit;
 use crate::cri::pb;
+use crate::volumes::forces_read_only;
 
 /// Where the runtime writes a container's termination message unless the spec says.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
@@ -171,8 +173,12 @@ fn security_context(
     })
 }
 
-/// Joins an untrusted relative path under `base`, refusing anything that climbs out.
-fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
+/// Joins an untrusted relative path under `base`, refusing anything that climbs out:
+/// `..` and absolute paths by their spelling, and symlinks by resolving each existing
+/// component (a link that leads outside `base`, or nowhere, is refused). Returns the
+/// resolved path, so the runtime follows no link we did not check. Reads the file
+/// system (no writes); a `base` that does not exist yet is joined by spelling only.
+pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
     let rel = Path::new(relative);
     if rel
         .components()
@@ -182,7 +188,34 @@ fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
             "subPath {relative:?} must be relative and must not contain '..'"
         ));
     }
-    Ok(base.join(rel))
+    let Ok(real_base) = std::fs::canonicalize(base) else {
+        return Ok(base.join(rel));
+    };
+    let mut current = real_base.clone();
+    let mut parts = rel
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)));
+    for part in parts.by_ref() {
+        current.push(part);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let resolved = std::fs::canonicalize(&current).map_err(|_| {
+                    format!("subPath {relative:?} goes through a symlink that leads nowhere")
+                })?;
+                if !resolved.starts_with(&real_base) {
+                    return Err(format!(
+                        "subPath {relative:?} goes through a symlink that leaves the volume"
+                    ));
+                }
+                current = resolved;
+            }
+            Ok(_) => {}
+            // The rest does not exist yet, so no link can lie on it.
+            Err(_) => break,
+        }
+    }
+    current.extend(parts);
+    Ok(current)
 }
 
 fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb::Mount>, String> {
@@ -204,6 +237,13 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
             Some(sub) => join_inside(base, &sub)?,
             None => base.clone(),
         };
+        // Volumes the kubelet writes (configMap, secret, ...) are never writable.
+        let forced_read_only = ctx
+            .pod
+            .spec
+            .volumes
+            .iter()
+            .any(|v| v.name == mount.name && forces_read_only(v));
         let propagation = match mount.mount_propagation {
             Some(MountPropagationMode::HostToContainer) => {
                 pb::MountPropagation::PROPAGATION_HOST_TO_CONTAINER
@@ -216,7 +256,7 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
         mounts.push(pb::Mount {
             container_path: mount.mount_path.clone(),
             host_path: host_path.display().to_string(),
-            readonly: mount.read_only.unwrap_or(false),
+            readonly: mount.read_only.unwrap_or(false) || forced_read_only,
             propagation: EnumOrUnknown::new(propagation),
             ..Default::default()
         });
@@ -435,6 +475,80 @@ mod tests {
         container.volume_mounts[0].name = "missing".into();
         let err = build(&pod_with(container), &volumes).unwrap_err();
         assert!(err.contains("volume \"missing\" is not available"), "{err}");
+    }
+
+    #[test]
+    fn sub_paths_refuse_symlink_escapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let vol = tmp.path().join("vol");
+        std::fs::create_dir_all(vol.join("real/dir")).unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, vol.join("evil")).unwrap();
+        std::os::unix::fs::symlink("../../outside", vol.join("real/up")).unwrap();
+        std::os::unix::fs::symlink("real/dir", vol.join("inner")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/x", vol.join("dangling")).unwrap();
+        let real_vol = std::fs::canonicalize(&vol).unwrap();
+
+        for bad in [
+            "evil",
+            "evil/sub",
+            "real/up",
+            "real/up/x",
+            "dangling",
+            "dangling/y",
+        ] {
+            let err = join_inside(&vol, bad).unwrap_err();
+            assert!(err.contains("symlink"), "{bad}: {err}");
+        }
+        assert_eq!(
+            join_inside(&vol, "inner/new/deeper").unwrap(),
+            real_vol.join("real/dir/new/deeper")
+        );
+        assert_eq!(join_inside(&vol, "./real").unwrap(), real_vol.join("real"));
+        assert_eq!(
+            join_inside(&vol, "missing/a").unwrap(),
+            real_vol.join("missing/a")
+        );
+    }
+
+    #[test]
+    fn kubelet_written_volumes_mount_read_only() {
+        let volumes = BTreeMap::from([
+            ("cfg".to_owned(), PathBuf::from("/v/cfg")),
+            ("scratch".to_owned(), PathBuf::from("/v/scratch")),
+        ]);
+        let mut pod = pod_with(Container {
+            name: "app".into(),
+            volume_mounts: vec![
+                VolumeMount {
+                    name: "cfg".into(),
+                    mount_path: "/etc/cfg".into(),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "scratch".into(),
+                    mount_path: "/tmp".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        pod.spec.volumes = vec![
+            crate::api::pod::Volume {
+                name: "cfg".into(),
+                config_map: Some(Default::default()),
+                ..Default::default()
+            },
+            crate::api::pod::Volume {
+                name: "scratch".into(),
+                empty_dir: Some(Default::default()),
+                ..Default::default()
+            },
+        ];
+        let cfg = build(&pod, &volumes).unwrap();
+        assert!(cfg.mounts[0].readonly, "configMap is read-only");
+        assert!(!cfg.mounts[1].readonly, "emptyDir stays writable");
     }
 
     #[test]

@@ -120,7 +120,7 @@ fn field_value(pod: &Pod, path: &str, ctx: &EnvContext) -> Result<String, String
 
 /// The value of a resourceFieldRef such as `limits.memory` with a divisor; CPU rounds
 /// up to whole divisor units, as upstream. An unset limit reads as node allocatable.
-fn resource_value(
+pub(crate) fn resource_value(
     pod: &Pod,
     own: &Container,
     container_name: Option<&str>,

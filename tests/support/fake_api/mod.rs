@@ -24,6 +24,7 @@ mod selector;
 mod server;
 mod store;
 mod tls;
+mod token;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -37,6 +38,7 @@ use serde_json::{json, Value};
 use server::{lock, Shared};
 pub use store::{DeleteOpts, Failure};
 pub use tls::TlsFiles;
+pub use token::IssuedToken;
 
 /// One served request, for assertions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -327,6 +329,11 @@ impl FakeApi {
     /// Answers 401 to requests without `Authorization: Bearer <token>`.
     pub fn require_token(&self, token: Option<&str>) {
         *lock(&self.shared.required_token) = token.map(str::to_owned);
+    }
+
+    /// Tokens issued through TokenRequest (`serviceaccounts/<name>/token`), in order.
+    pub fn issued_tokens(&self) -> Vec<IssuedToken> {
+        lock(&self.shared.tokens).clone()
     }
 
     // ---- the request log ----

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use super::http::{self, Request};
 use super::selector::Selector;
 use super::store::{self, Change, DeleteOpts, EventType, Failure, Kind, Store, WatchMsg};
+use super::token::{self, IssuedToken};
 use super::{Fail, RequestRecord};
 
 /// Injected misbehaviour.
@@ -34,6 +35,8 @@ pub struct Shared {
     pub log: Mutex<Vec<RequestRecord>>,
     pub bookmark_interval: Mutex<Duration>,
     pub required_token: Mutex<Option<String>>,
+    /// Tokens issued through TokenRequest, in order.
+    pub tokens: Mutex<Vec<IssuedToken>>,
     pub conns: Mutex<HashMap<u64, TcpStream>>,
     pub stopping: AtomicBool,
     /// BOOKMARK events written so far, over all watches.
@@ -57,6 +60,7 @@ impl Shared {
             log: Mutex::new(Vec::new()),
             bookmark_interval: Mutex::new(Duration::from_secs(1)),
             required_token: Mutex::new(None),
+            tokens: Mutex::new(Vec::new()),
             conns: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             bookmarks_sent: AtomicU64::new(0),
@@ -305,6 +309,15 @@ fn decide(shared: &Shared, req: &Request, route: Option<Route>, verb: &str) -> R
         if req.header("authorization") != Some(&format!("Bearer {token}")) {
             return Failure::new(401, "Unauthorized", "Unauthorized").into();
         }
+    }
+    if let Some((ns, sa)) = token::token_path(&req.path) {
+        if let Some(f) = take_fault(shared, verb, &req.path) {
+            return f.into();
+        }
+        return match token::serve(shared, req, &ns, &sa) {
+            Ok(body) => Reply::Json(201, body, vec![]),
+            Err(f) => f.into(),
+        };
     }
     let Some(route) = route else {
         return Failure::new(

@@ -1,0 +1,120 @@
+//! The authentication.k8s.io/v1 TokenRequest: what the kubelet posts to
+//! `serviceaccounts/<name>/token` to get a bound service account token for a pod.
+//!
+//! This module holds wire types only: it models the JSON the API server sends and
+//! accepts and performs no I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::api::meta::{is_default, nullable, ObjectMeta, Time};
+
+/// A token request and, in the answer, the issued token.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TokenRequest {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable", skip_serializing_if = "is_default")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub spec: TokenRequestSpec,
+    #[serde(deserialize_with = "nullable", skip_serializing_if = "is_default")]
+    pub status: TokenRequestStatus,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl TokenRequest {
+    pub const API_VERSION: &'static str = "authentication.k8s.io/v1";
+    pub const KIND: &'static str = "TokenRequest";
+
+    /// A request for a token bound to pod `name`/`uid`. No audience means the API
+    /// server's own audiences.
+    pub fn for_pod(
+        audience: Option<&str>,
+        expiration_seconds: i64,
+        pod_name: &str,
+        pod_uid: &str,
+    ) -> Self {
+        Self {
+            api_version: Self::API_VERSION.to_owned(),
+            kind: Self::KIND.to_owned(),
+            spec: TokenRequestSpec {
+                audiences: audience
+                    .filter(|a| !a.is_empty())
+                    .map(|a| vec![a.to_owned()])
+                    .unwrap_or_default(),
+                expiration_seconds: Some(expiration_seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: "v1".to_owned(),
+                    kind: "Pod".to_owned(),
+                    name: pod_name.to_owned(),
+                    uid: pod_uid.to_owned(),
+                }),
+            },
+            ..Self::default()
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TokenRequestSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub audiences: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_object_ref: Option<BoundObjectReference>,
+}
+
+/// The object whose deletion invalidates the token.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BoundObjectReference {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TokenRequestStatus {
+    pub token: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_timestamp: Option<Time>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_shape_and_answer() {
+        let req = TokenRequest::for_pod(None, 3607, "web", "uid-1");
+        let json = serde_json::to_value(&req).unwrap();
+        assert_eq!(json["apiVersion"], "authentication.k8s.io/v1");
+        assert_eq!(json["spec"]["audiences"], serde_json::json!([]));
+        assert_eq!(json["spec"]["expirationSeconds"], 3607);
+        assert_eq!(json["spec"]["boundObjectRef"]["kind"], "Pod");
+        assert_eq!(json["spec"]["boundObjectRef"]["uid"], "uid-1");
+        assert!(json.get("status").is_none());
+        let req = TokenRequest::for_pod(Some("vault"), 600, "web", "uid-1");
+        assert_eq!(req.spec.audiences, ["vault"]);
+
+        let answer: TokenRequest = serde_json::from_value(serde_json::json!({
+            "spec": {"audiences": ["https://kubernetes.default.svc"]},
+            "status": {"token": "eyJ", "expirationTimestamp": "2030-01-01T00:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(answer.status.token, "eyJ");
+        assert_eq!(
+            answer.status.expiration_timestamp,
+            Some(Time::parse("2030-01-01T00:00:00Z").unwrap())
+        );
+    }
+}

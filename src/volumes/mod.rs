@@ -1,0 +1,290 @@
+//! Pod volumes (upstream volume manager, in-tree plugins only): the directories and
+//! files containers mount, under `--root-dir/pods/<uid>/volumes/<plugin>/<name>`.
+//!
+//! Supported: emptyDir (disk, or tmpfs for medium Memory with sizeLimit), hostPath
+//! (type-checked), configMap, secret, downwardAPI and projected (serviceAccountToken
+//! via TokenRequest, configMap, secret, downwardAPI). Secrets, downwardAPI and
+//! projected volumes live on tmpfs, as upstream. Anything else (PVC, CSI,
+//! clusterTrustBundle, ...) fails set-up with a clear message.
+//!
+//! How the pod worker uses it (one caller per pod UID at a time; any number of pod
+//! workers at once):
+//! - every sync, before the sandbox starts: [`VolumeManager::setup_pod`]. The map it
+//!   returns goes to the container config (`runtime::container::ContainerContext`).
+//!   An error means "volumes not ready": record the `FailedMount` events
+//!   ([`record_failed_mount`]), leave the pod waiting (ContainerCreating) and retry at
+//!   the next sync. Running it again refreshes configMap, secret, downwardAPI and
+//!   token content atomically (the `..data` swap); that repeated call is the resync.
+//! - for the environment: [`VolumeManager::config_source`] (same cache as volumes).
+//! - after the pod terminated: [`VolumeManager::teardown_pod`], then poll
+//!   [`VolumeManager::pod_volumes_exist`]; housekeeping walks
+//!   [`VolumeManager::list_pod_dirs`] and calls [`VolumeManager::remove_pod_dir`] on
+//!   orphans.
+//!
+//! Invariants: nothing is written outside `<root>/pods/<uid>/` except what a hostPath
+//! type asks to create; a recursive removal never runs over a mounted file system;
+//! a failing volume does not stop the pod's other volumes nor other pods.
+
+pub mod atomic;
+pub mod cache;
+pub mod error;
+pub mod hostpath;
+pub mod mount;
+pub mod paths;
+pub mod payload;
+mod setup;
+pub mod source;
+pub mod token;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::api::pod::Pod;
+use crate::api::quantity::Quantity;
+use crate::api::ApiClient;
+use crate::runtime::env::EnvContext;
+
+pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
+pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
+pub use setup::forces_read_only;
+pub use source::PodConfigSource;
+pub use token::TokenManager;
+
+/// Sets up and tears down pod volumes; shared by all pod workers (`&self` methods).
+pub struct VolumeManager {
+    root: PathBuf,
+    node_name: String,
+    objects: ObjectCache,
+    tokens: TokenManager,
+    /// Node facts for downwardAPI resourceFieldRefs (allocatable cpu and memory).
+    node: Mutex<EnvContext>,
+    /// Mount tmpfs where upstream does (needs root); off for unprivileged runs.
+    mounts: bool,
+}
+
+impl VolumeManager {
+    /// A manager for `root_dir`; `client` is `None` in standalone mode (then
+    /// configMap, secret and token volumes fail with a clear message).
+    pub fn new(root_dir: impl Into<PathBuf>, client: Option<ApiClient>, node_name: &str) -> Self {
+        Self {
+            root: root_dir.into(),
+            node_name: node_name.to_owned(),
+            objects: ObjectCache::new(client.clone(), DEFAULT_TTL),
+            tokens: TokenManager::new(client),
+            node: Mutex::new(EnvContext {
+                node_name: node_name.to_owned(),
+                ..EnvContext::default()
+            }),
+            mounts: true,
+        }
+    }
+
+    /// How long a configMap or secret copy is served before it is read again.
+    pub fn with_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.objects = self.objects.with_ttl(ttl);
+        self
+    }
+
+    /// Never mounts: memory-backed volumes become plain directories (for
+    /// unprivileged runs and tests; a warning is logged per volume).
+    pub fn without_mounts(mut self) -> Self {
+        self.mounts = false;
+        self
+    }
+
+    /// Sets the node's allocatable resources (read by downwardAPI resourceFieldRefs
+    /// to containers without limits).
+    pub fn set_node_allocatable(&self, allocatable: BTreeMap<String, Quantity>) {
+        lock(&self.node).node_allocatable = allocatable;
+    }
+
+    fn node_facts(&self) -> EnvContext {
+        lock(&self.node).clone()
+    }
+
+    /// Start-up: creates `<root>/pods` and, when mounting, makes the root an rshared
+    /// mount so HostToContainer and Bidirectional propagation work under it.
+    pub fn prepare_root(&self) -> Result<(), VolumeError> {
+        let pods = paths::pods_dir(&self.root);
+        fs::create_dir_all(&pods).map_err(|e| VolumeError::io("create dir", &pods, e))?;
+        if self.mounts {
+            mount::make_rshared(&self.root)?;
+        }
+        Ok(())
+    }
+
+    /// Sets up every volume of `pod` (idempotent; see the module doc). Returns the
+    /// host path of each volume by name, or every failure.
+    pub fn setup_pod(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, VolumeError> {
+        paths::check_segment("pod uid", pod.uid())?;
+        let fs_group = pod
+            .spec
+            .security_context
+            .as_ref()
+            .and_then(|sc| sc.fs_group)
+            .and_then(|g| u32::try_from(g).ok());
+        let mut ready = BTreeMap::new();
+        let mut failures = Vec::new();
+        for volume in &pod.spec.volumes {
+            match self.setup_volume(pod, volume, fs_group) {
+                Ok(path) => {
+                    ready.insert(volume.name.clone(), path);
+                }
+                Err(e) => failures.push(e.in_volume(&volume.name)),
+            }
+        }
+        if failures.is_empty() {
+            return Ok(ready);
+        }
+        Err(VolumeError::Pod {
+            pod: format!("{}/{}", pod.namespace(), pod.name()),
+            failures,
+        })
+    }
+
+    /// The environment's configMap and secret reader for `pod`.
+    pub fn config_source(&self, pod: &Pod) -> PodConfigSource<'_> {
+        PodConfigSource {
+            cache: &self.objects,
+            pod_uid: pod.uid().to_owned(),
+        }
+    }
+
+    /// Tears down the volumes of pod `uid` (after it terminated): unmounts what is
+    /// mounted under each volume directory, removes it, and forgets the pod's cached
+    /// objects and tokens. Missing directories are fine; a volume that cannot be
+    /// unmounted is left in place and reported, the others are still removed.
+    pub fn teardown_pod(&self, uid: &str) -> Result<(), VolumeError> {
+        let volumes = paths::pod_volumes_dir(&self.root, uid)?;
+        self.objects.unregister_pod(uid);
+        self.tokens.forget_pod(uid);
+        let mut failures = Vec::new();
+        for plugin in list_dir(&volumes)? {
+            let plugin_dir = volumes.join(&plugin);
+            let entries = match list_dir(&plugin_dir) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    failures.push(e);
+                    continue;
+                }
+            };
+            for name in entries {
+                if let Err(e) = remove_tree(&plugin_dir.join(&name)) {
+                    failures.push(e.in_volume(&name));
+                }
+            }
+            remove_empty_dir(&plugin_dir, &mut failures);
+        }
+        remove_empty_dir(&volumes, &mut failures);
+        if failures.is_empty() {
+            return Ok(());
+        }
+        Err(VolumeError::Pod {
+            pod: uid.to_owned(),
+            failures,
+        })
+    }
+
+    /// True while any volume directory of pod `uid` is left on disk (upstream
+    /// podVolumesExist); a directory that cannot be read counts as present.
+    pub fn pod_volumes_exist(&self, uid: &str) -> bool {
+        let Ok(volumes) = paths::pod_volumes_dir(&self.root, uid) else {
+            return false;
+        };
+        match list_dir(&volumes) {
+            Ok(plugins) => plugins
+                .iter()
+                .any(|p| list_dir(&volumes.join(p)).map_or(true, |v| !v.is_empty())),
+            Err(_) => true,
+        }
+    }
+
+    /// UIDs of every pod directory under `<root>/pods` (for orphan housekeeping).
+    pub fn list_pod_dirs(&self) -> Result<Vec<String>, VolumeError> {
+        let mut uids: Vec<String> = list_dir(&paths::pods_dir(&self.root))?
+            .into_iter()
+            .filter(|uid| paths::check_segment("pod uid", uid).is_ok())
+            .collect();
+        uids.sort();
+        Ok(uids)
+    }
+
+    /// Removes an orphan's whole `<root>/pods/<uid>` after tearing down its volumes;
+    /// refuses while anything under it is still mounted.
+    pub fn remove_pod_dir(&self, uid: &str) -> Result<(), VolumeError> {
+        self.teardown_pod(uid)?;
+        let dir = paths::pod_dir(&self.root, uid)?;
+        mount::ensure_nothing_mounted(&dir)?;
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io("remove", &dir, e)),
+        }
+    }
+
+    /// The node this manager runs for.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The root directory (`--root-dir`).
+    pub fn root_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// Cached configMaps/secrets and tokens (for tests and stats).
+    pub fn cached_counts(&self) -> (usize, usize) {
+        (self.objects.len(), self.tokens.len())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded value is replaced whole; a panic elsewhere cannot tear it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Names in `dir`; a missing directory is empty.
+fn list_dir(dir: &Path) -> Result<Vec<String>, VolumeError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(VolumeError::io("read dir", dir, e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect())
+}
+
+/// Unmounts everything under `path`, checks nothing is left mounted, removes it.
+fn remove_tree(path: &Path) -> Result<(), VolumeError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(VolumeError::io("stat", path, e)),
+    };
+    if !meta.is_dir() {
+        return fs::remove_file(path).map_err(|e| VolumeError::io("remove", path, e));
+    }
+    mount::unmount_all_under(path)?;
+    mount::ensure_nothing_mounted(path)?;
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(VolumeError::io("remove", path, e)),
+    }
+}
+
+fn remove_empty_dir(dir: &Path, failures: &mut Vec<VolumeError>) {
+    match fs::remove_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        // Not empty because a volume failed above: already reported.
+        Err(_) if !failures.is_empty() => {}
+        Err(e) => failures.push(VolumeError::io("remove", dir, e)),
+    }
+}

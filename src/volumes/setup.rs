@@ -1,0 +1,322 @@
+//! Setting up one volume of a pod, by type: the directory (and tmpfs) under the pod,
+//! the files of configMap, secret, downwardAPI and projected volumes, the hostPath
+//! check. Every step is idempotent: run again, it refreshes content atomically and
+//! leaves existing mounts alone.
+//!
+//! Runs on the pod worker's thread inside `VolumeManager::setup_pod`.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use super::atomic::{self, FileProjection, Payload};
+use super::cache::ObjectKind;
+use super::error::VolumeError;
+use super::paths::{
+    clean_file_path, volume_dir, PLUGIN_CONFIG_MAP, PLUGIN_DOWNWARD_API, PLUGIN_EMPTY_DIR,
+    PLUGIN_PROJECTED, PLUGIN_SECRET,
+};
+use super::payload::{self, mode_bits, KeySource, DEFAULT_MODE};
+use super::token::TokenSpec;
+use super::{hostpath, mount, VolumeManager};
+use crate::api::pod::{
+    ConfigMapVolumeSource, DownwardApiVolumeSource, EmptyDirVolumeSource, KeyToPath, Pod,
+    ProjectedVolumeSource, SecretVolumeSource, Volume, VolumeProjection,
+};
+
+/// The source of a volume, as litelet sets it up.
+enum Source<'a> {
+    EmptyDir(Option<&'a EmptyDirVolumeSource>),
+    HostPath(&'a str, Option<&'a str>),
+    ConfigMap(&'a ConfigMapVolumeSource),
+    Secret(&'a SecretVolumeSource),
+    DownwardApi(&'a DownwardApiVolumeSource),
+    Projected(&'a ProjectedVolumeSource),
+    Unsupported(String),
+}
+
+fn classify(v: &Volume) -> Source<'_> {
+    if let Some(s) = &v.empty_dir {
+        return Source::EmptyDir(Some(s));
+    }
+    if let Some(s) = &v.host_path {
+        return Source::HostPath(&s.path, s.type_.as_deref());
+    }
+    if let Some(s) = &v.config_map {
+        return Source::ConfigMap(s);
+    }
+    if let Some(s) = &v.secret {
+        return Source::Secret(s);
+    }
+    if let Some(s) = &v.downward_api {
+        return Source::DownwardApi(s);
+    }
+    if let Some(s) = &v.projected {
+        return Source::Projected(s);
+    }
+    if v.persistent_volume_claim.is_some() {
+        return Source::Unsupported("persistentVolumeClaim".into());
+    }
+    match v.extra.keys().next() {
+        Some(kind) => Source::Unsupported(kind.clone()),
+        // No source at all: the API server defaults that to an emptyDir.
+        None => Source::EmptyDir(None),
+    }
+}
+
+/// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
+/// containers always get them read-only, whatever the volumeMount says.
+pub fn forces_read_only(v: &Volume) -> bool {
+    matches!(
+        classify(v),
+        Source::ConfigMap(_) | Source::Secret(_) | Source::DownwardApi(_) | Source::Projected(_)
+    )
+}
+
+/// Creates `dir` (mode `mode`, parents 0750) and tells whether it is new.
+fn make_dir(dir: &Path, mode: u32) -> Result<bool, VolumeError> {
+    if let Some(parent) = dir.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(parent)
+            .map_err(|e| VolumeError::io("create dir", parent, e))?;
+    }
+    match fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {
+            // Exact bits, whatever the umask.
+            fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+                .map_err(|e| VolumeError::io("chmod", dir, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(VolumeError::io("create dir", dir, e)),
+    }
+}
+
+/// Gives a shared directory to the pod's fsGroup, with setgid so new files inherit it.
+fn share_with_group(dir: &Path, fs_group: Option<u32>, mode: u32) -> Result<(), VolumeError> {
+    let Some(gid) = fs_group else { return Ok(()) };
+    nix::unistd::chown(dir, None, Some(nix::unistd::Gid::from_raw(gid)))
+        .map_err(|e| VolumeError::io("chown", dir, std::io::Error::from_raw_os_error(e as i32)))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o2000))
+        .map_err(|e| VolumeError::io("chmod", dir, e))
+}
+
+fn service_account(pod: &Pod) -> &str {
+    pod.spec
+        .service_account_name
+        .as_deref()
+        .or_else(|| {
+            pod.spec
+                .extra
+                .get("serviceAccount")
+                .and_then(|v| v.as_str())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+}
+
+impl VolumeManager {
+    /// Sets up one volume; returns the host path to mount.
+    pub(super) fn setup_volume(
+        &self,
+        pod: &Pod,
+        volume: &Volume,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let uid = pod.uid();
+        let name = &volume.name;
+        match classify(volume) {
+            Source::EmptyDir(src) => self.empty_dir(uid, name, src, fs_group),
+            Source::HostPath(path, type_) => {
+                let path = PathBuf::from(path);
+                hostpath::check(&path, type_)?;
+                Ok(path)
+            }
+            Source::ConfigMap(src) => {
+                let cm = src.name.as_deref().unwrap_or("");
+                let mode = mode_bits(src.default_mode, DEFAULT_MODE);
+                let files = self.key_files(
+                    pod,
+                    ObjectKind::ConfigMap,
+                    cm,
+                    &src.items,
+                    mode,
+                    src.optional,
+                )?;
+                self.write_files(uid, PLUGIN_CONFIG_MAP, name, false, &files, fs_group)
+            }
+            Source::Secret(src) => {
+                let secret = src.secret_name.as_deref().unwrap_or("");
+                let mode = mode_bits(src.default_mode, DEFAULT_MODE);
+                let files = self.key_files(
+                    pod,
+                    ObjectKind::Secret,
+                    secret,
+                    &src.items,
+                    mode,
+                    src.optional,
+                )?;
+                self.write_files(uid, PLUGIN_SECRET, name, true, &files, fs_group)
+            }
+            Source::DownwardApi(src) => {
+                let mode = mode_bits(src.default_mode, DEFAULT_MODE);
+                let files = payload::downward(pod, &src.items, mode, &self.node_facts())?;
+                self.write_files(uid, PLUGIN_DOWNWARD_API, name, true, &files, fs_group)
+            }
+            Source::Projected(src) => {
+                let files = self.projected_files(pod, src)?;
+                self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
+            }
+            Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
+        }
+    }
+
+    fn empty_dir(
+        &self,
+        uid: &str,
+        name: &str,
+        src: Option<&EmptyDirVolumeSource>,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let medium = src.and_then(|s| s.medium.as_deref()).unwrap_or("");
+        let memory = match medium {
+            "" => false,
+            "Memory" => true,
+            other => {
+                return Err(VolumeError::Unsupported {
+                    kind: format!("emptyDir medium {other}"),
+                })
+            }
+        };
+        let dir = volume_dir(&self.root, uid, PLUGIN_EMPTY_DIR, name)?;
+        // Containers may run as any user: the scratch space is world-writable.
+        let created = make_dir(&dir, 0o777)?;
+        let mut fresh = created;
+        if memory && self.mounts {
+            let size = src
+                .and_then(|s| s.size_limit.as_ref())
+                .and_then(|q| u64::try_from(q.value()).ok());
+            fresh = mount::mount_tmpfs(&dir, size, 0o777)?;
+        } else if memory && created {
+            log::warn!(
+                "emptyDir {name} of pod {uid}: mounts disabled, medium Memory falls back to disk"
+            );
+        }
+        if fresh {
+            share_with_group(&dir, fs_group, 0o777)?;
+        }
+        Ok(dir)
+    }
+
+    /// Reads a configMap or secret for the pod and picks its files.
+    fn key_files(
+        &self,
+        pod: &Pod,
+        kind: ObjectKind,
+        object: &str,
+        items: &[KeyToPath],
+        mode: u32,
+        optional: Option<bool>,
+    ) -> Result<Payload, VolumeError> {
+        let found = self
+            .objects
+            .get(kind, pod.namespace(), object, pod.uid(), Instant::now())?;
+        payload::keys(&KeySource {
+            kind: kind.as_str(),
+            namespace: pod.namespace(),
+            name: object,
+            data: found.as_deref().map(|d| &d.files),
+            items,
+            mode,
+            optional: optional.unwrap_or(false),
+        })
+    }
+
+    fn projected_files(
+        &self,
+        pod: &Pod,
+        src: &ProjectedVolumeSource,
+    ) -> Result<Payload, VolumeError> {
+        let mode = mode_bits(src.default_mode, DEFAULT_MODE);
+        let mut files = Payload::new();
+        for source in &src.sources {
+            let more = self.projection(pod, source, mode)?;
+            payload::merge(&mut files, more)?;
+        }
+        Ok(files)
+    }
+
+    fn projection(
+        &self,
+        pod: &Pod,
+        source: &VolumeProjection,
+        mode: u32,
+    ) -> Result<Payload, VolumeError> {
+        if let Some(t) = &source.service_account_token {
+            let path = clean_file_path(&t.path)?;
+            let token = self.tokens.token(
+                &TokenSpec {
+                    namespace: pod.namespace(),
+                    service_account: service_account(pod),
+                    pod_name: pod.name(),
+                    pod_uid: pod.uid(),
+                    audience: t.audience.as_deref(),
+                    expiration_seconds: t.expiration_seconds,
+                },
+                SystemTime::now(),
+            )?;
+            let file = FileProjection {
+                data: token.into_bytes(),
+                mode,
+            };
+            return Ok(Payload::from([(path, file)]));
+        }
+        if let Some(c) = &source.config_map {
+            let name = c.name.as_deref().unwrap_or("");
+            return self.key_files(pod, ObjectKind::ConfigMap, name, &c.items, mode, c.optional);
+        }
+        if let Some(s) = &source.secret {
+            let name = s.name.as_deref().unwrap_or("");
+            return self.key_files(pod, ObjectKind::Secret, name, &s.items, mode, s.optional);
+        }
+        if let Some(d) = &source.downward_api {
+            return payload::downward(pod, &d.items, mode, &self.node_facts());
+        }
+        let kind = if source.cluster_trust_bundle.is_some() {
+            "clusterTrustBundle".to_owned()
+        } else {
+            source
+                .extra
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| "empty".into())
+        };
+        Err(VolumeError::Unsupported {
+            kind: format!("projected source {kind}"),
+        })
+    }
+
+    /// Makes the volume directory (a tmpfs when `memory`) and writes `files` into it.
+    fn write_files(
+        &self,
+        uid: &str,
+        plugin: &str,
+        name: &str,
+        memory: bool,
+        files: &Payload,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let dir = volume_dir(&self.root, uid, plugin, name)?;
+        make_dir(&dir, 0o755)?;
+        if memory && self.mounts {
+            mount::mount_tmpfs(&dir, None, 0o755)?;
+        }
+        atomic::write(&dir, files, fs_group)?;
+        Ok(dir)
+    }
+}
