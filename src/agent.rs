@@ -14,7 +14,7 @@ use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
 use crate::config::Flags;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
-use crate::kubelet::deps::{NoProbes, NoVolumes, PodProbes};
+use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::runtime_state::RuntimeState;
@@ -35,6 +35,7 @@ use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
 use crate::status::manager::{PodHooks, StatusManager};
+use crate::volumes::VolumeManager;
 
 /// A failure that stops the agent from starting.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +66,25 @@ fn node_view(name: &str, config: &NodeConfig, machine: &MachineInfo, max_pods: u
         allocatable: node_status::allocatable(&capacity, &reserved),
         ..Default::default()
     }
+}
+
+/// The pod volume manager. Without root nothing can be mounted: secrets and other
+/// memory-backed volumes are then written to disk (with a warning).
+fn volume_manager(
+    root_dir: &std::path::Path,
+    api: Option<ApiClient>,
+    node: &str,
+    memory: i64,
+) -> VolumeManager {
+    let mut volumes = VolumeManager::new(root_dir, api, node);
+    if !nix::unistd::geteuid().is_root() {
+        log::warn!("not running as root: secret and memory-backed volumes go to disk");
+        volumes = volumes.without_mounts();
+    }
+    let mut allocatable = node_view(node, 0, memory).allocatable;
+    allocatable.remove("pods");
+    volumes.set_node_allocatable(allocatable);
+    volumes
 }
 
 /// Starts every thread and runs the sync loop on the calling thread until shutdown.
@@ -227,11 +247,12 @@ pub fn run(
             (Arc::new(NoProbes), crossbeam_channel::never())
         }
     };
+    let volumes = Arc::new(volume_manager(&root_dir, api.clone(), &node, memory));
     let syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),
         cgroups.clone(),
-        Arc::new(NoVolumes),
+        volumes,
         probes.clone(),
         runtime_state.clone(),
         recorder.clone(),

@@ -574,12 +574,36 @@ fn memory_backed_volumes_are_tmpfs_and_unmounted_on_teardown() {
     assert_eq!(size, 8 << 20, "sizeLimit caps the tmpfs");
     assert_eq!(read(&ready["creds"].join("k")), "v");
 
-    volumes.teardown_pod(pod.uid()).unwrap();
     let real_root = fs::canonicalize(root.path()).unwrap();
+    assert!(
+        mounts.iter().all(|m| m.mount_point != real_root),
+        "no propagation asked: the root is left alone"
+    );
+
+    volumes.teardown_pod(pod.uid()).unwrap();
     let left = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
     assert!(
         left.iter().all(|m| !m.mount_point.starts_with(&real_root)),
         "all tmpfs unmounted"
     );
     assert!(!volumes.pod_volumes_exist(pod.uid()));
+
+    // A mount with HostToContainer propagation gets a shared mount of its own; the
+    // root stays as it was.
+    let mut shared = create_pod(&api, "prop", json!([{"name": "d", "emptyDir": {}}]));
+    shared.spec.containers[0].volume_mounts = serde_json::from_value(
+        json!([{"name": "d", "mountPath": "/d", "mountPropagation": "HostToContainer"}]),
+    )
+    .unwrap();
+    let dir = volumes.setup_pod(&shared).unwrap()["d"].clone();
+    volumes.setup_pod(&shared).unwrap();
+    let now = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
+    let real_dir = fs::canonicalize(&dir).unwrap();
+    let at_dir: Vec<_> = now.iter().filter(|m| m.mount_point == real_dir).collect();
+    assert_eq!(at_dir.len(), 1, "bound once: {at_dir:?}");
+    assert!(at_dir[0].optional.iter().any(|o| o.starts_with("shared:")));
+    assert!(now.iter().all(|m| m.mount_point != real_root));
+    volumes.teardown_pod(shared.uid()).unwrap();
+    let left = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
+    assert!(left.iter().all(|m| !m.mount_point.starts_with(&real_root)));
 }

@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use litelet::api::pod::Pod;
@@ -70,14 +69,16 @@ fn pod(api: &FakeApi) -> Pod {
               "command": ["sh", "-c", SCRIPT],
               "volumeMounts": [
                 {"name": "kube-api-access-q9z4t", "mountPath": SA_DIR, "readOnly": true},
-                {"name": "cfg", "mountPath": "/etc/app"}]}],
+                {"name": "cfg", "mountPath": "/etc/app"},
+                {"name": "shared", "mountPath": "/shared", "mountPropagation": "HostToContainer"}]}],
             "volumes": [
               {"name": "kube-api-access-q9z4t", "projected": {"defaultMode": 420, "sources": [
                 {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
                 {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
                 {"downwardAPI": {"items": [{"path": "namespace",
                   "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}},
-              {"name": "cfg", "configMap": {"name": "app-config"}}]}}),
+              {"name": "cfg", "configMap": {"name": "app-config"}},
+              {"name": "shared", "emptyDir": {}}]}}),
     );
     serde_json::from_value(stored).unwrap()
 }
@@ -103,7 +104,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
     let root = containerd.dir().join("kubelet-root");
     let volumes =
         VolumeManager::new(&root, Some(api.client()), NODE).with_cache_ttl(Duration::ZERO);
-    volumes.prepare_root().expect("root dir rshared");
+    volumes.prepare_root().expect("root dir");
     let ready = volumes.setup_pod(&pod).expect("volumes set up");
 
     let endpoint = Endpoint::parse(&containerd.endpoint()).unwrap();
@@ -144,8 +145,10 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         target_container_id: None,
     })
     .expect("container config");
-    assert!(
-        config.mounts.iter().all(|m| m.readonly),
+    let read_only: Vec<bool> = config.mounts.iter().map(|m| m.readonly).collect();
+    assert_eq!(
+        read_only,
+        [true, true, false],
         "kubelet-written volumes are read-only: {:?}",
         config.mounts
     );
@@ -180,6 +183,21 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
     assert!(text.contains(" stdout F MIIlitelet-test-ca"), "{text}");
     let (code, out) = exec(&runtime, &id, &format!("touch {SA_DIR}/x"));
     assert_ne!(code, 0, "the token volume must be read-only: {out}");
+
+    // HostToContainer: a mount made on the host under the volume later shows up inside.
+    let late = ready["shared"].join("late");
+    std::fs::create_dir(&late).unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &late,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .expect("host mount under the volume");
+    std::fs::write(late.join("hello"), "propagated").unwrap();
+    let (code, out) = exec(&runtime, &id, "cat /shared/late/hello");
+    assert_eq!((code, out.as_str()), (0, "propagated"));
 
     // Rapid configMap updates: each lands whole while the container keeps reading.
     for round in 1..=10 {
@@ -221,11 +239,9 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
     let mounts = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
     let left: Vec<_> = mounts
         .iter()
-        .filter(|m| m.mount_point.starts_with(&real_root) && m.mount_point != real_root)
+        .filter(|m| m.mount_point.starts_with(&real_root))
         .collect();
     assert!(left.is_empty(), "mounts left: {left:?}");
-    // The rshared bind of the root itself is ours to undo.
-    let _ = nix::mount::umount2(&real_root, nix::mount::MntFlags::MNT_DETACH);
     remove_cgroup_tree(&cgroup_parent);
 }
 
@@ -243,5 +259,4 @@ fn remove_cgroup_tree(parent: &str) {
         }
         let _ = std::fs::remove_dir(&root);
     }
-    let _ = Path::new(parent);
 }

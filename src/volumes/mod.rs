@@ -16,6 +16,8 @@
 //!   the next sync. Running it again refreshes configMap, secret, downwardAPI and
 //!   token content atomically (the `..data` swap); that repeated call is the resync.
 //! - for the environment: [`VolumeManager::config_source`] (same cache as volumes).
+//! - `kubelet::deps::PodVolumes` is implemented on `VolumeManager` (`kubelet.rs`),
+//!   so the kubelet's syncer can take an `Arc<VolumeManager>` as is.
 //! - after the pod terminated: [`VolumeManager::teardown_pod`], then poll
 //!   [`VolumeManager::pod_volumes_exist`]; housekeeping walks
 //!   [`VolumeManager::list_pod_dirs`] and calls [`VolumeManager::remove_pod_dir`] on
@@ -29,6 +31,7 @@ pub mod atomic;
 pub mod cache;
 pub mod error;
 pub mod hostpath;
+mod kubelet;
 pub mod mount;
 pub mod paths;
 pub mod payload;
@@ -36,14 +39,14 @@ mod setup;
 pub mod source;
 pub mod token;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::api::pod::Pod;
+use crate::api::pod::{MountPropagationMode, Pod};
 use crate::api::quantity::Quantity;
 use crate::api::ApiClient;
 use crate::runtime::env::EnvContext;
@@ -62,7 +65,8 @@ pub struct VolumeManager {
     tokens: TokenManager,
     /// Node facts for downwardAPI resourceFieldRefs (allocatable cpu and memory).
     node: Mutex<EnvContext>,
-    /// Mount tmpfs where upstream does (needs root); off for unprivileged runs.
+    /// Mount tmpfs where upstream does, and shared mounts for propagation (needs
+    /// root); off for unprivileged runs.
     mounts: bool,
 }
 
@@ -106,15 +110,10 @@ impl VolumeManager {
         lock(&self.node).clone()
     }
 
-    /// Start-up: creates `<root>/pods` and, when mounting, makes the root an rshared
-    /// mount so HostToContainer and Bidirectional propagation work under it.
+    /// Start-up: creates `<root>/pods`.
     pub fn prepare_root(&self) -> Result<(), VolumeError> {
         let pods = paths::pods_dir(&self.root);
-        fs::create_dir_all(&pods).map_err(|e| VolumeError::io("create dir", &pods, e))?;
-        if self.mounts {
-            mount::make_rshared(&self.root)?;
-        }
-        Ok(())
+        fs::create_dir_all(&pods).map_err(|e| VolumeError::io("create dir", &pods, e))
     }
 
     /// Sets up every volume of `pod` (idempotent; see the module doc). Returns the
@@ -129,8 +128,16 @@ impl VolumeManager {
             .and_then(|g| u32::try_from(g).ok());
         let mut ready = BTreeMap::new();
         let mut failures = Vec::new();
+        let propagated = propagated_volumes(pod);
         for volume in &pod.spec.volumes {
-            match self.setup_volume(pod, volume, fs_group) {
+            let shared = self.mounts && propagated.contains(volume.name.as_str());
+            let result = self
+                .setup_volume(pod, volume, fs_group)
+                .and_then(|path| match shared {
+                    true => mount::ensure_shared(&path).map(|()| path),
+                    false => Ok(path),
+                });
+            match result {
                 Ok(path) => {
                     ready.insert(volume.name.clone(), path);
                 }
@@ -154,6 +161,13 @@ impl VolumeManager {
         }
     }
 
+    fn node_wide_source(&self) -> PodConfigSource<'_> {
+        PodConfigSource {
+            cache: &self.objects,
+            pod_uid: source::NODE_WIDE.to_owned(),
+        }
+    }
+
     /// Tears down the volumes of pod `uid` (after it terminated): unmounts what is
     /// mounted under each volume directory, removes it, and forgets the pod's cached
     /// objects and tokens. Missing directories are fine; a volume that cannot be
@@ -161,6 +175,7 @@ impl VolumeManager {
     pub fn teardown_pod(&self, uid: &str) -> Result<(), VolumeError> {
         let volumes = paths::pod_volumes_dir(&self.root, uid)?;
         self.objects.unregister_pod(uid);
+        self.objects.unregister_pod(source::NODE_WIDE);
         self.tokens.forget_pod(uid);
         let mut failures = Vec::new();
         for plugin in list_dir(&volumes)? {
@@ -240,6 +255,28 @@ impl VolumeManager {
     pub fn cached_counts(&self) -> (usize, usize) {
         (self.objects.len(), self.tokens.len())
     }
+}
+
+/// Volumes under the root that some container mounts with HostToContainer or
+/// Bidirectional propagation (a hostPath's propagation is the host's business).
+fn propagated_volumes(pod: &Pod) -> BTreeSet<&str> {
+    let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+    containers
+        .flat_map(|c| &c.volume_mounts)
+        .filter(|m| {
+            matches!(
+                m.mount_propagation,
+                Some(MountPropagationMode::HostToContainer | MountPropagationMode::Bidirectional)
+            )
+        })
+        .filter(|m| {
+            pod.spec
+                .volumes
+                .iter()
+                .any(|v| v.name == m.name && v.host_path.is_none())
+        })
+        .map(|m| m.name.as_str())
+        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -1,6 +1,6 @@
 //! Mounts the volume code makes and undoes: tmpfs for memory-backed volumes (secrets,
-//! projected and downwardAPI volumes, emptyDir with medium Memory), the rshared root
-//! that mount propagation needs, and the search for mounts under a directory before
+//! projected and downwardAPI volumes, emptyDir with medium Memory), shared volume
+//! mounts for mount propagation, and the search for mounts under a directory before
 //! it is removed.
 //!
 //! Thin shell over mount(2)/umount(2) (nix) and `/proc/self/mountinfo`; the parsing
@@ -160,49 +160,39 @@ pub fn ensure_nothing_mounted(dir: &Path) -> Result<(), VolumeError> {
     }
 }
 
-/// The mount that holds `path` (the longest mount point that is a prefix of it).
-fn holding_mount<'a>(entries: &'a [MountEntry], path: &Path) -> Option<&'a MountEntry> {
-    entries
-        .iter()
-        .filter(|e| path.starts_with(&e.mount_point))
-        .max_by_key(|e| e.mount_point.components().count())
-}
-
-/// Makes `dir` a recursively shared mount (upstream MakeRShared on the kubelet root),
-/// so that HostToContainer and Bidirectional propagation work for volumes under it:
-/// bind-mounts it on itself when it is not a mount point, then marks it rshared.
-/// Nothing happens when the mount that holds it is shared already.
-pub fn make_rshared(dir: &Path) -> Result<(), VolumeError> {
+/// Makes `dir` a shared mount of its own (bind-mounted on itself first when it is not
+/// a mount point), so that HostToContainer and Bidirectional propagation work for a
+/// volume: the runtime refuses them unless the mount holding the source is shared
+/// (or, for HostToContainer, a slave). Only the volume is touched, never the root or
+/// the host's mounts; tear-down unmounts it like any other mount under the pod.
+pub fn ensure_shared(dir: &Path) -> Result<(), VolumeError> {
     let real = fs::canonicalize(dir).map_err(|e| VolumeError::io("resolve", dir, e))?;
     let entries = read_mountinfo()?;
-    if let Some(m) = holding_mount(&entries, &real) {
-        if m.optional.iter().any(|o| o.starts_with("shared:")) {
-            return Ok(());
-        }
-        if m.mount_point != real {
-            mount(
-                Some(&real),
-                &real,
-                None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None::<&str>,
-            )
-            .map_err(|source| VolumeError::Mount {
-                what: "bind",
-                path: real.clone(),
-                source,
-            })?;
-        }
+    match entries.iter().rev().find(|e| e.mount_point == real) {
+        Some(m) if m.optional.iter().any(|o| o.starts_with("shared:")) => return Ok(()),
+        Some(_) => {}
+        None => mount(
+            Some(&real),
+            &real,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|source| VolumeError::Mount {
+            what: "bind",
+            path: real.clone(),
+            source,
+        })?,
     }
     mount(
         None::<&str>,
         &real,
         None::<&str>,
-        MsFlags::MS_SHARED | MsFlags::MS_REC,
+        MsFlags::MS_SHARED,
         None::<&str>,
     )
     .map_err(|source| VolumeError::Mount {
-        what: "rshared",
+        what: "shared propagation",
         path: real,
         source,
     })
@@ -235,8 +225,6 @@ garbage line
         let under = mounts_under(&entries, Path::new("/var/lib/litelet/pods/u1"));
         assert_eq!(under.len(), 3, "u10 is not under u1: {under:?}");
         assert!(under[0].ends_with("creds/inner"), "deepest first");
-        let holder = holding_mount(&entries, Path::new("/var/lib/litelet")).unwrap();
-        assert_eq!(holder.mount_point, Path::new("/"));
     }
 
     #[test]

@@ -2,13 +2,21 @@
 //! `envFrom`): the same fetch path and per-pod cache as configMap and secret volumes.
 //!
 //! Made per pod by `VolumeManager::config_source` on the pod worker's thread; every
-//! object it reads is registered for that pod and forgotten at tear-down.
+//! object it reads is registered for that pod and forgotten at tear-down. The
+//! `VolumeManager` itself is also a `ConfigSource` (for callers that have no pod at
+//! hand, such as the kubelet's `PodVolumes` seam): its reads are registered under a
+//! node-wide owner that every tear-down releases, so nothing outlives its pods for
+//! long.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::cache::{ObjectCache, ObjectKind};
+use super::VolumeManager;
 use crate::runtime::env::ConfigSource;
+
+/// The owner of reads made without a pod (never a pod UID: those are never empty).
+pub(crate) const NODE_WIDE: &str = "";
 
 /// Reads configMaps and secrets for one pod's environment.
 pub struct PodConfigSource<'a> {
@@ -45,5 +53,23 @@ impl ConfigSource for PodConfigSource<'_> {
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, String> {
         self.read(ObjectKind::Secret, namespace, name)
+    }
+}
+
+impl ConfigSource for VolumeManager {
+    fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
+        self.node_wide_source().config_map(namespace, name)
+    }
+
+    fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
+        self.node_wide_source().secret(namespace, name)
     }
 }
