@@ -74,14 +74,13 @@ fn volume_manager(
     root_dir: &std::path::Path,
     api: Option<ApiClient>,
     node: &str,
-    memory: i64,
+    mut allocatable: std::collections::BTreeMap<String, crate::api::quantity::Quantity>,
 ) -> VolumeManager {
     let mut volumes = VolumeManager::new(root_dir, api, node);
     if !nix::unistd::geteuid().is_root() {
         log::warn!("not running as root: secret and memory-backed volumes go to disk");
         volumes = volumes.without_mounts();
     }
-    let mut allocatable = node_view(node, 0, memory).allocatable;
     allocatable.remove("pods");
     volumes.set_node_allocatable(allocatable);
     volumes
@@ -247,7 +246,8 @@ pub fn run(
             (Arc::new(NoProbes), crossbeam_channel::never())
         }
     };
-    let volumes = Arc::new(volume_manager(&root_dir, api.clone(), &node, memory));
+    let allocatable = node_view(&node, &node_config, &machine, flags.max_pods).allocatable;
+    let volumes = Arc::new(volume_manager(&root_dir, api.clone(), &node, allocatable));
     let syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),
