@@ -21,7 +21,7 @@ use litelet::volumes::mount::parse_mountinfo;
 use litelet::volumes::VolumeManager;
 use protobuf::MessageField;
 use serde_json::json;
-use support::containerd::{Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use support::fake_api::FakeApi;
 use support::wait_until;
 
@@ -243,20 +243,4 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         .collect();
     assert!(left.is_empty(), "mounts left: {left:?}");
     remove_cgroup_tree(&cgroup_parent);
-}
-
-/// Removes the test's cgroup parent from every v1 hierarchy (children first).
-fn remove_cgroup_tree(parent: &str) {
-    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    for controller in controllers.flatten() {
-        let root = controller.path().join(parent.trim_start_matches('/'));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
-    }
 }
