@@ -252,7 +252,7 @@ pub fn run(
         manager.clone(),
         status.clone(),
         cgroups.clone(),
-        volumes,
+        volumes.clone(),
         probes.clone(),
         runtime_state.clone(),
         recorder.clone(),
@@ -298,6 +298,7 @@ pub fn run(
     );
     let (deaths_tx, deaths_rx) = bounded(256);
     kubelet.deaths = Some(deaths_tx);
+    kubelet.volumes = Some(volumes);
     GcLoop {
         manager: gc_manager,
         workers: gc_workers,

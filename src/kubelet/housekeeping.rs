@@ -120,6 +120,12 @@ impl Kubelet {
                 continue;
             }
             let dir = entry.path();
+            // A pod deleted while litelet was down may still have tmpfs volumes.
+            if let Some(volumes) = &self.volumes {
+                if let Err(err) = volumes.teardown(&uid) {
+                    log::warn!("housekeeping: tearing down volumes of orphaned pod {uid}: {err}");
+                }
+            }
             if has_mounts_below(&dir) {
                 log::warn!(
                     "housekeeping: orphaned pod dir {} still has mounts; left in place",

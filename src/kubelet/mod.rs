@@ -76,6 +76,8 @@ pub struct Kubelet {
     /// thread's prompt clean-up.
     pub deaths: Option<crossbeam_channel::Sender<String>>,
     last_worker_count: usize,
+    /// Tears down the volumes of orphaned pod directories (tmpfs left by a restart).
+    pub volumes: Option<Arc<dyn deps::PodVolumes>>,
     /// Unix seconds of the last loop iteration (read by /healthz).
     pub heartbeat: Arc<AtomicU64>,
 }
@@ -136,6 +138,7 @@ impl Kubelet {
             sources_ready: Arc::new(AtomicBool::new(false)),
             deaths: None,
             last_worker_count: 0,
+            volumes: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
         }
     }
