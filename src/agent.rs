@@ -32,6 +32,7 @@ use crate::runtime::gc::GcPolicy;
 use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
+use crate::server::{self, ServerContext};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
 use crate::status::manager::{PodHooks, StatusManager};
@@ -171,6 +172,7 @@ pub fn run(
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
     let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    let pleg_health = pleg.health();
     let runtime_state = RuntimeState::new(pleg.health());
     pleg.spawn(shutdown.clone())?;
     runtime_state.spawn_updater(manager.clone(), shutdown.clone())?;
@@ -281,6 +283,7 @@ pub fn run(
     let (gc_manager, gc_workers, gc_recorder) =
         (manager.clone(), workers.clone(), recorder.clone());
 
+    let server_status = status.clone();
     let mut kubelet = Kubelet::new(
         workers,
         queue,
@@ -316,6 +319,19 @@ pub fn run(
         node_name: node.clone(),
     }
     .spawn(deaths_rx, shutdown.clone())?;
+    let server = ServerContext {
+        heartbeat: kubelet.heartbeat.clone(),
+        pleg: pleg_health,
+        started: std::time::Instant::now(),
+        pods: kubelet.snapshot.clone(),
+        runtime: runtime.clone(),
+        status: Some(server_status),
+        api: api.clone(),
+    };
+    // Pods keep running without the node API, so a taken port is loud, not fatal.
+    if let Err(err) = server::spawn(server::config_from_flags(flags, &node), server, shutdown.clone()) {
+        log::error!("node server disabled: {err}");
+    }
     log::info!("litelet running as node {node:?}");
     kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
     // Give threads a moment to notice the shutdown; containers stay running.

@@ -97,6 +97,22 @@ pub struct Flags {
     #[arg(long, value_name = "PORT", default_value_t = 10248)]
     pub healthz_port: u16,
 
+    /// Address the node API listens on.
+    #[arg(long, value_name = "IP", default_value = "0.0.0.0")]
+    pub address: std::net::IpAddr,
+
+    /// Address of the health endpoint (keep it on loopback).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub healthz_bind_address: std::net::IpAddr,
+
+    /// Let requests without credentials in as system:anonymous.
+    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+
+    /// How node API requests are authorized: Webhook (SubjectAccessReview) or AlwaysAllow.
+    #[arg(long, value_name = "MODE", value_enum, default_value = "Webhook")]
+    pub authorization_mode: crate::server::authz::AuthorizationMode,
+
     /// Serving certificate of the node API.
     #[arg(long, value_name = "FILE")]
     pub tls_cert_file: Option<PathBuf>,
@@ -314,6 +330,33 @@ mod tests {
         let (endpoint, options) = flags.runtime.resolve().unwrap();
         assert_eq!(endpoint.to_string(), "unix:///tmp/x.sock");
         assert_eq!(options.request_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn node_server_flags() {
+        let flags = Flags::try_parse_from(["litelet"]).unwrap();
+        assert_eq!(flags.port, 10250);
+        assert_eq!(flags.healthz_port, 10248);
+        assert!(!flags.anonymous_auth);
+        assert_eq!(flags.healthz_bind_address.to_string(), "127.0.0.1");
+        assert_eq!(
+            flags.authorization_mode,
+            crate::server::authz::AuthorizationMode::Webhook
+        );
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--anonymous-auth=true",
+            "--authorization-mode",
+            "AlwaysAllow",
+            "--address",
+            "127.0.0.1",
+        ])
+        .unwrap();
+        assert!(flags.anonymous_auth);
+        assert_eq!(
+            flags.authorization_mode,
+            crate::server::authz::AuthorizationMode::AlwaysAllow
+        );
     }
 
     #[test]

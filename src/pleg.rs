@@ -234,6 +234,7 @@ impl Pleg {
             }
         }
         self.reinspect = inspect_again;
+        crate::metrics::relisted(started.elapsed(), current.values());
         self.previous = current;
     }
 }

@@ -159,6 +159,12 @@ fn days_in_month(year: i64, month: i64) -> i64 {
     }
 }
 
+/// Parses an RFC 3339 time with up to nanosecond precision (as CRI log lines carry)
+/// into nanoseconds since the Unix epoch.
+pub fn parse_rfc3339_nanos(input: &str) -> Result<i128, TimeParseError> {
+    parse_rfc3339(input).map(|(secs, nanos)| i128::from(secs) * 1_000_000_000 + i128::from(nanos))
+}
+
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` into seconds since the
 /// Unix epoch plus nanoseconds (fraction digits past the ninth are ignored).
 fn parse_rfc3339(input: &str) -> Result<(i64, u32), TimeParseError> {

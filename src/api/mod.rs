@@ -15,6 +15,7 @@ pub mod paths;
 pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
+pub mod review;
 pub mod stats;
 pub mod token;
 pub mod watch;

@@ -68,6 +68,7 @@ fn deadline(timeout: Duration) -> CallOption {
 fn call<T>(op: &'static str, run: impl FnOnce() -> grpcio::Result<T>) -> Result<T, CriError> {
     let started = Instant::now();
     let result = run();
+    crate::metrics::cri_call(op, started.elapsed(), result.is_ok());
     log::trace!(
         "cri {op} took {:?} ok={}",
         started.elapsed(),

@@ -19,6 +19,7 @@ mod housekeeping;
 pub mod mirror;
 mod pod_manager;
 pub mod runtime_state;
+pub mod snapshot;
 pub mod syncer;
 
 use std::collections::HashSet;
@@ -80,6 +81,8 @@ pub struct Kubelet {
     pub volumes: Option<Arc<dyn deps::PodVolumes>>,
     /// Unix seconds of the last loop iteration (read by /healthz).
     pub heartbeat: Arc<AtomicU64>,
+    /// The desired pods as the node server reads them; published after config changes.
+    pub snapshot: snapshot::PodSnapshot,
 }
 
 /// The events the loop reacts to.
@@ -91,6 +94,20 @@ enum Event {
     Housekeeping,
     Probe(ProbeUpdate),
     Shutdown,
+}
+
+impl Event {
+    /// The event's name in metrics.
+    fn name(&self) -> &'static str {
+        match self {
+            Event::Config(_) | Event::ConfigClosed => "config",
+            Event::Pleg(_) => "pleg",
+            Event::SyncTick => "sync",
+            Event::Housekeeping => "housekeeping",
+            Event::Probe(_) => "probe",
+            Event::Shutdown => "shutdown",
+        }
+    }
 }
 
 fn creation_key(pod: &Pod) -> i64 {
@@ -140,6 +157,7 @@ impl Kubelet {
             last_worker_count: 0,
             volumes: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
+            snapshot: snapshot::PodSnapshot::new(),
         }
     }
 
@@ -218,6 +236,7 @@ impl Kubelet {
 
     fn handle(&mut self, event: Event) {
         let started = Instant::now();
+        let kind = event.name();
         match event {
             Event::Config(update) => {
                 let source = update.source;
@@ -233,6 +252,7 @@ impl Kubelet {
                 if self.sources_ready() {
                     self.sources_ready.store(true, Ordering::Relaxed);
                 }
+                self.snapshot.publish(self.pods.pods());
             }
             Event::Pleg(event) => {
                 if event.kind == PodLifecycleEventType::ContainerDied {
@@ -276,6 +296,7 @@ impl Kubelet {
             Event::ConfigClosed | Event::Shutdown => {}
         }
         log::trace!("sync loop iteration took {:?}", started.elapsed());
+        crate::metrics::SYNC_LOOP_DURATION.observe_duration(&[kind], started.elapsed());
     }
 
     fn handle_probe(&mut self, update: ProbeUpdate) {
@@ -323,6 +344,7 @@ impl Kubelet {
         pods.sort_by_key(creation_key);
         for pod in pods {
             let existing: Vec<Pod> = self.pods.pods().cloned().collect();
+            crate::metrics::pod_seen(pod.uid(), Instant::now());
             self.pods.upsert(pod.clone());
             if pod.is_mirror() {
                 if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
@@ -374,6 +396,7 @@ impl Kubelet {
     fn handle_pod_removes(&mut self, pods: Vec<Pod>) {
         for pod in pods {
             self.pods.remove(&pod);
+            crate::metrics::pod_forgotten(pod.uid());
             if pod.is_mirror() {
                 if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
                     self.update(UpdateType::Update, static_pod, None);

@@ -26,6 +26,17 @@ pub enum WorkType {
     Terminated,
 }
 
+impl WorkType {
+    /// The work's name in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkType::Sync => "sync",
+            WorkType::Terminating => "terminating",
+            WorkType::Terminated => "terminated",
+        }
+    }
+}
+
 /// Edits the generated status at kill time (eviction sets Failed/Evicted, ...).
 pub type StatusFn = Arc<dyn Fn(&mut PodStatus) + Send + Sync>;
 

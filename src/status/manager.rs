@@ -158,6 +158,9 @@ impl StatusManager {
 
     /// Caches `status` as the pod's newest (upstream `SetPodStatus`).
     pub fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
+        if status.phase == Some(crate::api::pod::PodPhase::Running) {
+            crate::metrics::pod_running(pod.uid(), std::time::Instant::now());
+        }
         let changed = self.shared.cache().set_pod_status(pod, status, Time::now());
         self.changed(changed);
     }

@@ -1,0 +1,266 @@
+//! One served connection: the transport (plain TCP for healthz, TLS for the node
+//! API), the TLS handshake under a deadline, and the keep-alive request loop that
+//! authenticates, authorizes and dispatches each request.
+//!
+//! Runs on its own `srv-conn` thread, which the accept loop spawned after taking a
+//! connection slot; the slot is released when the thread ends. Every socket read and
+//! write has a timeout, so a client that stops sending or reading costs one thread
+//! for at most that long and never blocks another connection or litelet's loops.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use rustls::pki_types::CertificateDer;
+use rustls::{ServerConnection, StreamOwned};
+
+use crate::metrics;
+use crate::server::auth::AuthnError;
+use crate::server::authz::{self, Decision};
+use crate::server::http::{self, ReadError, ReadLimits, Request, Response};
+use crate::server::routes;
+use crate::server::Shared;
+
+/// A client connection.
+pub enum Transport {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ServerConnection, TcpStream>>),
+}
+
+impl Transport {
+    pub fn socket(&self) -> &TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+            Transport::Tls(s) => &s.sock,
+        }
+    }
+
+    fn peer_certificates(&self) -> Option<Vec<CertificateDer<'static>>> {
+        match self {
+            Transport::Plain(_) => None,
+            Transport::Tls(s) => s
+                .conn
+                .peer_certificates()
+                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect()),
+        }
+    }
+
+    /// Plaintext the TLS layer already decrypted but nobody read yet (a socket poll
+    /// does not see it); 0 when none.
+    pub fn buffered(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(_) => Ok(0),
+            Transport::Tls(s) => match s.conn.reader().read(buf) {
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Waits up to `timeout` for the client to send something or hang up; true when
+    /// it did (a streaming response then stops: its clients never send).
+    pub fn client_stirred(&self, timeout: Duration) -> bool {
+        let fd = self.socket().as_fd();
+        let mut fds = [PollFd::new(
+            fd,
+            PollFlags::POLLIN | PollFlags::POLLHUP,
+        )];
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => false,
+            Ok(_) => true,
+            Err(nix::errno::Errno::EINTR) => false,
+            Err(_) => true,
+        }
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.read(buf),
+            Transport::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.write(buf),
+            Transport::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Transport::Plain(s) => s.flush(),
+            Transport::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// What a handler did with the connection.
+pub enum Reply {
+    /// Write this response; the connection may serve another request.
+    Full(Response),
+    /// The handler wrote (or proxied) the whole answer itself; close the connection
+    /// when `close`.
+    Streamed { close: bool },
+}
+
+/// Which of the two servers a connection belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The loopback health port: plain HTTP, `/healthz` only, no authentication.
+    Healthz,
+    /// The node API: TLS, authenticated and authorized.
+    Api,
+}
+
+/// Serves a connection until it closes, errs or times out.
+pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
+    let limits = shared.config.limits;
+    let _ = socket.set_nodelay(true);
+    let _ = socket.set_write_timeout(Some(limits.write_timeout));
+    let mut transport = match (&shared.tls, kind) {
+        (Some(config), Kind::Api) => match handshake(config.clone(), socket, limits.header_timeout)
+        {
+            Some(t) => t,
+            None => return,
+        },
+        _ => Transport::Plain(socket),
+    };
+    let chain = transport.peer_certificates();
+    let read_limits = ReadLimits {
+        max_header_bytes: limits.max_header_bytes,
+        max_body_bytes: limits.max_body_bytes,
+    };
+    let mut buf = Vec::new();
+    let mut first = true;
+    loop {
+        if shared.stopping.load(Ordering::Relaxed) {
+            break;
+        }
+        let wait = if first {
+            limits.header_timeout
+        } else {
+            limits.idle_timeout
+        };
+        first = false;
+        let socket = transport.socket().try_clone();
+        let mut set_deadline = |left: Duration| match &socket {
+            Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
+            Err(_) => Ok(()),
+        };
+        let req = match http::read_request(
+            &mut transport,
+            &mut buf,
+            read_limits,
+            Instant::now() + wait,
+            &mut set_deadline,
+        ) {
+            Ok(req) => req,
+            Err(ReadError::Closed | ReadError::TimedOut | ReadError::Io(_)) => break,
+            Err(err) => {
+                let code = match err {
+                    ReadError::HeadTooLarge(_) => 431,
+                    ReadError::BodyTooLarge(_) => 413,
+                    _ => 400,
+                };
+                let _ = http::write_response(&mut transport, &Response::text(code, err.to_string()), true, false);
+                break;
+            }
+        };
+        let _ = transport
+            .socket()
+            .set_read_timeout(Some(limits.header_timeout));
+        let head_only = req.method == "HEAD";
+        let close = req.wants_close();
+        let reply = match kind {
+            Kind::Healthz => routes::healthz_only(&shared, &req),
+            Kind::Api => guarded(&shared, &req, chain.as_deref(), &mut transport, &mut buf),
+        };
+        match reply {
+            Reply::Full(resp) => {
+                metrics::HTTP_REQUESTS.inc(&[routes::path_kind(&req.raw_path), &resp.status.to_string()]);
+                if http::write_response(&mut transport, &resp, close, head_only).is_err() || close {
+                    break;
+                }
+            }
+            Reply::Streamed { close: true } => break,
+            Reply::Streamed { close: false } => {}
+        }
+    }
+    if let Transport::Tls(s) = &mut transport {
+        s.conn.send_close_notify();
+        let _ = s.conn.complete_io(&mut s.sock);
+    }
+    let _ = transport.socket().shutdown(std::net::Shutdown::Both);
+}
+
+/// Completes the TLS handshake within `timeout`; None when it fails.
+fn handshake(
+    config: Arc<rustls::ServerConfig>,
+    mut socket: TcpStream,
+    timeout: Duration,
+) -> Option<Transport> {
+    let mut conn = ServerConnection::new(config).ok()?;
+    let deadline = Instant::now() + timeout;
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || socket.set_read_timeout(Some(left)).is_err() {
+            return None;
+        }
+        match conn.complete_io(&mut socket) {
+            Ok((0, 0)) if conn.is_handshaking() => return None,
+            Ok(_) => {}
+            Err(err) => {
+                log::debug!("tls handshake with {:?} failed: {err}", socket.peer_addr());
+                // Send the alert, if any, so the client learns why.
+                let _ = conn.write_tls(&mut socket);
+                return None;
+            }
+        }
+    }
+    Some(Transport::Tls(Box::new(StreamOwned::new(conn, socket))))
+}
+
+/// Authenticates and authorizes, then dispatches. Failures reveal nothing about pods.
+fn guarded(
+    shared: &Shared,
+    req: &Request,
+    chain: Option<&[CertificateDer<'static>]>,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
+    let user = match shared.authn.authenticate(chain, req.header("authorization")) {
+        Ok(user) => user,
+        Err(err) => {
+            if let AuthnError::Review(msg) = &err {
+                log::warn!("node server: {msg}");
+            } else {
+                log::debug!("node server: unauthenticated request: {err}");
+            }
+            return Reply::Full(Response::text(401, "Unauthorized"));
+        }
+    };
+    let attrs = authz::attributes(&req.method, &req.raw_path);
+    match shared.authz.authorize(&user, &attrs) {
+        Decision::Allow => {}
+        Decision::Deny(msg) => {
+            log::debug!("node server: {msg}");
+            return Reply::Full(Response::text(403, msg));
+        }
+        Decision::Error(msg) => {
+            log::warn!("node server: {msg}");
+            return Reply::Full(Response::text(500, msg));
+        }
+    }
+    routes::dispatch(shared, req, transport, buf)
+}

@@ -1,0 +1,331 @@
+//! Reading container logs in the CRI format the runtime writes: one line per record,
+//! `<RFC3339Nano time> <stdout|stderr> <P|F> <content>`, where `P` marks a partial
+//! record continued by the next line and `F` a full one (its newline restored on
+//! output). Options are upstream's `PodLogOptions`: tailLines, sinceSeconds/sinceTime,
+//! timestamps, limitBytes; follow is driven by the route, which calls
+//! [`LogReader::pump`] until the container stops or the client leaves.
+//!
+//! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader. Called on
+//! connection threads; each reader owns its file handle. Malformed lines are skipped
+//! (logged at debug), never fatal. A file that was rotated (new inode) or truncated is
+//! reopened from its start.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::api::meta::parse_rfc3339_nanos;
+
+/// The longest line kept in memory while waiting for its end; longer ones are cut.
+const MAX_LINE: usize = 1024 * 1024;
+
+/// Which lines and how.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Only the last N lines (records, partial ones counted separately as upstream).
+    pub tail_lines: Option<u64>,
+    /// Only records at or after this time (unix nanoseconds).
+    pub since_nanos: Option<i128>,
+    /// Prefix each record with its timestamp.
+    pub timestamps: bool,
+    /// Stop after this many bytes of output.
+    pub limit_bytes: Option<u64>,
+    pub follow: bool,
+}
+
+/// One record of a CRI log file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine<'a> {
+    pub timestamp: &'a str,
+    pub nanos: i128,
+    pub stream: &'a str,
+    pub partial: bool,
+    pub content: &'a [u8],
+}
+
+/// Parses one line (without its `\n`).
+pub fn parse_line(line: &[u8]) -> Result<LogLine<'_>, String> {
+    let mut parts = line.splitn(4, |b| *b == b' ');
+    let ts = parts.next().ok_or("empty line")?;
+    let stream = parts.next().ok_or("missing stream")?;
+    let tag = parts.next().ok_or("missing tag")?;
+    let content = parts.next().unwrap_or(b"");
+    let timestamp = std::str::from_utf8(ts).map_err(|_| "timestamp is not UTF-8")?;
+    let nanos = parse_rfc3339_nanos(timestamp).map_err(|e| e.to_string())?;
+    let stream = match stream {
+        b"stdout" => "stdout",
+        b"stderr" => "stderr",
+        other => return Err(format!("unknown stream {:?}", String::from_utf8_lossy(other))),
+    };
+    // Old runtimes wrote no tag: the rest of the line is content.
+    let (partial, content) = match tag {
+        b"P" => (true, content),
+        b"F" => (false, content),
+        _ => {
+            let start = ts.len() + 1 + stream.len() + 1;
+            (false, &line[start.min(line.len())..])
+        }
+    };
+    Ok(LogLine {
+        timestamp,
+        nanos,
+        stream,
+        partial,
+        content,
+    })
+}
+
+/// The bytes a client sees for one record.
+pub fn render(line: &LogLine<'_>, timestamps: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.content.len() + 40);
+    if timestamps {
+        out.extend_from_slice(line.timestamp.as_bytes());
+        out.push(b' ');
+    }
+    out.extend_from_slice(line.content);
+    if !line.partial {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The offset where the last `n` lines of `file` start (upstream
+/// FindTailLineStartIndex); reads backwards in blocks.
+pub fn tail_start(file: &mut File, n: u64) -> io::Result<u64> {
+    let len = file.metadata()?.len();
+    if n == 0 {
+        return Ok(len);
+    }
+    let mut pos = len;
+    let mut newlines = 0u64;
+    let mut block = vec![0u8; 8192];
+    // A final newline ends the last line; it does not start a new one.
+    let mut skip_last = true;
+    while pos > 0 {
+        let size = pos.min(block.len() as u64) as usize;
+        pos -= size as u64;
+        file.seek(SeekFrom::Start(pos))?;
+        file.read_exact(&mut block[..size])?;
+        for i in (0..size).rev() {
+            if block[i] != b'\n' {
+                skip_last = false;
+                continue;
+            }
+            if skip_last {
+                skip_last = false;
+                continue;
+            }
+            newlines += 1;
+            if newlines == n {
+                return Ok(pos + i as u64 + 1);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Why a pump stopped writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pumped {
+    /// Everything currently in the file was sent (`true` when anything was).
+    CaughtUp(bool),
+    /// `limitBytes` was reached.
+    LimitReached,
+}
+
+/// Reads a CRI log file from an offset, applying the options.
+pub struct LogReader {
+    path: PathBuf,
+    file: File,
+    inode: u64,
+    pos: u64,
+    pending: Vec<u8>,
+    remaining: Option<u64>,
+    options: LogOptions,
+}
+
+impl LogReader {
+    /// Opens `path` at the start of the tail the options ask for.
+    pub fn open(path: &Path, options: LogOptions) -> io::Result<LogReader> {
+        let mut file = File::open(path)?;
+        let inode = file.metadata()?.ino();
+        let pos = match options.tail_lines {
+            Some(n) => tail_start(&mut file, n)?,
+            None => 0,
+        };
+        file.seek(SeekFrom::Start(pos))?;
+        Ok(LogReader {
+            path: path.to_owned(),
+            file,
+            inode,
+            pos,
+            pending: Vec::new(),
+            remaining: options.limit_bytes,
+            options,
+        })
+    }
+
+    /// Sends every complete line now in the file to `out`.
+    pub fn pump(&mut self, out: &mut dyn Write) -> io::Result<Pumped> {
+        self.check_rotation()?;
+        let mut sent = false;
+        let mut chunk = vec![0u8; 32 * 1024];
+        loop {
+            let n = self.file.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(Pumped::CaughtUp(sent));
+            }
+            self.pos += n as u64;
+            self.pending.extend_from_slice(&chunk[..n]);
+            let mut start = 0;
+            while let Some(end) = self.pending[start..].iter().position(|b| *b == b'\n') {
+                let line = &self.pending[start..start + end];
+                start += end + 1;
+                let bytes = match parse_line(line) {
+                    Ok(rec) if self.options.since_nanos.is_none_or(|s| rec.nanos >= s) => {
+                        render(&rec, self.options.timestamps)
+                    }
+                    Ok(_) => continue,
+                    Err(err) => {
+                        log::debug!("{}: skipping a malformed log line: {err}", self.path.display());
+                        continue;
+                    }
+                };
+                if self.write_limited(out, &bytes)? {
+                    out.flush()?;
+                    return Ok(Pumped::LimitReached);
+                }
+                sent = true;
+            }
+            self.pending.drain(..start);
+            if self.pending.len() > MAX_LINE {
+                self.pending.clear();
+            }
+            if sent {
+                out.flush()?;
+            }
+        }
+    }
+
+    /// Writes within `limitBytes`; true when the limit is now reached.
+    fn write_limited(&mut self, out: &mut dyn Write, bytes: &[u8]) -> io::Result<bool> {
+        match &mut self.remaining {
+            None => {
+                out.write_all(bytes)?;
+                Ok(false)
+            }
+            Some(left) => {
+                let n = (*left).min(bytes.len() as u64) as usize;
+                out.write_all(&bytes[..n])?;
+                *left -= n as u64;
+                Ok(*left == 0)
+            }
+        }
+    }
+
+    /// Reopens the file when it was replaced or truncated (log rotation).
+    fn check_rotation(&mut self) -> io::Result<()> {
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            return Ok(());
+        };
+        if meta.ino() != self.inode || meta.len() < self.pos {
+            let mut file = File::open(&self.path)?;
+            self.inode = file.metadata()?.ino();
+            file.seek(SeekFrom::Start(0))?;
+            self.file = file;
+            self.pos = 0;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "2024-01-01T00:00:01.000000001Z stdout F one\n\
+2024-01-01T00:00:02Z stderr P two-\n\
+2024-01-01T00:00:02.5+00:00 stderr F a\n\
+garbage\n\
+2024-01-01T00:00:03Z stdout F three\n";
+
+    fn read_all(options: LogOptions) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, LOG).unwrap();
+        let mut reader = LogReader::open(&path, options).unwrap();
+        let mut out = Vec::new();
+        reader.pump(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn parses_cri_lines() {
+        let l = parse_line(b"2024-01-01T00:00:02Z stderr P two-").unwrap();
+        assert_eq!(l.stream, "stderr");
+        assert!(l.partial);
+        assert_eq!(l.content, b"two-");
+        assert_eq!(l.nanos, 1_704_067_202_000_000_000);
+        assert!(parse_line(b"garbage").is_err());
+        assert!(parse_line(b"2024-01-01T00:00:02Z stdin F x").is_err());
+        let empty = parse_line(b"2024-01-01T00:00:02Z stdout F").unwrap();
+        assert_eq!(empty.content, b"");
+    }
+
+    #[test]
+    fn options_shape_the_output() {
+        assert_eq!(read_all(LogOptions::default()), "one\ntwo-a\nthree\n");
+        let ts = read_all(LogOptions {
+            timestamps: true,
+            ..Default::default()
+        });
+        assert!(ts.starts_with("2024-01-01T00:00:01.000000001Z one\n2024-01-01T00:00:02Z two-"), "{ts}");
+        let tail = read_all(LogOptions {
+            tail_lines: Some(2),
+            ..Default::default()
+        });
+        assert_eq!(tail, "three\n", "the garbage line counts as a line");
+        let since = read_all(LogOptions {
+            since_nanos: Some(1_704_067_202_100_000_000),
+            ..Default::default()
+        });
+        assert_eq!(since, "a\nthree\n");
+        let limited = read_all(LogOptions {
+            limit_bytes: Some(6),
+            ..Default::default()
+        });
+        assert_eq!(limited, "one\ntw");
+    }
+
+    #[test]
+    fn tail_of_unterminated_and_short_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        std::fs::write(&path, "a\nb\nc").unwrap();
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(tail_start(&mut f, 1).unwrap(), 4);
+        assert_eq!(tail_start(&mut f, 10).unwrap(), 0);
+        assert_eq!(tail_start(&mut f, 0).unwrap(), 5);
+    }
+
+    #[test]
+    fn follows_appends_and_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, "2024-01-01T00:00:01Z stdout F a\n2024-01-01T00:00:01Z stdout F b").unwrap();
+        let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(reader.pump(&mut out).unwrap(), Pumped::CaughtUp(true));
+        assert_eq!(out, b"a\n");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"c\n").unwrap();
+        reader.pump(&mut out).unwrap();
+        assert_eq!(out, b"a\nbc\n");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "2024-01-01T00:00:02Z stdout F new\n").unwrap();
+        reader.pump(&mut out).unwrap();
+        assert_eq!(out, b"a\nbc\nnew\n");
+    }
+}

@@ -1,0 +1,370 @@
+//! The node's HTTP API (upstream kubelet server): `/healthz` on a loopback port, and
+//! on the TLS port `/pods`, `/metrics`, `/containerLogs`, `/exec`, `/attach`,
+//! `/portForward` and `/run`, behind x509/token authentication and SubjectAccessReview
+//! authorization.
+//!
+//! Shape: synchronous, no async runtime. Each listener has an accept thread
+//! (`srv-api`, `srv-healthz`) that polls with a short timeout so it sees shutdown,
+//! and each accepted connection gets its own `srv-conn` thread while a slot is free
+//! (at most `max_connections`; beyond that the connection is closed at once and
+//! counted). A bounded thread-per-connection pool fits this server better than a
+//! fixed pool: log follows and exec streams hold a connection for hours, which would
+//! starve a fixed pool, and idle costs nothing. HTTP framing is `httparse`; TLS is
+//! rustls (the ring provider ureq already brings).
+//!
+//! Inputs ([`ServerContext`]): the sync loop heartbeat, PLEG health, the published
+//! desired pods, the CRI client, the status manager and an optional API client (for
+//! TokenReview and SubjectAccessReview). The server only reads them; it never sends
+//! to the sync loop, so a slow client cannot slow litelet down.
+
+pub mod auth;
+pub mod authz;
+mod cache;
+pub mod conn;
+pub mod http;
+pub mod logs;
+pub mod routes;
+pub mod tls;
+pub mod x509;
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+
+use crate::api::ApiClient;
+use crate::cri::RuntimeClient;
+use crate::kubelet::snapshot::PodSnapshot;
+use crate::metrics;
+use crate::pleg::PlegHealth;
+use crate::status::manager::StatusManager;
+use auth::{Authenticator, TokenCacheTtl};
+use authz::{AuthorizationMode, Authorizer, AuthzCacheTtl};
+use conn::Kind;
+use tls::{ClientCertCheck, TlsSettings};
+
+/// Limits that keep one client from exhausting the node.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open connections on the API port; more are closed at once.
+    pub max_connections: usize,
+    /// Open connections on the healthz port.
+    pub max_healthz_connections: usize,
+    pub max_header_bytes: usize,
+    pub max_body_bytes: usize,
+    /// Budget of a TLS handshake and of each request head.
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// How long one write may block on a client that does not read.
+    pub write_timeout: Duration,
+    /// Longest a log follow may last.
+    pub max_log_stream: Duration,
+    /// An exec/attach/port-forward stream with no traffic this long is closed
+    /// (upstream's streaming connection idle timeout).
+    pub stream_idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            max_healthz_connections: 8,
+            max_header_bytes: 16 * 1024,
+            max_body_bytes: 64 * 1024,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+            max_log_stream: Duration::from_secs(4 * 3600),
+            stream_idle_timeout: Duration::from_secs(4 * 3600),
+        }
+    }
+}
+
+/// How the server is set up (from flags).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// `--address` and `--port` of the node API; port 0 picks a free one (tests).
+    pub address: IpAddr,
+    pub port: u16,
+    /// `--healthz-bind-address` and `--healthz-port`; `None` disables healthz.
+    pub healthz_address: IpAddr,
+    pub healthz_port: Option<u16>,
+    pub node_name: String,
+    pub tls: TlsSettings,
+    pub anonymous_auth: bool,
+    pub authorization_mode: AuthorizationMode,
+    pub token_cache: TokenCacheTtl,
+    pub authz_cache: AuthzCacheTtl,
+    pub limits: Limits,
+    /// `/healthz` fails when the sync loop has not turned for this long
+    /// (upstream: twice the sync frequency, at least 5 min).
+    pub sync_loop_threshold: Duration,
+    /// Root of the pod log directories, for relative CRI log paths.
+    pub pod_logs_dir: PathBuf,
+}
+
+impl ServerConfig {
+    /// Defaults for a node; flags fill in the rest.
+    pub fn new(node_name: &str, root_dir: PathBuf) -> ServerConfig {
+        ServerConfig {
+            address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            port: 10250,
+            healthz_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            healthz_port: Some(10248),
+            node_name: node_name.to_owned(),
+            tls: TlsSettings {
+                root_dir,
+                host_names: vec![node_name.to_owned()],
+                ..Default::default()
+            },
+            anonymous_auth: false,
+            authorization_mode: AuthorizationMode::Webhook,
+            token_cache: TokenCacheTtl::default(),
+            authz_cache: AuthzCacheTtl::default(),
+            limits: Limits::default(),
+            sync_loop_threshold: Duration::from_secs(300),
+            pod_logs_dir: PathBuf::from("/var/log/pods"),
+        }
+    }
+}
+
+/// The server's settings from the command line: TLS files, ports and addresses,
+/// authentication and authorization modes; the self-signed certificate (when no
+/// files are given) names the node and its `--node-ip`.
+pub fn config_from_flags(flags: &crate::config::Flags, node_name: &str) -> ServerConfig {
+    let mut config = ServerConfig::new(node_name, flags.root_dir.clone());
+    config.address = flags.address;
+    config.port = flags.port;
+    config.healthz_address = flags.healthz_bind_address;
+    config.healthz_port = (flags.healthz_port != 0).then_some(flags.healthz_port);
+    config.tls.cert_file = flags.tls_cert_file.clone();
+    config.tls.key_file = flags.tls_private_key_file.clone();
+    config.tls.client_ca_file = flags.client_ca_file.clone();
+    config.tls.host_ips = flags.node_ip.iter().copied().collect();
+    config.anonymous_auth = flags.anonymous_auth;
+    config.authorization_mode = flags.authorization_mode;
+    config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
+    config.pod_logs_dir = flags.pod_logs_dir.clone();
+    config
+}
+
+/// What the server reads from the rest of litelet.
+#[derive(Clone)]
+pub struct ServerContext {
+    /// Unix seconds of the sync loop's last turn (0 before the first).
+    pub heartbeat: Arc<AtomicU64>,
+    pub pleg: PlegHealth,
+    /// When litelet started (PLEG health counts from here before the first relist).
+    pub started: Instant,
+    pub pods: PodSnapshot,
+    pub runtime: RuntimeClient,
+    /// Fresher pod statuses than the pods' own (static pods have no other).
+    pub status: Option<StatusManager>,
+    /// For TokenReview and SubjectAccessReview; None in standalone mode.
+    pub api: Option<ApiClient>,
+}
+
+/// A start-up failure of the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("node server tls: {0}")]
+    Tls(#[from] tls::TlsError),
+    #[error("bind {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("spawn {name}: {source}")]
+    Spawn { name: &'static str, source: io::Error },
+}
+
+impl From<ServerError> for io::Error {
+    fn from(e: ServerError) -> io::Error {
+        match e {
+            ServerError::Bind { ref source, .. } | ServerError::Spawn { ref source, .. } => {
+                io::Error::new(source.kind(), e.to_string())
+            }
+            other => io::Error::other(other.to_string()),
+        }
+    }
+}
+
+/// State every connection thread reads.
+pub struct Shared {
+    pub config: ServerConfig,
+    pub ctx: ServerContext,
+    pub authn: Authenticator,
+    pub authz: Authorizer,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Set when shutdown begins; streams and keep-alive loops check it.
+    pub stopping: AtomicBool,
+}
+
+/// A running server: its bound addresses and threads.
+pub struct ServerHandle {
+    pub api_addr: SocketAddr,
+    pub healthz_addr: Option<SocketAddr>,
+    pub threads: Vec<JoinHandle<()>>,
+}
+
+/// Starts the node server (see [`start`]) and returns its accept threads.
+pub fn spawn(
+    config: ServerConfig,
+    context: ServerContext,
+    shutdown: Receiver<()>,
+) -> io::Result<Vec<JoinHandle<()>>> {
+    Ok(start(config, context, shutdown)?.threads)
+}
+
+/// Binds both listeners, loads or makes the serving certificate and starts the
+/// accept threads; they stop when `shutdown` disconnects.
+pub fn start(
+    config: ServerConfig,
+    context: ServerContext,
+    shutdown: Receiver<()>,
+) -> Result<ServerHandle, ServerError> {
+    let clients = match &config.tls.client_ca_file {
+        Some(path) => Some(ClientCertCheck::from_file(path)?),
+        None => None,
+    };
+    let (chain, key) = tls::serving_pair(&config.tls)?;
+    let tls_config = tls::server_config(chain, key, clients.as_ref())?;
+    if config.authorization_mode == AuthorizationMode::Webhook && context.api.is_none() {
+        log::warn!("node server: webhook authorization without an API server denies every request");
+    }
+    let authn = Authenticator::new(
+        clients,
+        context.api.clone(),
+        config.anonymous_auth,
+        config.token_cache,
+    );
+    let authz = Authorizer::new(
+        config.authorization_mode,
+        context.api.clone(),
+        &config.node_name,
+        config.authz_cache,
+    );
+    let bind = |addr: SocketAddr| {
+        TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })
+    };
+    let api_listener = bind(SocketAddr::new(config.address, config.port))?;
+    let healthz_listener = match config.healthz_port {
+        Some(port) => Some(bind(SocketAddr::new(config.healthz_address, port))?),
+        None => None,
+    };
+    let api_addr = api_listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind {
+            addr: SocketAddr::new(config.address, config.port),
+            source,
+        })?;
+    let healthz_addr = healthz_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let limits = config.limits;
+    let shared = Arc::new(Shared {
+        config,
+        ctx: context,
+        authn,
+        authz,
+        tls: Some(tls_config),
+        stopping: AtomicBool::new(false),
+    });
+    let mut threads = Vec::new();
+    let start_loop = |name: &'static str, listener: TcpListener, kind: Kind, max: usize| {
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(128 * 1024)
+            .spawn(move || accept_loop(shared, listener, kind, max, shutdown))
+            .map_err(|source| ServerError::Spawn { name, source })
+    };
+    threads.push(start_loop("srv-api", api_listener, Kind::Api, limits.max_connections)?);
+    if let Some(listener) = healthz_listener {
+        threads.push(start_loop(
+            "srv-healthz",
+            listener,
+            Kind::Healthz,
+            limits.max_healthz_connections,
+        )?);
+    }
+    log::info!("node server listening on {api_addr} (healthz {healthz_addr:?})");
+    Ok(ServerHandle {
+        api_addr,
+        healthz_addr,
+        threads,
+    })
+}
+
+/// Releases a connection slot when the connection thread ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Accepts connections until shutdown; one thread per connection while slots last.
+fn accept_loop(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    kind: Kind,
+    max: usize,
+    shutdown: Receiver<()>,
+) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let server = match kind {
+        Kind::Api => "api",
+        Kind::Healthz => "healthz",
+    };
+    loop {
+        if matches!(shutdown.try_recv(), Err(TryRecvError::Disconnected)) {
+            shared.stopping.store(true, Ordering::Relaxed);
+            return;
+        }
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, PollTimeout::from(200u16)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(err) => {
+                log::error!("node server {server}: poll failed: {err}");
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        }
+        let socket = match listener.accept() {
+            Ok((socket, _)) => socket,
+            Err(err) => {
+                log::warn!("node server {server}: accept failed: {err}");
+                // EMFILE and friends: back off instead of spinning.
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        if open.fetch_add(1, Ordering::AcqRel) >= max {
+            open.fetch_sub(1, Ordering::AcqRel);
+            metrics::HTTP_REJECTED_CONNECTIONS.inc(&[server]);
+            log::debug!("node server {server}: {max} connections open, closing a new one");
+            drop(socket);
+            continue;
+        }
+        let slot = Slot(open.clone());
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("srv-conn".into())
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                let _slot = slot;
+                conn::serve(shared, kind, socket);
+            });
+        if let Err(err) = spawned {
+            log::error!("node server {server}: cannot start a connection thread: {err}");
+        }
+    }
+}
