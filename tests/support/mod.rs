@@ -6,6 +6,7 @@
 pub mod containerd;
 pub mod fake_api;
 pub mod fake_cri;
+pub mod https;
 
 use std::time::{Duration, Instant};
 

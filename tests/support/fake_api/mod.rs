@@ -20,6 +20,7 @@
 
 mod http;
 pub mod patch;
+mod review;
 mod selector;
 mod server;
 mod store;
@@ -334,6 +335,28 @@ impl FakeApi {
     /// Tokens issued through TokenRequest (`serviceaccounts/<name>/token`), in order.
     pub fn issued_tokens(&self) -> Vec<IssuedToken> {
         lock(&self.shared.tokens).clone()
+    }
+
+    /// TokenReviews of `token` authenticate `user` with `groups`.
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        lock(&self.shared.reviews)
+            .tokens
+            .push((token.to_owned(), user.to_owned(), groups));
+    }
+
+    /// SubjectAccessReviews allow `user` to `verb` nodes/`subresource` (`*` matches any).
+    pub fn grant(&self, user: &str, verb: &str, subresource: &str) {
+        lock(&self.shared.reviews).grants.push((
+            user.to_owned(),
+            verb.to_owned(),
+            subresource.to_owned(),
+        ));
+    }
+
+    /// The specs of the SubjectAccessReviews received so far.
+    pub fn access_reviews(&self) -> Vec<Value> {
+        lock(&self.shared.reviews).access_specs.clone()
     }
 
     // ---- the request log ----

@@ -17,6 +17,7 @@ use super::http::{self, Request};
 use super::selector::Selector;
 use super::store::{self, Change, DeleteOpts, EventType, Failure, Kind, Store, WatchMsg};
 use super::token::{self, IssuedToken};
+use super::review::{self, Reviews};
 use super::{Fail, RequestRecord};
 
 /// Injected misbehaviour.
@@ -37,6 +38,8 @@ pub struct Shared {
     pub required_token: Mutex<Option<String>>,
     /// Tokens issued through TokenRequest, in order.
     pub tokens: Mutex<Vec<IssuedToken>>,
+    /// Known tokens and access grants of the review APIs.
+    pub reviews: Mutex<Reviews>,
     pub conns: Mutex<HashMap<u64, TcpStream>>,
     pub stopping: AtomicBool,
     /// BOOKMARK events written so far, over all watches.
@@ -61,6 +64,7 @@ impl Shared {
             bookmark_interval: Mutex::new(Duration::from_secs(1)),
             required_token: Mutex::new(None),
             tokens: Mutex::new(Vec::new()),
+            reviews: Mutex::new(Reviews::default()),
             conns: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             bookmarks_sent: AtomicU64::new(0),
@@ -315,6 +319,17 @@ fn decide(shared: &Shared, req: &Request, route: Option<Route>, verb: &str) -> R
             return f.into();
         }
         return match token::serve(shared, req, &ns, &sa) {
+            Ok(body) => Reply::Json(201, body, vec![]),
+            Err(f) => f.into(),
+        };
+    }
+    if review::is_review_path(&req.path) {
+        if let Some(f) = take_fault(shared, verb, &req.path) {
+            return f.into();
+        }
+    }
+    if let Some(answer) = review::serve(shared, req) {
+        return match answer {
             Ok(body) => Reply::Json(201, body, vec![]),
             Err(f) => f.into(),
         };

@@ -12,6 +12,7 @@
 
 mod service;
 mod state;
+mod streaming;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

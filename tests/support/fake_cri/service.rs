@@ -277,6 +277,40 @@ impl grpc::RuntimeService for FakeService {
         self.serve("ExecSync", id, &ctx, sink, |s| s.exec_sync(&req));
     }
 
+    fn exec(&mut self, ctx: RpcContext, req: pb::ExecRequest, sink: UnarySink<pb::ExecResponse>) {
+        let id = req.container_id.clone();
+        self.serve("Exec", id, &ctx, sink, |s| {
+            let url = s.streaming("exec", &req.container_id, false)?;
+            Ok(pb::ExecResponse { url, ..Default::default() })
+        });
+    }
+
+    fn attach(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::AttachRequest,
+        sink: UnarySink<pb::AttachResponse>,
+    ) {
+        let id = req.container_id.clone();
+        self.serve("Attach", id, &ctx, sink, |s| {
+            let url = s.streaming("attach", &req.container_id, false)?;
+            Ok(pb::AttachResponse { url, ..Default::default() })
+        });
+    }
+
+    fn port_forward(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::PortForwardRequest,
+        sink: UnarySink<pb::PortForwardResponse>,
+    ) {
+        let id = req.pod_sandbox_id.clone();
+        self.serve("PortForward", id, &ctx, sink, |s| {
+            let url = s.streaming("portforward", &req.pod_sandbox_id, true)?;
+            Ok(pb::PortForwardResponse { url, ..Default::default() })
+        });
+    }
+
     fn status(
         &mut self,
         ctx: RpcContext,

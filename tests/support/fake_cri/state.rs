@@ -71,6 +71,8 @@ pub struct FakeState {
     pub exit_rules: HashMap<String, (i32, Duration)>,
     /// Exec outcomes by command line joined with spaces: (exit code, stdout).
     pub exec_results: HashMap<String, (i32, String)>,
+    /// Base URL the streaming calls (Exec, Attach, PortForward) answer with.
+    pub streaming_url: Option<String>,
     conditions: Vec<pb::RuntimeCondition>,
     next_id: u64,
     next_ip: u32,
@@ -134,6 +136,7 @@ impl FakeState {
             failures: Vec::new(),
             exit_rules: HashMap::new(),
             exec_results: HashMap::new(),
+            streaming_url: None,
             conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             next_id: 1,
             next_ip: 2,
