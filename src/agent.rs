@@ -329,7 +329,11 @@ pub fn run(
         api: api.clone(),
     };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
-    if let Err(err) = server::spawn(server::config_from_flags(flags, &node), server, shutdown.clone()) {
+    if let Err(err) = server::spawn(
+        server::config_from_flags(flags, &node),
+        server,
+        shutdown.clone(),
+    ) {
         log::error!("node server disabled: {err}");
     }
     log::info!("litelet running as node {node:?}");

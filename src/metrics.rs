@@ -176,7 +176,8 @@ impl Family {
                         };
                         let mut with_le = labels.clone();
                         with_le.push(format!("le=\"{le}\""));
-                        let _ = writeln!(out, "{}_bucket{} {cumulative}", self.name, braces(&with_le));
+                        let _ =
+                            writeln!(out, "{}_bucket{} {cumulative}", self.name, braces(&with_le));
                     }
                     let _ = writeln!(out, "{}_sum{} {}", self.name, braces(&labels), fmt(s.value));
                     let _ = writeln!(out, "{}_count{} {}", self.name, braces(&labels), s.count);
@@ -400,9 +401,18 @@ mod tests {
         let mut out = String::new();
         H.render(&mut out);
         assert!(out.contains("# TYPE t_seconds histogram"), "{out}");
-        assert!(out.contains("t_seconds_bucket{op=\"a\",le=\"0.1\"} 1"), "{out}");
-        assert!(out.contains("t_seconds_bucket{op=\"a\",le=\"1\"} 2"), "{out}");
-        assert!(out.contains("t_seconds_bucket{op=\"a\",le=\"+Inf\"} 3"), "{out}");
+        assert!(
+            out.contains("t_seconds_bucket{op=\"a\",le=\"0.1\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("t_seconds_bucket{op=\"a\",le=\"1\"} 2"),
+            "{out}"
+        );
+        assert!(
+            out.contains("t_seconds_bucket{op=\"a\",le=\"+Inf\"} 3"),
+            "{out}"
+        );
         assert!(out.contains("t_seconds_count{op=\"a\"} 3"), "{out}");
         assert!(out.contains("t_seconds_sum{op=\"a\"} 5.55"), "{out}");
     }

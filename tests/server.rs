@@ -66,7 +66,10 @@ struct Node {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 fn start(setup: Setup) -> Node {
@@ -127,7 +130,13 @@ impl Node {
         https::get(self.addr, &self.server_ca, id, "GET", path, &[]).unwrap()
     }
 
-    fn get_with(&self, id: Option<&Identity>, method: &str, path: &str, headers: &[(&str, &str)]) -> https::Answer {
+    fn get_with(
+        &self,
+        id: Option<&Identity>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> https::Answer {
         https::get(self.addr, &self.server_ca, id, method, path, headers).unwrap()
     }
 
@@ -147,7 +156,13 @@ fn open_setup() -> Setup {
 
 /// A pod in the snapshot whose containers exist in the fake runtime; each
 /// `(name, log file, running)` instance is created in order (older first).
-fn run_pod(node: &Node, ns: &str, name: &str, uid: &str, instances: &[(&str, &Path, bool)]) -> Vec<String> {
+fn run_pod(
+    node: &Node,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    instances: &[(&str, &Path, bool)],
+) -> Vec<String> {
     let labels = HashMap::from([
         ("io.kubernetes.pod.uid".to_owned(), uid.to_owned()),
         ("io.kubernetes.pod.name".to_owned(), name.to_owned()),
@@ -248,16 +263,27 @@ fn healthz_ok_and_failing_when_the_sync_loop_is_stale() {
     let ok = https::get_plain(node.healthz, "/healthz").unwrap();
     assert_eq!((ok.status, ok.text().as_str()), (200, "ok\n"));
     let verbose = https::get_plain(node.healthz, "/healthz?verbose").unwrap();
-    assert!(verbose.text().contains("[+]syncloop ok") && verbose.text().contains("[+]pleg ok"), "{}", verbose.text());
+    assert!(
+        verbose.text().contains("[+]syncloop ok") && verbose.text().contains("[+]pleg ok"),
+        "{}",
+        verbose.text()
+    );
     node.heartbeat.store(now_secs() - 600, Ordering::Relaxed);
     let stale = https::get_plain(node.healthz, "/healthz").unwrap();
     assert_eq!(stale.status, 500, "{}", stale.text());
-    assert!(stale.text().contains("[-]syncloop failed"), "{}", stale.text());
+    assert!(
+        stale.text().contains("[-]syncloop failed"),
+        "{}",
+        stale.text()
+    );
     // The TLS port serves it too; the healthz port serves nothing else.
     assert_eq!(node.get(None, "/healthz").status, 500);
     assert_eq!(https::get_plain(node.healthz, "/pods").unwrap().status, 404);
     node.heartbeat.store(now_secs(), Ordering::Relaxed);
-    assert_eq!(https::get_plain(node.healthz, "/healthz").unwrap().status, 200);
+    assert_eq!(
+        https::get_plain(node.healthz, "/healthz").unwrap().status,
+        200
+    );
 }
 
 #[test]
@@ -269,14 +295,22 @@ fn x509_client_certificates_accepted_and_untrusted_ones_rejected() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     let review = node.api().access_reviews().pop().unwrap();
     assert_eq!(review["user"], "system:node:n1");
-    let groups: Vec<&str> = review["groups"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let groups: Vec<&str> = review["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     assert_eq!(groups, vec!["system:nodes", "system:authenticated"]);
     assert_eq!(review["resourceAttributes"]["name"], "node-1");
     assert_eq!(review["resourceAttributes"]["resource"], "nodes");
 
     let other = Pki::new("other-ca").client("system:node:n1", &["system:nodes"]);
     let rejected = node.get(Some(&other), "/pods");
-    assert_eq!((rejected.status, rejected.text().as_str()), (401, "Unauthorized\n"));
+    assert_eq!(
+        (rejected.status, rejected.text().as_str()),
+        (401, "Unauthorized\n")
+    );
     let anonymous = node.get(None, "/pods");
     assert_eq!(anonymous.status, 401);
 
@@ -300,7 +334,9 @@ fn bearer_tokens_are_reviewed_once_and_cached() {
     assert_eq!(first.status, 200, "{}", first.text());
     let second = node.get_with(None, "GET", "/pods", &auth);
     assert_eq!(second.status, 200);
-    let reviews = node.api().count("create", "/apis/authentication.k8s.io/v1/tokenreviews");
+    let reviews = node
+        .api()
+        .count("create", "/apis/authentication.k8s.io/v1/tokenreviews");
     assert_eq!(reviews, 1, "the second request used the cache");
     let bad = node.get_with(None, "GET", "/pods", &[("Authorization", "Bearer nope")]);
     assert_eq!((bad.status, bad.text().as_str()), (401, "Unauthorized\n"));
@@ -325,7 +361,12 @@ fn subject_access_reviews_allow_and_deny() {
         .api()
         .access_reviews()
         .iter()
-        .map(|r| r["resourceAttributes"]["subresource"].as_str().unwrap().to_owned())
+        .map(|r| {
+            r["resourceAttributes"]["subresource"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     assert_eq!(subs, vec!["pods", "proxy"]);
     let denied = node.get_with(None, "GET", "/metrics", &auth);
@@ -340,7 +381,11 @@ fn subject_access_reviews_allow_and_deny() {
     // Review failures are 500s, never an allow.
     let node2 = start(Setup::default());
     node2.api().add_token("t", "bob", &[]);
-    node2.api().inject(support::fake_api::Fail::status(500).always().path("subjectaccessreviews"));
+    node2.api().inject(
+        support::fake_api::Fail::status(500)
+            .always()
+            .path("subjectaccessreviews"),
+    );
     let err = node2.get_with(None, "GET", "/pods", &auth);
     assert_eq!(err.status, 500, "{}", err.text());
 }
@@ -350,7 +395,13 @@ fn unauthenticated_and_forbidden_answers_leak_no_pod_data() {
     let node = start(Setup::default());
     let log = node.dir.path().join("logs/secret.log");
     write_log(&log, &["2024-01-01T00:00:00Z stdout F top-secret-line"]);
-    run_pod(&node, "hidden-ns", "secret-pod", "uid-secret", &[("c", &log, true)]);
+    run_pod(
+        &node,
+        "hidden-ns",
+        "secret-pod",
+        "uid-secret",
+        &[("c", &log, true)],
+    );
     node.api().add_token("t", "mallory", &[]);
     for path in [
         "/pods",
@@ -364,7 +415,13 @@ fn unauthenticated_and_forbidden_answers_leak_no_pod_data() {
         assert_eq!(forbidden.status, 403, "{path}");
         for answer in [&anon, &forbidden] {
             let text = answer.text();
-            for secret in ["hidden-ns", "secret-pod", "uid-secret", "top-secret", "no-such-pod"] {
+            for secret in [
+                "hidden-ns",
+                "secret-pod",
+                "uid-secret",
+                "top-secret",
+                "no-such-pod",
+            ] {
                 assert!(!text.contains(secret), "{path}: {text}");
             }
         }
@@ -379,16 +436,31 @@ fn malformed_paths_and_parameters_get_400_with_a_message() {
     run_pod(&node, "ns", "p", "uid-p", &[("c", &log, true)]);
     let cases = [
         ("/containerLogs/ns//c", "malformed pod name"),
-        ("/containerLogs/ns/p", "expected /<namespace>/<pod>/<container>"),
-        ("/containerLogs/ns/p/c?tailLines=-1", "tailLines must be at least 0"),
+        (
+            "/containerLogs/ns/p",
+            "expected /<namespace>/<pod>/<container>",
+        ),
+        (
+            "/containerLogs/ns/p/c?tailLines=-1",
+            "tailLines must be at least 0",
+        ),
         ("/containerLogs/ns/p/c?tailLines=ten", "invalid integer"),
         ("/containerLogs/ns/p/c?follow=maybe", "invalid boolean"),
-        ("/containerLogs/ns/p/c?limitBytes=0", "limitBytes must be at least 1"),
-        ("/containerLogs/ns/p/c?sinceTime=yesterday", "invalid sinceTime"),
+        (
+            "/containerLogs/ns/p/c?limitBytes=0",
+            "limitBytes must be at least 1",
+        ),
+        (
+            "/containerLogs/ns/p/c?sinceTime=yesterday",
+            "invalid sinceTime",
+        ),
         ("/containerLogs/ns/p/%zz", "malformed path"),
         ("/containerLogs/ns/p/c?x=%zz", "bad query parameter"),
         ("/exec/ns/p/c?output=1", "at least one command"),
-        ("/exec/ns/p/c?command=ls", "at least 1 of stdin, stdout, stderr"),
+        (
+            "/exec/ns/p/c?command=ls",
+            "at least 1 of stdin, stdout, stderr",
+        ),
         ("/portForward/ns/p?port=99999", "invalid port"),
     ];
     for (path, message) in cases {
@@ -403,7 +475,10 @@ fn malformed_paths_and_parameters_get_400_with_a_message() {
     // Garbage and oversized heads.
     let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
     let mut reader = BufReader::new(tls);
-    reader.get_mut().write_all(b"NOT HTTP AT ALL\r\n\r\n").unwrap();
+    reader
+        .get_mut()
+        .write_all(b"NOT HTTP AT ALL\r\n\r\n")
+        .unwrap();
     assert_eq!(https::read_answer(&mut reader).unwrap().status, 400);
     let big = "x".repeat(20 * 1024);
     let answer = node.get_with(None, "GET", "/pods", &[("X-Big", &big)]);
@@ -423,7 +498,12 @@ fn pods_lists_the_published_pods() {
     let list: Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(list["kind"], "PodList");
     assert_eq!(list["apiVersion"], "v1");
-    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["first", "second"]);
 }
 
@@ -436,24 +516,45 @@ fn metrics_are_valid_prometheus_text() {
     let _ = node.runtime.version(&Default::default());
     let answer = node.get(None, "/metrics");
     assert_eq!(answer.status, 200);
-    assert!(answer.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
+    assert!(answer
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
     let text = answer.text();
     let mut samples = HashMap::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# ") {
-            assert!(rest.starts_with("HELP ") || rest.starts_with("TYPE "), "{line}");
+            assert!(
+                rest.starts_with("HELP ") || rest.starts_with("TYPE "),
+                "{line}"
+            );
             continue;
         }
-        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample {line:?}"));
-        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let (name, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample {line:?}"));
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
         let metric = name.split('{').next().unwrap();
-        assert!(metric.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'), "{line}");
+        assert!(
+            metric
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
         if let Some(labels) = name.strip_prefix(metric) {
-            assert!(labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')), "{line}");
+            assert!(
+                labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')),
+                "{line}"
+            );
         }
         samples.insert(name.to_owned(), v);
     }
-    assert!(samples["kubelet_runtime_operations_total{operation_type=\"version\"}"] >= 1.0, "{text}");
+    assert!(
+        samples["kubelet_runtime_operations_total{operation_type=\"version\"}"] >= 1.0,
+        "{text}"
+    );
     assert!(samples["process_resident_memory_bytes"] > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));
     assert!(samples.contains_key("rest_client_requests_total{verb=\"get\"}"));
@@ -466,7 +567,10 @@ fn container_logs_from_crafted_cri_files() {
     let node = start(open_setup());
     let old = node.dir.path().join("logs/c/0.log");
     let new = node.dir.path().join("logs/c/1.log");
-    write_log(&old, &["2024-01-01T00:00:00Z stdout F from-the-previous-instance"]);
+    write_log(
+        &old,
+        &["2024-01-01T00:00:00Z stdout F from-the-previous-instance"],
+    );
     write_log(
         &new,
         &[
@@ -477,7 +581,13 @@ fn container_logs_from_crafted_cri_files() {
             "2024-01-01T00:00:03Z stdout F three",
         ],
     );
-    run_pod(&node, "ns", "p", "uid-logs", &[("c", &old, false), ("c", &new, true)]);
+    run_pod(
+        &node,
+        "ns",
+        "p",
+        "uid-logs",
+        &[("c", &old, false), ("c", &new, true)],
+    );
     let logs = |q: &str| {
         let a = node.get(None, &format!("/containerLogs/ns/p/c{q}"));
         assert_eq!(a.status, 200, "{q}: {}", a.text());
@@ -498,7 +608,11 @@ fn container_logs_from_crafted_cri_files() {
     run_pod(&node, "ns", "q", "uid-q", &[("d", &only, true)]);
     let none = node.get(None, "/containerLogs/ns/q/d?previous=true");
     assert_eq!(none.status, 400);
-    assert!(none.text().contains("previous terminated container \"d\""), "{}", none.text());
+    assert!(
+        none.text().contains("previous terminated container \"d\""),
+        "{}",
+        none.text()
+    );
 }
 
 #[test]
@@ -509,32 +623,43 @@ fn container_logs_follow_while_a_writer_appends() {
     let ids = run_pod(&node, "ns", "f", "uid-follow", &[("c", &log, true)]);
     let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
     let mut reader = BufReader::new(tls);
-    https::send(reader.get_mut(), "GET", "/containerLogs/ns/f/c?follow=true", &[], b"").unwrap();
+    https::send(
+        reader.get_mut(),
+        "GET",
+        "/containerLogs/ns/f/c?follow=true",
+        &[],
+        b"",
+    )
+    .unwrap();
     let (status, headers) = https::read_head(&mut reader).unwrap();
     assert_eq!(status, 200);
-    assert!(headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked"));
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked"));
     let writer_log = log.clone();
     let writer = std::thread::spawn(move || {
         for i in 0..5 {
             std::thread::sleep(Duration::from_millis(100));
-            let mut f = std::fs::OpenOptions::new().append(true).open(&writer_log).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&writer_log)
+                .unwrap();
             writeln!(f, "2024-01-01T00:00:0{}Z stdout F line-{i}", i + 1).unwrap();
         }
     });
     let mut seen = String::new();
     while !seen.contains("line-4\n") {
-        let chunk = https::read_chunk(&mut reader).unwrap().expect("stream ended early");
+        let chunk = https::read_chunk(&mut reader)
+            .unwrap()
+            .expect("stream ended early");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     writer.join().unwrap();
     assert_eq!(seen, "first\nline-0\nline-1\nline-2\nline-3\nline-4\n");
     // The container stops: the stream ends with the terminating chunk.
     assert!(node.cri.exit_container(&ids[0], 0));
-    loop {
-        match https::read_chunk(&mut reader).unwrap() {
-            None => break,
-            Some(more) => panic!("unexpected data {:?}", String::from_utf8_lossy(&more)),
-        }
+    if let Some(more) = https::read_chunk(&mut reader).unwrap() {
+        panic!("unexpected data {:?}", String::from_utf8_lossy(&more));
     }
 }
 
@@ -544,14 +669,18 @@ fn streaming_server() -> (String, std::thread::JoinHandle<String>) {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let handle = std::thread::spawn(move || {
         let (mut sock, _) = listener.accept().unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
         while !head.ends_with(b"\r\n\r\n") {
             sock.read_exact(&mut byte).unwrap();
             head.push(byte[0]);
         }
-        sock.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n").unwrap();
+        sock.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n",
+        )
+        .unwrap();
         let mut buf = [0u8; 1024];
         loop {
             match sock.read(&mut buf) {
@@ -590,25 +719,47 @@ fn exec_is_proxied_to_the_runtime_streaming_server() {
     .unwrap();
     let (status, _) = https::read_head(&mut reader).unwrap();
     assert_eq!(status, 101);
-    reader.get_mut().write_all(b"ping-through-the-proxy").unwrap();
+    reader
+        .get_mut()
+        .write_all(b"ping-through-the-proxy")
+        .unwrap();
     reader.get_mut().flush().unwrap();
     let mut echoed = [0u8; 22];
     reader.read_exact(&mut echoed).unwrap();
     assert_eq!(&echoed, b"ping-through-the-proxy");
     drop(reader);
     let head = backend.join().unwrap();
-    assert!(head.starts_with(&format!("POST /exec/{}?command=echo&command=hi&output=1&error=1 HTTP/1.1\r\n", ids[0])), "{head}");
-    assert!(head.contains("X-Stream-Protocol-Version: v4.channel.k8s.io"), "{head}");
+    assert!(
+        head.starts_with(&format!(
+            "POST /exec/{}?command=echo&command=hi&output=1&error=1 HTTP/1.1\r\n",
+            ids[0]
+        )),
+        "{head}"
+    );
+    assert!(
+        head.contains("X-Stream-Protocol-Version: v4.channel.k8s.io"),
+        "{head}"
+    );
     assert!(!head.contains("must-not-leak"), "{head}");
     let exec_calls = node.cri.count("Exec");
     assert_eq!(exec_calls, 1);
     // Without a streaming server configured the runtime's error comes back.
     node.cri.state().streaming_url = None;
-    let answer = node.get_with(Some(&node.admin()), "POST", "/exec/ns/e/c?command=ls&output=1", &[]);
+    let answer = node.get_with(
+        Some(&node.admin()),
+        "POST",
+        "/exec/ns/e/c?command=ls&output=1",
+        &[],
+    );
     assert_eq!(answer.status, 500, "{}", answer.text());
     // A stopped container cannot be exec'd into.
     node.cri.exit_container(&ids[0], 0);
-    let answer = node.get_with(Some(&node.admin()), "POST", "/exec/ns/e/c?command=ls&output=1", &[]);
+    let answer = node.get_with(
+        Some(&node.admin()),
+        "POST",
+        "/exec/ns/e/c?command=ls&output=1",
+        &[],
+    );
     assert_eq!(answer.status, 404, "{}", answer.text());
 }
 
@@ -635,7 +786,14 @@ fn a_stalled_client_does_not_block_other_requests() {
     run_pod(&node, "ns", "s", "uid-stall", &[("c", &log, true)]);
     // Asks for 20 MB of logs and never reads them.
     let mut stalled = https::connect(node.addr, &node.server_ca, None).unwrap();
-    https::send(&mut stalled, "GET", "/containerLogs/ns/s/c?follow=true", &[], b"").unwrap();
+    https::send(
+        &mut stalled,
+        "GET",
+        "/containerLogs/ns/s/c?follow=true",
+        &[],
+        b"",
+    )
+    .unwrap();
     // A client that connects and never finishes its request.
     let mut slow = TcpStream::connect(node.addr).unwrap();
     slow.write_all(b"\x16\x03\x01").unwrap();
@@ -643,7 +801,10 @@ fn a_stalled_client_does_not_block_other_requests() {
     for _ in 0..5 {
         let answer = node.get(None, "/pods");
         assert_eq!(answer.status, 200);
-        assert_eq!(https::get_plain(node.healthz, "/healthz").unwrap().status, 200);
+        assert_eq!(
+            https::get_plain(node.healthz, "/healthz").unwrap().status,
+            200
+        );
     }
     drop(stalled);
     drop(slow);
@@ -659,15 +820,24 @@ fn the_connection_limit_closes_extra_connections() {
         ..open_setup()
     });
     let before = metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]);
-    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(node.addr).unwrap()).collect();
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(node.addr).unwrap())
+        .collect();
     assert!(wait_until(WAIT, || {
         let _ = https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[]);
         metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]) > before
     }));
     assert!(https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[]).is_err());
     drop(held);
-    assert!(wait_until(WAIT, || https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[])
-        .is_ok_and(|a| a.status == 200)));
+    assert!(wait_until(WAIT, || https::get(
+        node.addr,
+        &node.server_ca,
+        None,
+        "GET",
+        "/pods",
+        &[]
+    )
+    .is_ok_and(|a| a.status == 200)));
 }
 
 #[test]
@@ -677,4 +847,58 @@ fn self_signed_certificate_is_kept_under_the_root_dir() {
     assert!(pem.contains("BEGIN CERTIFICATE"));
     let key: PathBuf = node.dir.path().join("pki/litelet.key");
     assert!(key.exists());
+}
+
+#[test]
+fn kubectl_raw_requests_with_a_client_certificate() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("\n*** SKIPPED kubectl_raw_requests_with_a_client_certificate: no kubectl ***\n");
+        return;
+    }
+    let node = start(Setup::default());
+    node.api().grant("kube-apiserver-kubelet-client", "*", "*");
+    let log = node.dir.path().join("logs/k.log");
+    write_log(&log, &["2024-01-01T00:00:00Z stdout F via-kubectl"]);
+    run_pod(&node, "ns", "k", "uid-kubectl", &[("c", &log, true)]);
+    let id = node
+        .pki
+        .client("kube-apiserver-kubelet-client", &["system:masters"]);
+    let d = node.dir.path();
+    std::fs::write(d.join("kc-ca.crt"), &node.server_ca).unwrap();
+    std::fs::write(d.join("kc-client.crt"), &id.cert_pem).unwrap();
+    std::fs::write(d.join("kc-client.key"), &id.key_pem).unwrap();
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: node\n  cluster:\n    server: https://{}\n    certificate-authority: {}\nusers:\n- name: apiserver\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: node\n  context: {{cluster: node, user: apiserver}}\ncurrent-context: node\n",
+        node.addr,
+        d.join("kc-ca.crt").display(),
+        d.join("kc-client.crt").display(),
+        d.join("kc-client.key").display()
+    );
+    std::fs::write(d.join("kubeconfig"), kubeconfig).unwrap();
+    let kubectl = |path: &str| {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(d.join("kubeconfig"))
+            .args(["get", "--raw", path])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl get --raw {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pods: Value = serde_json::from_str(&kubectl("/pods")).unwrap();
+    assert_eq!(pods["items"][0]["metadata"]["name"], "k");
+    assert_eq!(
+        kubectl("/containerLogs/ns/k/c?tailLines=1"),
+        "via-kubectl\n"
+    );
+    assert!(kubectl("/metrics").contains("kubelet_runtime_operations_total"));
 }

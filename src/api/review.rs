@@ -206,7 +206,10 @@ mod tests {
         let v = serde_json::to_value(TokenReview::new("abc")).unwrap();
         assert_eq!(v["apiVersion"], "authentication.k8s.io/v1");
         assert_eq!(v["spec"]["token"], "abc");
-        assert_eq!(format!("{}", TokenReview::new("abc")), "TokenReview(token=<redacted>)");
+        assert_eq!(
+            format!("{}", TokenReview::new("abc")),
+            "TokenReview(token=<redacted>)"
+        );
         let answer: TokenReview = serde_json::from_str(
             r#"{"status":{"authenticated":true,"user":{"username":"bob","groups":["g"]}}}"#,
         )

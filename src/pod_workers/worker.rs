@@ -47,7 +47,8 @@ impl PodWorkers {
             }
             let sync_started = Instant::now();
             let result = self.run_sync(uid, &update, work, &cancel, last_sync);
-            crate::metrics::POD_WORKER_DURATION.observe_duration(&[work.name()], sync_started.elapsed());
+            crate::metrics::POD_WORKER_DURATION
+                .observe_duration(&[work.name()], sync_started.elapsed());
             last_sync = Some(Instant::now());
             let mut phase_transition = false;
             let error = match result {

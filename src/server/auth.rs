@@ -86,14 +86,14 @@ impl Authenticator {
     ) -> Result<UserInfo, AuthnError> {
         let mut failure = None;
         if let Some(chain) = chain.filter(|c| !c.is_empty()) {
-            match self.from_certificate(chain) {
+            match self.user_of_certificate(chain) {
                 Ok(user) => return Ok(authenticated(user)),
                 Err(err) => failure = Some(err),
             }
         }
         if let Some(token) = authorization.and_then(bearer) {
             if self.api.is_some() {
-                match self.from_token(token) {
+                match self.user_of_token(token) {
                     Ok(user) => return Ok(authenticated(user)),
                     Err(err) => failure = Some(err),
                 }
@@ -112,7 +112,7 @@ impl Authenticator {
         Err(AuthnError::NoCredentials)
     }
 
-    fn from_certificate(&self, chain: &[CertificateDer<'_>]) -> Result<UserInfo, AuthnError> {
+    fn user_of_certificate(&self, chain: &[CertificateDer<'_>]) -> Result<UserInfo, AuthnError> {
         let Some(check) = &self.client_certs else {
             return Err(AuthnError::BadCertificate("no client CA configured".into()));
         };
@@ -129,7 +129,7 @@ impl Authenticator {
         })
     }
 
-    fn from_token(&self, token: &str) -> Result<UserInfo, AuthnError> {
+    fn user_of_token(&self, token: &str) -> Result<UserInfo, AuthnError> {
         let key = token_key(token);
         let now = Instant::now();
         if let Some(cached) = self.tokens.get(&key, now) {

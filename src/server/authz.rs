@@ -227,9 +227,17 @@ mod tests {
             ..Default::default()
         };
         let attrs = attributes("GET", "/pods");
-        let allow = Authorizer::new(AuthorizationMode::AlwaysAllow, None, "n", Default::default());
+        let allow = Authorizer::new(
+            AuthorizationMode::AlwaysAllow,
+            None,
+            "n",
+            Default::default(),
+        );
         assert_eq!(allow.authorize(&user, &attrs), Decision::Allow);
         let webhook = Authorizer::new(AuthorizationMode::Webhook, None, "n", Default::default());
-        assert!(matches!(webhook.authorize(&user, &attrs), Decision::Error(_)));
+        assert!(matches!(
+            webhook.authorize(&user, &attrs),
+            Decision::Error(_)
+        ));
     }
 }

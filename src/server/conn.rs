@@ -66,10 +66,7 @@ impl Transport {
     /// it did (a streaming response then stops: its clients never send).
     pub fn client_stirred(&self, timeout: Duration) -> bool {
         let fd = self.socket().as_fd();
-        let mut fds = [PollFd::new(
-            fd,
-            PollFlags::POLLIN | PollFlags::POLLHUP,
-        )];
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN | PollFlags::POLLHUP)];
         let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
         match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
             Ok(0) => false,
@@ -173,7 +170,12 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
                     ReadError::BodyTooLarge(_) => 413,
                     _ => 400,
                 };
-                let _ = http::write_response(&mut transport, &Response::text(code, err.to_string()), true, false);
+                let _ = http::write_response(
+                    &mut transport,
+                    &Response::text(code, err.to_string()),
+                    true,
+                    false,
+                );
                 break;
             }
         };
@@ -188,7 +190,8 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
         };
         match reply {
             Reply::Full(resp) => {
-                metrics::HTTP_REQUESTS.inc(&[routes::path_kind(&req.raw_path), &resp.status.to_string()]);
+                metrics::HTTP_REQUESTS
+                    .inc(&[routes::path_kind(&req.raw_path), &resp.status.to_string()]);
                 if http::write_response(&mut transport, &resp, close, head_only).is_err() || close {
                     break;
                 }
@@ -239,7 +242,10 @@ fn guarded(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let user = match shared.authn.authenticate(chain, req.header("authorization")) {
+    let user = match shared
+        .authn
+        .authenticate(chain, req.header("authorization"))
+    {
         Ok(user) => user,
         Err(err) => {
             if let AuthnError::Review(msg) = &err {

@@ -192,7 +192,8 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, usize)>, ReadError> 
     for h in parsed.headers.iter() {
         let value = std::str::from_utf8(h.value)
             .map_err(|_| ReadError::Malformed(format!("header {} is not UTF-8", h.name)))?;
-        req.headers.push((h.name.to_owned(), value.trim().to_owned()));
+        req.headers
+            .push((h.name.to_owned(), value.trim().to_owned()));
     }
     if req.header("transfer-encoding").is_some() {
         return Err(ReadError::Malformed(
@@ -300,7 +301,12 @@ pub fn reason(code: u16) -> &'static str {
 }
 
 /// Writes a whole response; `close` adds `Connection: close`.
-pub fn write_response(w: &mut impl Write, resp: &Response, close: bool, head_only: bool) -> io::Result<()> {
+pub fn write_response(
+    w: &mut impl Write,
+    resp: &Response,
+    close: bool,
+    head_only: bool,
+) -> io::Result<()> {
     let mut head = format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status));
     for (k, v) in &resp.headers {
         head.push_str(&format!("{k}: {v}\r\n"));

@@ -56,7 +56,12 @@ pub fn parse_line(line: &[u8]) -> Result<LogLine<'_>, String> {
     let stream = match stream {
         b"stdout" => "stdout",
         b"stderr" => "stderr",
-        other => return Err(format!("unknown stream {:?}", String::from_utf8_lossy(other))),
+        other => {
+            return Err(format!(
+                "unknown stream {:?}",
+                String::from_utf8_lossy(other)
+            ))
+        }
     };
     // Old runtimes wrote no tag: the rest of the line is content.
     let (partial, content) = match tag {
@@ -188,7 +193,10 @@ impl LogReader {
                     }
                     Ok(_) => continue,
                     Err(err) => {
-                        log::debug!("{}: skipping a malformed log line: {err}", self.path.display());
+                        log::debug!(
+                            "{}: skipping a malformed log line: {err}",
+                            self.path.display()
+                        );
                         continue;
                     }
                 };
@@ -281,7 +289,10 @@ garbage\n\
             timestamps: true,
             ..Default::default()
         });
-        assert!(ts.starts_with("2024-01-01T00:00:01.000000001Z one\n2024-01-01T00:00:02Z two-"), "{ts}");
+        assert!(
+            ts.starts_with("2024-01-01T00:00:01.000000001Z one\n2024-01-01T00:00:02Z two-"),
+            "{ts}"
+        );
         let tail = read_all(LogOptions {
             tail_lines: Some(2),
             ..Default::default()
@@ -314,12 +325,19 @@ garbage\n\
     fn follows_appends_and_rotation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.log");
-        std::fs::write(&path, "2024-01-01T00:00:01Z stdout F a\n2024-01-01T00:00:01Z stdout F b").unwrap();
+        std::fs::write(
+            &path,
+            "2024-01-01T00:00:01Z stdout F a\n2024-01-01T00:00:01Z stdout F b",
+        )
+        .unwrap();
         let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
         let mut out = Vec::new();
         assert_eq!(reader.pump(&mut out).unwrap(), Pumped::CaughtUp(true));
         assert_eq!(out, b"a\n");
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         f.write_all(b"c\n").unwrap();
         reader.pump(&mut out).unwrap();
         assert_eq!(out, b"a\nbc\n");

@@ -180,7 +180,10 @@ pub enum ServerError {
     #[error("bind {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("spawn {name}: {source}")]
-    Spawn { name: &'static str, source: io::Error },
+    Spawn {
+        name: &'static str,
+        source: io::Error,
+    },
 }
 
 impl From<ServerError> for io::Error {
@@ -283,7 +286,12 @@ pub fn start(
             .spawn(move || accept_loop(shared, listener, kind, max, shutdown))
             .map_err(|source| ServerError::Spawn { name, source })
     };
-    threads.push(start_loop("srv-api", api_listener, Kind::Api, limits.max_connections)?);
+    threads.push(start_loop(
+        "srv-api",
+        api_listener,
+        Kind::Api,
+        limits.max_connections,
+    )?);
     if let Some(listener) = healthz_listener {
         threads.push(start_loop(
             "srv-healthz",

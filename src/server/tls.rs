@@ -117,7 +117,10 @@ pub fn serving_pair(
                 })?;
                 write_atomic(&key, key_pem.as_bytes(), 0o600)?;
                 write_atomic(&cert, cert_pem.as_bytes(), 0o644)?;
-                log::info!("generated a self-signed serving certificate at {}", cert.display());
+                log::info!(
+                    "generated a self-signed serving certificate at {}",
+                    cert.display()
+                );
             }
             (cert, key)
         }
@@ -135,7 +138,9 @@ pub fn self_signed(names: &[String], ips: &[IpAddr]) -> Result<(String, String),
     }
     let mut params = rcgen::CertificateParams::new(dns.clone()).map_err(err)?;
     for ip in ips {
-        params.subject_alt_names.push(rcgen::SanType::IpAddress(*ip));
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(*ip));
     }
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

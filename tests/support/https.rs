@@ -28,7 +28,9 @@ pub struct Identity {
 impl Pki {
     pub fn new(name: &str) -> Pki {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params.key_usages = vec![
             rcgen::KeyUsagePurpose::KeyCertSign,
@@ -46,7 +48,9 @@ impl Pki {
     /// A client certificate for `cn` in groups `orgs`.
     pub fn client(&self, cn: &str, orgs: &[&str]) -> Identity {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
         for o in orgs {
             params
                 .distinguished_name
@@ -66,7 +70,11 @@ pub type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// Opens a TLS connection to `addr`, trusting `server_ca_pem`, optionally presenting
 /// `identity`.
-pub fn connect(addr: SocketAddr, server_ca_pem: &[u8], identity: Option<&Identity>) -> io::Result<Tls> {
+pub fn connect(
+    addr: SocketAddr,
+    server_ca_pem: &[u8],
+    identity: Option<&Identity>,
+) -> io::Result<Tls> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(server_ca_pem) {
@@ -78,9 +86,10 @@ pub fn connect(addr: SocketAddr, server_ca_pem: &[u8], identity: Option<&Identit
         .with_root_certificates(roots);
     let config = match identity {
         Some(id) => {
-            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
-                .map(|c| c.unwrap())
-                .collect();
+            let chain: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_slice_iter(id.cert_pem.as_bytes())
+                    .map(|c| c.unwrap())
+                    .collect();
             let key = PrivateKeyDer::from_pem_slice(id.key_pem.as_bytes()).unwrap();
             builder.with_client_auth_cert(chain, key).unwrap()
         }
@@ -120,7 +129,13 @@ impl Answer {
 }
 
 /// Writes a request with no body (or `body`).
-pub fn send(w: &mut impl Write, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
+pub fn send(
+    w: &mut impl Write,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<()> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: node\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -165,9 +180,13 @@ pub fn read_head(r: &mut impl BufRead) -> io::Result<(u16, Vec<(String, String)>
 pub fn read_chunk(r: &mut impl BufRead) -> io::Result<Option<Vec<u8>>> {
     let mut size = String::new();
     if r.read_line(&mut size)? == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "eof in chunked body"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "eof in chunked body",
+        ));
     }
-    let n = usize::from_str_radix(size.trim(), 16).map_err(|_| io::Error::other(format!("bad chunk size {size:?}")))?;
+    let n = usize::from_str_radix(size.trim(), 16)
+        .map_err(|_| io::Error::other(format!("bad chunk size {size:?}")))?;
     let mut data = vec![0; n];
     r.read_exact(&mut data)?;
     let mut crlf = [0u8; 2];
@@ -206,7 +225,14 @@ pub fn read_answer(r: &mut impl BufRead) -> io::Result<Answer> {
 }
 
 /// One request on a fresh TLS connection.
-pub fn get(addr: SocketAddr, server_ca: &[u8], identity: Option<&Identity>, method: &str, path: &str, headers: &[(&str, &str)]) -> io::Result<Answer> {
+pub fn get(
+    addr: SocketAddr,
+    server_ca: &[u8],
+    identity: Option<&Identity>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> io::Result<Answer> {
     let tls = connect(addr, server_ca, identity)?;
     let mut reader = BufReader::new(tls);
     send(reader.get_mut(), method, path, headers, b"")?;

@@ -45,8 +45,14 @@ fn int_param(req: &Request, name: &str, min: i64) -> Result<Option<i64>, Respons
     };
     match text.parse::<i64>() {
         Ok(v) if v >= min => Ok(Some(v)),
-        Ok(_) => Err(Response::text(400, format!("{name} must be at least {min}"))),
-        Err(_) => Err(Response::text(400, format!("invalid integer {text:?} for parameter {name:?}"))),
+        Ok(_) => Err(Response::text(
+            400,
+            format!("{name} must be at least {min}"),
+        )),
+        Err(_) => Err(Response::text(
+            400,
+            format!("invalid integer {text:?} for parameter {name:?}"),
+        )),
     }
 }
 
@@ -55,14 +61,21 @@ pub fn log_options(req: &Request, now_nanos: i128) -> Result<(LogOptions, bool),
     let since_seconds = int_param(req, "sinceSeconds", 1)?;
     let since_time = match req.param("sinceTime") {
         None => None,
-        Some(t) => Some(parse_rfc3339_nanos(t).map_err(|e| Response::text(400, format!("invalid sinceTime: {e}")))?),
+        Some(t) => Some(
+            parse_rfc3339_nanos(t)
+                .map_err(|e| Response::text(400, format!("invalid sinceTime: {e}")))?,
+        ),
     };
     if since_seconds.is_some() && since_time.is_some() {
-        return Err(Response::text(400, "at most one of sinceTime or sinceSeconds may be specified"));
+        return Err(Response::text(
+            400,
+            "at most one of sinceTime or sinceSeconds may be specified",
+        ));
     }
     let options = LogOptions {
         tail_lines: int_param(req, "tailLines", 0)?.map(|n| n as u64),
-        since_nanos: since_time.or(since_seconds.map(|s| now_nanos - i128::from(s) * 1_000_000_000)),
+        since_nanos: since_time
+            .or(since_seconds.map(|s| now_nanos - i128::from(s) * 1_000_000_000)),
         timestamps: bool_param(req, "timestamps")?,
         limit_bytes: int_param(req, "limitBytes", 1)?.map(|n| n as u64),
         follow: bool_param(req, "follow")?,
@@ -72,8 +85,17 @@ pub fn log_options(req: &Request, now_nanos: i128) -> Result<(LogOptions, bool),
 
 /// The desired pod a target names (UID checked when given).
 pub(super) fn find_pod(shared: &Shared, t: &Target) -> Result<Pod, Response> {
-    let missing = || Response::text(404, format!("pod \"{}/{}\" does not exist", t.namespace, t.pod));
-    let pod = shared.ctx.pods.find(&t.namespace, &t.pod).ok_or_else(missing)?;
+    let missing = || {
+        Response::text(
+            404,
+            format!("pod \"{}/{}\" does not exist", t.namespace, t.pod),
+        )
+    };
+    let pod = shared
+        .ctx
+        .pods
+        .find(&t.namespace, &t.pod)
+        .ok_or_else(missing)?;
     if t.uid.as_deref().is_some_and(|uid| uid != pod.uid()) {
         return Err(missing());
     }
@@ -85,7 +107,10 @@ pub(super) fn has_container(pod: &Pod, name: &str) -> bool {
     let spec = &pod.spec;
     spec.containers.iter().any(|c| c.name == name)
         || spec.init_containers.iter().any(|c| c.name == name)
-        || spec.ephemeral_containers.iter().any(|c| c.container.name == name)
+        || spec
+            .ephemeral_containers
+            .iter()
+            .any(|c| c.container.name == name)
 }
 
 pub(super) fn cri_error(err: &CriError) -> Response {
@@ -100,7 +125,12 @@ pub(super) fn runtime_status(shared: &Shared, pod: &Pod) -> Result<PodRuntimeSta
 }
 
 fn log_file(shared: &Shared, pod: &Pod, c: &ContainerStatus) -> Option<PathBuf> {
-    let dir = pod_log_dir_of(&shared.config.pod_logs_dir, pod.namespace(), pod.name(), pod.uid())?;
+    let dir = pod_log_dir_of(
+        &shared.config.pod_logs_dir,
+        pod.namespace(),
+        pod.name(),
+        pod.uid(),
+    )?;
     if c.log_path.starts_with('/') {
         return Some(PathBuf::from(&c.log_path));
     }
@@ -121,13 +151,20 @@ pub fn serve(shared: &Shared, req: &Request, t: &Target, transport: &mut Transpo
     }
 }
 
-fn prepare(shared: &Shared, req: &Request, t: &Target) -> Result<(LogReader, String, bool), Response> {
+fn prepare(
+    shared: &Shared,
+    req: &Request,
+    t: &Target,
+) -> Result<(LogReader, String, bool), Response> {
     let (options, previous) = log_options(req, now_nanos())?;
     let pod = find_pod(shared, t)?;
     if !has_container(&pod, &t.container) {
         return Err(Response::text(
             404,
-            format!("container \"{}\" not found in pod \"{}/{}\"", t.container, t.namespace, t.pod),
+            format!(
+                "container \"{}\" not found in pod \"{}/{}\"",
+                t.container, t.namespace, t.pod
+            ),
         ));
     }
     let status = runtime_status(shared, &pod)?;
@@ -136,23 +173,40 @@ fn prepare(shared: &Shared, req: &Request, t: &Target) -> Result<(LogReader, Str
         instances.nth(1).ok_or_else(|| {
             Response::text(
                 400,
-                format!("previous terminated container \"{}\" in pod \"{}\" not found", t.container, t.pod),
+                format!(
+                    "previous terminated container \"{}\" in pod \"{}\" not found",
+                    t.container, t.pod
+                ),
             )
         })?
     } else {
         instances.next().ok_or_else(|| {
             Response::text(
                 400,
-                format!("container \"{}\" in pod \"{}\" is waiting to start", t.container, t.pod),
+                format!(
+                    "container \"{}\" in pod \"{}\" is waiting to start",
+                    t.container, t.pod
+                ),
             )
         })?
     };
-    let path = log_file(shared, &pod, instance)
-        .ok_or_else(|| Response::text(500, format!("container \"{}\" has no usable log path", t.container)))?;
+    let path = log_file(shared, &pod, instance).ok_or_else(|| {
+        Response::text(
+            500,
+            format!("container \"{}\" has no usable log path", t.container),
+        )
+    })?;
     let follow = options.follow && !previous;
     let reader = LogReader::open(&path, options).map_err(|e| {
-        let code = if e.kind() == std::io::ErrorKind::NotFound { 404 } else { 500 };
-        Response::text(code, format!("cannot open the log of container \"{}\": {e}", t.container))
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            404
+        } else {
+            500
+        };
+        Response::text(
+            code,
+            format!("cannot open the log of container \"{}\": {e}", t.container),
+        )
     })?;
     Ok((reader, instance.id.clone(), follow))
 }
@@ -171,7 +225,13 @@ fn running(shared: &Shared, id: &str) -> bool {
     }
 }
 
-fn stream(shared: &Shared, transport: &mut Transport, mut reader: LogReader, id: &str, follow: bool) -> Reply {
+fn stream(
+    shared: &Shared,
+    transport: &mut Transport,
+    mut reader: LogReader,
+    id: &str,
+    follow: bool,
+) -> Reply {
     if http::start_chunked(transport, "text/plain").is_err() {
         return Reply::Streamed { close: true };
     }
@@ -203,7 +263,10 @@ fn stream(shared: &Shared, transport: &mut Transport, mut reader: LogReader, id:
             alive = running(shared, id);
         }
     }
-    let ok = transport.write_all(b"0\r\n\r\n").and_then(|()| transport.flush()).is_ok();
+    let ok = transport
+        .write_all(b"0\r\n\r\n")
+        .and_then(|()| transport.flush())
+        .is_ok();
     Reply::Streamed { close: !ok }
 }
 
@@ -222,7 +285,11 @@ mod tests {
     #[test]
     fn options_table() {
         let now = 100 * 1_000_000_000;
-        let (o, prev) = log_options(&req("follow=true&tailLines=10&timestamps=1&limitBytes=5&previous=false"), now).unwrap();
+        let (o, prev) = log_options(
+            &req("follow=true&tailLines=10&timestamps=1&limitBytes=5&previous=false"),
+            now,
+        )
+        .unwrap();
         assert!(o.follow && o.timestamps && !prev);
         assert_eq!((o.tail_lines, o.limit_bytes), (Some(10), Some(5)));
         let (o, _) = log_options(&req("sinceSeconds=10"), now).unwrap();

@@ -56,7 +56,10 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
     let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
     let segs: Vec<String> = trimmed
         .split('/')
-        .map(|s| percent_decode(s).ok_or_else(|| RouteError::BadRequest(format!("malformed path {raw_path:?}"))))
+        .map(|s| {
+            percent_decode(s)
+                .ok_or_else(|| RouteError::BadRequest(format!("malformed path {raw_path:?}")))
+        })
         .collect::<Result<_, _>>()?;
     let Some((head, rest)) = segs.split_first() else {
         return Err(RouteError::NotFound);
@@ -111,7 +114,11 @@ fn target(segs: &[String], container: bool, uid_allowed: bool) -> Result<Target,
 
 /// A short, bounded label for the request metric.
 pub fn path_kind(raw_path: &str) -> &'static str {
-    let head = raw_path.trim_start_matches('/').split('/').next().unwrap_or("");
+    let head = raw_path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("");
     match head {
         "healthz" => "healthz",
         "pods" => "pods",
@@ -143,7 +150,12 @@ pub fn healthz_only(shared: &Shared, req: &Request) -> Reply {
 }
 
 /// Runs the handler of an authorized request.
-pub fn dispatch(shared: &Shared, req: &Request, transport: &mut Transport, buf: &mut Vec<u8>) -> Reply {
+pub fn dispatch(
+    shared: &Shared,
+    req: &Request,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
     let route = match parse(&req.method, &req.raw_path) {
         Ok(route) => route,
         Err(err) => return route_error(err),
@@ -180,19 +192,77 @@ mod tests {
             ("HEAD", "/pods/", Ok(Route::Pods)),
             ("GET", "/metrics", Ok(Route::Metrics)),
             ("POST", "/pods", Err(RouteError::MethodNotAllowed)),
-            ("GET", "/containerLogs/ns/p/c", Ok(Route::ContainerLogs(t("ns", "p", None, "c")))),
-            ("GET", "/containerLogs/ns/p", Err(RouteError::BadRequest("expected /<namespace>/<pod>/<container> in the path".into()))),
-            ("GET", "/containerLogs/ns/p/u/c", Err(RouteError::BadRequest("expected /<namespace>/<pod>/<container> in the path".into()))),
-            ("GET", "/containerLogs/ns//c", Err(RouteError::BadRequest("malformed pod name in the path".into()))),
-            ("GET", "/containerLogs/ns/p/%ZZ", Err(RouteError::BadRequest("malformed path \"/containerLogs/ns/p/%ZZ\"".into()))),
-            ("GET", "/containerLogs/ns/p/a%2Fb", Err(RouteError::BadRequest("malformed container name in the path".into()))),
-            ("POST", "/exec/ns/p/c", Ok(Route::Exec(t("ns", "p", None, "c")))),
-            ("GET", "/exec/ns/p/uid1/c", Ok(Route::Exec(t("ns", "p", Some("uid1"), "c")))),
+            (
+                "GET",
+                "/containerLogs/ns/p/c",
+                Ok(Route::ContainerLogs(t("ns", "p", None, "c"))),
+            ),
+            (
+                "GET",
+                "/containerLogs/ns/p",
+                Err(RouteError::BadRequest(
+                    "expected /<namespace>/<pod>/<container> in the path".into(),
+                )),
+            ),
+            (
+                "GET",
+                "/containerLogs/ns/p/u/c",
+                Err(RouteError::BadRequest(
+                    "expected /<namespace>/<pod>/<container> in the path".into(),
+                )),
+            ),
+            (
+                "GET",
+                "/containerLogs/ns//c",
+                Err(RouteError::BadRequest(
+                    "malformed pod name in the path".into(),
+                )),
+            ),
+            (
+                "GET",
+                "/containerLogs/ns/p/%ZZ",
+                Err(RouteError::BadRequest(
+                    "malformed path \"/containerLogs/ns/p/%ZZ\"".into(),
+                )),
+            ),
+            (
+                "GET",
+                "/containerLogs/ns/p/a%2Fb",
+                Err(RouteError::BadRequest(
+                    "malformed container name in the path".into(),
+                )),
+            ),
+            (
+                "POST",
+                "/exec/ns/p/c",
+                Ok(Route::Exec(t("ns", "p", None, "c"))),
+            ),
+            (
+                "GET",
+                "/exec/ns/p/uid1/c",
+                Ok(Route::Exec(t("ns", "p", Some("uid1"), "c"))),
+            ),
             ("DELETE", "/exec/ns/p/c", Err(RouteError::MethodNotAllowed)),
-            ("POST", "/attach/ns/p/c", Ok(Route::Attach(t("ns", "p", None, "c")))),
-            ("GET", "/portForward/ns/p", Ok(Route::PortForward(t("ns", "p", None, "")))),
-            ("GET", "/portForward/ns/p/uid", Ok(Route::PortForward(t("ns", "p", Some("uid"), "")))),
-            ("POST", "/run/ns/p/c", Ok(Route::Run(t("ns", "p", None, "c")))),
+            (
+                "POST",
+                "/attach/ns/p/c",
+                Ok(Route::Attach(t("ns", "p", None, "c"))),
+            ),
+            (
+                "GET",
+                "/portForward/ns/p",
+                Ok(Route::PortForward(t("ns", "p", None, ""))),
+            ),
+            (
+                "GET",
+                "/portForward/ns/p/uid",
+                Ok(Route::PortForward(t("ns", "p", Some("uid"), ""))),
+            ),
+            (
+                "POST",
+                "/run/ns/p/c",
+                Ok(Route::Run(t("ns", "p", None, "c"))),
+            ),
             ("GET", "/run/ns/p/c", Err(RouteError::MethodNotAllowed)),
             ("GET", "/", Err(RouteError::NotFound)),
             ("GET", "/nope", Err(RouteError::NotFound)),

@@ -44,7 +44,9 @@ pub fn metrics(shared: &Shared) -> Response {
     let mut out = metrics::render();
     if let Some(api) = &shared.ctx.api {
         let stats = api.stats();
-        out.push_str("# HELP rest_client_requests_total Requests litelet sent to the API server, by verb.\n");
+        out.push_str(
+            "# HELP rest_client_requests_total Requests litelet sent to the API server, by verb.\n",
+        );
         out.push_str("# TYPE rest_client_requests_total counter\n");
         for verb in Verb::ALL {
             let _ = writeln!(
@@ -70,7 +72,11 @@ fn process_metrics(out: &mut String) {
         .flatten()
         .unwrap_or(100) as f64;
     let mut gauge = |name: &str, help: &str, kind: &str, v: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", fmt(v));
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+            fmt(v)
+        );
     };
     if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
         // Fields after the command name, which is in parentheses and may hold spaces.

@@ -20,13 +20,21 @@ use crate::cri::pb;
 use crate::runtime::model::{ContainerState, SandboxState};
 use crate::server::conn::{Reply, Transport};
 use crate::server::http::{Request, Response};
-use crate::server::routes::container_logs::{bool_param, cri_error, find_pod, has_container, runtime_status};
+use crate::server::routes::container_logs::{
+    bool_param, cri_error, find_pod, has_container, runtime_status,
+};
 use crate::server::routes::Target;
 use crate::server::Shared;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Headers never passed to the runtime's streaming server.
-const HOP_HEADERS: &[&str] = &["host", "authorization", "proxy-authorization", "proxy-connection", "keep-alive"];
+const HOP_HEADERS: &[&str] = &[
+    "host",
+    "authorization",
+    "proxy-authorization",
+    "proxy-connection",
+    "keep-alive",
+];
 
 /// The stdin/stdout/stderr/tty flags (`input`, `output`, `error`, `tty`).
 struct StreamFlags {
@@ -44,7 +52,10 @@ fn stream_flags(req: &Request) -> Result<StreamFlags, Response> {
         tty: bool_param(req, "tty")?,
     };
     if !(flags.stdin || flags.stdout || flags.stderr) {
-        return Err(Response::text(400, "you must specify at least 1 of stdin, stdout, stderr"));
+        return Err(Response::text(
+            400,
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ));
     }
     Ok(flags)
 }
@@ -55,7 +66,10 @@ fn running_container(shared: &Shared, t: &Target) -> Result<String, Response> {
     if !has_container(&pod, &t.container) {
         return Err(Response::text(
             404,
-            format!("container \"{}\" not found in pod \"{}/{}\"", t.container, t.namespace, t.pod),
+            format!(
+                "container \"{}\" not found in pod \"{}/{}\"",
+                t.container, t.namespace, t.pod
+            ),
         ));
     }
     let status = runtime_status(shared, &pod)?;
@@ -66,12 +80,21 @@ fn running_container(shared: &Shared, t: &Target) -> Result<String, Response> {
     id.ok_or_else(|| Response::text(404, format!("container \"{}\" is not running", t.container)))
 }
 
-pub fn exec(shared: &Shared, req: &Request, t: &Target, transport: &mut Transport, buf: &mut Vec<u8>) -> Reply {
+pub fn exec(
+    shared: &Shared,
+    req: &Request,
+    t: &Target,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
     let url = (|| {
         let flags = stream_flags(req)?;
         let cmd: Vec<String> = req.params("command").map(str::to_owned).collect();
         if cmd.is_empty() {
-            return Err(Response::text(400, "you must specify at least one command for the container"));
+            return Err(Response::text(
+                400,
+                "you must specify at least one command for the container",
+            ));
         }
         let id = running_container(shared, t)?;
         let request = pb::ExecRequest {
@@ -83,12 +106,23 @@ pub fn exec(shared: &Shared, req: &Request, t: &Target, transport: &mut Transpor
             stderr: flags.stderr && !flags.tty,
             ..Default::default()
         };
-        shared.ctx.runtime.exec(&request).map(|r| r.url).map_err(|e| cri_error(&e))
+        shared
+            .ctx
+            .runtime
+            .exec(&request)
+            .map(|r| r.url)
+            .map_err(|e| cri_error(&e))
     })();
     proxy_or_error(shared, req, url, transport, buf)
 }
 
-pub fn attach(shared: &Shared, req: &Request, t: &Target, transport: &mut Transport, buf: &mut Vec<u8>) -> Reply {
+pub fn attach(
+    shared: &Shared,
+    req: &Request,
+    t: &Target,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
     let url = (|| {
         let flags = stream_flags(req)?;
         let request = pb::AttachRequest {
@@ -99,12 +133,23 @@ pub fn attach(shared: &Shared, req: &Request, t: &Target, transport: &mut Transp
             stderr: flags.stderr && !flags.tty,
             ..Default::default()
         };
-        shared.ctx.runtime.attach(&request).map(|r| r.url).map_err(|e| cri_error(&e))
+        shared
+            .ctx
+            .runtime
+            .attach(&request)
+            .map(|r| r.url)
+            .map_err(|e| cri_error(&e))
     })();
     proxy_or_error(shared, req, url, transport, buf)
 }
 
-pub fn port_forward(shared: &Shared, req: &Request, t: &Target, transport: &mut Transport, buf: &mut Vec<u8>) -> Reply {
+pub fn port_forward(
+    shared: &Shared,
+    req: &Request,
+    t: &Target,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
     let url = (|| {
         let mut ports = Vec::new();
         for p in req.params("port") {
@@ -119,13 +164,23 @@ pub fn port_forward(shared: &Shared, req: &Request, t: &Target, transport: &mut 
             .sandboxes
             .iter()
             .find(|s| s.state == SandboxState::Ready)
-            .ok_or_else(|| Response::text(404, format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod)))?;
+            .ok_or_else(|| {
+                Response::text(
+                    404,
+                    format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod),
+                )
+            })?;
         let request = pb::PortForwardRequest {
             pod_sandbox_id: sandbox.id.clone(),
             port: ports,
             ..Default::default()
         };
-        shared.ctx.runtime.port_forward(&request).map(|r| r.url).map_err(|e| cri_error(&e))
+        shared
+            .ctx
+            .runtime
+            .port_forward(&request)
+            .map(|r| r.url)
+            .map_err(|e| cri_error(&e))
     })();
     proxy_or_error(shared, req, url, transport, buf)
 }
@@ -133,7 +188,12 @@ pub fn port_forward(shared: &Shared, req: &Request, t: &Target, transport: &mut 
 /// `/run`: runs `cmd` (split on whitespace) with ExecSync and answers its output.
 pub fn run(shared: &Shared, req: &Request, t: &Target) -> Response {
     let result = (|| {
-        let cmd: Vec<String> = req.param("cmd").unwrap_or("").split_whitespace().map(str::to_owned).collect();
+        let cmd: Vec<String> = req
+            .param("cmd")
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
         if cmd.is_empty() {
             return Err(Response::text(400, "missing cmd parameter"));
         }
@@ -142,7 +202,11 @@ pub fn run(shared: &Shared, req: &Request, t: &Target) -> Response {
             cmd,
             ..Default::default()
         };
-        shared.ctx.runtime.exec_sync(&request).map_err(|e| cri_error(&e))
+        shared
+            .ctx
+            .runtime
+            .exec_sync(&request)
+            .map_err(|e| cri_error(&e))
     })();
     match result {
         Ok(out) => {
@@ -151,7 +215,9 @@ pub fn run(shared: &Shared, req: &Request, t: &Target) -> Response {
             if out.exit_code == 0 {
                 Response::new(200, "text/plain; charset=utf-8", body)
             } else {
-                body.extend_from_slice(format!("command terminated with exit code {}\n", out.exit_code).as_bytes());
+                body.extend_from_slice(
+                    format!("command terminated with exit code {}\n", out.exit_code).as_bytes(),
+                );
                 Response::new(500, "text/plain; charset=utf-8", body)
             }
         }
@@ -184,7 +250,10 @@ pub fn split_url(url: &str) -> Result<(String, String), String> {
     if authority.is_empty() || authority.contains('@') {
         return Err(format!("bad streaming url {url:?}"));
     }
-    let authority = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+    let authority = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
         authority.to_owned()
     } else {
         format!("{authority}:80")
@@ -215,7 +284,13 @@ pub fn backend_head(req: &Request, authority: &str, path: &str) -> String {
     head
 }
 
-fn proxy(shared: &Shared, req: &Request, url: &str, transport: &mut Transport, buf: &mut Vec<u8>) -> Reply {
+fn proxy(
+    shared: &Shared,
+    req: &Request,
+    url: &str,
+    transport: &mut Transport,
+    buf: &mut Vec<u8>,
+) -> Reply {
     let (authority, path) = match split_url(url) {
         Ok(parts) => parts,
         Err(msg) => return Reply::Full(Response::text(502, msg)),
@@ -229,7 +304,10 @@ fn proxy(shared: &Shared, req: &Request, url: &str, transport: &mut Transport, b
     let mut backend = match backend {
         Ok(b) => b,
         Err(err) => {
-            return Reply::Full(Response::text(502, format!("cannot reach the runtime's streaming server: {err}")))
+            return Reply::Full(Response::text(
+                502,
+                format!("cannot reach the runtime's streaming server: {err}"),
+            ))
         }
     };
     let _ = backend.set_nodelay(true);
@@ -238,7 +316,10 @@ fn proxy(shared: &Shared, req: &Request, url: &str, transport: &mut Transport, b
     first.extend_from_slice(&req.body);
     first.append(buf);
     if let Err(err) = backend.write_all(&first) {
-        return Reply::Full(Response::text(502, format!("cannot reach the runtime's streaming server: {err}")));
+        return Reply::Full(Response::text(
+            502,
+            format!("cannot reach the runtime's streaming server: {err}"),
+        ));
     }
     if let Err(err) = pump(shared, transport, &mut backend) {
         log::debug!("stream proxy to {authority} ended: {err}");
@@ -292,7 +373,11 @@ fn pump(shared: &Shared, client: &mut Transport, backend: &mut TcpStream) -> io:
                     backend.write_all(&data[..n])?;
                     last = Instant::now();
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => {
                     client_open = false;
                     let _ = backend.shutdown(Shutdown::Write);
@@ -307,7 +392,11 @@ fn pump(shared: &Shared, client: &mut Transport, backend: &mut TcpStream) -> io:
                     client.flush()?;
                     last = Instant::now();
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -326,7 +415,10 @@ mod tests {
             ("127.0.0.1:1234".into(), "/exec/abc".into())
         );
         assert_eq!(split_url("http://[::1]:9/x").unwrap().0, "[::1]:9");
-        assert_eq!(split_url("http://host").unwrap(), ("host:80".into(), "/".into()));
+        assert_eq!(
+            split_url("http://host").unwrap(),
+            ("host:80".into(), "/".into())
+        );
         assert!(split_url("https://127.0.0.1:1/x").is_err());
         assert!(split_url("/exec/abc").is_err());
         assert!(split_url("http://u@h:1/x").is_err());
@@ -343,14 +435,28 @@ mod tests {
                 ("Authorization".into(), "Bearer secret".into()),
                 ("Connection".into(), "Upgrade".into()),
                 ("Upgrade".into(), "SPDY/3.1".into()),
-                ("X-Stream-Protocol-Version".into(), "v4.channel.k8s.io".into()),
+                (
+                    "X-Stream-Protocol-Version".into(),
+                    "v4.channel.k8s.io".into(),
+                ),
             ],
             ..Default::default()
         };
         let head = backend_head(&req, "127.0.0.1:5", "/exec/tok");
-        assert!(head.starts_with("POST /exec/tok?command=echo&output=1 HTTP/1.1\r\nHost: 127.0.0.1:5\r\n"), "{head}");
-        assert!(!head.contains("secret") && !head.contains("node:10250"), "{head}");
-        assert!(head.contains("Connection: Upgrade\r\n") && head.contains("Upgrade: SPDY/3.1\r\n"), "{head}");
+        assert!(
+            head.starts_with(
+                "POST /exec/tok?command=echo&output=1 HTTP/1.1\r\nHost: 127.0.0.1:5\r\n"
+            ),
+            "{head}"
+        );
+        assert!(
+            !head.contains("secret") && !head.contains("node:10250"),
+            "{head}"
+        );
+        assert!(
+            head.contains("Connection: Upgrade\r\n") && head.contains("Upgrade: SPDY/3.1\r\n"),
+            "{head}"
+        );
         assert!(head.ends_with("\r\n\r\n"));
         let plain = Request {
             method: "GET".into(),
@@ -358,6 +464,9 @@ mod tests {
             ..Default::default()
         };
         let head = backend_head(&plain, "h:1", "/x?y=1");
-        assert!(head.contains("Connection: close\r\n") && !head.contains("keep-alive"), "{head}");
+        assert!(
+            head.contains("Connection: close\r\n") && !head.contains("keep-alive"),
+            "{head}"
+        );
     }
 }

@@ -37,15 +37,26 @@ pub fn serve(shared: &Shared, req: &Request) -> Option<Result<Value, Failure>> {
     }
     let path = req.path.trim_end_matches('/');
     if req.method != "POST" {
-        return Some(Err(Failure::new(405, "MethodNotAllowed", "only POST is supported on reviews")));
+        return Some(Err(Failure::new(
+            405,
+            "MethodNotAllowed",
+            "only POST is supported on reviews",
+        )));
     }
     let mut body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
-        Err(e) => return Some(Err(Failure::bad_request(format!("the body is not valid JSON: {e}")))),
+        Err(e) => {
+            return Some(Err(Failure::bad_request(format!(
+                "the body is not valid JSON: {e}"
+            ))))
+        }
     };
     let mut reviews = lock(&shared.reviews);
     if path == TOKEN_REVIEWS {
-        let token = body.pointer("/spec/token").and_then(Value::as_str).unwrap_or("");
+        let token = body
+            .pointer("/spec/token")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         body["status"] = match reviews.tokens.iter().find(|(t, _, _)| t == token) {
             Some((_, user, groups)) => {
                 json!({"authenticated": true, "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}})
@@ -55,10 +66,19 @@ pub fn serve(shared: &Shared, req: &Request) -> Option<Result<Value, Failure>> {
     } else {
         let spec = body.get("spec").cloned().unwrap_or(Value::Null);
         let user = spec.get("user").and_then(Value::as_str).unwrap_or("");
-        let verb = spec.pointer("/resourceAttributes/verb").and_then(Value::as_str).unwrap_or("");
-        let sub = spec.pointer("/resourceAttributes/subresource").and_then(Value::as_str).unwrap_or("");
+        let verb = spec
+            .pointer("/resourceAttributes/verb")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let sub = spec
+            .pointer("/resourceAttributes/subresource")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let m = |want: &str, got: &str| want == "*" || want == got;
-        let allowed = reviews.grants.iter().any(|(u, v, s)| m(u, user) && m(v, verb) && m(s, sub));
+        let allowed = reviews
+            .grants
+            .iter()
+            .any(|(u, v, s)| m(u, user) && m(v, verb) && m(s, sub));
         reviews.access_specs.push(spec);
         body["status"] = if allowed {
             json!({"allowed": true, "reason": "granted by the fake"})

@@ -14,10 +14,10 @@ use crossbeam_channel::RecvTimeoutError;
 use serde_json::{json, Value};
 
 use super::http::{self, Request};
+use super::review::{self, Reviews};
 use super::selector::Selector;
 use super::store::{self, Change, DeleteOpts, EventType, Failure, Kind, Store, WatchMsg};
 use super::token::{self, IssuedToken};
-use super::review::{self, Reviews};
 use super::{Fail, RequestRecord};
 
 /// Injected misbehaviour.

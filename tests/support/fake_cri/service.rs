@@ -281,7 +281,10 @@ impl grpc::RuntimeService for FakeService {
         let id = req.container_id.clone();
         self.serve("Exec", id, &ctx, sink, |s| {
             let url = s.streaming("exec", &req.container_id, false)?;
-            Ok(pb::ExecResponse { url, ..Default::default() })
+            Ok(pb::ExecResponse {
+                url,
+                ..Default::default()
+            })
         });
     }
 
@@ -294,7 +297,10 @@ impl grpc::RuntimeService for FakeService {
         let id = req.container_id.clone();
         self.serve("Attach", id, &ctx, sink, |s| {
             let url = s.streaming("attach", &req.container_id, false)?;
-            Ok(pb::AttachResponse { url, ..Default::default() })
+            Ok(pb::AttachResponse {
+                url,
+                ..Default::default()
+            })
         });
     }
 
@@ -307,7 +313,10 @@ impl grpc::RuntimeService for FakeService {
         let id = req.pod_sandbox_id.clone();
         self.serve("PortForward", id, &ctx, sink, |s| {
             let url = s.streaming("portforward", &req.pod_sandbox_id, true)?;
-            Ok(pb::PortForwardResponse { url, ..Default::default() })
+            Ok(pb::PortForwardResponse {
+                url,
+                ..Default::default()
+            })
         });
     }
 

@@ -10,7 +10,12 @@ use super::state::FakeState;
 
 impl FakeState {
     /// The URL for streaming `kind` into container (or sandbox) `id`.
-    pub(super) fn streaming(&self, kind: &str, id: &str, sandbox: bool) -> Result<String, RpcStatus> {
+    pub(super) fn streaming(
+        &self,
+        kind: &str,
+        id: &str,
+        sandbox: bool,
+    ) -> Result<String, RpcStatus> {
         let Some(base) = &self.streaming_url else {
             return Err(RpcStatus::with_message(
                 RpcStatusCode::UNIMPLEMENTED,
