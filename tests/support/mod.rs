@@ -3,6 +3,7 @@
 //! and uses what it needs.
 #![allow(dead_code)]
 
+pub mod apiserver_shim;
 pub mod containerd;
 pub mod fake_api;
 pub mod fake_cri;
