@@ -139,7 +139,10 @@ fn init_then_sidecar_then_main_then_crash_loop_then_delete() {
     assert!(first.is_ok(), "{first}");
     assert_eq!(fake.count("RunPodSandbox"), 1);
     // It exits on its own shortly after; either state shows it was started.
-    assert!(h.state_of(&pod, "setup").is_some(), "the first init container started");
+    assert!(
+        h.state_of(&pod, "setup").is_some(),
+        "the first init container started"
+    );
     assert_eq!(h.state_of(&pod, "app"), None, "main waits for init");
 
     h.sync_until(&pod, "sidecar running", |s| {
