@@ -79,11 +79,14 @@ impl Litelet {
             .arg(dir.path().join("root"))
             .arg("--pod-logs-dir")
             .arg(dir.path().join("logs"))
-            .args(["--cgroup-root", &cgroup_root, "--sync-frequency", "2s"])
+            .args(["--cgroup-root", &cgroup_root])
             .args(extra)
             .env("RUST_LOG", "info,litelet=debug")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("litelet.log")).unwrap());
+        if !extra.contains(&"--sync-frequency") {
+            cmd.args(["--sync-frequency", "2s"]);
+        }
         if let Some(api) = api {
             let kubeconfig = dir.path().join("kubeconfig");
             std::fs::write(
@@ -473,7 +476,12 @@ fn idle_api_requests_per_minute_with_110_pods() {
         "",
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}),
     );
-    let litelet = Litelet::start(&cri, Some(&api), None, &["--sync-frequency", "1m0s"]);
+    let litelet = Litelet::start(
+        &cri,
+        Some(&api),
+        None,
+        &["--sync-frequency", "1m0s", "--max-pods", "200"],
+    );
     for i in 0..110 {
         api_pod(&api, &format!("idle{i}"), true);
     }
