@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, unbounded};
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
-use crate::config::Flags;
+use crate::config::{CgroupDriver, Flags};
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
@@ -26,6 +26,7 @@ use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use crate::prober::ProbeManager;
 use crate::process::Shutdown;
+use crate::resize::{ResizeConfig, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::dns::{DnsSettings, ResolvConf};
 use crate::runtime::gc::GcPolicy;
@@ -156,18 +157,37 @@ pub fn run(
         settings,
     ));
 
-    let cgroups = match PodCgroupManager::from_system(ManagerConfig {
-        cgroup_root: flags.cgroup_root.clone(),
-        ..Default::default()
-    })
-    .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
-    {
-        Ok(m) => Some(Arc::new(m)),
-        Err(err) => {
-            log::warn!("pod cgroups disabled: {err}");
-            None
+    // RESIZE: litelet writes pod cgroups only through cgroupfs.
+    let cgroups = if flags.cgroup_driver == CgroupDriver::Systemd {
+        log::warn!("pod cgroups disabled: litelet manages them only with --cgroup-driver=cgroupfs");
+        None
+    } else {
+        match PodCgroupManager::from_system(ManagerConfig {
+            cgroup_root: flags.cgroup_root.clone(),
+            ..Default::default()
+        })
+        .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
+        {
+            Ok(m) => Some(Arc::new(m)),
+            Err(err) => {
+                log::warn!("pod cgroups disabled: {err}");
+                None
+            }
         }
     };
+
+    // RESIZE: allocations (the checkpoint under --root-dir), resize admission.
+    let (resize, problem) = ResizeManager::open(
+        &root_dir,
+        ResizeConfig {
+            node: node_view(&node, &node_config, &machine, flags.max_pods),
+            driver: flags.cgroup_driver,
+        },
+    );
+    if let Some(problem) = problem {
+        log::error!("{problem}; pods are admitted at their spec");
+    }
+    let resize = Arc::new(resize);
 
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
@@ -266,7 +286,8 @@ pub fn run(
             runtime_name,
             root_dir: root_dir.clone(),
         },
-    );
+    )
+    .with_resize(resize.clone(), cache.clone());
     let queue = WorkQueue::new();
     let timings = WorkerTimings {
         resync: flags.sync_frequency,
@@ -336,6 +357,7 @@ pub fn run(
     ) {
         log::error!("node server disabled: {err}");
     }
+    kubelet.resize = Some(resize);
     log::info!("litelet running as node {node:?}");
     kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
     // Give threads a moment to notice the shutdown; containers stay running.

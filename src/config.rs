@@ -56,6 +56,12 @@ pub struct Flags {
     #[arg(long, value_name = "/NAME", default_value = "/")]
     pub cgroup_root: String,
 
+    /// The cgroup driver of the runtime. litelet manages pod cgroups (and resizes pods
+    /// in place) only with cgroupfs; with systemd it leaves pod cgroups to the runtime
+    /// and reports every resize as Infeasible.
+    #[arg(long, value_enum, default_value_t = CgroupDriver::Cgroupfs)]
+    pub cgroup_driver: CgroupDriver,
+
     /// KubeletConfiguration file (YAML); flags override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -174,6 +180,16 @@ pub struct Flags {
         global = true
     )]
     pub verbosity: u8,
+}
+
+/// How cgroups are managed on the node (upstream `--cgroup-driver`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CgroupDriver {
+    /// Direct writes to cgroupfs: the driver litelet implements.
+    #[default]
+    Cgroupfs,
+    /// systemd owns the cgroup tree (slices and scopes); litelet does not write it.
+    Systemd,
 }
 
 /// Operator subcommands.

@@ -17,6 +17,7 @@ pub mod pleg;
 pub mod pod_workers;
 pub mod prober;
 pub mod process;
+pub mod resize;
 pub mod runtime;
 pub mod runtime_info;
 pub mod server;

@@ -597,6 +597,7 @@ fn gc_against_real_containerd() {
         env: &env,
         config_source: &NoConfigSource,
         pull_auth: None,
+        cgroups: None,
     };
     // Two dead instances: the first run and its immediate restart.
     let two_dead = wait_until(Duration::from_secs(60), || {

@@ -71,6 +71,7 @@ impl Harness {
             env: &env,
             config_source: &NoConfigSource,
             pull_auth: None,
+            cgroups: None,
         };
         self.manager
             .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)

@@ -80,10 +80,13 @@ pub fn shares_to_weight(shares: u64) -> u64 {
     1 + ((shares - MIN_SHARES) * (MAX_WEIGHT - MIN_WEIGHT)) / (MAX_SHARES - MIN_SHARES)
 }
 
-/// v2 `cpu.weight` → shares, the inverse map (lossy: weights are 38× coarser).
+/// v2 `cpu.weight` → shares: the smallest shares that map to `weight`, so that
+/// `shares_to_weight(weight_to_shares(w)) == w` (weights are 38× coarser, so the other
+/// way round is lossy; resize compares weights through this round trip).
 pub fn weight_to_shares(weight: u64) -> u64 {
     let weight = weight.clamp(MIN_WEIGHT, MAX_WEIGHT);
-    MIN_SHARES + ((weight - MIN_WEIGHT) * (MAX_SHARES - MIN_SHARES)) / (MAX_WEIGHT - MIN_WEIGHT)
+    MIN_SHARES
+        + ((weight - MIN_WEIGHT) * (MAX_SHARES - MIN_SHARES)).div_ceil(MAX_WEIGHT - MIN_WEIGHT)
 }
 
 /// Milli-CPU (a limit) → CFS quota for `period_us`: `milli * period / 1000`, at least
@@ -232,7 +235,10 @@ mod tests {
         }
         assert_eq!(weight_to_shares(1), 2);
         assert_eq!(weight_to_shares(10_000), 262_144);
-        assert_eq!(weight_to_shares(39), 998);
+        assert_eq!(weight_to_shares(39), 999);
+        for w in [1, 2, 3, 39, 100, 5000, 9999, 10_000] {
+            assert_eq!(shares_to_weight(weight_to_shares(w)), w, "weight {w}");
+        }
     }
 
     #[test]

@@ -33,7 +33,8 @@ use log::{debug, info};
 use crate::api::pod::Pod;
 
 use super::convert::{
-    resource_config_for_pod, PodCgroupOptions, MAX_PERIOD_US, MIN_PERIOD_US, MIN_SHARES,
+    resource_config_for_pod, shares_to_weight, weight_to_shares, PodCgroupOptions, MAX_PERIOD_US,
+    MIN_PERIOD_US, MIN_SHARES,
 };
 use super::detect::{detect, CgroupMode};
 use super::name::{check_part, CgroupName};
@@ -51,6 +52,19 @@ pub const BURSTABLE: &str = "burstable";
 pub const BEST_EFFORT: &str = "besteffort";
 /// A pod cgroup's name is this prefix followed by the pod UID.
 pub const POD_PREFIX: &str = "pod";
+
+/// The kernel's page size (memory limits are kept in pages); 4 KiB when unknown.
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(4096)
+    })
+}
 
 /// What the manager needs from the kubelet configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +306,40 @@ impl PodCgroupManager {
     /// The pod cgroup's memory usage in bytes.
     pub fn memory_usage(&self, uid: &str) -> Result<u64, CgroupError> {
         self.fs.memory_usage(&self.existing(uid)?)
+    }
+
+    /// Memory in use by one container of the pod, from its cgroup below the pod's
+    /// (the runtime names it after the container ID with the cgroupfs driver); `None`
+    /// when there is no such cgroup.
+    pub fn container_memory_usage(
+        &self,
+        uid: &str,
+        container_id: &str,
+    ) -> Result<Option<u64>, CgroupError> {
+        let Some(pod) = self.find_pod(uid)? else {
+            return Ok(None);
+        };
+        let name = pod.child(container_id)?;
+        if !self.fs.exists(&name) {
+            return Ok(None);
+        }
+        self.fs.memory_usage(&name).map(Some)
+    }
+
+    /// `resources` as the kernel keeps them, to compare what is with what would be
+    /// written: memory limits in whole pages (the kernel rounds down), and on v2 the
+    /// shares that `cpu.weight` can hold (weights are 38 times coarser).
+    pub fn normalize(&self, resources: &CgroupResources) -> CgroupResources {
+        let mut out = resources.clone();
+        if self.version() == CgroupVersion::V2 {
+            out.cpu_shares = out.cpu_shares.map(|s| weight_to_shares(shares_to_weight(s)));
+        }
+        let page = page_size();
+        out.memory_limit = out.memory_limit.map(|limit| match limit {
+            Limit::Value(bytes) => Limit::Value(bytes / page * page),
+            Limit::Unlimited => Limit::Unlimited,
+        });
+        out
     }
 
     /// Processes still in the pod cgroup or below it; empty when there is no cgroup.

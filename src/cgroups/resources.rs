@@ -29,6 +29,13 @@ impl Limit {
     }
 }
 
+/// No bound: what a cgroup has before anything is written.
+impl Default for Limit {
+    fn default() -> Self {
+        Limit::Unlimited
+    }
+}
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

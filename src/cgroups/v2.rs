@@ -235,8 +235,9 @@ mod tests {
         assert_eq!(model.read("", POD, CPU_MAX), "max 100000");
         assert_eq!(model.read("", POD, MEMORY_MAX), "max");
         assert_eq!(model.read("", POD, PIDS_MAX), "max");
-        // Weight → shares is lossy: 39 reads back as 998, not 1024.
-        assert_eq!(v2.read(&pod).unwrap().cpu_shares, Some(998));
+        // Weight → shares is lossy: 39 reads back as 999 (the smallest shares of weight
+        // 39), not 1024.
+        assert_eq!(v2.read(&pod).unwrap().cpu_shares, Some(999));
     }
 
     #[test]

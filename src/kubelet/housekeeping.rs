@@ -105,6 +105,9 @@ impl Kubelet {
                 .update_pod(UpdatePodOptions::kill_runtime_pod(orphan, Some(1)));
         }
         keep.extend(possibly_running.iter().cloned());
+        if let Some(Err(err)) = self.resize.as_ref().map(|r| r.retain(&keep)) {
+            log::warn!("housekeeping: pruning pod allocations: {err}"); // RESIZE
+        }
         self.remove_orphaned_pod_dirs(&keep);
         self.remove_orphaned_cgroups(&possibly_running, &keep);
     }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
 pub use admission::{admit, NodeView, Rejection};
+pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
 pub use pod_manager::PodManager;
 
 use crate::api::meta::Time;
@@ -83,6 +84,8 @@ pub struct Kubelet {
     pub heartbeat: Arc<AtomicU64>,
     /// The desired pods as the node server reads them; published after config changes.
     pub snapshot: snapshot::PodSnapshot,
+    /// RESIZE: allocations (admission reads and records them) and Deferred retries.
+    pub resize: Option<Arc<crate::resize::ResizeManager>>,
 }
 
 /// The events the loop reacts to.
@@ -158,6 +161,7 @@ impl Kubelet {
             volumes: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot::PodSnapshot::new(),
+            resize: None,
         }
     }
 
@@ -280,6 +284,13 @@ impl Kubelet {
                         pods.push(pod.clone());
                     }
                 }
+                // RESIZE: resources were freed; judge Deferred resizes again now.
+                for uid in self.resize.as_ref().map(|r| r.take_retries()).unwrap_or_default() {
+                    match self.pods.get(&uid) {
+                        Some(pod) if !pods.iter().any(|p| p.uid() == uid) => pods.push(pod.clone()),
+                        _ => {}
+                    }
+                }
                 if !pods.is_empty() {
                     self.handle_pod_syncs(pods);
                 }
@@ -342,6 +353,9 @@ impl Kubelet {
 
     fn handle_pod_additions(&mut self, mut pods: Vec<Pod>) {
         pods.sort_by_key(creation_key);
+        // RESIZE: the whole batch is one admission against resize admissions.
+        let resize = self.resize.clone();
+        let _admission = resize.as_ref().map(|r| r.admission_lock());
         for pod in pods {
             let existing: Vec<Pod> = self.pods.pods().cloned().collect();
             crate::metrics::pod_seen(pod.uid(), Instant::now());
@@ -354,9 +368,22 @@ impl Kubelet {
             }
             if !self.workers.is_pod_termination_requested(pod.uid()) {
                 let active = self.active_pods(existing.iter());
-                if let Err(rejection) = admit(&pod, &active, &self.node) {
+                // RESIZE: every pod counts at its allocated resources (the checkpoint
+                // is the truth after a restart); an admitted pod's allocation is kept.
+                let (wanted, active) = match &resize {
+                    Some(r) => (
+                        r.allocated_pod(&pod),
+                        active.iter().map(|p| r.allocated_pod(p)).collect(),
+                    ),
+                    None => (pod.clone(), active.into_iter().cloned().collect::<Vec<_>>()),
+                };
+                let active: Vec<&Pod> = active.iter().collect();
+                if let Err(rejection) = admit(&wanted, &active, &self.node) {
                     self.reject_pod(&pod, &rejection);
                     continue;
+                }
+                if let Some(Err(err)) = resize.as_ref().map(|r| r.record_admitted(&wanted)) {
+                    log::error!("pod {}: {err}", pod.full_name());
                 }
             }
             let mirror = self.pods.mirror_of(&pod).cloned();

@@ -16,6 +16,8 @@ use crate::cgroups::manager::PodCgroupManager;
 use crate::cgroups::qos::pod_qos;
 use crate::events::{EventType, Recorder};
 use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, UpdateType};
+use crate::resize::{sync as resize_sync, ResizeManager};
+use crate::runtime::cache::PodStatusCache;
 use crate::runtime::env::EnvContext;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
@@ -47,6 +49,9 @@ pub struct KubeletSyncer {
     pub node: NodeFacts,
     /// The waiting reasons of each pod's last runtime sync (upstream reasonCache).
     reasons: Mutex<HashMap<String, BTreeMap<String, WaitingReason>>>,
+    /// RESIZE: allocations and resize conditions, and the PLEG cache to refresh after
+    /// a resize (set with [`KubeletSyncer::with_resize`]).
+    resize: Option<(Arc<ResizeManager>, PodStatusCache)>,
 }
 
 impl KubeletSyncer {
@@ -73,7 +78,15 @@ impl KubeletSyncer {
             mirrors,
             node,
             reasons: Mutex::new(HashMap::new()),
+            resize: None,
         }
+    }
+
+    /// RESIZE: admit and carry out in-place resizes with `resize`; `cache` is the PLEG's
+    /// status cache, refreshed after each resize.
+    pub fn with_resize(mut self, resize: Arc<ResizeManager>, cache: PodStatusCache) -> Self {
+        self.resize = Some((resize, cache));
+        self
     }
 
     fn reasons_of(&self, uid: &str) -> BTreeMap<String, WaitingReason> {
@@ -113,6 +126,9 @@ impl KubeletSyncer {
         input.host_ips = self.node.host_ips.clone();
         input.qos_class = Some(pod_qos(pod).into());
         input.eviction = active_deadline_exceeded(pod, previous.as_ref(), now);
+        if let (Some((resize, _)), false) = (&self.resize, terminal || terminating) {
+            input.resize_conditions = resize.conditions(pod.uid()); // RESIZE
+        }
         generate_pod_status(&input)
     }
 
@@ -236,6 +252,17 @@ impl PodSyncer for KubeletSyncer {
         mirror: Option<&Pod>,
         runtime: &PodRuntimeStatus,
     ) -> Result<bool, SyncError> {
+        // RESIZE: resize admission first; everything below runs the allocated pod.
+        let allocated;
+        let pod = match &self.resize {
+            Some((resize, _)) => {
+                allocated =
+                    resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
+                        .map_err(SyncError::Other)?;
+                &allocated
+            }
+            None => pod,
+        };
         let api = self.api_status(pod, runtime, false, false);
         let phase_terminal = crate::status::is_terminal_phase(api.phase.as_ref());
         let host_network = pod.spec.host_network.unwrap_or(false);
@@ -282,10 +309,21 @@ impl PodSyncer for KubeletSyncer {
             env: &env,
             config_source: self.volumes.config_source(),
             pull_auth: None,
+            cgroups: self.cgroups.as_deref(),
         };
         let probes = self.probes.action_results(pod.uid());
         let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
         self.set_reasons(pod.uid(), outcome.container_errors());
+        if let Some((resize, cache)) = &self.resize {
+            let (runtime_manager, recorder) = (&self.runtime, &self.recorder);
+            let after = resize_sync::after_runtime_sync;
+            if let Some(fresh) = after(resize, recorder, runtime_manager, Some(cache), pod, &outcome)
+            {
+                // RESIZE: report the new resources now, not at the next periodic sync.
+                let api = self.api_status(pod, &fresh, false, false);
+                self.status.set_pod_status(pod, api);
+            }
+        }
         self.probes.update_pod(pod, runtime, &probe_ip);
         if outcome.is_ok() || outcome.only_backoff() {
             Ok(false)
@@ -382,6 +420,12 @@ impl PodSyncer for KubeletSyncer {
                 .map_err(|err| SyncError::Other(format!("removing pod cgroup: {err}")))?;
         }
         self.set_reasons(pod.uid(), BTreeMap::new());
+        if let Some((resize, _)) = &self.resize {
+            // RESIZE: its resources are free; Deferred resizes may fit now.
+            if let Err(err) = resize.remove_pod(pod.uid()) {
+                log::warn!("pod {}: {err}", pod.full_name());
+            }
+        }
         self.status.terminate_pod(pod);
         Ok(())
     }

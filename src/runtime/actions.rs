@@ -20,15 +20,20 @@
 //! - nothing starts in a pod that is killed without a new sandbox (upstream still
 //!   started ephemeral containers there).
 //!
-//! In-place resize: `containers_to_update` and `update_pod_resources` stay empty here.
-//! The resize work fills them through [`resize_hook`], the one seam for it, which today
-//! keeps every container as it is.
+//! In-place resize (RESIZE): for pods other than static pods, a change of resources
+//! alone is not a definition change (the hash without resources is compared); each
+//! running regular container and started sidecar goes through [`resize_hook`], which
+//! asks `resize::compute` (pure, spec section 5.1) whether to update it in place
+//! (`containers_to_update`, decreases first) or restart it (`update_pod_resources`).
+//! The pod passed in is the *allocated* pod: its spec carries the resources admitted
+//! by `resize::ResizeManager`, not necessarily the ones the API asks for.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::pod::{Container, Pod, RestartPolicy};
-use crate::runtime::hash::container_hash;
+use crate::cgroups::Limit;
+use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
 
 /// The outcome of one liveness or startup probe.
@@ -99,22 +104,33 @@ pub enum ResizeResource {
     Cpu,
 }
 
-/// Resource values of a container as in-place resize compares and applies them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// A container's cgroup values as in-place resize compares and applies them: the units
+/// the runtime reports back (CRI `LinuxContainerResources`), not Kubernetes units, so
+/// "equal" means "nothing to write" even where Kubernetes amounts round (1m and 2m CPU
+/// are both 2 shares; 5m and 10m CPU limits are both the 1 ms minimum quota).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResourceValues {
-    pub memory_limit_bytes: i64,
-    pub memory_request_bytes: i64,
-    pub cpu_limit_milli: i64,
-    pub cpu_request_milli: i64,
+    /// `cpu.shares` (from the CPU request, or the limit without a request).
+    pub cpu_shares: u64,
+    /// CFS quota in microseconds per `cpu_period`; unlimited without a CPU limit.
+    pub cpu_quota: Limit,
+    pub cpu_period: u64,
+    /// Memory limit in bytes; unlimited without one.
+    pub memory_limit: Limit,
 }
 
 /// One running container to resize in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerToUpdate {
-    /// Index into `spec.containers`.
+    /// Index into `spec.containers`, or into `spec.initContainers` for a sidecar.
     pub index: usize,
+    /// True for a restartable init container (sidecar).
+    pub sidecar: bool,
+    pub name: String,
     pub container_id: String,
+    /// What the allocated spec asks for.
     pub desired: ResourceValues,
+    /// What the runtime reports the container has now.
     pub current: ResourceValues,
 }
 
@@ -146,8 +162,8 @@ pub struct PodActions {
     pub ephemeral_containers_to_start: Vec<usize>,
     /// Containers to stop first, by runtime container ID. Ignored when `kill_pod`.
     pub containers_to_kill: BTreeMap<String, ContainerToKill>,
-    /// In-place resizes per resource, in the order to apply them (filled by
-    /// [`resize_hook`]; empty today).
+    /// In-place resizes per resource, in the order to apply them: decreases first
+    /// (latest found first), then increases (in spec order). Filled by [`resize_hook`].
     pub containers_to_update: BTreeMap<ResizeResource, Vec<ContainerToUpdate>>,
     /// Some container restarts for a resize, so the pod cgroup must be updated too.
     pub update_pod_resources: bool,
@@ -301,25 +317,37 @@ pub fn compute_pod_actions(
     plan.actions
 }
 
-/// The in-place resize seam, called for every running regular container that is kept
-/// otherwise (spec section 5.1). The resize work replaces this body: it may append to
-/// `actions.containers_to_update` and return `Keep`, or queue a kill and a start, set
-/// `actions.update_pod_resources` and return `Restart`. Until then nothing is resized in
-/// place: a resources change restarts the container through the definition-changed rule.
-fn resize_hook(
-    _pod: &Pod,
-    _index: usize,
-    _status: &ContainerStatus,
-    _actions: &mut PodActions,
-) -> ResizeDecision {
-    ResizeDecision::Keep
+/// Whether litelet resizes this pod in place: every pod but static pods, whose
+/// resources only change with their manifest (and so their UID).
+fn resizable(pod: &Pod) -> bool {
+    !pod.is_static()
 }
 
-/// True when a running container was created from another spec. Compares the full
-/// hash; once resize lands, a pod it can resize compares `hash_without_resources`
-/// here and leaves resources changes to `resize_hook`.
-fn spec_changed(container: &Container, st: &ContainerStatus) -> bool {
-    container_hash(container) != st.hash
+/// The in-place resize seam (RESIZE), called for every running regular container and
+/// started sidecar that is kept otherwise (spec section 5.1): it may add the container
+/// to `actions.containers_to_update` and return `Keep`, or queue its kill, set
+/// `actions.update_pod_resources` and return `Restart` (the caller queues the start).
+fn resize_hook(
+    pod: &Pod,
+    container: &Container,
+    target: (usize, bool),
+    status: &ContainerStatus,
+    actions: &mut PodActions,
+) -> ResizeDecision {
+    if !resizable(pod) {
+        return ResizeDecision::Keep;
+    }
+    crate::resize::compute::container_resize(container, target, status, actions)
+}
+
+/// True when a running container was created from another spec. For a resizable pod
+/// resources are left out (RESIZE): `resize_hook` handles their changes in place.
+fn spec_changed(pod: &Pod, container: &Container, st: &ContainerStatus) -> bool {
+    if resizable(pod) {
+        container_hash_without_resources(container) != st.hash_without_resources
+    } else {
+        container_hash(container) != st.hash
+    }
 }
 
 /// The pod's restart policy; unset or unknown values mean Always (the API default).
@@ -482,7 +510,10 @@ impl Planner<'_> {
                         } else if !reached {
                             start.push(i + 1);
                         }
-                        if self.sidecar_needs_restart(c, st) {
+                        if self.sidecar_needs_restart(c, st)
+                            || resize_hook(pod, c, (i, true), st, &mut self.actions)
+                                == ResizeDecision::Restart
+                        {
                             start.push(i);
                         }
                     }
@@ -542,7 +573,7 @@ impl Planner<'_> {
     /// Whether a started sidecar must be restarted (its kill is queued): its spec
     /// changed, or its liveness probe failed.
     fn sidecar_needs_restart(&mut self, c: &Container, st: &ContainerStatus) -> bool {
-        if spec_changed(c, st) {
+        if spec_changed(self.pod, c, st) {
             // Later upstream versions restart a sidecar whose spec (image) changed;
             // v1.29 left it running the old spec.
             let message = format!("Init container {} definition changed", c.name);
@@ -586,7 +617,7 @@ impl Planner<'_> {
                 }
                 continue;
             };
-            let (mut message, reason, restart) = if spec_changed(c, st) {
+            let (mut message, reason, restart) = if spec_changed(pod, c, st) {
                 // The user changed the spec: restart whatever the policy (quirk 3, kept).
                 let message = format!("Container {} definition changed", c.name);
                 (message, KillReason::None, true)
@@ -597,8 +628,10 @@ impl Planner<'_> {
                 let message = format!("Container {} failed startup probe", c.name);
                 (message, KillReason::StartupProbe, restart_on_failure)
             } else {
-                if resize_hook(pod, idx, st, &mut self.actions) == ResizeDecision::Keep {
-                    kept += 1;
+                match resize_hook(pod, c, (idx, false), st, &mut self.actions) {
+                    ResizeDecision::Keep => kept += 1,
+                    // Its kill is queued; it starts again with the new resources.
+                    ResizeDecision::Restart => self.actions.containers_to_start.push(idx),
                 }
                 continue;
             };

@@ -46,9 +46,14 @@ impl PodStatusCache {
         self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stores the status of `uid` as seen at `modified` and wakes waiting readers.
+    /// Stores the status of `uid` as seen at `modified` and wakes waiting readers. A
+    /// status taken before the stored one is dropped: besides the PLEG, the resize
+    /// path stores fresh statuses, and an older relist must not overwrite them.
     pub fn set(&self, uid: &str, status: Result<PodRuntimeStatus, CriError>, modified: Instant) {
         let mut inner = self.lock();
+        if inner.pods.get(uid).is_some_and(|e| e.modified > modified) {
+            return;
+        }
         let entry = Entry {
             status: status.map(Arc::new),
             modified,
@@ -135,6 +140,18 @@ mod tests {
             name: name.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_older_status_never_replaces_a_newer_one() {
+        let cache = PodStatusCache::new();
+        let older = Instant::now();
+        let newer = older + Duration::from_millis(5);
+        cache.set("a", Ok(status("a", "fresh")), newer);
+        cache.set("a", Ok(status("a", "stale")), older);
+        let got = cache.get("a");
+        assert_eq!(got.status.unwrap().name, "fresh");
+        assert_eq!(got.modified, newer);
     }
 
     #[test]

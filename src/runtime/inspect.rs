@@ -13,9 +13,8 @@ use super::model::{
     ContainerResources, ContainerState, ContainerStatus, PodRuntimeStatus, RunningContainer,
     RunningPod, SandboxState, SandboxStatus,
 };
+use crate::cgroups::Limit;
 use crate::cri::{pb, CriError, RuntimeClient};
-
-const CPU_PERIOD_DEFAULT: i64 = 100_000;
 
 fn uid_selector(uid: &str) -> HashMap<String, String> {
     HashMap::from([(labels::POD_UID.to_owned(), uid.to_owned())])
@@ -288,19 +287,19 @@ pub fn container_from_cri(status: &pb::ContainerStatus) -> ContainerStatus {
     }
 }
 
-/// CRI Linux resources back in Kubernetes units (shares → milli-CPU request, quota and
-/// period → milli-CPU limit); zero values mean "not set".
+/// CRI Linux resources in the runtime's units (RESIZE: kept exact; zero values mean
+/// "not set", a non-positive quota or memory limit means unlimited).
 pub fn resources_from_cri(linux: &pb::LinuxContainerResources) -> ContainerResources {
-    let period = if linux.cpu_period > 0 {
-        linux.cpu_period
-    } else {
-        CPU_PERIOD_DEFAULT
+    let limit = |v: i64| match u64::try_from(v) {
+        Ok(v) if v > 0 => Limit::Value(v),
+        _ => Limit::Unlimited,
     };
+    let positive = |v: i64| u64::try_from(v).ok().filter(|v| *v > 0);
     ContainerResources {
-        cpu_request_milli: (linux.cpu_shares > 0).then(|| linux.cpu_shares * 1000 / 1024),
-        cpu_limit_milli: (linux.cpu_quota > 0).then(|| linux.cpu_quota * 1000 / period),
-        memory_limit_bytes: (linux.memory_limit_in_bytes > 0)
-            .then_some(linux.memory_limit_in_bytes),
+        cpu_shares: positive(linux.cpu_shares),
+        cpu_quota: limit(linux.cpu_quota),
+        cpu_period: positive(linux.cpu_period),
+        memory_limit: limit(linux.memory_limit_in_bytes),
     }
 }
 
@@ -318,11 +317,19 @@ mod tests {
             ..Default::default()
         };
         let r = resources_from_cri(&linux);
-        assert_eq!(r.cpu_request_milli, Some(500));
-        assert_eq!(r.cpu_limit_milli, Some(500));
-        assert_eq!(r.memory_limit_bytes, Some(64 << 20));
+        assert_eq!(r.cpu_shares, Some(512));
+        assert_eq!(r.cpu_quota, Limit::Value(50_000));
+        assert_eq!(r.cpu_period, Some(100_000));
+        assert_eq!(r.memory_limit, Limit::Value(64 << 20));
         let none = resources_from_cri(&Default::default());
         assert_eq!(none, ContainerResources::default());
+        let removed = resources_from_cri(&pb::LinuxContainerResources {
+            cpu_quota: -1,
+            memory_limit_in_bytes: -1,
+            ..Default::default()
+        });
+        assert_eq!(removed.cpu_quota, Limit::Unlimited);
+        assert_eq!(removed.memory_limit, Limit::Unlimited);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::cgroups::Limit;
+
 /// A container's state, from the CRI state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ContainerState {
@@ -26,16 +28,19 @@ pub enum SandboxState {
     Unknown,
 }
 
-/// Resources the runtime reports for a running container (CRI LinuxContainerResources),
-/// turned back into Kubernetes units.
+/// Resources the runtime reports for a container (CRI LinuxContainerResources), kept
+/// in the runtime's units: in-place resize compares them exactly with what it would
+/// write, and status generation converts them to Kubernetes units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ContainerResources {
-    /// CPU request in milli-CPU, from cpu.shares.
-    pub cpu_request_milli: Option<i64>,
-    /// CPU limit in milli-CPU, from the CFS quota and period.
-    pub cpu_limit_milli: Option<i64>,
-    /// Memory limit in bytes.
-    pub memory_limit_bytes: Option<i64>,
+    /// `cpu.shares`; `None` when the runtime reports none (0).
+    pub cpu_shares: Option<u64>,
+    /// CFS quota in microseconds; unlimited when the runtime reports 0 or -1.
+    pub cpu_quota: Limit,
+    /// CFS period in microseconds; `None` when the runtime reports none (0).
+    pub cpu_period: Option<u64>,
+    /// Memory limit in bytes; unlimited when the runtime reports 0 or -1.
+    pub memory_limit: Limit,
 }
 
 /// One container instance as the runtime reports it. Several instances of the same

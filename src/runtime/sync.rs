@@ -1,7 +1,8 @@
 //! SyncPod over CRI (upstream kuberuntime SyncPod): computes the pod's actions and
 //! carries them out in upstream's order — kill what must go, create the sandbox,
-//! start ephemeral, init, then regular containers — each start guarded by the
-//! crash-loop back-off and followed by the postStart hook.
+//! start ephemeral, init, resize in place (`resize::apply`), then regular
+//! containers — each start guarded by the crash-loop back-off and followed by the
+//! postStart hook.
 //!
 //! Runs on the pod's worker thread. Every step lands in the returned [`SyncOutcome`]
 //! so a failure is never lost; the worker turns it into waiting reasons and a requeue.
@@ -24,7 +25,9 @@ use super::model::{ContainerState, PodRuntimeStatus};
 use super::result::{Failure, SyncAction, SyncOutcome};
 use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use crate::api::pod::{Container, Pod};
+use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
+use crate::resize::sync::RESIZE_ERROR;
 use crate::events::EventType;
 use crate::status::containers::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
@@ -46,6 +49,9 @@ pub struct SyncInputs<'a> {
     pub config_source: &'a dyn ConfigSource,
     /// Registry credentials for pulls, from the pod's imagePullSecrets.
     pub pull_auth: Option<&'a pb::AuthConfig>,
+    /// The pod cgroup manager, for in-place resize (RESIZE); `None` when litelet does
+    /// not manage pod cgroups (containers are then resized alone).
+    pub cgroups: Option<&'a PodCgroupManager>,
 }
 
 /// Which list of the spec a container to start comes from.
@@ -180,6 +186,17 @@ impl RuntimeManager {
             // A failed regular init container ends this sync; a sidecar does not.
             if !start(Kind::Init, container, &mut outcome) && !container.is_sidecar() {
                 return outcome;
+            }
+        }
+        // Step 9 (RESIZE, upstream doPodResizeAction): resize in place, after init
+        // and before regular containers start, so they start under the new pod
+        // limits. The result goes into the outcome: never lost (quirk 1).
+        match crate::resize::apply::resize_pod(&self.runtime, inputs.cgroups, pod, &actions) {
+            Ok(steps) if steps.is_empty() => {}
+            Ok(_) => outcome.ok(SyncAction::ResizeContainers, pod.full_name()),
+            Err(err) => {
+                let failure = Failure::new(RESIZE_ERROR, err.to_string());
+                outcome.fail(SyncAction::ResizeContainers, pod.full_name(), failure);
             }
         }
         for &index in &actions.containers_to_start {

@@ -37,9 +37,8 @@ pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
 /// Reason: containers are ready but a readiness gate condition is not True.
 pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
-/// Condition types only the kubelet writes. The resize conditions are listed because
-/// the kubelet reports resizes through them (see DESIGN.md); until the resize issue
-/// feeds them into `generate_pod_status` they are simply not produced.
+/// Condition types only the kubelet writes. The resize conditions come from
+/// `resize::ResizeManager` through `PodStatusInput::resize_conditions`.
 const KUBELET_OWNED: [&str; 7] = [
     POD_SCHEDULED,
     POD_READY,

@@ -18,7 +18,9 @@
 //!    Waiting reason (`CrashLoopBackOff`, `ErrImagePull`, ...).
 //! 5. `started` and `ready` from the probe results (no probe → started/ready once
 //!    running); a regular init container is ready when it exited 0.
-//! 6. Regular and ephemeral statuses are sorted by name, init statuses follow the spec.
+//! 6. Regular and init containers report `allocatedResources` (the pod given is the
+//!    allocated pod) and, while running, `resources` (see `resize::report`).
+//! 7. Regular and ephemeral statuses are sorted by name, init statuses follow the spec.
 
 use std::collections::BTreeMap;
 
@@ -164,6 +166,7 @@ fn specs<'a>(input: &PodStatusInput<'a>, kind: ContainerKind) -> Vec<&'a Contain
 /// same container name, if any.
 fn convert(
     input: &PodStatusInput,
+    kind: ContainerKind,
     spec: &Container,
     c: &model::ContainerStatus,
     old: Option<&ContainerStatus>,
@@ -184,6 +187,9 @@ fn convert(
         volume_mounts: old.map(|o| o.volume_mounts.clone()).unwrap_or_default(),
         ..ContainerStatus::default()
     };
+    if c.state == model::ContainerState::Running && kind != ContainerKind::Ephemeral {
+        st.resources = crate::resize::report::actual_resources(spec, c.resources.as_ref());
+    }
     let state = match c.state {
         model::ContainerState::Running => ContainerState {
             running: Some(ContainerStateRunning {
@@ -364,8 +370,8 @@ pub fn container_statuses(
         };
         let prev = old.get(inst.name.as_str()).copied();
         match seen[i] {
-            0 => out[i] = convert(input, specs[i], inst, prev),
-            1 => out[i].last_state = convert(input, specs[i], inst, prev).state,
+            0 => out[i] = convert(input, kind, specs[i], inst, prev),
+            1 => out[i].last_state = convert(input, kind, specs[i], inst, prev).state,
             _ => continue,
         }
         seen[i] += 1;
@@ -408,7 +414,14 @@ pub fn container_statuses(
         }
     }
 
-    // 6. Deterministic order.
+    // 6. What the node allocated (RESIZE).
+    if kind != ContainerKind::Ephemeral {
+        for (c, st) in specs.iter().zip(out.iter_mut()) {
+            st.allocated_resources = crate::resize::report::allocated_resources(c);
+        }
+    }
+
+    // 7. Deterministic order.
     if kind != ContainerKind::Init {
         out.sort_by(|a, b| a.name.cmp(&b.name));
     }

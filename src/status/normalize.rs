@@ -105,7 +105,8 @@ pub fn normalize_status(pod: &Pod, status: &mut PodStatus) {
 /// True when `new` says nothing the kubelet owns that `old` does not already say.
 ///
 /// Kubelet-owned and shared conditions of `new` must appear in `old` with the same
-/// status, reason and message (transition and probe times are ignored); everything
+/// status, reason and message (transition and probe times are ignored), and no
+/// kubelet-owned condition of `old` may be missing from `new`; everything
 /// else must be equal, except: conditions themselves beyond that check (foreign ones
 /// belong to others), fields litelet does not model (kept in `extra`; not the
 /// kubelet's to own), and `observedGeneration` when one side lacks it (API servers
@@ -126,6 +127,16 @@ pub fn is_status_equal_by_kubelet(old: &PodStatus, new: &PodStatus) -> bool {
         if !same {
             return false;
         }
+    }
+    // A kubelet-owned condition that went away is a change too: resize conditions are
+    // removed when the resize is done (without this a finished resize would stay
+    // "in progress" in the API for ever).
+    let removed = old
+        .conditions
+        .iter()
+        .any(|c| is_owned_by_kubelet(&c.type_) && new.condition(&c.type_).is_none());
+    if removed {
+        return false;
     }
     let mut a = old.clone();
     let mut b = new.clone();
@@ -321,6 +332,18 @@ mod tests {
         let mut new = base();
         edit(&mut new);
         is_status_equal_by_kubelet(&old, &new)
+    }
+
+    #[test]
+    fn resize_k8s_123441_removing_a_resize_condition_is_a_change() {
+        // A finished resize drops PodResizeInProgress; if that counted as "equal" the
+        // status would never be sent and the API would show the resize in progress
+        // for ever.
+        let mut old = base();
+        old.conditions
+            .push(cond(crate::api::pod::POD_RESIZE_IN_PROGRESS, ConditionStatus::True, 10));
+        assert!(!is_status_equal_by_kubelet(&old, &base()));
+        assert!(is_status_equal_by_kubelet(&old, &old.clone()));
     }
 
     #[test]

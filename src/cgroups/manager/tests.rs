@@ -335,3 +335,34 @@ fn v2_hierarchy_and_pod() {
     manager.remove_pod("g1").unwrap();
     assert!(!manager.exists("g1"));
 }
+
+#[test]
+fn normalize_keeps_what_the_kernel_keeps() {
+    let odd = CgroupResources {
+        cpu_shares: Some(1024),
+        memory_limit: Some(Limit::Value(1_000_000_000)),
+        ..Default::default()
+    };
+    let (_m1, v1) = v1_setup(ManagerConfig::default());
+    let page = 4096; // the machines litelet targets; arm64 64 KiB pages round further
+    let n = v1.normalize(&odd);
+    assert_eq!(n.cpu_shares, Some(1024));
+    assert!(matches!(n.memory_limit, Some(Limit::Value(b)) if b <= 1_000_000_000 && b % page == 0));
+    assert_eq!(v1.normalize(&n), n);
+    let (_m2, v2) = v2_setup();
+    let n = v2.normalize(&odd);
+    // 1024 shares is weight 39, whose smallest shares are 999.
+    assert_eq!(n.cpu_shares, Some(999));
+    assert_eq!(v2.normalize(&n), n);
+}
+
+#[test]
+fn container_memory_usage_reads_the_container_cgroup_below_the_pod() {
+    let (model, manager) = v1_setup(ManagerConfig::default());
+    model.populate("/kubepods/burstable/podu1");
+    assert_eq!(manager.container_memory_usage("u1", "abc").unwrap(), None);
+    model.populate("/kubepods/burstable/podu1/abc");
+    model.set("memory", "/kubepods/burstable/podu1/abc", "memory.usage_in_bytes", "4096");
+    assert_eq!(manager.container_memory_usage("u1", "abc").unwrap(), Some(4096));
+    assert_eq!(manager.container_memory_usage("nobody", "abc").unwrap(), None);
+}

@@ -694,3 +694,34 @@ fn container_id_forms() {
     assert_eq!(time_from_nanos(0), None);
     assert_eq!(time_from_nanos(-1), Some(Time::from_unix_seconds(-1)));
 }
+
+#[test]
+fn allocated_and_actual_resources_are_reported() {
+    use crate::api::quantity::Quantity;
+    let q = |s: &str| Quantity::parse(s).unwrap();
+    let mut p = pod();
+    p.spec.containers[0].resources = Some(crate::api::pod::ResourceRequirements {
+        requests: [("cpu".to_string(), q("200m"))].into(),
+        limits: [("memory".to_string(), q("512Mi"))].into(),
+        ..Default::default()
+    });
+    // `a` runs with the old memory limit (a resize in flight); `b` has no resources.
+    let mut a = inst("a", "id-a", Running, 1, 0);
+    a.resources = Some(model::ContainerResources {
+        cpu_shares: Some(204),
+        memory_limit: crate::cgroups::Limit::Value(256 << 20),
+        ..Default::default()
+    });
+    let c = case(p).rt(a).rt(inst("b", "id-b", Exited, 1, 0));
+    let got = check(
+        &c,
+        Regular,
+        &["a running last=- rc=0 ready started", "b exited(0,Completed) last=- rc=0"],
+    );
+    assert_eq!(got[0].allocated_resources.get("cpu"), Some(&q("200m")));
+    let actual = got[0].resources.as_ref().unwrap();
+    assert_eq!(actual.requests.get("cpu"), Some(&q("200m")));
+    assert_eq!(actual.limits.get("memory"), Some(&q("256Mi")));
+    assert!(got[1].allocated_resources.is_empty());
+    assert_eq!(got[1].resources, None);
+}

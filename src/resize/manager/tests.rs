@@ -1,0 +1,238 @@
+//! `ResizeManager`: admission, the checkpoint across a restart, conditions and events
+//! (kubelet spec behaviours 59–62 at API 1.33+).
+
+use super::*;
+use crate::api::quantity::Quantity;
+use crate::cgroups::pod_resources::tests::container;
+use crate::resize::values::container_values;
+use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
+
+const NOW: i64 = 1_000;
+
+fn now() -> Time {
+    Time::from_unix_seconds(NOW)
+}
+
+fn node() -> NodeView {
+    let mut n = NodeView::default();
+    for (k, v) in [("cpu", "1"), ("memory", "4Gi"), ("pods", "110")] {
+        n.allocatable.insert(k.into(), Quantity::parse(v).unwrap());
+    }
+    n
+}
+
+fn open(dir: &std::path::Path) -> ResizeManager {
+    let (m, problem) = ResizeManager::open(
+        dir,
+        ResizeConfig {
+            node: node(),
+            driver: CgroupDriver::Cgroupfs,
+        },
+    );
+    assert!(problem.is_none(), "{problem:?}");
+    m
+}
+
+/// A running API pod with one Burstable container requesting `cpu`.
+fn pod(uid: &str, cpu: &str, generation: i64) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.uid = Some(uid.into());
+    p.metadata.name = Some(uid.into());
+    p.metadata.namespace = Some("default".into());
+    p.metadata.generation = Some(generation);
+    p.spec.containers = vec![container("c", &[("cpu", cpu)], &[("memory", "1Gi")])];
+    p.status.phase = Some(PodPhase::Running);
+    p
+}
+
+/// The runtime running the container as created from `pod`'s spec.
+fn runtime_of(pod: &Pod) -> PodRuntimeStatus {
+    let c = &pod.spec.containers[0];
+    let v = container_values(c);
+    PodRuntimeStatus {
+        uid: pod.uid().into(),
+        containers: vec![ContainerStatus {
+            id: "id-c".into(),
+            name: "c".into(),
+            state: ContainerState::Running,
+            resources: Some(ContainerResources {
+                cpu_shares: Some(v.cpu_shares),
+                cpu_quota: v.cpu_quota,
+                cpu_period: Some(v.cpu_period),
+                memory_limit: v.memory_limit,
+            }),
+            ..ContainerStatus::default()
+        }],
+        ..PodRuntimeStatus::default()
+    }
+}
+
+fn cpu_of(p: &Pod) -> String {
+    p.spec.containers[0].resources.as_ref().unwrap().requests["cpu"].to_string()
+}
+
+fn types(m: &ResizeManager, uid: &str) -> Vec<(String, Option<String>)> {
+    m.conditions(uid)
+        .into_iter()
+        .map(|c| (c.type_, c.reason))
+        .collect()
+}
+
+fn reasons(events: &[ResizeEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.reason).collect()
+}
+
+#[test]
+fn b59_admitted_resize_is_checkpointed_in_progress_then_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let v1 = pod("a", "100m", 1);
+    m.record_admitted(&v1).unwrap();
+    let v2 = pod("a", "200m", 2);
+    let synced = m.sync(&v2, now()).unwrap();
+    assert_eq!(cpu_of(&synced.pod), "200m");
+    assert_eq!(reasons(&synced.events), [RESIZE_STARTED]);
+    assert!(synced.events[0].message.contains("cpu=200m"), "{:?}", synced.events);
+    assert_eq!(types(&m, "a"), [(POD_RESIZE_IN_PROGRESS.into(), None)]);
+    let cond = &m.conditions("a")[0];
+    assert_eq!(cond.observed_generation, Some(2));
+    assert_eq!(cond.last_transition_time, Some(now()));
+
+    // The allocation survives a restart, and is what the pod is admitted at.
+    let restarted = open(dir.path());
+    assert_eq!(cpu_of(&restarted.allocated_pod(&v1)), "200m");
+
+    // Still running the old values: in progress.
+    assert!(m.observe(&v2, &runtime_of(&v1), Actuation::None, now()).is_empty());
+    assert_eq!(types(&m, "a").len(), 1);
+    // Resized: done, one event.
+    let events = m.observe(&v2, &runtime_of(&v2), Actuation::Applied, now());
+    assert_eq!(reasons(&events), [RESIZE_COMPLETED]);
+    assert!(m.conditions("a").is_empty());
+    assert!(m.observe(&v2, &runtime_of(&v2), Actuation::None, now()).is_empty());
+}
+
+#[test]
+fn b60_infeasible_keeps_the_allocation_and_reports_why_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.record_admitted(&pod("a", "100m", 1)).unwrap();
+    let big = pod("a", "2", 2);
+    let synced = m.sync(&big, now()).unwrap();
+    assert_eq!(cpu_of(&synced.pod), "100m");
+    assert_eq!(reasons(&synced.events), [RESIZE_INFEASIBLE]);
+    let pending = &m.conditions("a")[0];
+    assert_eq!(pending.type_, POD_RESIZE_PENDING);
+    assert_eq!(pending.reason.as_deref(), Some("Infeasible"));
+    assert_eq!(
+        pending.message.as_deref(),
+        Some("Node didn't have enough capacity: cpu, requested: 2, capacity: 1")
+    );
+    // Judged again on the next sync: same verdict, no second event.
+    let later = Time::from_unix_seconds(NOW + 60);
+    assert!(m.sync(&big, later).unwrap().events.is_empty());
+    assert_eq!(m.conditions("a")[0].last_transition_time, Some(now()));
+    assert_eq!(cpu_of(&m.allocated_pod(&big)), "100m");
+    // Reverting the spec clears it.
+    m.sync(&pod("a", "100m", 3), later).unwrap();
+    assert!(m.conditions("a").is_empty());
+}
+
+#[test]
+fn b61_deferred_is_retried_when_resources_free_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.record_admitted(&pod("b", "800m", 1)).unwrap();
+    m.record_admitted(&pod("a", "100m", 1)).unwrap();
+    let wants = pod("a", "500m", 2);
+    let synced = m.sync(&wants, now()).unwrap();
+    assert_eq!(cpu_of(&synced.pod), "100m");
+    assert_eq!(reasons(&synced.events), [RESIZE_DEFERRED]);
+    assert_eq!(
+        types(&m, "a"),
+        [(POD_RESIZE_PENDING.into(), Some("Deferred".into()))]
+    );
+    assert!(m.take_retries().is_empty());
+    m.remove_pod("b").unwrap();
+    assert_eq!(m.take_retries(), ["a"]);
+    assert!(m.take_retries().is_empty());
+    let synced = m.sync(&wants, now()).unwrap();
+    assert_eq!(cpu_of(&synced.pod), "500m");
+    assert_eq!(types(&m, "a"), [(POD_RESIZE_IN_PROGRESS.into(), None)]);
+}
+
+#[test]
+fn b62_pods_not_running_are_not_judged_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.record_admitted(&pod("a", "100m", 1)).unwrap();
+    let mut pending = pod("a", "2", 2);
+    pending.status.phase = Some(PodPhase::Pending);
+    let synced = m.sync(&pending, now()).unwrap();
+    assert_eq!(cpu_of(&synced.pod), "100m");
+    assert!(synced.events.is_empty() && m.conditions("a").is_empty());
+}
+
+#[test]
+fn failed_actuation_is_reported_until_one_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let (v1, v2) = (pod("a", "100m", 1), pod("a", "200m", 2));
+    m.record_admitted(&v1).unwrap();
+    m.sync(&v2, now()).unwrap();
+    let failed = Actuation::Failed("updating resources of container c: boom".into());
+    let events = m.observe(&v2, &runtime_of(&v1), failed.clone(), now());
+    assert_eq!(reasons(&events), [RESIZE_ERROR]);
+    let cond = &m.conditions("a")[0];
+    assert_eq!(cond.reason.as_deref(), Some(REASON_ERROR));
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("updating resources of container c: boom")
+    );
+    assert!(m.observe(&v2, &runtime_of(&v1), failed, now()).is_empty());
+    // A sync with no resize step keeps the error.
+    m.observe(&v2, &runtime_of(&v1), Actuation::None, now());
+    assert_eq!(m.conditions("a")[0].reason.as_deref(), Some(REASON_ERROR));
+    let events = m.observe(&v2, &runtime_of(&v2), Actuation::Applied, now());
+    assert_eq!(reasons(&events), [RESIZE_COMPLETED]);
+}
+
+#[test]
+fn restart_mid_resize_reports_in_progress_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v1, v2) = (pod("a", "100m", 1), pod("a", "200m", 2));
+    {
+        let m = open(dir.path());
+        m.record_admitted(&v1).unwrap();
+        m.sync(&v2, now()).unwrap();
+    }
+    // litelet restarts before anything was applied: re-admitted at the allocation.
+    let m = open(dir.path());
+    let allocated = m.allocated_pod(&v2);
+    m.record_admitted(&allocated).unwrap();
+    let synced = m.sync(&v2, now()).unwrap();
+    assert!(synced.events.is_empty());
+    m.observe(&synced.pod, &runtime_of(&v1), Actuation::None, now());
+    assert_eq!(types(&m, "a"), [(POD_RESIZE_IN_PROGRESS.into(), None)]);
+}
+
+#[test]
+fn unknown_pods_are_recorded_at_their_spec_and_forgotten_by_retain() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let p = pod("a", "100m", 1);
+    assert_eq!(cpu_of(&m.sync(&p, now()).unwrap().pod), "100m");
+    assert!(m.allocation("a").is_some());
+    m.retain(&HashSet::new()).unwrap();
+    assert!(m.allocation("a").is_none());
+    assert!(open(dir.path()).allocation("a").is_none());
+}
+
+#[test]
+fn a_damaged_checkpoint_is_reported_and_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("allocated_pods_state"), b"garbage").unwrap();
+    let (m, problem) = ResizeManager::open(dir.path(), ResizeConfig::default());
+    assert!(matches!(problem, Some(CheckpointError::Corrupt { .. })));
+    assert!(m.allocation("a").is_none());
+}
