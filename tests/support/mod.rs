@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver_shim;
+pub mod cgroup_model;
 pub mod containerd;
 pub mod fake_api;
 pub mod fake_cri;
