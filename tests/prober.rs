@@ -317,6 +317,8 @@ fn liveness_failure_becomes_a_restart_with_the_kill_message() {
     }]);
     let mut runtime_status = status(&p, &[("app", &id)]);
     runtime_status.containers[0].hash = container_hash(&p.spec.containers[0]);
+    runtime_status.containers[0].hash_without_resources =
+        litelet::runtime::hash::container_hash_without_resources(&p.spec.containers[0]);
     runtime_status.sandboxes = vec![SandboxStatus {
         id: w.sandbox.clone(),
         state: SandboxState::Ready,

@@ -166,7 +166,11 @@ fn resize_step(outcome: &SyncOutcome) -> Option<Option<String>> {
         .steps
         .iter()
         .find(|s| s.action == SyncAction::ResizeContainers)
-        .map(|s| s.failure.as_ref().map(|f| format!("{}: {}", f.reason, f.message)))
+        .map(|s| {
+            s.failure
+                .as_ref()
+                .map(|f| format!("{}: {}", f.reason, f.message))
+        })
 }
 
 fn methods(fake: &FakeCri, from: usize) -> Vec<String> {
@@ -227,14 +231,22 @@ fn resize_on_model(model: CgroupModel) {
     assert_eq!((got.0.as_str(), got.1.as_str(), got.2.as_str()), after);
     let applied = fake.state().container_resources(&id).unwrap();
     assert_eq!(
-        (applied.cpu_shares, applied.cpu_quota, applied.memory_limit_in_bytes),
+        (
+            applied.cpu_shares,
+            applied.cpu_quota,
+            applied.memory_limit_in_bytes
+        ),
         (1024, 100_000, 256 * MI)
     );
     // Nothing left to do: the next sync writes nothing.
     let calls = fake.calls().len();
     let again = rig.sync(&up);
     assert_eq!(resize_step(&again), None, "{again}");
-    assert!(methods(&fake, calls).is_empty(), "{:?}", methods(&fake, calls));
+    assert!(
+        methods(&fake, calls).is_empty(),
+        "{:?}",
+        methods(&fake, calls)
+    );
 
     // Down below the pod's memory usage: refused, nothing written.
     let (memory, usage_file) = if model.v2 {
@@ -257,7 +269,11 @@ fn resize_on_model(model: CgroupModel) {
     assert_eq!(pod_values(&model, &name).2, "134217728");
     let applied = fake.state().container_resources(&id).unwrap();
     assert_eq!(
-        (applied.cpu_shares, applied.cpu_quota, applied.memory_limit_in_bytes),
+        (
+            applied.cpu_shares,
+            applied.cpu_quota,
+            applied.memory_limit_in_bytes
+        ),
         (256, 25_000, 128 * MI)
     );
     assert_eq!(rig.app_id(&p), id, "resized in place, not restarted");
@@ -323,7 +339,10 @@ fn resize_with_restart_policy_restarts_under_the_new_pod_limits() {
         methods(&fake, calls),
         ["StopContainer", "CreateContainer", "StartContainer"]
     );
-    assert_eq!(model.read("cpu", &name, "cpu.cfs_quota_us").unwrap(), "100000");
+    assert_eq!(
+        model.read("cpu", &name, "cpu.cfs_quota_us").unwrap(),
+        "100000"
+    );
     let new = rig.app_id(&p);
     assert_ne!(new, old);
     let created = fake.state().container_resources(&new).unwrap();
@@ -407,28 +426,49 @@ fn resize_real_v1_cgroups_and_containerd() {
     let rig = Rig::new(&ctd.endpoint(), Some(cgroups));
     // Burstable: requests below limits.
     let mut r = resources("250m", "500m", "64Mi");
-    r.requests.insert("memory".into(), Quantity::parse("32Mi").unwrap());
+    r.requests
+        .insert("memory".into(), Quantity::parse("32Mi").unwrap());
     let p = pod("uid-real-resize", r);
     rig.sync_until_running(&p);
     let pod_cg = rig.cgroups.as_ref().unwrap().pod_cgroup_name(&p).unwrap();
     let id = rig.app_id(&p);
     let ctr_cg = format!("{pod_cg}/{id}");
-    assert_eq!(kernel("cpu", &ctr_cg, "cpu.cfs_quota_us"), "50000", "{}", ctd.log_tail());
-    assert_eq!(kernel("memory", &ctr_cg, "memory.limit_in_bytes"), (64 * MI).to_string());
+    assert_eq!(
+        kernel("cpu", &ctr_cg, "cpu.cfs_quota_us"),
+        "50000",
+        "{}",
+        ctd.log_tail()
+    );
+    assert_eq!(
+        kernel("memory", &ctr_cg, "memory.limit_in_bytes"),
+        (64 * MI).to_string()
+    );
     assert_eq!(kernel("cpu", &pod_cg, "cpu.cfs_quota_us"), "50000");
 
     // Up: CPU limit 500m → 1500m, memory 64Mi → 128Mi, request 250m → 1.
     let mut r = resources("1", "1500m", "128Mi");
-    r.requests.insert("memory".into(), Quantity::parse("32Mi").unwrap());
+    r.requests
+        .insert("memory".into(), Quantity::parse("32Mi").unwrap());
     let up = resized(&p, r);
     let outcome = rig.sync(&up);
-    assert_eq!(resize_step(&outcome), Some(None), "{outcome}\n{}", ctd.log_tail());
+    assert_eq!(
+        resize_step(&outcome),
+        Some(None),
+        "{outcome}\n{}",
+        ctd.log_tail()
+    );
     assert_eq!(kernel("cpu", &ctr_cg, "cpu.cfs_quota_us"), "150000");
     assert_eq!(kernel("cpu", &ctr_cg, "cpu.shares"), "1024");
-    assert_eq!(kernel("memory", &ctr_cg, "memory.limit_in_bytes"), (128 * MI).to_string());
+    assert_eq!(
+        kernel("memory", &ctr_cg, "memory.limit_in_bytes"),
+        (128 * MI).to_string()
+    );
     assert_eq!(kernel("cpu", &pod_cg, "cpu.cfs_quota_us"), "150000");
     assert_eq!(kernel("cpu", &pod_cg, "cpu.shares"), "1024");
-    assert_eq!(kernel("memory", &pod_cg, "memory.limit_in_bytes"), (128 * MI).to_string());
+    assert_eq!(
+        kernel("memory", &pod_cg, "memory.limit_in_bytes"),
+        (128 * MI).to_string()
+    );
 
     // The status reports it: allocated and actual resources.
     let runtime = rig.status(&up);
@@ -439,18 +479,33 @@ fn resize_real_v1_cgroups_and_containerd() {
     assert_eq!(actual.limits["cpu"], Quantity::parse("1500m").unwrap());
     assert_eq!(actual.limits["memory"], Quantity::parse("128Mi").unwrap());
     assert_eq!(actual.requests["cpu"], Quantity::parse("1").unwrap());
-    assert_eq!(app.allocated_resources["cpu"], Quantity::parse("1").unwrap());
+    assert_eq!(
+        app.allocated_resources["cpu"],
+        Quantity::parse("1").unwrap()
+    );
 
     // Down again: the container first, so the kernel accepts the lower pod quota.
     let mut r = resources("100m", "200m", "48Mi");
-    r.requests.insert("memory".into(), Quantity::parse("32Mi").unwrap());
+    r.requests
+        .insert("memory".into(), Quantity::parse("32Mi").unwrap());
     let down = resized(&up, r);
     let outcome = rig.sync(&down);
-    assert_eq!(resize_step(&outcome), Some(None), "{outcome}\n{}", ctd.log_tail());
+    assert_eq!(
+        resize_step(&outcome),
+        Some(None),
+        "{outcome}\n{}",
+        ctd.log_tail()
+    );
     assert_eq!(kernel("cpu", &ctr_cg, "cpu.cfs_quota_us"), "20000");
     assert_eq!(kernel("cpu", &pod_cg, "cpu.cfs_quota_us"), "20000");
-    assert_eq!(kernel("memory", &pod_cg, "memory.limit_in_bytes"), (48 * MI).to_string());
-    assert_eq!(kernel("memory", &ctr_cg, "memory.limit_in_bytes"), (48 * MI).to_string());
+    assert_eq!(
+        kernel("memory", &pod_cg, "memory.limit_in_bytes"),
+        (48 * MI).to_string()
+    );
+    assert_eq!(
+        kernel("memory", &ctr_cg, "memory.limit_in_bytes"),
+        (48 * MI).to_string()
+    );
     assert_eq!(rig.app_id(&p), id, "resized in place, not restarted");
 
     let killed = rig

@@ -332,7 +332,9 @@ impl PodCgroupManager {
     pub fn normalize(&self, resources: &CgroupResources) -> CgroupResources {
         let mut out = resources.clone();
         if self.version() == CgroupVersion::V2 {
-            out.cpu_shares = out.cpu_shares.map(|s| weight_to_shares(shares_to_weight(s)));
+            out.cpu_shares = out
+                .cpu_shares
+                .map(|s| weight_to_shares(shares_to_weight(s)));
         }
         let page = page_size();
         out.memory_limit = out.memory_limit.map(|limit| match limit {

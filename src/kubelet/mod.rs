@@ -29,8 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
-pub use admission::{admit, NodeView, Rejection};
 pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
+pub use admission::{admit, NodeView, Rejection};
 pub use pod_manager::PodManager;
 
 use crate::api::meta::Time;
@@ -285,7 +285,12 @@ impl Kubelet {
                     }
                 }
                 // RESIZE: resources were freed; judge Deferred resizes again now.
-                for uid in self.resize.as_ref().map(|r| r.take_retries()).unwrap_or_default() {
+                for uid in self
+                    .resize
+                    .as_ref()
+                    .map(|r| r.take_retries())
+                    .unwrap_or_default()
+                {
                     match self.pods.get(&uid) {
                         Some(pod) if !pods.iter().any(|p| p.uid() == uid) => pods.push(pod.clone()),
                         _ => {}

@@ -117,6 +117,9 @@ impl KubeletSyncer {
     ) -> PodStatus {
         let previous = self.status.get_pod_status(pod.uid());
         let now = Time::now();
+        // RESIZE: statuses report the allocated resources (`allocatedResources`).
+        let allocated = self.resize.as_ref().map(|(r, _)| r.allocated_pod(pod));
+        let pod = allocated.as_ref().unwrap_or(pod);
         let mut input = PodStatusInput::new(pod, runtime, &self.node.runtime_name, now);
         input.previous = previous.as_ref();
         input.probes = self.probes.status_results(pod.uid());
@@ -256,9 +259,8 @@ impl PodSyncer for KubeletSyncer {
         let allocated;
         let pod = match &self.resize {
             Some((resize, _)) => {
-                allocated =
-                    resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
-                        .map_err(SyncError::Other)?;
+                allocated = resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
+                    .map_err(SyncError::Other)?;
                 &allocated
             }
             None => pod,
@@ -315,11 +317,17 @@ impl PodSyncer for KubeletSyncer {
         let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
         self.set_reasons(pod.uid(), outcome.container_errors());
         if let Some((resize, cache)) = &self.resize {
-            let (runtime_manager, recorder) = (&self.runtime, &self.recorder);
-            let after = resize_sync::after_runtime_sync;
-            if let Some(fresh) = after(resize, recorder, runtime_manager, Some(cache), pod, &outcome)
-            {
-                // RESIZE: report the new resources now, not at the next periodic sync.
+            // RESIZE: report the new resources now, not at the next periodic sync.
+            let (manager, recorder) = (&self.runtime, &self.recorder);
+            let fresh = resize_sync::after_runtime_sync(
+                resize,
+                recorder,
+                manager,
+                Some(cache),
+                pod,
+                &outcome,
+            );
+            if let Some(fresh) = fresh {
                 let api = self.api_status(pod, &fresh, false, false);
                 self.status.set_pod_status(pod, api);
             }

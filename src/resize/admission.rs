@@ -116,7 +116,9 @@ pub fn can_resize(request: &ResizeRequest) -> Verdict {
         .iter()
         .zip(&allocated.spec.init_containers)
     {
-        if !asked.is_sidecar() && !ContainerAllocation::of(asked).same(&ContainerAllocation::of(had)) {
+        if !asked.is_sidecar()
+            && !ContainerAllocation::of(asked).same(&ContainerAllocation::of(had))
+        {
             return pending(
                 PendingReason::Infeasible,
                 format!(

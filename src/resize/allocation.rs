@@ -125,13 +125,19 @@ mod tests {
 
     #[test]
     fn spelling_does_not_make_a_resize() {
-        let a = pod(vec![container("a", &[("cpu", "0.5")], &[("memory", "1Gi")])], vec![]);
+        let a = pod(
+            vec![container("a", &[("cpu", "0.5")], &[("memory", "1Gi")])],
+            vec![],
+        );
         let b = pod(
             vec![container("a", &[("cpu", "500m")], &[("memory", "1024Mi")])],
             vec![],
         );
         assert!(!PodAllocation::of(&a).differs_from(&b));
-        let c = pod(vec![container("a", &[("cpu", "600m")], &[("memory", "1Gi")])], vec![]);
+        let c = pod(
+            vec![container("a", &[("cpu", "600m")], &[("memory", "1Gi")])],
+            vec![],
+        );
         assert!(PodAllocation::of(&a).differs_from(&c));
     }
 
@@ -151,7 +157,10 @@ mod tests {
         assert_eq!(view.spec.containers, admitted.spec.containers);
         // Everything else is the new pod's.
         resized.metadata.generation = Some(2);
-        assert_eq!(allocated_pod(&resized, &allocation).metadata.generation, Some(2));
+        assert_eq!(
+            allocated_pod(&resized, &allocation).metadata.generation,
+            Some(2)
+        );
         // A container without any resources stays without.
         let none = pod(vec![container("a", &[], &[])], vec![]);
         let view = allocated_pod(&resized, &PodAllocation::of(&none));

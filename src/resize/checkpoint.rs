@@ -184,7 +184,10 @@ mod tests {
     use crate::cgroups::pod_resources::tests::{container, pod};
 
     fn allocations(cpu: &str) -> Allocations {
-        let p = pod(vec![container("app", &[("cpu", cpu)], &[("memory", "64Mi")])], vec![]);
+        let p = pod(
+            vec![container("app", &[("cpu", cpu)], &[("memory", "64Mi")])],
+            vec![],
+        );
         Allocations::from([("uid-1".to_owned(), PodAllocation::of(&p))])
     }
 
@@ -214,9 +217,14 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let cp = Checkpoint::new(dir.path());
             cp.store(&allocations("250m")).unwrap();
-            cp.write_until(&encode(&allocations("500m")), stage).unwrap();
+            cp.write_until(&encode(&allocations("500m")), stage)
+                .unwrap();
             let loaded = cp.load().unwrap();
-            let want = if stage >= Stage::Renamed { "500m" } else { "250m" };
+            let want = if stage >= Stage::Renamed {
+                "500m"
+            } else {
+                "250m"
+            };
             assert_eq!(loaded, allocations(want), "crash after {stage:?}");
             // The next write after the "restart" works over any leftover temp file.
             cp.store(&allocations("1")).unwrap();

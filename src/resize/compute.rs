@@ -52,7 +52,12 @@ fn values(container: &Container, st: &ContainerStatus) -> Option<(ResourceValues
     Some((desired, current))
 }
 
-fn mark(actions: &mut PodActions, resource: ResizeResource, update: ContainerToUpdate, order: Ordering) {
+fn mark(
+    actions: &mut PodActions,
+    resource: ResizeResource,
+    update: ContainerToUpdate,
+    order: Ordering,
+) {
     let list = actions.containers_to_update.entry(resource).or_default();
     if order == Ordering::Less {
         list.insert(0, update);
@@ -105,7 +110,12 @@ pub fn container_resize(
         mark(actions, ResizeResource::Memory, update.clone(), order);
     }
     if cpu_limit {
-        mark(actions, ResizeResource::Cpu, update, cpu_limit_order(&desired, &current));
+        mark(
+            actions,
+            ResizeResource::Cpu,
+            update,
+            cpu_limit_order(&desired, &current),
+        );
     } else if cpu_request {
         let order = desired.cpu_shares.cmp(&current.cpu_shares);
         mark(actions, ResizeResource::Cpu, update, order);

@@ -152,7 +152,11 @@ fn describe(old: &PodAllocation, new: &PodAllocation) -> String {
         .iter()
         .filter(|(name, a)| old.containers.get(*name).is_none_or(|o| !o.same(a)))
         .map(|(name, a): (&String, &ContainerAllocation)| {
-            format!("{name}: requests {{{}}} limits {{{}}}", list(&a.requests), list(&a.limits))
+            format!(
+                "{name}: requests {{{}}} limits {{{}}}",
+                list(&a.requests),
+                list(&a.limits)
+            )
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -182,10 +186,7 @@ impl ResizeManager {
             .collect();
         let manager = ResizeManager {
             admission: Mutex::new(()),
-            state: Mutex::new(State {
-                pods,
-                freed: false,
-            }),
+            state: Mutex::new(State { pods, freed: false }),
             checkpoint,
             config,
         };
@@ -208,7 +209,11 @@ impl ResizeManager {
     /// The pod at its allocated resources (the pod itself when none is recorded).
     pub fn allocated_pod(&self, pod: &Pod) -> Pod {
         let state = self.state();
-        match state.pods.get(pod.uid()).and_then(|e| e.allocation.as_ref()) {
+        match state
+            .pods
+            .get(pod.uid())
+            .and_then(|e| e.allocation.as_ref())
+        {
             Some(allocation) => allocated_pod(pod, allocation),
             None => pod.clone(),
         }
@@ -227,7 +232,11 @@ impl ResizeManager {
         let mut state = self.state();
         let entry = state.pods.entry(allocated.uid().to_owned()).or_default();
         entry.pod = Some(Arc::new(allocated.clone()));
-        if entry.allocation.as_ref().is_some_and(|a| a.same(&allocation)) {
+        if entry
+            .allocation
+            .as_ref()
+            .is_some_and(|a| a.same(&allocation))
+        {
             return Ok(());
         }
         let previous = entry.allocation.replace(allocation);
@@ -483,9 +492,9 @@ impl ResizeManager {
             .pods
             .iter()
             .filter(|(_, e)| {
-                e.pending.as_ref().is_some_and(|c| {
-                    c.reason.as_deref() == Some(PendingReason::Deferred.as_str())
-                })
+                e.pending
+                    .as_ref()
+                    .is_some_and(|c| c.reason.as_deref() == Some(PendingReason::Deferred.as_str()))
             })
             .map(|(uid, _)| uid.clone())
             .collect();

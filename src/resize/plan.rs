@@ -76,7 +76,11 @@ pub enum PlanError {
     /// Lowering the memory limit of `what` below what it uses would get it OOM-killed
     /// (v2) or fail in the kernel (v1).
     #[error("aborting attempt to set {what} memory limit to {limit} bytes, below its current usage of {usage} bytes")]
-    MemoryBelowUsage { what: String, limit: u64, usage: u64 },
+    MemoryBelowUsage {
+        what: String,
+        limit: u64,
+        usage: u64,
+    },
 }
 
 fn list(input: &PlanInput, resource: ResizeResource) -> Vec<ContainerToUpdate> {
@@ -96,10 +100,7 @@ fn pod_limit(current: Option<Limit>, desired: Option<Limit>) -> (Limit, Limit) {
 }
 
 /// Pod CPU limit as (quota, period), compared by rate like containers' limits.
-fn quota_order(
-    new: (Limit, u64),
-    cur: (Limit, u64),
-) -> Ordering {
+fn quota_order(new: (Limit, u64), cur: (Limit, u64)) -> Ordering {
     let as_values = |(quota, period): (Limit, u64)| ResourceValues {
         cpu_shares: 0,
         cpu_quota: quota,
@@ -118,25 +119,26 @@ pub fn plan_resize(input: &PlanInput) -> Result<Vec<Step>, PlanError> {
         applied.entry(u.container_id.clone()).or_insert(u.current);
     }
     let mut steps = Vec::new();
-    let mut container_step = |u: &ContainerToUpdate, resource: ResizeResource, steps: &mut Vec<Step>| {
-        let previous = applied.get(&u.container_id).copied().unwrap_or(u.current);
-        let mut values = previous;
-        match resource {
-            ResizeResource::Memory => values.memory_limit = u.desired.memory_limit,
-            ResizeResource::Cpu => {
-                values.cpu_shares = u.desired.cpu_shares;
-                values.cpu_quota = u.desired.cpu_quota;
-                values.cpu_period = u.desired.cpu_period;
+    let mut container_step =
+        |u: &ContainerToUpdate, resource: ResizeResource, steps: &mut Vec<Step>| {
+            let previous = applied.get(&u.container_id).copied().unwrap_or(u.current);
+            let mut values = previous;
+            match resource {
+                ResizeResource::Memory => values.memory_limit = u.desired.memory_limit,
+                ResizeResource::Cpu => {
+                    values.cpu_shares = u.desired.cpu_shares;
+                    values.cpu_quota = u.desired.cpu_quota;
+                    values.cpu_period = u.desired.cpu_period;
+                }
             }
-        }
-        applied.insert(u.container_id.clone(), values);
-        steps.push(Step::Container {
-            name: u.name.clone(),
-            id: u.container_id.clone(),
-            values,
-            previous,
-        });
-    };
+            applied.insert(u.container_id.clone(), values);
+            steps.push(Step::Container {
+                name: u.name.clone(),
+                id: u.container_id.clone(),
+                values,
+                previous,
+            });
+        };
 
     // Memory.
     let pod_memory = input
@@ -154,9 +156,10 @@ pub fn plan_resize(input: &PlanInput) -> Result<Vec<Step>, PlanError> {
         }
     }
     for u in &memory {
-        if let (Limit::Value(new), Some(usage)) =
-            (u.desired.memory_limit, input.container_usage.get(&u.container_id))
-        {
+        if let (Limit::Value(new), Some(usage)) = (
+            u.desired.memory_limit,
+            input.container_usage.get(&u.container_id),
+        ) {
             if u.desired.memory_limit < u.current.memory_limit && *usage >= new {
                 return Err(PlanError::MemoryBelowUsage {
                     what: format!("container {}", u.name),

@@ -95,7 +95,11 @@ mod tests {
 
     #[test]
     fn a_finished_resize_reads_back_exactly_what_was_allocated() {
-        let c = container("a", &[("cpu", "100m"), ("memory", "64Mi")], &[("cpu", "5m"), ("memory", "128Mi")]);
+        let c = container(
+            "a",
+            &[("cpu", "100m"), ("memory", "64Mi")],
+            &[("cpu", "5m"), ("memory", "128Mi")],
+        );
         // 100m → 102 shares → 100m only by rounding; 5m → the 1 ms minimum quota.
         let reported = ContainerResources {
             cpu_shares: Some(102),
@@ -113,7 +117,11 @@ mod tests {
 
     #[test]
     fn a_resize_in_flight_reports_the_runtime_values() {
-        let c = container("a", &[("cpu", "500m")], &[("cpu", "1"), ("memory", "256Mi")]);
+        let c = container(
+            "a",
+            &[("cpu", "500m")],
+            &[("cpu", "1"), ("memory", "256Mi")],
+        );
         let reported = ContainerResources {
             cpu_shares: Some(256),
             cpu_quota: Limit::Value(50_000),

@@ -130,7 +130,11 @@ mod tests {
     #[test]
     fn spec_values_match_what_container_creation_writes() {
         let cases = [
-            container("a", &[("cpu", "250m")], &[("cpu", "500m"), ("memory", "128Mi")]),
+            container(
+                "a",
+                &[("cpu", "250m")],
+                &[("cpu", "500m"), ("memory", "128Mi")],
+            ),
             container("b", &[], &[("cpu", "1")]),
             container("c", &[("cpu", "1m"), ("memory", "1Gi")], &[]),
             container("d", &[], &[]),
@@ -224,6 +228,9 @@ mod tests {
         assert_eq!((lifted.cpu_quota, lifted.cpu_period), (-1, 0));
         assert_eq!(lifted.memory_limit_in_bytes, -1);
         let unchanged = to_cri(&open, &open);
-        assert_eq!((unchanged.cpu_quota, unchanged.memory_limit_in_bytes), (0, 0));
+        assert_eq!(
+            (unchanged.cpu_quota, unchanged.memory_limit_in_bytes),
+            (0, 0)
+        );
     }
 }

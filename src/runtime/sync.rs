@@ -27,8 +27,8 @@ use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use crate::api::pod::{Container, Pod};
 use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
-use crate::resize::sync::RESIZE_ERROR;
 use crate::events::EventType;
+use crate::resize::sync::RESIZE_ERROR;
 use crate::status::containers::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,

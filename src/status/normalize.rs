@@ -340,8 +340,11 @@ mod tests {
         // status would never be sent and the API would show the resize in progress
         // for ever.
         let mut old = base();
-        old.conditions
-            .push(cond(crate::api::pod::POD_RESIZE_IN_PROGRESS, ConditionStatus::True, 10));
+        old.conditions.push(cond(
+            crate::api::pod::POD_RESIZE_IN_PROGRESS,
+            ConditionStatus::True,
+            10,
+        ));
         assert!(!is_status_equal_by_kubelet(&old, &base()));
         assert!(is_status_equal_by_kubelet(&old, &old.clone()));
     }

@@ -158,8 +158,8 @@ impl CgroupModel {
 
     /// A manager over this model with `--cgroup-root /`, QoS cgroups created.
     pub fn manager(&self) -> PodCgroupManager {
-        let m = PodCgroupManager::new(self.root(), &self.mountinfo, ManagerConfig::default())
-            .unwrap();
+        let m =
+            PodCgroupManager::new(self.root(), &self.mountinfo, ManagerConfig::default()).unwrap();
         for _ in 0..500 {
             if m.ensure_qos_hierarchy().is_ok() {
                 return m;

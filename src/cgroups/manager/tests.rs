@@ -362,7 +362,18 @@ fn container_memory_usage_reads_the_container_cgroup_below_the_pod() {
     model.populate("/kubepods/burstable/podu1");
     assert_eq!(manager.container_memory_usage("u1", "abc").unwrap(), None);
     model.populate("/kubepods/burstable/podu1/abc");
-    model.set("memory", "/kubepods/burstable/podu1/abc", "memory.usage_in_bytes", "4096");
-    assert_eq!(manager.container_memory_usage("u1", "abc").unwrap(), Some(4096));
-    assert_eq!(manager.container_memory_usage("nobody", "abc").unwrap(), None);
+    model.set(
+        "memory",
+        "/kubepods/burstable/podu1/abc",
+        "memory.usage_in_bytes",
+        "4096",
+    );
+    assert_eq!(
+        manager.container_memory_usage("u1", "abc").unwrap(),
+        Some(4096)
+    );
+    assert_eq!(
+        manager.container_memory_usage("nobody", "abc").unwrap(),
+        None
+    );
 }

@@ -42,7 +42,10 @@ fn reason(v: &Verdict) -> Option<PendingReason> {
 #[test]
 fn b59_a_resize_that_fits_is_admitted() {
     let (old, new) = (burstable("a", "100m"), burstable("a", "200m"));
-    assert_eq!(verdict(&new, &old, &[], CgroupDriver::Cgroupfs), Verdict::Fits);
+    assert_eq!(
+        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
+        Verdict::Fits
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn b61_not_beside_the_other_pods_is_deferred() {
     let v = verdict(&new, &old, &[&other], CgroupDriver::Cgroupfs);
     assert_eq!(reason(&v), Some(PendingReason::Deferred), "{v:?}");
     // Without the other pod it fits.
-    assert_eq!(verdict(&new, &old, &[], CgroupDriver::Cgroupfs), Verdict::Fits);
+    assert_eq!(
+        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
+        Verdict::Fits
+    );
 }
 
 #[test]
@@ -92,7 +98,10 @@ fn systemd_driver_is_refused_with_a_clear_message() {
         Verdict::Pending {
             reason: PendingReason::Infeasible,
             message,
-        } => assert!(message.contains("cgroupfs") && message.contains("systemd"), "{message}"),
+        } => assert!(
+            message.contains("cgroupfs") && message.contains("systemd"),
+            "{message}"
+        ),
         other => panic!("{other:?}"),
     }
 }
@@ -109,11 +118,19 @@ fn qos_class_changes_are_infeasible_not_a_crash() {
         Verdict::Pending {
             reason: PendingReason::Infeasible,
             message,
-        } => assert!(message.contains("from BestEffort to Burstable"), "{message}"),
+        } => assert!(
+            message.contains("from BestEffort to Burstable"),
+            "{message}"
+        ),
         other => panic!("{other:?}"),
     }
     // Burstable → BestEffort.
-    let v = verdict(&old, &burstable("uid-1", "100m"), &[], CgroupDriver::Cgroupfs);
+    let v = verdict(
+        &old,
+        &burstable("uid-1", "100m"),
+        &[],
+        CgroupDriver::Cgroupfs,
+    );
     assert_eq!(reason(&v), Some(PendingReason::Infeasible));
 }
 
@@ -127,5 +144,8 @@ fn init_containers_other_than_sidecars_do_not_resize() {
     assert_eq!(reason(&v), Some(PendingReason::Infeasible), "{v:?}");
     let old = pod(vec![main.clone()], vec![sidecar(init("100m"))]);
     let new = pod(vec![main], vec![sidecar(init("200m"))]);
-    assert_eq!(verdict(&new, &old, &[], CgroupDriver::Cgroupfs), Verdict::Fits);
+    assert_eq!(
+        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
+        Verdict::Fits
+    );
 }

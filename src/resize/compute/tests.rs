@@ -106,7 +106,10 @@ const MEM_512: Res = (&[], &[("memory", "512Mi")]);
 fn b64_memory_up_in_place() {
     let (pod, status) = world(&[("c", MEM_256)], &[("c", MEM_512)]);
     let a = actions(&pod, &status);
-    assert_eq!(updates(&a), vec![(ResizeResource::Memory, vec!["c".into()])]);
+    assert_eq!(
+        updates(&a),
+        vec![(ResizeResource::Memory, vec!["c".into()])]
+    );
     let u = &a.containers_to_update[&ResizeResource::Memory][0];
     assert_eq!(u.desired.memory_limit, Limit::Value(512 << 20));
     assert_eq!(u.current.memory_limit, Limit::Value(256 << 20));
@@ -118,7 +121,10 @@ fn b64_memory_up_in_place() {
 fn b65_memory_down_in_place() {
     let (pod, status) = world(&[("c", MEM_512)], &[("c", MEM_256)]);
     let a = actions(&pod, &status);
-    assert_eq!(updates(&a), vec![(ResizeResource::Memory, vec!["c".into()])]);
+    assert_eq!(
+        updates(&a),
+        vec![(ResizeResource::Memory, vec!["c".into()])]
+    );
 }
 
 #[test]
@@ -156,8 +162,18 @@ fn b67_decreases_come_first_latest_found_first() {
         }
     };
     let (pod, status) = world(
-        &[("a", lim("1")), ("b", lim("2")), ("c", lim("3")), ("d", lim("1"))],
-        &[("a", lim("2")), ("b", lim("1")), ("c", lim("1")), ("d", lim("3"))],
+        &[
+            ("a", lim("1")),
+            ("b", lim("2")),
+            ("c", lim("3")),
+            ("d", lim("1")),
+        ],
+        &[
+            ("a", lim("2")),
+            ("b", lim("1")),
+            ("c", lim("1")),
+            ("d", lim("3")),
+        ],
     );
     let a = actions(&pod, &status);
     let want: Vec<String> = ["c", "b", "a", "d"].iter().map(|s| s.to_string()).collect();
@@ -250,7 +266,10 @@ fn sidecars_resize_in_place_or_restart() {
     pod.spec.init_containers = vec![after.clone()];
     status.containers.push(running_from(&before));
     let a = actions(&pod, &status);
-    assert_eq!(updates(&a), vec![(ResizeResource::Memory, vec!["side".into()])]);
+    assert_eq!(
+        updates(&a),
+        vec![(ResizeResource::Memory, vec!["side".into()])]
+    );
     let u = &a.containers_to_update[&ResizeResource::Memory][0];
     assert!(u.sidecar && u.index == 0);
 

@@ -92,7 +92,11 @@ fn b59_admitted_resize_is_checkpointed_in_progress_then_completed() {
     let synced = m.sync(&v2, now()).unwrap();
     assert_eq!(cpu_of(&synced.pod), "200m");
     assert_eq!(reasons(&synced.events), [RESIZE_STARTED]);
-    assert!(synced.events[0].message.contains("cpu=200m"), "{:?}", synced.events);
+    assert!(
+        synced.events[0].message.contains("cpu=200m"),
+        "{:?}",
+        synced.events
+    );
     assert_eq!(types(&m, "a"), [(POD_RESIZE_IN_PROGRESS.into(), None)]);
     let cond = &m.conditions("a")[0];
     assert_eq!(cond.observed_generation, Some(2));
@@ -103,13 +107,17 @@ fn b59_admitted_resize_is_checkpointed_in_progress_then_completed() {
     assert_eq!(cpu_of(&restarted.allocated_pod(&v1)), "200m");
 
     // Still running the old values: in progress.
-    assert!(m.observe(&v2, &runtime_of(&v1), Actuation::None, now()).is_empty());
+    assert!(m
+        .observe(&v2, &runtime_of(&v1), Actuation::None, now())
+        .is_empty());
     assert_eq!(types(&m, "a").len(), 1);
     // Resized: done, one event.
     let events = m.observe(&v2, &runtime_of(&v2), Actuation::Applied, now());
     assert_eq!(reasons(&events), [RESIZE_COMPLETED]);
     assert!(m.conditions("a").is_empty());
-    assert!(m.observe(&v2, &runtime_of(&v2), Actuation::None, now()).is_empty());
+    assert!(m
+        .observe(&v2, &runtime_of(&v2), Actuation::None, now())
+        .is_empty());
 }
 
 #[test]

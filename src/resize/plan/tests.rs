@@ -3,18 +3,16 @@
 //! a container's limit above its pod's.
 
 use super::*;
-use crate::api::pod::{
-    Container, ContainerResizePolicy, Pod, ResizeRestartPolicy, RestartPolicy,
-};
+use crate::api::pod::{Container, ContainerResizePolicy, Pod, ResizeRestartPolicy, RestartPolicy};
 use crate::cgroups::convert::{resource_config_for_pod, PodCgroupOptions};
 use crate::cgroups::pod_resources::tests::container;
+use crate::resize::values::container_values;
 use crate::runtime::actions::{compute_pod_actions, PodActions, ProbeResults};
 use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{
     ContainerResources, ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
     SandboxStatus,
 };
-use crate::resize::values::container_values;
 use proptest::prelude::*;
 
 const MI: u64 = 1 << 20;
@@ -349,9 +347,7 @@ fn play(before: &[(u64, u64)], after: &[(u64, u64)]) -> Result<(), TestCaseError
     let mk = |list: &[(u64, u64)]| -> Vec<Container> {
         list.iter()
             .enumerate()
-            .map(|(i, (cpu, mem))| {
-                g(&format!("c{i}"), &format!("{cpu}m"), &format!("{mem}Mi"))
-            })
+            .map(|(i, (cpu, mem))| g(&format!("c{i}"), &format!("{cpu}m"), &format!("{mem}Mi")))
             .collect()
     };
     let (old, new) = (mk(before), mk(after));

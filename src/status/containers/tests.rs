@@ -716,7 +716,10 @@ fn allocated_and_actual_resources_are_reported() {
     let got = check(
         &c,
         Regular,
-        &["a running last=- rc=0 ready started", "b exited(0,Completed) last=- rc=0"],
+        &[
+            "a running last=- rc=0 ready started",
+            "b exited(0,Completed) last=- rc=0",
+        ],
     );
     assert_eq!(got[0].allocated_resources.get("cpu"), Some(&q("200m")));
     let actual = got[0].resources.as_ref().unwrap();
