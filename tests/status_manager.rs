@@ -29,7 +29,7 @@ use support::wait_until;
 
 const NS: &str = "default";
 const NODE: &str = "node-1";
-const LONG: Duration = Duration::from_secs(20);
+const LONG: Duration = Duration::from_secs(45);
 /// Reconcile period of the managers under test.
 const RESYNC: Duration = Duration::from_millis(100);
 /// Long enough for several reconcile passes (absence checks only).

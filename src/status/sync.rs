@@ -315,10 +315,18 @@ impl Syncer {
             }
         };
         let deletion_pending = awaits_deletion(&api_pod);
+        // A terminal phase held back (containers could still run) is not sent yet:
+        // leave the version unsent so the reconcile tries again.
+        let held_back = has_terminal_phase(&v.status) && !has_terminal_phase(&api_pod.status);
+        let sent = if held_back {
+            v.version.saturating_sub(1)
+        } else {
+            v.version
+        };
         self.known.insert(
             uid.to_owned(),
             Known {
-                version: v.version,
+                version: sent,
                 missing: false,
                 deletion_pending,
             },
