@@ -1,14 +1,21 @@
-//! Command-line flags and their validated form.
+//! Command-line flags and the config file merged under them.
 //!
-//! Two steps, as in ripgrep: [`Flags`] is what clap parses (upstream kubelet flag names
-//! where the meaning is the same); [`Flags::resolve`] checks values and turns them into a
-//! [`Config`] without touching the machine. Later steps (node name from the hostname,
-//! config file merge) build on `Config`.
+//! [`Flags`] is what clap parses, with the upstream kubelet's flag names where the
+//! meaning is the same; [`RuntimeFlags::resolve`] turns the runtime flags into checked
+//! values without touching the machine.
+//!
+//! [`Flags::load`] parses the command line on the main thread at start-up and merges
+//! the `--config` file (see [`file`]) under it: a value from the file fills every flag
+//! the command line did not set. `Flags` stays the one struct the rest of litelet reads.
 
+pub mod file;
+
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::cri::{ConnectOptions, CriError, Endpoint};
 use crate::node;
@@ -171,6 +178,19 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_api_burst: u32,
 
+    /// How often the static pod folder is rescanned besides inotify, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
+    pub file_check_frequency: Duration,
+
+    /// Minimum age of an unused image before GC may remove it, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "2m0s", value_parser = parse_duration)]
+    pub minimum_image_ttl_duration: Duration,
+
+    /// How often the node status is sent even when unchanged. Config file only
+    /// (`nodeStatusReportFrequency`), as upstream.
+    #[arg(skip = crate::node::config::DEFAULT_NODE_STATUS_REPORT_FREQUENCY)]
+    pub node_status_report_frequency: Duration,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',
@@ -190,6 +210,71 @@ pub enum CgroupDriver {
     Cgroupfs,
     /// systemd owns the cgroup tree (slices and scopes); litelet does not write it.
     Systemd,
+}
+
+/// Why [`Flags::try_load_from`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A bad command line, or `--help`/`--version` (clap prints and exits for these).
+    #[error(transparent)]
+    Args(#[from] clap::Error),
+    #[error(transparent)]
+    File(#[from] file::ConfigFileError),
+    /// The merged flags and file contradict each other.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Flags {
+    /// Parses the process's command line and merges the `--config` file under it.
+    /// Exits as clap does on a bad command line, `--help` and `--version`.
+    pub fn load() -> Result<Flags, LoadError> {
+        match Flags::try_load_from(std::env::args_os()) {
+            Err(LoadError::Args(err)) => err.exit(),
+            other => other,
+        }
+    }
+
+    /// Parses `args` (program name first). For the agent (no subcommand) with
+    /// `--config FILE`, every value of the file fills the flag of the same meaning
+    /// unless the command line set that flag.
+    pub fn try_load_from<I, T>(args: I) -> Result<Flags, LoadError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Flags::command().try_get_matches_from(args)?;
+        let mut flags = Flags::from_arg_matches(&matches)?;
+        if flags.command.is_none() {
+            if let Some(path) = flags.config.clone() {
+                file::load(&path)?.apply(&mut flags, |id| set_on_command_line(&matches, id));
+            }
+        }
+        flags.check()?;
+        Ok(flags)
+    }
+
+    /// Checks that span several flags (after the file merge).
+    fn check(&self) -> Result<(), LoadError> {
+        if self.image_gc_low_threshold > self.image_gc_high_threshold {
+            return Err(LoadError::Invalid(format!(
+                "image GC low threshold {}% (--image-gc-low-threshold, imageGCLowThresholdPercent) \
+                 must not exceed the high threshold {}% (--image-gc-high-threshold, \
+                 imageGCHighThresholdPercent)",
+                self.image_gc_low_threshold, self.image_gc_high_threshold
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether the user gave argument `id` (on the command line or through its environment
+/// variable) rather than leaving its default.
+fn set_on_command_line(matches: &ArgMatches, id: &str) -> bool {
+    matches!(
+        matches.value_source(id),
+        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+    )
 }
 
 /// Operator subcommands.

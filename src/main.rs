@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use crossbeam_channel::{after, select};
 
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
@@ -13,7 +12,13 @@ use litelet::cri::{self, RuntimeClient};
 use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
-    let flags = Flags::parse();
+    let flags = match Flags::load() {
+        Ok(flags) => flags,
+        Err(err) => {
+            eprintln!("litelet: {err}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging(flags.verbosity);
     match &flags.command {
         Some(Command::RuntimeInfo(info)) => {

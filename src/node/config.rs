@@ -148,6 +148,7 @@ impl NodeConfig {
         c.port = flags.port;
         c.max_pods = flags.max_pods;
         c.node_status_update_frequency = flags.node_status_update_frequency;
+        c.node_status_report_frequency = flags.node_status_report_frequency;
         if let Some(t) = &flags.node_labels {
             c.labels = parse_node_labels(t)?;
         }

@@ -1,0 +1,725 @@
+//! The `--config` file: a `KubeletConfiguration` (`kubelet.config.k8s.io/v1beta1`) in
+//! YAML or JSON, read once at start-up on the main thread before any other thread runs.
+//!
+//! [`parse`] turns the text into a [`KubeletConfiguration`] of optional values, one per
+//! upstream field litelet implements, under the upstream field names. It is strict: a
+//! field that upstream's KubeletConfiguration has but litelet does not implement, a
+//! field that is no KubeletConfiguration field at all (a typo), a value of the wrong
+//! type and a bad value are all reported together in one [`ConfigFileError::Invalid`],
+//! each problem naming its field, and nothing starts. A null value counts as absent.
+//!
+//! [`KubeletConfiguration::apply`] writes the values into [`Flags`] for every flag the
+//! command line did not set explicitly, so flags override the file and the rest of
+//! litelet reads only `Flags`. Invariant: every `Flags` id named here is a real clap
+//! argument id (checked by a test).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_yaml_ng::{Mapping, Value};
+
+use super::{parse_duration, Flags};
+use crate::node::config as node;
+use crate::server::authz::AuthorizationMode;
+
+/// The only `apiVersion` litelet reads.
+pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
+/// The only `kind` litelet reads.
+pub const KIND: &str = "KubeletConfiguration";
+
+/// Why the config file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid YAML: {source}")]
+    Syntax {
+        path: PathBuf,
+        source: serde_yaml_ng::Error,
+    },
+    #[error("config file {path}: {}", problems_text(problems))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+}
+
+/// One thing wrong with one field of the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The field's path with upstream names, e.g. `authentication.webhook.enabled`.
+    pub field: String,
+    pub kind: ProblemKind,
+}
+
+/// The kinds of [`Problem`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// An upstream KubeletConfiguration field that litelet does not implement.
+    Unsupported,
+    /// Not a KubeletConfiguration field (a typo, or another kind's field).
+    Unknown,
+    /// A supported field with a value of the wrong type or out of range.
+    BadValue(String),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ProblemKind::Unsupported => write!(f, "{}: not supported by litelet", self.field),
+            ProblemKind::Unknown => write!(
+                f,
+                "{}: unknown field (not in KubeletConfiguration {API_VERSION})",
+                self.field
+            ),
+            ProblemKind::BadValue(why) => write!(f, "{}: {why}", self.field),
+        }
+    }
+}
+
+fn problems_text(problems: &[Problem]) -> String {
+    let list: Vec<String> = problems.iter().map(Problem::to_string).collect();
+    list.join("; ")
+}
+
+/// The supported fields of a KubeletConfiguration; `None` = absent from the file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletConfiguration {
+    pub static_pod_path: Option<PathBuf>,
+    pub sync_frequency: Option<Duration>,
+    pub file_check_frequency: Option<Duration>,
+    pub address: Option<IpAddr>,
+    pub port: Option<u16>,
+    pub healthz_port: Option<u16>,
+    pub healthz_bind_address: Option<IpAddr>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    /// `authentication.x509.clientCAFile`.
+    pub client_ca_file: Option<PathBuf>,
+    /// `authentication.anonymous.enabled`.
+    pub anonymous_auth: Option<bool>,
+    /// `authorization.mode`.
+    pub authorization_mode: Option<AuthorizationMode>,
+    pub cluster_dns: Option<Vec<IpAddr>>,
+    pub cluster_domain: Option<String>,
+    pub resolv_conf: Option<PathBuf>,
+    pub max_pods: Option<u32>,
+    pub pod_logs_dir: Option<PathBuf>,
+    pub runtime_request_timeout: Option<Duration>,
+    pub image_gc_high_threshold_percent: Option<u8>,
+    pub image_gc_low_threshold_percent: Option<u8>,
+    pub image_minimum_gc_age: Option<Duration>,
+    pub kube_api_qps: Option<f32>,
+    pub kube_api_burst: Option<u32>,
+    pub cgroup_root: Option<String>,
+    /// Only `cgroupfs` gets past [`parse`].
+    pub cgroup_driver: Option<String>,
+    pub container_runtime_endpoint: Option<String>,
+    /// `logging.verbosity`.
+    pub verbosity: Option<u8>,
+    pub node_status_update_frequency: Option<Duration>,
+    pub node_status_report_frequency: Option<Duration>,
+    /// The node flags' text forms (`--kube-reserved` etc.), already checked by the
+    /// node module's parsers.
+    pub kube_reserved: Option<String>,
+    pub system_reserved: Option<String>,
+    pub eviction_hard: Option<String>,
+    pub register_with_taints: Option<String>,
+    /// litelet's extension: upstream has `--node-labels` only as a flag.
+    pub node_labels: Option<String>,
+}
+
+/// A taint of `registerWithTaints` (upstream's core/v1 Taint).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaintField {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    effect: String,
+    /// Accepted and ignored: the node sets it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    time_added: Option<Value>,
+}
+
+/// Reads and checks the file at `path`.
+pub fn load(path: &Path) -> Result<KubeletConfiguration, ConfigFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Checks `text` (YAML or JSON); `path` only names the file in errors.
+pub fn parse(text: &str, path: &Path) -> Result<KubeletConfiguration, ConfigFileError> {
+    let value: Value = serde_yaml_ng::from_str(text).map_err(|source| ConfigFileError::Syntax {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut reader = Reader::default();
+    let config = match value {
+        Value::Mapping(map) => reader.top(&map),
+        Value::Null => {
+            reader.bad("apiVersion", format!("missing (expected {API_VERSION:?})"));
+            KubeletConfiguration::default()
+        }
+        _ => {
+            reader.bad("(document)", "expected a mapping of fields".into());
+            KubeletConfiguration::default()
+        }
+    };
+    if reader.problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigFileError::Invalid {
+            path: path.to_owned(),
+            problems: reader.problems,
+        })
+    }
+}
+
+/// Collects problems while it reads fields.
+#[derive(Default)]
+struct Reader {
+    problems: Vec<Problem>,
+}
+
+impl Reader {
+    fn bad(&mut self, field: &str, why: String) {
+        self.push(field, ProblemKind::BadValue(why));
+    }
+
+    fn push(&mut self, field: &str, kind: ProblemKind) {
+        self.problems.push(Problem {
+            field: field.to_owned(),
+            kind,
+        });
+    }
+
+    /// Deserializes one field's value; null is absent.
+    fn get<T: DeserializeOwned>(&mut self, field: &str, value: &Value) -> Option<T> {
+        if value.is_null() {
+            return None;
+        }
+        match serde_yaml_ng::from_value(value.clone()) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.bad(field, err.to_string());
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, field: &str, value: &Value) -> Option<Duration> {
+        let text: String = self.get(field, value)?;
+        match parse_duration(&text) {
+            Ok(d) => Some(d),
+            Err(why) => {
+                self.bad(field, why);
+                None
+            }
+        }
+    }
+
+    fn percent(&mut self, field: &str, value: &Value) -> Option<u8> {
+        let n: i64 = self.get(field, value)?;
+        match u8::try_from(n) {
+            Ok(p) if p <= 100 => Some(p),
+            _ => {
+                self.bad(field, format!("{n} is not a percentage within 0 and 100"));
+                None
+            }
+        }
+    }
+
+    /// The fields of a nested object, as `(name, value)` with string names.
+    fn fields<'a>(&mut self, prefix: &str, value: &'a Value) -> Vec<(String, &'a Value)> {
+        match value {
+            Value::Mapping(map) => self.keys(prefix, map),
+            Value::Null => Vec::new(),
+            _ => {
+                self.bad(prefix, "expected a mapping of fields".into());
+                Vec::new()
+            }
+        }
+    }
+
+    fn keys<'a>(&mut self, prefix: &str, map: &'a Mapping) -> Vec<(String, &'a Value)> {
+        let mut out = Vec::new();
+        for (key, value) in map {
+            match key.as_str() {
+                Some(name) => out.push((name.to_owned(), value)),
+                None => self.bad(prefix, format!("field name {key:?} is not a string")),
+            }
+        }
+        out
+    }
+
+    fn top(&mut self, map: &Mapping) -> KubeletConfiguration {
+        let mut c = KubeletConfiguration::default();
+        self.type_meta(map);
+        for (name, v) in self.keys("(document)", map) {
+            let f = name.as_str();
+            match f {
+                "apiVersion" | "kind" => {}
+                "staticPodPath" => c.static_pod_path = self.get(f, v),
+                "syncFrequency" => c.sync_frequency = self.duration(f, v),
+                "fileCheckFrequency" => c.file_check_frequency = self.duration(f, v),
+                "address" => c.address = self.get(f, v),
+                "port" => c.port = self.get(f, v),
+                "healthzPort" => c.healthz_port = self.get(f, v),
+                "healthzBindAddress" => c.healthz_bind_address = self.get(f, v),
+                "tlsCertFile" => c.tls_cert_file = self.get(f, v),
+                "tlsPrivateKeyFile" => c.tls_private_key_file = self.get(f, v),
+                "authentication" => self.authentication(v, &mut c),
+                "authorization" => c.authorization_mode = self.authorization(v),
+                "clusterDNS" => c.cluster_dns = self.get(f, v),
+                "clusterDomain" => c.cluster_domain = self.get(f, v),
+                "resolvConf" => c.resolv_conf = self.get(f, v),
+                "maxPods" => c.max_pods = self.get(f, v),
+                "podLogsDir" => c.pod_logs_dir = self.get(f, v),
+                "runtimeRequestTimeout" => c.runtime_request_timeout = self.duration(f, v),
+                "imageGCHighThresholdPercent" => {
+                    c.image_gc_high_threshold_percent = self.percent(f, v)
+                }
+                "imageGCLowThresholdPercent" => {
+                    c.image_gc_low_threshold_percent = self.percent(f, v)
+                }
+                "imageMinimumGCAge" => c.image_minimum_gc_age = self.duration(f, v),
+                "kubeAPIQPS" => c.kube_api_qps = self.get(f, v),
+                "kubeAPIBurst" => c.kube_api_burst = self.get(f, v),
+                "cgroupRoot" => c.cgroup_root = self.get(f, v),
+                "cgroupDriver" => c.cgroup_driver = self.cgroup_driver(v),
+                "containerRuntimeEndpoint" => c.container_runtime_endpoint = self.get(f, v),
+                "logging" => c.verbosity = self.logging(v),
+                "nodeStatusUpdateFrequency" => c.node_status_update_frequency = self.duration(f, v),
+                "nodeStatusReportFrequency" => c.node_status_report_frequency = self.duration(f, v),
+                "kubeReserved" => c.kube_reserved = self.pairs(f, v, "=", node::parse_reserved),
+                "systemReserved" => c.system_reserved = self.pairs(f, v, "=", node::parse_reserved),
+                "evictionHard" => {
+                    c.eviction_hard = self.pairs(f, v, "<", node::parse_eviction_hard)
+                }
+                "nodeLabels" => c.node_labels = self.pairs(f, v, "=", node::parse_node_labels),
+                "registerWithTaints" => c.register_with_taints = self.taints(v),
+                _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
+                _ => self.push(f, ProblemKind::Unknown),
+            }
+        }
+        self.cross_checks(&c);
+        c
+    }
+
+    fn type_meta(&mut self, map: &Mapping) {
+        let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+        match text("apiVersion") {
+            Some(v) if v == API_VERSION => {}
+            Some(v) => self.bad("apiVersion", format!("{v:?} is not {API_VERSION:?}")),
+            None => self.bad("apiVersion", format!("missing (expected {API_VERSION:?})")),
+        }
+        match text("kind") {
+            Some(v) if v == KIND => {}
+            Some(v) => self.bad("kind", format!("{v:?} is not {KIND:?}")),
+            None => self.bad("kind", format!("missing (expected {KIND:?})")),
+        }
+    }
+
+    fn authentication(&mut self, value: &Value, c: &mut KubeletConfiguration) {
+        for (name, v) in self.fields("authentication", value) {
+            let field = format!("authentication.{name}");
+            match name.as_str() {
+                "x509" => {
+                    for (inner, v) in self.fields(&field, v) {
+                        let field = format!("{field}.{inner}");
+                        match inner.as_str() {
+                            "clientCAFile" => c.client_ca_file = self.get(&field, v),
+                            _ => self.push(&field, ProblemKind::Unknown),
+                        }
+                    }
+                }
+                "anonymous" => {
+                    for (inner, v) in self.fields(&field, v) {
+                        let field = format!("{field}.{inner}");
+                        match inner.as_str() {
+                            "enabled" => c.anonymous_auth = self.get(&field, v),
+                            _ => self.push(&field, ProblemKind::Unknown),
+                        }
+                    }
+                }
+                "webhook" => self.token_webhook(&field, v),
+                _ => self.push(&field, ProblemKind::Unknown),
+            }
+        }
+    }
+
+    /// litelet always checks bearer tokens with a TokenReview (given an API server), as
+    /// upstream does by default: `enabled: true` is accepted, nothing else is settable.
+    fn token_webhook(&mut self, prefix: &str, value: &Value) {
+        for (inner, v) in self.fields(prefix, value) {
+            let field = format!("{prefix}.{inner}");
+            match inner.as_str() {
+                "enabled" => {
+                    if self.get::<bool>(&field, v) == Some(false) {
+                        self.bad(
+                            &field,
+                            "false is not supported: litelet always authenticates bearer \
+                             tokens with a TokenReview"
+                                .into(),
+                        );
+                    }
+                }
+                "cacheTTL" => self.push(&field, ProblemKind::Unsupported),
+                _ => self.push(&field, ProblemKind::Unknown),
+            }
+        }
+    }
+
+    fn authorization(&mut self, value: &Value) -> Option<AuthorizationMode> {
+        let mut mode = None;
+        for (name, v) in self.fields("authorization", value) {
+            let field = format!("authorization.{name}");
+            match name.as_str() {
+                "mode" => {
+                    let Some(text) = self.get::<String>(&field, v) else {
+                        continue;
+                    };
+                    match <AuthorizationMode as clap::ValueEnum>::from_str(&text, false) {
+                        Ok(m) => mode = Some(m),
+                        Err(_) => self.bad(
+                            &field,
+                            format!("{text:?} is not one of \"Webhook\", \"AlwaysAllow\""),
+                        ),
+                    }
+                }
+                "webhook" => self.push(&field, ProblemKind::Unsupported),
+                _ => self.push(&field, ProblemKind::Unknown),
+            }
+        }
+        mode
+    }
+
+    fn logging(&mut self, value: &Value) -> Option<u8> {
+        let mut verbosity = None;
+        for (name, v) in self.fields("logging", value) {
+            let field = format!("logging.{name}");
+            match name.as_str() {
+                "verbosity" => verbosity = self.get(&field, v),
+                "format" | "flushFrequency" | "vmodule" | "options" => {
+                    self.push(&field, ProblemKind::Unsupported)
+                }
+                _ => self.push(&field, ProblemKind::Unknown),
+            }
+        }
+        verbosity
+    }
+
+    /// A map field as the matching flag's `key<sep>value,...` text, checked by `check`.
+    fn pairs<T, E: fmt::Display>(
+        &mut self,
+        field: &str,
+        value: &Value,
+        sep: &str,
+        check: fn(&str) -> Result<T, E>,
+    ) -> Option<String> {
+        let map: BTreeMap<String, String> = self.get(field, value)?;
+        let items: Vec<String> = map.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect();
+        self.checked(field, items.join(","), check)
+    }
+
+    fn taints(&mut self, value: &Value) -> Option<String> {
+        let field = "registerWithTaints";
+        let taints: Vec<TaintField> = self.get(field, value)?;
+        let items: Vec<String> = taints
+            .iter()
+            .map(|t| match &t.value {
+                Some(v) => format!("{}={v}:{}", t.key, t.effect),
+                None => format!("{}:{}", t.key, t.effect),
+            })
+            .collect();
+        self.checked(field, items.join(","), node::parse_taints)
+    }
+
+    fn checked<T, E: fmt::Display>(
+        &mut self,
+        field: &str,
+        text: String,
+        check: fn(&str) -> Result<T, E>,
+    ) -> Option<String> {
+        match check(&text) {
+            Ok(_) => Some(text),
+            Err(err) => {
+                self.bad(field, err.to_string());
+                None
+            }
+        }
+    }
+
+    fn cgroup_driver(&mut self, value: &Value) -> Option<String> {
+        let driver: String = self.get("cgroupDriver", value)?;
+        if driver == "cgroupfs" {
+            return Some(driver);
+        }
+        self.bad(
+            "cgroupDriver",
+            format!(
+                "{driver:?} is not supported: litelet writes cgroupfs itself, so only \
+                 \"cgroupfs\" works (configure the runtime with SystemdCgroup = false)"
+            ),
+        );
+        None
+    }
+
+    fn cross_checks(&mut self, c: &KubeletConfiguration) {
+        if c.kube_api_qps.is_some_and(|q| !q.is_finite() || q < 0.0) {
+            self.bad("kubeAPIQPS", "must be a non-negative number".into());
+        }
+    }
+}
+
+impl KubeletConfiguration {
+    /// Writes every value of the file into `flags` unless `explicit(id)` says the
+    /// command line set that flag (`id` is the clap argument id).
+    pub fn apply(self, flags: &mut Flags, explicit: impl Fn(&str) -> bool) {
+        macro_rules! set {
+            ($id:literal, $value:expr => $($target:tt)+) => {
+                if let Some(value) = $value {
+                    if !explicit($id) {
+                        $($target)+ = value;
+                    }
+                }
+            };
+        }
+        set!("pod_manifest_path", self.static_pod_path.map(Some) => flags.pod_manifest_path);
+        set!("sync_frequency", self.sync_frequency => flags.sync_frequency);
+        set!("file_check_frequency", self.file_check_frequency => flags.file_check_frequency);
+        set!("address", self.address => flags.address);
+        set!("port", self.port => flags.port);
+        set!("healthz_port", self.healthz_port => flags.healthz_port);
+        set!("healthz_bind_address", self.healthz_bind_address => flags.healthz_bind_address);
+        set!("tls_cert_file", self.tls_cert_file.map(Some) => flags.tls_cert_file);
+        set!("tls_private_key_file", self.tls_private_key_file.map(Some) => flags.tls_private_key_file);
+        set!("client_ca_file", self.client_ca_file.map(Some) => flags.client_ca_file);
+        set!("anonymous_auth", self.anonymous_auth => flags.anonymous_auth);
+        set!("authorization_mode", self.authorization_mode => flags.authorization_mode);
+        let dns = self
+            .cluster_dns
+            .map(|ips| ips.iter().map(IpAddr::to_string).collect::<Vec<_>>());
+        set!("cluster_dns", dns => flags.cluster_dns);
+        set!("cluster_domain", self.cluster_domain => flags.cluster_domain);
+        set!("resolv_conf", self.resolv_conf => flags.resolv_conf);
+        set!("max_pods", self.max_pods => flags.max_pods);
+        set!("pod_logs_dir", self.pod_logs_dir => flags.pod_logs_dir);
+        set!("runtime_request_timeout", self.runtime_request_timeout
+            => flags.runtime.runtime_request_timeout);
+        set!("image_gc_high_threshold", self.image_gc_high_threshold_percent
+            => flags.image_gc_high_threshold);
+        set!("image_gc_low_threshold", self.image_gc_low_threshold_percent
+            => flags.image_gc_low_threshold);
+        set!("minimum_image_ttl_duration", self.image_minimum_gc_age
+            => flags.minimum_image_ttl_duration);
+        set!("kube_api_qps", self.kube_api_qps => flags.kube_api_qps);
+        set!("kube_api_burst", self.kube_api_burst => flags.kube_api_burst);
+        set!("cgroup_root", self.cgroup_root => flags.cgroup_root);
+        // The file accepts only "cgroupfs" (checked when read).
+        set!("cgroup_driver", self.cgroup_driver.map(|_| crate::config::CgroupDriver::Cgroupfs) => flags.cgroup_driver);
+        set!("container_runtime_endpoint", self.container_runtime_endpoint
+            => flags.runtime.container_runtime_endpoint);
+        set!("verbosity", self.verbosity => flags.verbosity);
+        set!("node_status_update_frequency", self.node_status_update_frequency
+            => flags.node_status_update_frequency);
+        // No flag; upstream defaults it to an explicitly set update frequency.
+        let update_set = self.node_status_update_frequency.is_some();
+        if let Some(report) = self
+            .node_status_report_frequency
+            .or(update_set.then_some(flags.node_status_update_frequency))
+        {
+            flags.node_status_report_frequency = report;
+        }
+        set!("kube_reserved", self.kube_reserved.map(Some) => flags.kube_reserved);
+        set!("system_reserved", self.system_reserved.map(Some) => flags.system_reserved);
+        set!("eviction_hard", self.eviction_hard.map(Some) => flags.eviction_hard);
+        set!("register_with_taints", self.register_with_taints.map(Some)
+            => flags.register_with_taints);
+        set!("node_labels", self.node_labels.map(Some) => flags.node_labels);
+    }
+}
+
+/// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
+pub const APPLIED_IDS: &[&str] = &[
+    "pod_manifest_path",
+    "sync_frequency",
+    "file_check_frequency",
+    "address",
+    "port",
+    "healthz_port",
+    "healthz_bind_address",
+    "tls_cert_file",
+    "tls_private_key_file",
+    "client_ca_file",
+    "anonymous_auth",
+    "authorization_mode",
+    "cluster_dns",
+    "cluster_domain",
+    "resolv_conf",
+    "max_pods",
+    "pod_logs_dir",
+    "runtime_request_timeout",
+    "image_gc_high_threshold",
+    "image_gc_low_threshold",
+    "minimum_image_ttl_duration",
+    "kube_api_qps",
+    "kube_api_burst",
+    "cgroup_root",
+    "cgroup_driver",
+    "container_runtime_endpoint",
+    "verbosity",
+    "node_status_update_frequency",
+    "kube_reserved",
+    "system_reserved",
+    "eviction_hard",
+    "register_with_taints",
+    "node_labels",
+];
+
+/// Top-level fields of upstream's KubeletConfiguration v1beta1 (Kubernetes 1.36), used
+/// to tell "not supported by litelet" from "unknown field".
+const UPSTREAM_FIELDS: &[&str] = &[
+    "enableServer",
+    "staticPodPath",
+    "podLogsDir",
+    "syncFrequency",
+    "fileCheckFrequency",
+    "httpCheckFrequency",
+    "staticPodURL",
+    "staticPodURLHeader",
+    "address",
+    "port",
+    "readOnlyPort",
+    "tlsCertFile",
+    "tlsPrivateKeyFile",
+    "tlsCipherSuites",
+    "tlsCurvePreferences",
+    "tlsMinVersion",
+    "rotateCertificates",
+    "serverTLSBootstrap",
+    "authentication",
+    "authorization",
+    "registryPullQPS",
+    "registryBurst",
+    "imagePullCredentialsVerificationPolicy",
+    "preloadedImagesVerificationAllowlist",
+    "eventRecordQPS",
+    "eventBurst",
+    "enableDebuggingHandlers",
+    "enableContentionProfiling",
+    "healthzPort",
+    "healthzBindAddress",
+    "oomScoreAdj",
+    "clusterDomain",
+    "clusterDNS",
+    "streamingConnectionIdleTimeout",
+    "nodeStatusUpdateFrequency",
+    "nodeStatusReportFrequency",
+    "nodeLeaseDurationSeconds",
+    "imageMinimumGCAge",
+    "imageMaximumGCAge",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "volumeStatsAggPeriod",
+    "kubeletCgroups",
+    "systemCgroups",
+    "cgroupRoot",
+    "cgroupsPerQOS",
+    "cgroupDriver",
+    "cpuManagerPolicy",
+    "singleProcessOOMKill",
+    "cpuManagerPolicyOptions",
+    "cpuManagerReconcilePeriod",
+    "draManagerReconcilePeriod",
+    "memoryManagerPolicy",
+    "topologyManagerPolicy",
+    "topologyManagerScope",
+    "topologyManagerPolicyOptions",
+    "qosReserved",
+    "runtimeRequestTimeout",
+    "hairpinMode",
+    "maxPods",
+    "podCIDR",
+    "podPidsLimit",
+    "resolvConf",
+    "runOnce",
+    "cpuCFSQuota",
+    "cpuCFSQuotaPeriod",
+    "nodeStatusMaxImages",
+    "maxOpenFiles",
+    "contentType",
+    "kubeAPIQPS",
+    "kubeAPIBurst",
+    "serializeImagePulls",
+    "maxParallelImagePulls",
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionPressureTransitionPeriod",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "mergeDefaultEvictionSettings",
+    "podsPerCore",
+    "enableControllerAttachDetach",
+    "protectKernelDefaults",
+    "makeIPTablesUtilChains",
+    "iptablesMasqueradeBit",
+    "iptablesDropBit",
+    "featureGates",
+    "failSwapOn",
+    "memorySwap",
+    "containerLogMaxSize",
+    "containerLogMaxFiles",
+    "containerLogMaxWorkers",
+    "containerLogMonitorInterval",
+    "configMapAndSecretChangeDetectionStrategy",
+    "systemReserved",
+    "kubeReserved",
+    "reservedSystemCPUs",
+    "showHiddenMetricsForVersion",
+    "systemReservedCgroup",
+    "kubeReservedCgroup",
+    "enforceNodeAllocatable",
+    "allowedUnsafeSysctls",
+    "volumePluginDir",
+    "providerID",
+    "kernelMemcgNotification",
+    "logging",
+    "enableSystemLogHandler",
+    "enableSystemLogQuery",
+    "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods",
+    "shutdownGracePeriodByPodPriority",
+    "crashLoopBackOff",
+    "reservedMemory",
+    "enableProfilingHandler",
+    "enableDebugFlagsHandler",
+    "seccompDefault",
+    "memoryThrottlingFactor",
+    "memoryReservationPolicy",
+    "registerWithTaints",
+    "registerNode",
+    "tracing",
+    "localStorageCapacityIsolation",
+    "containerRuntimeEndpoint",
+    "imageServiceEndpoint",
+    "failCgroupV1",
+    "userNamespaces",
+];
+
+#[cfg(test)]
+mod tests;

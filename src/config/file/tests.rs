@@ -1,0 +1,437 @@
+use std::io::Write;
+
+use clap::CommandFactory;
+
+use super::*;
+use crate::config::LoadError;
+
+const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+
+fn parse_text(body: &str) -> Result<KubeletConfiguration, ConfigFileError> {
+    parse(&format!("{HEADER}{body}"), Path::new("test.yaml"))
+}
+
+fn problems(body: &str) -> Vec<Problem> {
+    match parse_text(body) {
+        Err(ConfigFileError::Invalid { problems, .. }) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+fn problem(field: &str, kind: ProblemKind) -> Problem {
+    Problem {
+        field: field.into(),
+        kind,
+    }
+}
+
+fn temp_config(body: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    write!(file, "{HEADER}{body}").unwrap();
+    file
+}
+
+fn load_with(file: &tempfile::NamedTempFile, extra: &[&str]) -> Result<Flags, LoadError> {
+    let path = file.path().to_str().unwrap().to_owned();
+    let mut args = vec!["litelet", "--config", &path];
+    args.extend_from_slice(extra);
+    Flags::try_load_from(args)
+}
+
+#[test]
+fn good_file_reads_every_supported_field() {
+    let config = parse_text(
+        r#"
+staticPodPath: /etc/kubernetes/manifests
+syncFrequency: 30s
+fileCheckFrequency: 10s
+address: 192.0.2.10
+port: 10260
+healthzPort: 10258
+healthzBindAddress: 0.0.0.0
+tlsCertFile: /etc/litelet/tls.crt
+tlsPrivateKeyFile: /etc/litelet/tls.key
+authentication:
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+clusterDNS: [10.96.0.10, "fd00::a"]
+clusterDomain: edge.local
+resolvConf: /run/systemd/resolve/resolv.conf
+maxPods: 30
+podLogsDir: /srv/pod-logs
+runtimeRequestTimeout: 1m30s
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+imageMinimumGCAge: 5m
+kubeAPIQPS: 20
+kubeAPIBurst: 40
+cgroupRoot: /edge
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+logging:
+  verbosity: 3
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        config.static_pod_path.as_deref(),
+        Some(Path::new("/etc/kubernetes/manifests"))
+    );
+    assert_eq!(config.sync_frequency, Some(Duration::from_secs(30)));
+    assert_eq!(config.file_check_frequency, Some(Duration::from_secs(10)));
+    assert_eq!(config.address, Some("192.0.2.10".parse().unwrap()));
+    assert_eq!(config.port, Some(10260));
+    assert_eq!(config.healthz_port, Some(10258));
+    assert_eq!(
+        config.healthz_bind_address,
+        Some("0.0.0.0".parse().unwrap())
+    );
+    assert_eq!(
+        config.client_ca_file.as_deref(),
+        Some(Path::new("/etc/kubernetes/pki/ca.crt"))
+    );
+    assert_eq!(
+        config.cluster_dns,
+        Some(vec![
+            "10.96.0.10".parse().unwrap(),
+            "fd00::a".parse().unwrap()
+        ])
+    );
+    assert_eq!(config.max_pods, Some(30));
+    assert_eq!(
+        config.runtime_request_timeout,
+        Some(Duration::from_secs(90))
+    );
+    assert_eq!(config.image_gc_high_threshold_percent, Some(90));
+    assert_eq!(config.image_gc_low_threshold_percent, Some(70));
+    assert_eq!(config.image_minimum_gc_age, Some(Duration::from_secs(300)));
+    assert_eq!(config.kube_api_qps, Some(20.0));
+    assert_eq!(config.kube_api_burst, Some(40));
+    assert_eq!(config.cgroup_driver.as_deref(), Some("cgroupfs"));
+    assert_eq!(config.verbosity, Some(3));
+}
+
+#[test]
+fn json_and_nulls_are_read() {
+    let text = r#"{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                   "maxPods": 12, "staticPodPath": null}"#;
+    let config = parse(text, Path::new("c.json")).unwrap();
+    assert_eq!(config.max_pods, Some(12));
+    assert_eq!(config.static_pod_path, None);
+}
+
+#[test]
+fn unknown_and_unsupported_fields_are_all_named() {
+    let found = problems(
+        r#"
+maxPod: 10
+serializeImagePulls: false
+featureGates: {InPlacePodVerticalScaling: true}
+authentication:
+  webhook: {enabled: true, cacheTTL: 0s}
+  x509: {clientCAFile: /ca.crt, extra: 1}
+authorization: {mode: Webhook, webhook: {cacheAuthorizedTTL: 0s}}
+logging: {format: json}
+"#,
+    );
+    assert_eq!(
+        found,
+        vec![
+            problem("maxPod", ProblemKind::Unknown),
+            problem("serializeImagePulls", ProblemKind::Unsupported),
+            problem("featureGates", ProblemKind::Unsupported),
+            problem("authentication.webhook.cacheTTL", ProblemKind::Unsupported),
+            problem("authentication.x509.extra", ProblemKind::Unknown),
+            problem("authorization.webhook", ProblemKind::Unsupported),
+            problem("logging.format", ProblemKind::Unsupported),
+        ]
+    );
+    let err = parse_text("maxPod: 10\nserializeImagePulls: false\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "config file test.yaml: maxPod: unknown field (not in KubeletConfiguration \
+         kubelet.config.k8s.io/v1beta1); serializeImagePulls: not supported by litelet"
+    );
+}
+
+#[test]
+fn bad_values_name_their_fields() {
+    let found = problems(
+        "syncFrequency: 10 minutes\nmaxPods: many\nimageGCHighThresholdPercent: 120\n\
+         clusterDNS: [not-an-ip]\nkubeAPIQPS: -1\n",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "syncFrequency",
+            "maxPods",
+            "imageGCHighThresholdPercent",
+            "clusterDNS",
+            "kubeAPIQPS"
+        ]
+    );
+    assert!(
+        found[0].to_string().contains("invalid duration"),
+        "{}",
+        found[0]
+    );
+    assert!(found[2].to_string().contains("120"), "{}", found[2]);
+}
+
+#[test]
+fn only_the_cgroupfs_driver_is_accepted() {
+    let found = problems("cgroupDriver: systemd\n");
+    assert_eq!(found.len(), 1);
+    let text = found[0].to_string();
+    assert!(
+        text.starts_with("cgroupDriver: \"systemd\" is not supported"),
+        "{text}"
+    );
+    assert!(parse_text("cgroupDriver: cgroupfs\n").is_ok());
+}
+
+#[test]
+fn type_meta_is_required() {
+    let err = parse("maxPods: 3\n", Path::new("c.yaml")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("apiVersion: missing"), "{text}");
+    assert!(text.contains("kind: missing"), "{text}");
+    let err = parse(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n",
+        Path::new("c.yaml"),
+    )
+    .unwrap_err();
+    assert!(err
+        .to_string()
+        .contains("is not \"kubelet.config.k8s.io/v1beta1\""));
+    assert!(matches!(
+        parse("[1, 2]", Path::new("c.yaml")),
+        Err(ConfigFileError::Invalid { .. })
+    ));
+    assert!(matches!(
+        parse("a: [", Path::new("c.yaml")),
+        Err(ConfigFileError::Syntax { .. })
+    ));
+}
+
+#[test]
+fn file_values_fill_unset_flags() {
+    let file = temp_config(
+        "maxPods: 17\nsyncFrequency: 5s\nclusterDNS: [10.0.0.10]\n\
+         containerRuntimeEndpoint: unix:///run/crio/crio.sock\nlogging: {verbosity: 4}\n\
+         staticPodPath: /manifests\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(flags.max_pods, 17);
+    assert_eq!(flags.sync_frequency, Duration::from_secs(5));
+    assert_eq!(flags.cluster_dns, ["10.0.0.10"]);
+    assert_eq!(
+        flags.runtime.container_runtime_endpoint,
+        "unix:///run/crio/crio.sock"
+    );
+    assert_eq!(flags.verbosity, 4);
+    assert_eq!(
+        flags.pod_manifest_path.as_deref(),
+        Some(Path::new("/manifests"))
+    );
+    // Untouched by the file: the flag defaults.
+    assert_eq!(flags.port, 10250);
+    assert_eq!(flags.cluster_domain, "cluster.local");
+}
+
+#[test]
+fn flags_override_the_file() {
+    let file = temp_config(
+        "maxPods: 17\nsyncFrequency: 5s\nclusterDNS: [10.0.0.10]\nport: 11000\n\
+         runtimeRequestTimeout: 10s\n",
+    );
+    let flags = load_with(
+        &file,
+        &[
+            "--max-pods",
+            "5",
+            "--cluster-dns",
+            "10.9.9.9,10.9.9.8",
+            "--runtime-request-timeout",
+            "45s",
+            // Given explicitly with the default's value: still wins over the file.
+            "--sync-frequency",
+            "1m0s",
+        ],
+    )
+    .unwrap();
+    assert_eq!(flags.max_pods, 5);
+    assert_eq!(flags.cluster_dns, ["10.9.9.9", "10.9.9.8"]);
+    assert_eq!(
+        flags.runtime.runtime_request_timeout,
+        Duration::from_secs(45)
+    );
+    assert_eq!(flags.sync_frequency, Duration::from_secs(60));
+    assert_eq!(flags.port, 11000, "not given on the command line");
+}
+
+#[test]
+fn merged_gc_thresholds_are_checked() {
+    let file = temp_config("imageGCLowThresholdPercent: 60\n");
+    let err = load_with(&file, &["--image-gc-high-threshold", "50"]).unwrap_err();
+    assert!(matches!(err, LoadError::Invalid(_)), "{err}");
+    assert!(load_with(&file, &[]).is_ok());
+}
+
+#[test]
+fn a_bad_file_stops_loading() {
+    let file = temp_config("cgroupDriver: systemd\n");
+    assert!(matches!(load_with(&file, &[]), Err(LoadError::File(_))));
+    let missing = Flags::try_load_from(["litelet", "--config", "/nonexistent/litelet.yaml"]);
+    assert!(matches!(
+        missing,
+        Err(LoadError::File(ConfigFileError::Read { .. }))
+    ));
+}
+
+#[test]
+fn applied_ids_are_flag_ids() {
+    let command = Flags::command();
+    let ids: Vec<&str> = command
+        .get_arguments()
+        .map(|a| a.get_id().as_str())
+        .collect();
+    for id in APPLIED_IDS {
+        assert!(ids.contains(id), "{id} is not an argument of Flags");
+    }
+}
+
+#[test]
+fn supported_fields_are_upstream_fields() {
+    for field in [
+        "staticPodPath",
+        "authentication",
+        "logging",
+        "cgroupDriver",
+        "containerRuntimeEndpoint",
+    ] {
+        assert!(UPSTREAM_FIELDS.contains(&field), "{field}");
+    }
+}
+
+#[test]
+fn the_packaged_config_file_is_valid() {
+    let text = include_str!("../../../packaging/config.yaml");
+    parse(text, Path::new("packaging/config.yaml")).unwrap();
+}
+
+#[test]
+fn node_fields_become_node_flags() {
+    let file = temp_config(
+        r#"
+nodeStatusUpdateFrequency: 20s
+kubeReserved: {cpu: 100m, memory: 200Mi}
+systemReserved: {memory: 100Mi}
+evictionHard: {memory.available: 150Mi}
+nodeLabels: {edge.example.com/site: north}
+registerWithTaints:
+  - {key: dedicated, value: edge, effect: NoSchedule}
+  - {key: gpu, effect: NoExecute}
+"#,
+    );
+    let flags = load_with(&file, &["--system-reserved", "cpu=50m"]).unwrap();
+    assert_eq!(flags.node_status_update_frequency, Duration::from_secs(20));
+    // Upstream: an explicit update frequency is also the report frequency's default.
+    assert_eq!(flags.node_status_report_frequency, Duration::from_secs(20));
+    assert_eq!(
+        flags.kube_reserved.as_deref(),
+        Some("cpu=100m,memory=200Mi")
+    );
+    assert_eq!(
+        flags.system_reserved.as_deref(),
+        Some("cpu=50m"),
+        "flag wins"
+    );
+    assert_eq!(
+        flags.eviction_hard.as_deref(),
+        Some("memory.available<150Mi")
+    );
+    assert_eq!(
+        flags.node_labels.as_deref(),
+        Some("edge.example.com/site=north")
+    );
+    assert_eq!(
+        flags.register_with_taints.as_deref(),
+        Some("dedicated=edge:NoSchedule,gpu:NoExecute")
+    );
+    let node = crate::node::config::NodeConfig::from_flags(&flags, Some("edge-1")).unwrap();
+    assert_eq!(node.register_with_taints.len(), 2);
+    assert_eq!(node.node_status_report_frequency, Duration::from_secs(20));
+}
+
+#[test]
+fn report_frequency_defaults_to_five_minutes() {
+    let file = temp_config("nodeStatusReportFrequency: 1m\n");
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(flags.node_status_report_frequency, Duration::from_secs(60));
+    let flags = Flags::try_load_from(["litelet"]).unwrap();
+    assert_eq!(flags.node_status_report_frequency, Duration::from_secs(300));
+}
+
+#[test]
+fn bad_node_fields_name_their_fields() {
+    let found = problems(
+        "evictionHard: {memory.free: 1Gi}\nkubeReserved: {cpu: lots}\n\
+         registerWithTaints: [{key: a, effect: Sometimes}]\n\
+         nodeLabels: {node-role.kubernetes.io/master: \"\"}\n",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "evictionHard",
+            "kubeReserved",
+            "registerWithTaints",
+            "nodeLabels"
+        ]
+    );
+}
+
+#[test]
+fn the_packaged_examples_are_valid_when_uncommented() {
+    let text = include_str!("../../../packaging/config.yaml");
+    // Examples are `#key: value` or `#  nested`; prose comments are `# text`.
+    let uncommented: Vec<&str> = text
+        .lines()
+        .map(|line| match line.strip_prefix('#') {
+            Some(rest)
+                if rest.starts_with("  ") || rest.starts_with(|c: char| !c.is_whitespace()) =>
+            {
+                rest
+            }
+            _ => line,
+        })
+        .collect();
+    let config = parse(&uncommented.join("\n"), Path::new("config.yaml")).unwrap();
+    assert_eq!(config.max_pods, Some(110));
+    assert_eq!(config.cluster_dns.map(|d| d.len()), Some(1));
+    assert!(config.register_with_taints.is_some());
+    assert!(config.client_ca_file.is_some());
+    assert_eq!(config.verbosity, Some(0));
+}
+
+#[test]
+fn node_server_auth_fields() {
+    let file = temp_config(
+        "authentication:\n  anonymous: {enabled: true}\n  webhook: {enabled: true}\n\
+         authorization: {mode: AlwaysAllow}\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    assert!(flags.anonymous_auth);
+    assert_eq!(flags.authorization_mode, AuthorizationMode::AlwaysAllow);
+    let flags = load_with(&file, &["--anonymous-auth=false"]).unwrap();
+    assert!(!flags.anonymous_auth, "an explicit false flag wins");
+    let found =
+        problems("authentication: {webhook: {enabled: false}}\nauthorization: {mode: RBAC}\n");
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["authentication.webhook.enabled", "authorization.mode"]
+    );
+}

@@ -1,0 +1,102 @@
+//! Keeps the packaging files in step with the binary: the man page documents every
+//! flag `litelet --help` shows, the systemd unit starts the packaged binary with the
+//! packaged config, and the packaged config file is one litelet accepts.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+fn litelet(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_litelet"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run litelet")
+}
+
+/// Long flags (`--name`) in a help text.
+fn long_flags(help: &str) -> BTreeSet<String> {
+    help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
+        .filter_map(|word| word.strip_prefix("--"))
+        .map(|name| name.split(['=', '<']).next().unwrap_or(name))
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn man_page_documents_every_flag() {
+    let man = repo_file("packaging/litelet.1");
+    let mut flags = BTreeSet::new();
+    for args in [
+        &["--help"][..],
+        &["runtime-info", "--help"],
+        &["ps", "--help"],
+    ] {
+        let out = litelet(args);
+        assert!(out.status.success(), "litelet {args:?} failed");
+        flags.extend(long_flags(&String::from_utf8_lossy(&out.stdout)));
+    }
+    assert!(flags.contains("pod-manifest-path"), "{flags:?}");
+    let missing: Vec<&String> = flags
+        .iter()
+        .filter(|flag| !man.contains(&format!("\\-\\-{}", flag.replace('-', "\\-"))))
+        .collect();
+    assert!(missing.is_empty(), "packaging/litelet.1 lacks {missing:?}");
+}
+
+#[test]
+fn version_matches_the_package_version() {
+    let out = litelet(&["--version"]);
+    assert!(out.status.success());
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        version.trim(),
+        format!("litelet {}", env!("CARGO_PKG_VERSION"))
+    );
+    let changelog = repo_file("packaging/changelog");
+    let first = changelog.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("litelet ({}-", env!("CARGO_PKG_VERSION"))),
+        "packaging/changelog starts with {first:?}"
+    );
+}
+
+#[test]
+fn unit_starts_the_packaged_binary_after_the_runtime() {
+    let unit = repo_file("packaging/litelet.service");
+    let lines: Vec<&str> = unit.lines().map(str::trim).collect();
+    let has = |line: &str| lines.contains(&line);
+    assert!(has(
+        "ExecStart=/usr/bin/litelet --config /etc/litelet/config.yaml $LITELET_ARGS"
+    ));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("After=") && l.contains("containerd.service")));
+    assert!(has("Restart=always"));
+    assert!(has("EnvironmentFile=-/etc/default/litelet"));
+    assert!(has("WantedBy=multi-user.target"));
+}
+
+#[test]
+fn a_bad_config_file_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         cgroupDriver: systemd\nserializeImagePulls: false\nmaxPod: 3\n",
+    )
+    .unwrap();
+    let out = litelet(&["--config", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for field in ["cgroupDriver", "serializeImagePulls", "maxPod"] {
+        assert!(err.contains(field), "{err}");
+    }
+}
