@@ -31,7 +31,7 @@ mod updater;
 
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::{select_biased, Receiver};
 
 use crate::api::ApiClient;
 use crate::events::Recorder;
@@ -69,7 +69,10 @@ pub fn start(
     let lease_client = client.with_own_connections();
     let (refs_tx, refs_rx) = crossbeam_channel::unbounded();
     let (resync_tx, resync_rx) = crossbeam_channel::bounded(1);
+    // Disconnected once both threads have ended (each holds a sender): only then is
+    // nobody left whose connections the stopper must close.
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let lease_done = done_tx.clone();
 
     let stop = (node_client.clone(), lease_client.clone(), shutdown.clone());
     std::thread::Builder::new()
@@ -77,7 +80,8 @@ pub fn start(
         .stack_size(128 * 1024)
         .spawn(move || {
             let (a, b, shutdown) = stop;
-            select! {
+            // Biased: when shutdown and "done" are both ready, closing must win.
+            select_biased! {
                 recv(shutdown) -> _ => {
                     a.close_connections();
                     b.close_connections();
@@ -96,7 +100,10 @@ pub fn start(
     let lease = std::thread::Builder::new()
         .name("lease".into())
         .stack_size(256 * 1024)
-        .spawn(move || keeper.run())?;
+        .spawn(move || {
+            let _done = lease_done;
+            keeper.run();
+        })?;
 
     let updater = updater::Updater {
         client: node_client,
