@@ -5,7 +5,7 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: all deps build release test lint lint-if-available fmt clean demo \
-	static deb rpm package-check package-check-if-enabled
+	static deb rpm package-check package-check-if-enabled bench
 
 all: build
 
@@ -35,6 +35,12 @@ package-check-if-enabled:
 	@if [ "$$PACKAGING" = 1 ]; then \
 		$(MAKE) --no-print-directory package-check; \
 	else echo "make test: package checks skipped (set PACKAGING=1)"; fi
+
+# Benchmarks (issue 11): the release binary against the fake CRI and API server (and
+# a private containerd as root); prints a table, writes bench-results.json. About 12
+# minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
+bench: deps
+	$(CARGO) bench --bench litelet -- $(ONLY)
 
 # A static x86_64 binary (glibc static-pie, stripped) in
 # $(CARGO_TARGET_DIR)/x86_64-unknown-linux-gnu/dist/litelet; file and ldd checked.

@@ -361,6 +361,8 @@ impl Kubelet {
         // RESIZE: the whole batch is one admission against resize admissions.
         let resize = self.resize.clone();
         let _admission = resize.as_ref().map(|r| r.admission_lock());
+        let mut allocations_changed = false;
+        let batch = pods.len();
         for pod in pods {
             let existing: Vec<Pod> = self.pods.pods().cloned().collect();
             crate::metrics::pod_seen(pod.uid(), Instant::now());
@@ -387,12 +389,19 @@ impl Kubelet {
                     self.reject_pod(&pod, &rejection);
                     continue;
                 }
-                if let Some(Err(err)) = resize.as_ref().map(|r| r.record_admitted(&wanted)) {
-                    log::error!("pod {}: {err}", pod.full_name());
+                if let Some(r) = &resize {
+                    allocations_changed |= r.note_admitted(&wanted);
                 }
             }
             let mirror = self.pods.mirror_of(&pod).cloned();
             self.update(UpdateType::Create, pod, mirror);
+        }
+        // One checkpoint write for the batch, before the lock (which the new pods'
+        // workers wait on) is released.
+        if let (Some(r), true) = (&resize, allocations_changed) {
+            if let Err(err) = r.store_allocations() {
+                log::error!("allocation checkpoint after admitting {batch} pods: {err}");
+            }
         }
     }
 

@@ -116,8 +116,6 @@ struct Inner {
     cache: PodStatusCache,
     recorder: Recorder,
     timings: WorkerTimings,
-    /// Instants before this count as "never synced" for the status cache.
-    epoch: Instant,
     live_threads: AtomicUsize,
 }
 
@@ -167,7 +165,6 @@ impl PodWorkers {
                 cache,
                 recorder,
                 timings,
-                epoch: Instant::now(),
                 live_threads: AtomicUsize::new(0),
             }),
         }

@@ -133,11 +133,12 @@ impl PodWorkers {
         pod: &Pod,
         last_sync: Option<Instant>,
     ) -> Result<PodRuntimeStatus, SyncError> {
-        let min = last_sync.unwrap_or(self.inner.epoch);
+        // A worker's first sync takes any status from a relist (upstream reads with a
+        // zero time); later ones need a status taken after their last sync.
         let cached = self
             .inner
             .cache
-            .get_newer_than(pod.uid(), min, self.inner.timings.status_wait)
+            .get_newer_than(pod.uid(), last_sync, self.inner.timings.status_wait)
             .ok_or_else(|| SyncError::Other("timed out waiting for a fresh pod status".into()));
         let failure = |err: String| {
             let message = format!("error determining status: {err}");

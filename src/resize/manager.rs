@@ -2,7 +2,8 @@
 //! `handlePodResourcesResize`) and the two resize conditions of each pod.
 //!
 //! Threads: the sync loop thread admits new pods ([`ResizeManager::admission_lock`],
-//! [`ResizeManager::allocated_pod`], [`ResizeManager::record_admitted`]), asks which
+//! [`ResizeManager::allocated_pod`], [`ResizeManager::note_admitted`] per pod, then
+//! [`ResizeManager::store_allocations`] once per batch), asks which
 //! Deferred resizes to retry ([`ResizeManager::take_retries`]) and prunes forgotten
 //! pods ([`ResizeManager::retain`]); pod worker threads admit resizes
 //! ([`ResizeManager::sync`]), report how actuation went ([`ResizeManager::observe`]),
@@ -228,6 +229,18 @@ impl ResizeManager {
     /// Records that `allocated` (a pod at its allocated resources) was admitted: its
     /// allocation is checkpointed if new or changed. Call with the admission lock held.
     pub fn record_admitted(&self, allocated: &Pod) -> Result<(), CheckpointError> {
+        if self.note_admitted(allocated) {
+            self.store_allocations()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Records an admission in memory only; true when the checkpoint must be written
+    /// ([`store_allocations`](Self::store_allocations), once for a whole batch of
+    /// additions: one fsync instead of one per pod). Call with the admission lock held
+    /// until the store, so no pod worker syncs a pod whose allocation is not on disk.
+    pub fn note_admitted(&self, allocated: &Pod) -> bool {
         let allocation = PodAllocation::of(allocated);
         let mut state = self.state();
         let entry = state.pods.entry(allocated.uid().to_owned()).or_default();
@@ -237,16 +250,18 @@ impl ResizeManager {
             .as_ref()
             .is_some_and(|a| a.same(&allocation))
         {
-            return Ok(());
+            return false;
         }
-        let previous = entry.allocation.replace(allocation);
-        let stored = self.store(&state);
-        if stored.is_err() {
-            if let Some(entry) = state.pods.get_mut(allocated.uid()) {
-                entry.allocation = previous;
-            }
-        }
-        stored
+        entry.allocation = Some(allocation);
+        true
+    }
+
+    /// Writes every allocation to the checkpoint. On failure the allocations stay in
+    /// memory (the pods run at them) and the next write carries them; a newly admitted
+    /// pod's allocation is its spec, which is also what a restart without it assumes.
+    pub fn store_allocations(&self) -> Result<(), CheckpointError> {
+        let state = self.state();
+        self.store(&state)
     }
 
     /// Resize admission for a pod about to be synced (upstream

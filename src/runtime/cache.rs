@@ -96,18 +96,22 @@ impl PodStatusCache {
         }
     }
 
-    fn fresh_enough(inner: &Inner, uid: &str, min: Instant) -> bool {
-        let pod_fresh = inner.pods.get(uid).is_some_and(|e| e.modified >= min);
-        let global_fresh = inner.global.is_some_and(|g| g >= min);
+    /// With no `min` (a worker's first sync) any real status will do: the pod's own
+    /// entry, or any relist having happened.
+    fn fresh_enough(inner: &Inner, uid: &str, min: Option<Instant>) -> bool {
+        let newer = |t: Instant| min.is_none_or(|min| t >= min);
+        let pod_fresh = inner.pods.get(uid).is_some_and(|e| newer(e.modified));
+        let global_fresh = inner.global.is_some_and(newer);
         pod_fresh || global_fresh
     }
 
-    /// Waits until the cache holds a status of `uid` taken at or after `min`, or until
-    /// `timeout` passes (then returns what it has, with `None` as the marker).
+    /// Waits until the cache holds a status of `uid` taken at or after `min` (or any
+    /// status when `min` is None), or until `timeout` passes (then returns what it
+    /// has, with `None` as the marker).
     pub fn get_newer_than(
         &self,
         uid: &str,
-        min: Instant,
+        min: Option<Instant>,
         timeout: Duration,
     ) -> Option<CachedStatus> {
         let deadline = Instant::now() + timeout;
@@ -168,7 +172,7 @@ mod tests {
         cache.set("a", Ok(status("a", "first")), old);
         let min = old + Duration::from_millis(1);
         assert!(cache
-            .get_newer_than("a", min, Duration::from_millis(10))
+            .get_newer_than("a", Some(min), Duration::from_millis(10))
             .is_none());
 
         let writer = cache.clone();
@@ -181,10 +185,24 @@ mod tests {
             );
         });
         let got = cache
-            .get_newer_than("a", min, Duration::from_secs(10))
+            .get_newer_than("a", Some(min), Duration::from_secs(10))
             .expect("a newer status arrives");
         assert_eq!(got.status.unwrap().name, "second");
         handle.join().unwrap();
+    }
+
+    #[test]
+    fn a_first_sync_takes_any_relist_but_waits_for_one() {
+        let cache = PodStatusCache::new();
+        // No relist yet: nothing to decide on.
+        assert!(cache
+            .get_newer_than("a", None, Duration::from_millis(10))
+            .is_none());
+        // A relist that happened before the reader arrived is good enough: upstream's
+        // first sync reads with a zero time, so a new pod never waits a relist period.
+        cache.update_time(Instant::now());
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(cache.get_newer_than("a", None, Duration::ZERO).is_some());
     }
 
     #[test]
@@ -193,7 +211,7 @@ mod tests {
         let min = Instant::now();
         cache.update_time(min + Duration::from_millis(1));
         assert!(cache
-            .get_newer_than("gone", min, Duration::from_millis(10))
+            .get_newer_than("gone", Some(min), Duration::from_millis(10))
             .is_some());
     }
 

@@ -244,3 +244,31 @@ fn a_damaged_checkpoint_is_reported_and_set_aside() {
     assert!(matches!(problem, Some(CheckpointError::Corrupt { .. })));
     assert!(m.allocation("a").is_none());
 }
+
+#[test]
+fn a_batch_of_admissions_reaches_the_checkpoint_in_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    assert!(m.note_admitted(&pod("a", "100m", 1)));
+    assert!(m.note_admitted(&pod("b", "200m", 1)));
+    // The same allocation again needs no write.
+    assert!(!m.note_admitted(&pod("a", "100m", 1)));
+    // Not on disk until the batch is stored: a restart now would know neither pod.
+    assert!(open(dir.path()).allocation("a").is_none());
+    m.store_allocations().unwrap();
+    let restarted = open(dir.path());
+    assert_eq!(
+        cpu_of(&allocated_pod(
+            &pod("a", "1", 1),
+            &restarted.allocation("a").unwrap()
+        )),
+        "100m"
+    );
+    assert_eq!(
+        cpu_of(&allocated_pod(
+            &pod("b", "1", 1),
+            &restarted.allocation("b").unwrap()
+        )),
+        "200m"
+    );
+}

@@ -37,7 +37,7 @@ use litelet::api::{ApiClient, ClientConfig, RetryPolicy};
 use serde_json::{json, Value};
 
 use server::{lock, Shared};
-pub use store::{DeleteOpts, Failure};
+pub use store::{DeleteOpts, Failure, WatchMsg};
 pub use tls::TlsFiles;
 pub use token::IssuedToken;
 
@@ -357,6 +357,17 @@ impl FakeApi {
     /// The specs of the SubjectAccessReviews received so far.
     pub fn access_reviews(&self) -> Vec<Value> {
         lock(&self.shared.reviews).access_specs.clone()
+    }
+
+    /// Every later write to `resource`, in process and as it happens (no HTTP): for
+    /// benchmarks that time when a change lands in the store.
+    pub fn changes(&self, resource: &str) -> crossbeam_channel::Receiver<WatchMsg> {
+        let mut store = lock(&self.shared.store);
+        let now = store.resource_version();
+        store
+            .subscribe(store::kind(resource), None, Some(now))
+            .unwrap_or_else(|f| panic!("fake api subscribe {resource}: {}", f.message))
+            .rx
     }
 
     // ---- the request log ----

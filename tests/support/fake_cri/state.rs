@@ -20,6 +20,8 @@ pub struct CallRecord {
     pub target: String,
     /// Call arguments worth asserting on, e.g. `timeout=30` for StopContainer.
     pub detail: String,
+    /// When the call arrived (benchmarks measure latencies to it).
+    pub at: Instant,
 }
 
 /// A failure injected for one numbered call of a method.
@@ -159,6 +161,7 @@ impl FakeState {
             method: method.to_owned(),
             target,
             detail,
+            at: Instant::now(),
         });
         let number = self.calls.iter().filter(|c| c.method == method).count();
         let index = self
@@ -243,6 +246,13 @@ impl FakeState {
     }
 
     /// Number of sandboxes the runtime holds.
+    /// The `io.kubernetes.pod.name` label of container `id`'s sandbox.
+    pub fn pod_of_container(&self, id: &str) -> Option<String> {
+        let container = self.containers.get(id)?;
+        let sandbox = self.sandboxes.get(&container.sandbox_id)?;
+        sandbox.config.labels.get("io.kubernetes.pod.name").cloned()
+    }
+
     pub fn sandbox_count(&self) -> usize {
         self.sandboxes.len()
     }

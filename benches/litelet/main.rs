@@ -1,0 +1,166 @@
+//! `make bench`: litelet's footprint, start-up, pod start, status and resize latency,
+//! and scale, measured on the release binary against the fake CRI and the fake API
+//! server from `tests/support` (and a private real containerd where the machine can
+//! run one). Prints one table and writes JSON.
+//!
+//! Arguments (after `--`): names of scenarios to run (default all): `startup`,
+//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`.
+//! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
+//! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
+//! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
+//! litelet's log there). litelet inherits the environment, so `RUST_LOG` reaches it.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod cluster;
+mod process;
+mod report;
+mod scenarios;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+/// Sizes and windows of the run.
+pub struct Settings {
+    pub idle_window: Duration,
+    pub scale_window: Duration,
+    pub settle: Duration,
+    pub startup_runs: usize,
+    pub latency_pods: usize,
+    pub resizes: usize,
+    pub scale_pods: Vec<usize>,
+    pub containerd_pods: usize,
+}
+
+impl Settings {
+    fn full() -> Settings {
+        Settings {
+            idle_window: Duration::from_secs(60),
+            scale_window: Duration::from_secs(30),
+            settle: Duration::from_secs(10),
+            startup_runs: 5,
+            latency_pods: 110,
+            resizes: 60,
+            scale_pods: vec![500, 1000],
+            containerd_pods: 10,
+        }
+    }
+
+    fn quick() -> Settings {
+        Settings {
+            idle_window: Duration::from_secs(6),
+            scale_window: Duration::from_secs(5),
+            settle: Duration::from_secs(2),
+            startup_runs: 2,
+            latency_pods: 20,
+            resizes: 10,
+            scale_pods: vec![200],
+            containerd_pods: 3,
+        }
+    }
+}
+
+fn machine() -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_default();
+    let cores = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    json!({
+        "cpu": model,
+        "cores": cores,
+        "memory_gib": (mem_kib as f64 / 1048576.0).round(),
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "os": read("/etc/os-release").lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).unwrap_or("").trim_matches('"'),
+    })
+}
+
+fn main() {
+    let chosen: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wants = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
+    let quick = std::env::var("LITELET_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let settings = if quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    let began = Instant::now();
+    let mut rows = Vec::new();
+
+    let step = |name: &str| {
+        eprintln!(
+            "bench: {name} ({:.0} s so far)",
+            began.elapsed().as_secs_f64()
+        )
+    };
+    if wants("binary") {
+        scenarios::binary_size(&mut rows);
+    }
+    if wants("startup") {
+        step("startup");
+        scenarios::startup(&settings, &mut rows);
+    }
+    if wants("footprint") {
+        for n in [0, 30, 110] {
+            step(&format!("footprint, {n} pods"));
+            scenarios::footprint(&settings, &mut rows, n, false);
+        }
+        step("footprint, 110 pods with probes");
+        scenarios::footprint(&settings, &mut rows, 110, true);
+    }
+    if wants("latency") {
+        step("pod start and status latency");
+        scenarios::pod_start_and_status(&settings, &mut rows);
+    }
+    if wants("resize") {
+        step("resize latency");
+        scenarios::resize(&settings, &mut rows);
+    }
+    if wants("scale") {
+        for &n in &settings.scale_pods {
+            step(&format!("scale, {n} pods"));
+            scenarios::scale(&settings, &mut rows, n);
+        }
+    }
+    if wants("containerd") {
+        step("real containerd");
+        scenarios::containerd(&settings, &mut rows);
+    }
+
+    let seconds = began.elapsed().as_secs_f64();
+    report::print_table(&rows);
+    println!(
+        "bench: {} rows in {seconds:.0} s{}",
+        rows.len(),
+        if quick {
+            " (QUICK: not for reporting)"
+        } else {
+            ""
+        }
+    );
+    let path = std::env::var("LITELET_BENCH_JSON").unwrap_or_else(|_| "bench-results.json".into());
+    let json = report::to_json(&rows, machine(), seconds);
+    match serde_json::to_string_pretty(&json) {
+        Ok(text) => match std::fs::write(&path, text + "\n") {
+            Ok(()) => println!("bench: results written to {path}"),
+            Err(e) => eprintln!("bench: cannot write {path}: {e}"),
+        },
+        Err(e) => eprintln!("bench: cannot encode results: {e}"),
+    }
+}
