@@ -8,8 +8,9 @@
 #   scripts/package.sh check    lintian, dpkg -i into a temp root, litelet --version from it,
 #                               rpm -qpl, systemd-analyze verify
 #
-# Installs the Debian packages it uses (lintian, rpm, file) when missing. Output goes to
-# $CARGO_TARGET_DIR/packages (or target/packages). Needs root for apt-get and dpkg --root.
+# Installs the Debian packages it uses (file, rpm, lintian, systemd for systemd-analyze)
+# when missing, non-interactively. Output goes to $CARGO_TARGET_DIR/packages (or
+# target/packages). Needs root (or sudo) for apt-get, dpkg --root and chroot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,7 @@ need() {
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]}"
+  log "installing ${missing[*]}" >&2
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
@@ -48,7 +49,6 @@ size_of() { stat -c %s "$1"; }
 human() { numfmt --to=iec-i --suffix=B --format=%.1f "$(size_of "$1")"; }
 
 build_static() {
-  need file:file
   # musl would be the classic choice, but grpcio-sys compiles gRPC core (C++) and
   # Debian has no musl C++ compiler; glibc with crt-static gives a static-pie instead.
   # Packed relative relocations (RELR) make the static-pie's relocation table ~100
@@ -61,6 +61,7 @@ build_static() {
 }
 
 check_static() {
+  need file:file
   [ -x "$BIN" ] || die "$BIN missing: run make static"
   local kind lddout
   kind=$(file -b "$BIN")
@@ -204,10 +205,8 @@ rpm_lists_files() {
 }
 
 unit_verifies() {
-  if ! command -v systemd-analyze >/dev/null 2>&1; then
-    echo "systemd-analyze not installed: unit not verified"
-    return 0
-  fi
+  # run_checks installs systemd when it is missing: a unit left unverified is a failure.
+  command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze missing"; return 1; }
   # The unit as the deb installed it, with ExecStart pointing into the temp root (so
   # the binary is checked to exist and be executable there).
   local root="$OUT/dpkg-root" dir="$OUT/unit-check"
@@ -222,7 +221,7 @@ unit_verifies() {
 }
 
 run_checks() {
-  need lintian:lintian rpm:rpm file:file
+  need lintian:lintian rpm:rpm file:file systemd-analyze:systemd
   [ -f "$DEB" ] || die "$DEB missing: run make deb"
   [ -f "$RPM" ] || die "$RPM missing: run make rpm"
   check_static
