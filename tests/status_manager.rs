@@ -18,7 +18,8 @@ use litelet::api::patch::pod_status_patch;
 use litelet::api::pod::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodPhase, PodStatus,
     CONFIG_HASH_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY, CONFIG_SOURCE_ANNOTATION_KEY,
-    POD_CONTAINERS_READY, POD_INITIALIZED, POD_READY, POD_SCHEDULED, SOURCE_FILE,
+    POD_CONTAINERS_READY, POD_DISRUPTION_TARGET, POD_INITIALIZED, POD_READY, POD_SCHEDULED,
+    SOURCE_FILE,
 };
 use litelet::api::{paths, PatchType};
 use litelet::status::manager::{Options, PodLookup};
@@ -406,7 +407,151 @@ fn a_deleted_pod_goes_only_after_its_containers() {
         .collect();
     assert_eq!(deletes.len(), 1);
     assert_eq!(deletes[0].status, 200);
+    assert_delete_options(&deletes[0], pod.uid());
     assert!(wait_until(LONG, || m.get_pod_status(pod.uid()).is_none()));
+}
+
+/// #88: the status manager's DELETE is sent with grace 0 and the UID precondition,
+/// in the body (DeleteOptions), as upstream's `kubeClient.Delete(ctx, name,
+/// metav1.NewDeleteOptions(0) + Preconditions{UID})`.
+fn assert_delete_options(delete: &support::fake_api::RequestRecord, uid: &str) {
+    let body = delete.body_json().unwrap_or(Value::Null);
+    assert_eq!(body["kind"], "DeleteOptions", "{body:#}");
+    assert_eq!(body["gracePeriodSeconds"], 0, "{body:#}");
+    assert_eq!(body["preconditions"]["uid"], uid, "{body:#}");
+    assert!(
+        !delete.query.contains("gracePeriodSeconds"),
+        "grace only in the body: {}",
+        delete.query
+    );
+}
+
+/// Brings `name` to where the manager deletes it: deletionTimestamp (grace 30), the
+/// containers stopped, Failed on the server, the pod finished. The pod workers'
+/// answer (`may_delete`) is left to the caller.
+fn terminate_deleted(fake: &FakeApi, m: &Manager, flags: &Flags, name: &str) -> Pod {
+    fake.delete("pods", NS, name, Some(30)).unwrap();
+    let deleting = api_pod(fake, name).unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    flags.could_run.store(false, Ordering::SeqCst);
+    m.set_pod_status(&deleting, running(false));
+    m.terminate_pod(&deleting);
+    assert!(wait_until(LONG, || phase_of(fake, name) == "Failed"));
+    deleting
+}
+
+#[test]
+fn b88_a_pod_recreated_before_the_delete_survives_it() {
+    // #88 against a real race: the manager reads the terminated pod (GET), then,
+    // before its DELETE arrives, the pod is deleted and recreated under the same
+    // name. The DELETE carries grace 0 and the old UID: the server refuses it (409,
+    // precondition failed) and the new pod stays. The manager's retry reads the new
+    // pod, sees another UID, and drops the old status without a second DELETE.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    let flags = Flags::new();
+    let m = start(&fake, flags.hooks());
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || patches(&fake, "web") == 1));
+    terminate_deleted(&fake, &m, &flags, "web");
+    std::thread::sleep(QUIET);
+    assert_eq!(fake.count_verb("delete"), 0);
+
+    let patched = patches(&fake, "web");
+    let held = fake.pause_next("delete", &paths::pod(NS, "web"));
+    flags.may_delete.store(true, Ordering::SeqCst);
+    assert!(held.wait(LONG), "the manager never sent its DELETE");
+    fake.remove("pods", NS, "web");
+    let recreated = create_pod(&fake, "web");
+    assert_ne!(recreated.uid(), pod.uid());
+    held.release();
+
+    assert!(wait_until(LONG, || m.get_pod_status(pod.uid()).is_none()));
+    let deletes: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "delete")
+        .collect();
+    assert_eq!(deletes.len(), 1, "{deletes:#?}");
+    assert_eq!(deletes[0].status, 409);
+    assert_delete_options(&deletes[0], pod.uid());
+    let survivor = api_pod(&fake, "web").expect("the recreated pod was deleted");
+    assert_eq!(survivor.uid(), recreated.uid());
+    assert_eq!(phase_of(&fake, "web"), "Pending");
+    std::thread::sleep(QUIET);
+    assert_eq!(fake.count_verb("delete"), 1);
+    // Nor is the old status sent to the new pod.
+    assert_eq!(patches(&fake, "web"), patched);
+}
+
+#[test]
+fn b82_succeeded_goes_out_not_ready_through_the_manager() {
+    // #82 end to end: the kubelet's Succeeded status still says Ready True (its
+    // probes have not caught up); the server gets Ready and ContainersReady False
+    // with reason PodCompleted.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "job");
+    let flags = Flags::new();
+    let m = start(&fake, flags.hooks());
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || condition_of(&fake, "job", POD_READY)
+        .as_deref()
+        == Some("True")));
+    flags.could_run.store(false, Ordering::SeqCst);
+    m.set_pod_status(&pod, with_phase(running(true), PodPhase::Succeeded));
+    assert!(wait_until(LONG, || phase_of(&fake, "job") == "Succeeded"));
+    let api = api_pod(&fake, "job").unwrap();
+    for t in [POD_READY, POD_CONTAINERS_READY] {
+        let c = api.status.condition(t).cloned().unwrap_or_default();
+        assert_eq!(
+            (c.status.to_string().as_str(), c.reason.as_deref()),
+            ("False", Some("PodCompleted")),
+            "{t}: {:#}",
+            api_json(&fake, "job")
+        );
+    }
+}
+
+#[test]
+fn b83_disruption_target_waits_for_the_terminal_transition_through_the_manager() {
+    // #83 end to end: a DisruptionTarget condition (eviction) and phase Failed are
+    // held back while containers could run; both land together once they cannot.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    let flags = Flags::new();
+    let m = start(&fake, flags.hooks());
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || patches(&fake, "web") == 1));
+    let mut evicted = with_phase(running(false), PodPhase::Failed);
+    evicted.reason = Some("Evicted".into());
+    evicted.conditions.push(PodCondition {
+        type_: POD_DISRUPTION_TARGET.into(),
+        status: ConditionStatus::True,
+        reason: Some("TerminationByKubelet".into()),
+        ..Default::default()
+    });
+    m.set_pod_status(&pod, evicted.clone());
+    // Ready goes out False at once; the phase and DisruptionTarget do not.
+    assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
+        .as_deref()
+        == Some("False")));
+    std::thread::sleep(QUIET);
+    assert_eq!(phase_of(&fake, "web"), "Running");
+    assert_eq!(condition_of(&fake, "web", POD_DISRUPTION_TARGET), None);
+    flags.could_run.store(false, Ordering::SeqCst);
+    m.terminate_pod(&pod);
+    assert!(wait_until(LONG, || phase_of(&fake, "web") == "Failed"));
+    let api = api_pod(&fake, "web").unwrap();
+    let target = api.status.condition(POD_DISRUPTION_TARGET).cloned();
+    let target = target.unwrap_or_default();
+    assert_eq!(
+        (target.status.to_string().as_str(), target.reason.as_deref()),
+        ("True", Some("TerminationByKubelet")),
+        "{:#}",
+        api_json(&fake, "web")
+    );
+    assert!(target.last_transition_time.is_some());
+    assert_eq!(api.status.reason.as_deref(), Some("Evicted"));
 }
 
 #[test]

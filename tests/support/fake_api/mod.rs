@@ -13,8 +13,11 @@
 //! Tests drive it through [`FakeApi`]: write objects directly (as a scheduler or user
 //! would), read the request log, and inject faults: drop every open watch, fail the
 //! next requests (by verb and path) with a code and `Retry-After`, delay every
-//! request, force a 409 on the next write to a path, compact the history so older
-//! versions get 410. Plain HTTP by default; [`FakeApi::start_tls`] serves HTTPS with
+//! request, force a 409 on the next write to a path, hold the next request to a path
+//! until the test lets it through ([`FakeApi::pause_next`], to change the store
+//! between two requests of a client), compact the history so older versions get 410.
+//! The request log keeps each request's body, so tests can assert what a DELETE or
+//! PATCH carried. Plain HTTP by default; [`FakeApi::start_tls`] serves HTTPS with
 //! a throwaway PKI (made with the `openssl` command; `None` without it), verifying
 //! client certificates when presented.
 
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 use litelet::api::{ApiClient, ClientConfig, RetryPolicy};
 use serde_json::{json, Value};
 
-use server::{lock, Shared};
+use server::{lock, Pause, Shared};
 pub use store::{DeleteOpts, Failure, WatchMsg};
 pub use tls::TlsFiles;
 pub use token::IssuedToken;
@@ -60,6 +63,15 @@ pub struct RequestRecord {
     pub client_cert: bool,
     /// When the request was handled (before the answer was written).
     pub at: Instant,
+    /// The request body as sent (lossy UTF-8); `None` when it had none.
+    pub body: Option<String>,
+}
+
+impl RequestRecord {
+    /// The body parsed as JSON (`None` without a body or when it is not JSON).
+    pub fn body_json(&self) -> Option<Value> {
+        serde_json::from_str(self.body.as_deref()?).ok()
+    }
 }
 
 /// An injected failure: answer matching requests with `code`.
@@ -118,6 +130,26 @@ impl Fail {
         self.times != Some(0)
             && self.verb.as_deref().is_none_or(|v| v == verb)
             && self.path.as_deref().is_none_or(|p| path.contains(p))
+    }
+}
+
+/// A request held by [`FakeApi::pause_next`]. Dropping it lets the request through.
+pub struct Paused {
+    arrived: crossbeam_channel::Receiver<()>,
+    release: Option<crossbeam_channel::Sender<()>>,
+}
+
+impl Paused {
+    /// Waits until the request is being held; false when none came within `timeout`.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        self.arrived.recv_timeout(timeout).is_ok()
+    }
+
+    /// Lets the held request through (to be handled by the store as it is now).
+    pub fn release(mut self) {
+        if let Some(tx) = self.release.take() {
+            let _ = tx.send(());
+        }
     }
 }
 
@@ -279,11 +311,12 @@ impl FakeApi {
         lock(&self.shared.faults).rules.push(fail);
     }
 
-    /// Removes injected failures, conflicts and the delay.
+    /// Removes injected failures, conflicts, pauses not yet hit and the delay.
     pub fn clear_faults(&self) {
         let mut f = lock(&self.shared.faults);
         f.rules.clear();
         f.conflicts.clear();
+        f.pauses.clear();
         f.delay = Duration::ZERO;
     }
 
@@ -295,6 +328,25 @@ impl FakeApi {
     /// The next PUT, PATCH or DELETE of exactly `path` fails with 409 Conflict.
     pub fn conflict_next_write(&self, path: &str) {
         lock(&self.shared.faults).conflicts.push(path.to_owned());
+    }
+
+    /// Holds the next request with this verb and exactly this path (before it is
+    /// handled, faults and delay aside) until the returned [`Paused`] is released or
+    /// dropped, or 60 s pass: the test can change the store between a client's read
+    /// and its write.
+    pub fn pause_next(&self, verb: &str, path: &str) -> Paused {
+        let (arrived_tx, arrived) = crossbeam_channel::bounded(1);
+        let (release, release_rx) = crossbeam_channel::bounded(1);
+        lock(&self.shared.faults).pauses.push(Pause {
+            verb: verb.to_owned(),
+            path: path.to_owned(),
+            arrived: arrived_tx,
+            release: release_rx,
+        });
+        Paused {
+            arrived,
+            release: Some(release),
+        }
     }
 
     /// Closes every open watch connection now (no clean end of stream); returns how many.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Value};
 
 use super::http::{self, Request};
@@ -27,6 +27,17 @@ pub struct Faults {
     pub delay: Duration,
     /// Paths whose next write (PUT, PATCH, DELETE) fails with 409.
     pub conflicts: Vec<String>,
+    /// Requests to hold until the test releases them, each used once.
+    pub pauses: Vec<Pause>,
+}
+
+/// The next request with `verb` and exactly `path` is held: `arrived` gets a message,
+/// then the request waits for `release` (a message or a disconnect; 60 s at most).
+pub struct Pause {
+    pub verb: String,
+    pub path: String,
+    pub arrived: Sender<()>,
+    pub release: Receiver<()>,
 }
 
 /// State shared by the accept thread, connection threads and the test.
@@ -260,6 +271,7 @@ fn handle(shared: &Shared, req: Request, w: &mut impl Conn) -> bool {
         authorization: req.header("authorization").map(str::to_owned),
         client_cert: w.client_cert(),
         at: Instant::now(),
+        body: (!req.body.is_empty()).then(|| String::from_utf8_lossy(&req.body).into_owned()),
     });
     match reply {
         Reply::Json(code, body, headers) => {
@@ -304,11 +316,28 @@ fn take_fault(shared: &Shared, verb: &str, path: &str) -> Option<Failure> {
     Some(failure)
 }
 
+/// Holds the request while a matching pause is set (the faults lock is not held).
+fn hold_if_paused(shared: &Shared, verb: &str, path: &str) {
+    let pause = {
+        let mut faults = lock(&shared.faults);
+        let i = faults
+            .pauses
+            .iter()
+            .position(|p| p.verb == verb && p.path == path);
+        i.map(|i| faults.pauses.remove(i))
+    };
+    if let Some(p) = pause {
+        let _ = p.arrived.send(());
+        let _ = p.release.recv_timeout(Duration::from_secs(60));
+    }
+}
+
 fn decide(shared: &Shared, req: &Request, route: Option<Route>, verb: &str) -> Reply {
     let delay = lock(&shared.faults).delay;
     if !delay.is_zero() {
         std::thread::sleep(delay);
     }
+    hold_if_paused(shared, verb, &req.path);
     if let Some(token) = lock(&shared.required_token).clone() {
         if req.header("authorization") != Some(&format!("Bearer {token}")) {
             return Failure::new(401, "Unauthorized", "Unauthorized").into();
