@@ -78,6 +78,11 @@ impl Rig {
     /// One pod sync as the kubelet does it: pod cgroup first, then the runtime sync.
     /// `pod` plays the allocated pod.
     fn sync(&self, pod: &Pod) -> SyncOutcome {
+        self.sync_with(pod, &self.status(pod))
+    }
+
+    /// [`Rig::sync`] from a runtime status already read (as the PLEG cache gives it).
+    fn sync_with(&self, pod: &Pod, status: &PodRuntimeStatus) -> SyncOutcome {
         let parent = match &self.cgroups {
             Some(c) => {
                 // On the models the "kernel" fills a new cgroup a moment after mkdir.
@@ -98,7 +103,7 @@ impl Rig {
             cgroups: self.cgroups.as_ref(),
         };
         self.manager
-            .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)
+            .sync_pod(pod, status, &ProbeResults::default(), &inputs)
     }
 
     fn sync_until_running(&self, pod: &Pod) {
@@ -316,6 +321,39 @@ fn resize_quirk1_errors_reach_the_sync_outcome_and_are_retried() {
     let id = rig.app_id(&p);
     let applied = fake.state().container_resources(&id).unwrap();
     assert_eq!(applied.memory_limit_in_bytes, 256 * MI);
+}
+
+#[test]
+fn resize_quirk10_sync_pod_reads_no_pod_status() {
+    // Upstream's computePodActions called GetPodStatus again in every sync once resize
+    // was enabled. litelet's runtime sync decides from the status it is given: a sync
+    // that resizes makes exactly its container updates, and one with nothing to do
+    // makes no call at all (not even a list).
+    let fake = fake();
+    let model = CgroupModel::v1();
+    let rig = Rig::new(&fake.endpoint(), Some(model.manager()));
+    let p = pod("uid-quirk10", resources("500m", "500m", "128Mi"));
+    rig.sync_until_running(&p);
+    let all = |from: usize| -> Vec<String> {
+        fake.calls()[from..]
+            .iter()
+            .map(|c| c.method.clone())
+            .collect()
+    };
+    let status = rig.status(&p);
+    let calls = fake.calls().len();
+    let outcome = rig.sync_with(&p, &status);
+    assert!(outcome.is_ok(), "{outcome}");
+    assert!(all(calls).is_empty(), "{:?}", all(calls));
+
+    let up = resized(&p, resources("1", "1", "256Mi"));
+    let calls = fake.calls().len();
+    let outcome = rig.sync_with(&up, &status);
+    assert_eq!(resize_step(&outcome), Some(None), "{outcome}");
+    assert_eq!(
+        all(calls),
+        ["UpdateContainerResources", "UpdateContainerResources"]
+    );
 }
 
 #[test]

@@ -43,6 +43,8 @@ const NODE: &str = "resize-node";
 const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 const WAIT: Duration = Duration::from_secs(60);
 const MI: u64 = 1 << 20;
+/// The pod workers' periodic resync in these nodes.
+const RESYNC: Duration = Duration::from_secs(3);
 
 /// One litelet, in process. Dropping it shuts every thread down (containers stay).
 struct Node {
@@ -146,7 +148,7 @@ impl Node {
         .with_resize(resize.clone(), cache.clone());
         let queue = WorkQueue::new();
         let timings = WorkerTimings {
-            resync: Duration::from_secs(3),
+            resync: RESYNC,
             backoff: Duration::from_millis(300),
             network_backoff: Duration::from_millis(300),
             ..Default::default()
@@ -364,10 +366,23 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
         tempfile::tempdir().unwrap(),
     );
     let node = Node::start(&api, &cri, &model, root.path(), "2");
-    create_pod(&api, "a", res("500m", "", "64Mi", "1Gi"));
+    let uid = create_pod(&api, "a", res("500m", "", "64Mi", "1Gi"));
     create_pod(&api, "b", res("1", "", "64Mi", "1Gi"));
     wait_running(&api, "a");
     wait_running(&api, "b");
+    let cg = pod_cgroup(&node, &uid);
+    let shares = || model.read("cpu", &cg, "cpu.shares").unwrap_or_default();
+    assert_eq!(shares(), "512");
+    // B60 / B68: a resize not admitted changes nothing on the node, not even in the
+    // syncs that judge it again (the periodic resync, every 3 s here).
+    let untouched = |state: &str| {
+        assert_eq!(
+            cri.count("UpdateContainerResources"),
+            0,
+            "container updated while {state}"
+        );
+        assert_eq!(shares(), "512", "pod cgroup written while {state}");
+    };
 
     resize(&api, "a", res("4", "", "64Mi", "1Gi"));
     let pending = |reason: &str| {
@@ -388,6 +403,8 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
         &app_status(&get(&api, "a"))["allocatedResources"]["cpu"],
         "500m"
     ));
+    std::thread::sleep(Duration::from_millis(500));
+    untouched("Infeasible");
 
     resize(&api, "a", res("1500m", "", "64Mi", "1Gi"));
     assert!(
@@ -399,6 +416,8 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
         &app_status(&get(&api, "a"))["allocatedResources"]["cpu"],
         "500m"
     ));
+    std::thread::sleep(RESYNC + Duration::from_millis(500));
+    untouched("Deferred");
 
     // b leaves: a's resize is judged again at once and fits.
     api.delete("pods", "default", "b", Some(0)).unwrap();
@@ -408,6 +427,9 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
             && condition(&p, "PodResizePending").is_none()
     });
     assert!(admitted, "{:#}", get(&api, "a"));
+    // Now it is carried out: 1500m is 1536 shares.
+    assert!(wait_until(WAIT, || shares() == "1536"), "{}", shares());
+    assert!(cri.count("UpdateContainerResources") >= 1);
     let reasons = node.event_reasons();
     for r in ["ResizeInfeasible", "ResizeDeferred", "ResizeStarted"] {
         assert!(
@@ -418,7 +440,7 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
 }
 
 #[test]
-fn b62_qos_class_change_is_infeasible_and_the_pod_keeps_running() {
+fn qos_class_change_is_infeasible_and_the_pod_keeps_running() {
     let (api, cri, model, root) = (
         FakeApi::start(),
         fake_cri(),
@@ -441,6 +463,7 @@ fn b62_qos_class_change_is_infeasible_and_the_pod_keeps_running() {
     let app = app_status(&get(&api, "be"));
     assert!(app["allocatedResources"].is_null(), "{app:#}");
     assert!(!app["state"]["running"].is_null());
+    assert_eq!(cri.count("UpdateContainerResources"), 0);
 }
 
 #[test]
@@ -490,6 +513,311 @@ fn resize_errors_are_reported_and_a_restart_mid_resize_finishes_it() {
     });
     assert!(done, "{:#}", get(&api, "web"));
     assert_eq!(cri.count("CreateContainer"), creates, "resized in place");
+}
+
+/// Calls that make up one runtime GetPodStatus of a pod (besides the lists).
+fn pod_status_reads(cri: &FakeCri) -> (usize, usize) {
+    (cri.count("PodSandboxStatus"), cri.count("ContainerStatus"))
+}
+
+#[test]
+fn resize_quirk10_no_extra_pod_status_read_per_sync() {
+    // Upstream's computePodActions read the pod's runtime status again (GetPodStatus)
+    // in every sync once resize was enabled. litelet syncs from the PLEG's cache and
+    // reads the runtime once only after a sync that resized (to report the new values
+    // at once): none in a periodic resync, exactly one for a resize. The pod is the
+    // only one on the node, so every PodSandboxStatus / ContainerStatus is about it.
+    let (api, cri, model, root) = (
+        FakeApi::start(),
+        fake_cri(),
+        CgroupModel::v1(),
+        tempfile::tempdir().unwrap(),
+    );
+    let _node = Node::start(&api, &cri, &model, root.path(), "4");
+    create_pod(&api, "web", res("500m", "500m", "128Mi", "128Mi"));
+    wait_running(&api, "web");
+    // Settle: the PLEG has seen the container start and the status is out.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let before = pod_status_reads(&cri);
+    std::thread::sleep(RESYNC + Duration::from_millis(700));
+    assert_eq!(
+        pod_status_reads(&cri),
+        before,
+        "periodic syncs read the pod status"
+    );
+
+    let updates = cri.count("UpdateContainerResources");
+    resize(&api, "web", res("500m", "500m", "256Mi", "256Mi"));
+    let done = wait_until(WAIT, || {
+        let p = get(&api, "web");
+        same(&app_status(&p)["resources"]["limits"]["memory"], "256Mi")
+            && condition(&p, "PodResizeInProgress").is_none()
+    });
+    assert!(done, "{:#}", get(&api, "web"));
+    // One sync carried the resize (memory only: one container update).
+    assert_eq!(cri.count("UpdateContainerResources"), updates + 1);
+    // And a periodic resync after it reads nothing either.
+    std::thread::sleep(RESYNC + Duration::from_millis(700));
+    assert_eq!(
+        pod_status_reads(&cri),
+        (before.0 + 1, before.1 + 1),
+        "one GetPodStatus (1 sandbox, 1 container) for the sync that resized, none else"
+    );
+}
+
+/// Pod cgroup and container values at one instant: (pod memory, pod CPU quota,
+/// container memory, container CPU quota), all with a 100 ms CFS period.
+type Sample = (i64, i64, i64, i64);
+
+/// A consistent sample: the container's values read before and after the pod
+/// cgroup's are equal, so the pod values were read while the container had them.
+fn sample(model: &CgroupModel, cri: &FakeCri, cg: &str, id: &str) -> Option<Sample> {
+    let ctr = || {
+        let r = cri.state().container_resources(id)?;
+        Some((r.memory_limit_in_bytes, r.cpu_quota))
+    };
+    let first = ctr()?;
+    let memory = model.read("memory", cg, "memory.limit_in_bytes")?;
+    let quota = model.read("cpu", cg, "cpu.cfs_quota_us")?;
+    (ctr()? == first).then_some(())?;
+    Some((memory.parse().ok()?, quota.parse().ok()?, first.0, first.1))
+}
+
+#[test]
+fn repeated_resizes_in_flight_end_at_the_last_request() {
+    // Three resizes, each sent while the previous one is being carried out (every
+    // UpdateContainerResources answers after 300 ms): up (1 CPU, 256Mi), then down
+    // (250m, 64Mi) once the first container update is in flight, then (750m, 192Mi)
+    // once the second resize's first container update is. The pod ends at the last
+    // request (cgroups, runtime, API status), and no step ever put the container's
+    // memory or CPU limit above its pod's.
+    //
+    // The check of every step: the container's values only change at an
+    // UpdateContainerResources, and while one is answered (300 ms) the kubelet writes
+    // nothing, so polling sees every (pod, container) state between two calls. The
+    // one state it may miss, the pod cgroup written before the next call arrives,
+    // pairs the pod values of the next sample with the container values of the one
+    // before: checked too.
+    let (api, cri, model, root) = (
+        FakeApi::start(),
+        fake_cri(),
+        CgroupModel::v1(),
+        tempfile::tempdir().unwrap(),
+    );
+    let node = Node::start(&api, &cri, &model, root.path(), "4");
+    let uid = create_pod(&api, "web", res("500m", "500m", "128Mi", "128Mi"));
+    wait_running(&api, "web");
+    let cg = pod_cgroup(&node, &uid);
+    let ids = cri
+        .state()
+        .container_ids(litelet::cri::pb::ContainerState::CONTAINER_RUNNING);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let id = ids[0].clone();
+    let creates = cri.count("CreateContainer");
+    cri.delay("UpdateContainerResources", Duration::from_millis(300));
+
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut stage = 0;
+    let mut last_generation = 0;
+    let started = Instant::now();
+    let finished = |p: &Value| {
+        let app = app_status(p);
+        same(&app["allocatedResources"]["cpu"], "750m")
+            && same(&app["allocatedResources"]["memory"], "192Mi")
+            && same(&app["resources"]["limits"]["cpu"], "750m")
+            && same(&app["resources"]["limits"]["memory"], "192Mi")
+            && condition(p, "PodResizeInProgress").is_none()
+            && condition(p, "PodResizePending").is_none()
+    };
+    loop {
+        assert!(started.elapsed() < WAIT, "never finished: {samples:?}");
+        if let Some(s) = sample(&model, &cri, &cg, &id) {
+            if samples.last() != Some(&s) {
+                samples.push(s);
+            }
+        }
+        let updates = cri.count("UpdateContainerResources");
+        match stage {
+            0 => {
+                resize(&api, "web", res("1", "1", "256Mi", "256Mi"));
+                stage = 1;
+            }
+            1 if updates >= 1 => {
+                resize(&api, "web", res("250m", "250m", "64Mi", "64Mi"));
+                stage = 2;
+            }
+            // The second resize has begun: its first write lowers the container.
+            2 if samples.last().is_some_and(|s| s.2 == 64 * MI as i64) => {
+                last_generation = resize(&api, "web", res("750m", "750m", "192Mi", "192Mi"));
+                stage = 3;
+            }
+            3 if finished(&get(&api, "web")) => break,
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cri.clear_faults();
+    eprintln!("(pod memory, pod quota, container memory, container quota): {samples:?}");
+
+    // Every state, and every state between two samples, kept the container within
+    // its pod.
+    for s in &samples {
+        assert!(
+            s.0 >= s.2 && s.1 >= s.3,
+            "container above its pod: {s:?} in {samples:?}"
+        );
+    }
+    for w in samples.windows(2) {
+        let (before, after) = (w[0], w[1]);
+        assert!(
+            after.0 >= before.2 && after.1 >= before.3,
+            "container above its pod between {before:?} and {after:?} in {samples:?}"
+        );
+    }
+    // The first resize was under way, and the second one started, before the next
+    // request came: they overlapped.
+    assert!(
+        samples.iter().any(|s| s.2 == 256 * MI as i64),
+        "{samples:?}"
+    );
+
+    // The last request, everywhere.
+    assert_eq!(
+        samples.last().copied(),
+        Some((192 * MI as i64, 75_000, 192 * MI as i64, 75_000))
+    );
+    assert_eq!(model.read("cpu", &cg, "cpu.shares").unwrap(), "768");
+    let applied = cri.state().container_resources(&id).unwrap();
+    assert_eq!(
+        (
+            applied.cpu_shares,
+            applied.cpu_quota,
+            applied.memory_limit_in_bytes
+        ),
+        (768, 75_000, 192 * MI as i64)
+    );
+    let p = get(&api, "web");
+    assert_eq!(p["status"]["observedGeneration"], last_generation, "{p:#}");
+    assert_eq!(cri.count("CreateContainer"), creates, "resized in place");
+    let checkpoint = std::fs::read_to_string(root.path().join("allocated_pods_state")).unwrap();
+    assert!(checkpoint.contains("192Mi"), "{checkpoint}");
+}
+
+/// Requested CPU of the pods on the node that count: admitted and not terminal.
+fn admitted_cpu_milli(api: &FakeApi, names: &[&str]) -> i64 {
+    names
+        .iter()
+        .map(|n| get(api, n))
+        .filter(|p| p["status"]["phase"] == "Running")
+        .map(|p| {
+            quantity(&app_status(&p)["allocatedResources"]["cpu"])
+                .map(|q| q.milli_value())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn resize_and_pod_addition_share_one_admission() {
+    // A resize admission (on the pod's worker thread) and a pod addition (on the
+    // sync loop) take the same admission lock and see each other's outcome: on a
+    // 2-CPU node with `a` at 500m, `a` asking for 1500m and a new 1-CPU pod cannot
+    // both be admitted. Each round ends with one of them refused: the resize
+    // Deferred, or the new pod rejected with OutOfcpu.
+    let (api, cri, model, root) = (
+        FakeApi::start(),
+        fake_cri(),
+        CgroupModel::v1(),
+        tempfile::tempdir().unwrap(),
+    );
+    let _node = Node::start(&api, &cri, &model, root.path(), "2");
+    create_pod(&api, "a", res("500m", "", "64Mi", "1Gi"));
+    wait_running(&api, "a");
+    let pending = |reason: &str| {
+        condition(&get(&api, "a"), "PodResizePending")
+            .is_some_and(|c| c["reason"] == reason && c["status"] == "True")
+    };
+    let allocated = |want: &str| {
+        same(
+            &app_status(&get(&api, "a"))["allocatedResources"]["cpu"],
+            want,
+        )
+    };
+    let rejected = |b: &str| {
+        get(&api, b)["status"]["phase"] == "Failed"
+            && get(&api, b)["status"]["reason"] == "OutOfcpu"
+    };
+
+    // Round 1, in order: the resize is admitted first; the addition sees it.
+    resize(&api, "a", res("1500m", "", "64Mi", "1Gi"));
+    assert!(
+        wait_until(WAIT, || allocated("1500m")),
+        "{:#}",
+        get(&api, "a")
+    );
+    create_pod(&api, "b1", res("1", "", "64Mi", "64Mi"));
+    assert!(wait_until(WAIT, || rejected("b1")), "{:#}", get(&api, "b1"));
+
+    // Round 2, in order: the addition first; the resize sees it and waits.
+    resize(&api, "a", res("500m", "", "64Mi", "1Gi"));
+    assert!(
+        wait_until(WAIT, || allocated("500m")),
+        "{:#}",
+        get(&api, "a")
+    );
+    create_pod(&api, "b2", res("1", "", "64Mi", "64Mi"));
+    wait_running(&api, "b2");
+    resize(&api, "a", res("1500m", "", "64Mi", "1Gi"));
+    assert!(
+        wait_until(WAIT, || pending("Deferred")),
+        "{:#}",
+        get(&api, "a")
+    );
+    assert!(allocated("500m"));
+
+    // Rounds 3–5, racing: the resize and the addition sent together, the addition
+    // a little later each round. Whoever wins, the other is refused.
+    let all = ["a", "b1", "b2", "b3", "b4", "b5"];
+    let mut admitted_b = Some("b2");
+    for (b, gap) in [("b3", 0), ("b4", 30), ("b5", 120)] {
+        // Back to `a` at 500m with nothing pending, and no other pod admitted.
+        if let Some(old) = admitted_b.take() {
+            api.delete("pods", "default", old, Some(0)).unwrap();
+        }
+        resize(&api, "a", res("500m", "", "64Mi", "1Gi"));
+        let settled = wait_until(WAIT, || {
+            allocated("500m")
+                && condition(&get(&api, "a"), "PodResizePending").is_none()
+                && admitted_cpu_milli(&api, &all) == 500
+        });
+        assert!(settled, "before {b}: {:#}", get(&api, "a"));
+        // Let the deletion reach the node (its CPU is free again).
+        std::thread::sleep(Duration::from_millis(1500));
+
+        resize(&api, "a", res("1500m", "", "64Mi", "1Gi"));
+        std::thread::sleep(Duration::from_millis(gap));
+        create_pod(&api, b, res("1", "", "64Mi", "64Mi"));
+        let resize_won = || allocated("1500m") && rejected(b);
+        let addition_won = || pending("Deferred") && get(&api, b)["status"]["phase"] == "Running";
+        let decided = wait_until(WAIT, || resize_won() || addition_won());
+        assert!(decided, "{b}: {:#}\n{:#}", get(&api, "a"), get(&api, b));
+        // And it stays decided: never both.
+        std::thread::sleep(Duration::from_millis(500));
+        let used = admitted_cpu_milli(&api, &all);
+        assert!(used <= 2000, "{b}: {used}m admitted on a 2-CPU node");
+        if addition_won() {
+            admitted_b = Some(b);
+        }
+        eprintln!(
+            "{b} sent {gap} ms after the resize: {} won",
+            if admitted_b.is_some() {
+                "the addition"
+            } else {
+                "the resize"
+            }
+        );
+    }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

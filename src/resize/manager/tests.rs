@@ -272,3 +272,46 @@ fn a_batch_of_admissions_reaches_the_checkpoint_in_one_write() {
         "200m"
     );
 }
+
+#[test]
+fn a_resize_waits_for_a_batch_of_additions_and_sees_it() {
+    // The sync loop holds the admission lock across a batch of pod additions
+    // (`kubelet::handle_pod_additions`); a resize admitted meanwhile on a pod worker
+    // waits for the batch and judges against the pods it admitted. And the other
+    // way: an addition after an admitted resize counts the pod at its new allocation.
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.record_admitted(&pod("a", "100m", 1)).unwrap();
+    let wants = pod("a", "500m", 2);
+    let batch = m.admission_lock();
+    std::thread::scope(|s| {
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let (m, wants) = (&m, &wants);
+        let resize = s.spawn(move || {
+            let synced = m.sync(wants, now());
+            let _ = done_tx.send(());
+            synced
+        });
+        assert!(
+            done.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "the resize was judged in the middle of a batch of additions"
+        );
+        assert!(m.note_admitted(&pod("b", "800m", 1)));
+        m.store_allocations().unwrap();
+        drop(batch);
+        let synced = resize.join().unwrap().unwrap();
+        assert_eq!(cpu_of(&synced.pod), "100m");
+        assert_eq!(reasons(&synced.events), [RESIZE_DEFERRED]);
+    });
+    assert_eq!(
+        types(&m, "a"),
+        [(POD_RESIZE_PENDING.into(), Some("Deferred".into()))]
+    );
+
+    // b leaves; the resize is admitted; a new pod's admission sees a at 500m.
+    m.remove_pod("b").unwrap();
+    assert_eq!(cpu_of(&m.sync(&wants, now()).unwrap().pod), "500m");
+    let _batch = m.admission_lock();
+    assert_eq!(cpu_of(&m.allocated_pod(&pod("a", "100m", 1))), "500m");
+}
