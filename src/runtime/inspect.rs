@@ -62,8 +62,15 @@ pub fn pod_status(
         };
         sandboxes.push(sandbox_from_cri(&status));
     }
+    // IPs come from the newest *listed* sandbox only: when its status is gone
+    // (NotFound above), an older sandbox's IPs are not the pod's (upstream idx == 0).
+    let newest_listed = sandbox_ids.first().map(|(_, id)| id.as_str());
     let ips = match sandboxes.first() {
-        Some(newest) if newest.state == SandboxState::Ready && !newest.ip.is_empty() => {
+        Some(newest)
+            if Some(newest.id.as_str()) == newest_listed
+                && newest.state == SandboxState::Ready
+                && !newest.ip.is_empty() =>
+        {
             let mut ips = vec![newest.ip.clone()];
             ips.extend(newest.additional_ips.iter().cloned());
             ips

@@ -215,13 +215,19 @@ impl Killer<'_> {
                 handler,
                 budget,
             ) {
-                let message = format!("PreStopHook failed: {err}");
+                log::warn!(
+                    "pod {} ({}): container {}: PreStopHook failed: {err}",
+                    pod.full_name(),
+                    pod.uid(),
+                    request.name
+                );
+                // As upstream, no hook output in the event (it may hold secrets).
                 self.recorder.container(
                     &pod,
                     request.name,
                     EventType::Warning,
                     "FailedPreStopHook",
-                    message,
+                    "PreStopHook failed",
                 );
             }
             grace -= started.elapsed().as_secs() as i64;

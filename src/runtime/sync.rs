@@ -127,8 +127,24 @@ impl RuntimeManager {
         let config = sandbox_config(pod, actions.attempt, &sandbox_ctx);
         let mut sandbox_id = actions.sandbox_id.clone();
         if actions.create_sandbox {
-            match self.create_sandbox(pod, &config) {
-                Ok((id, ips)) => {
+            let id = match self.run_sandbox(pod, &config) {
+                Ok(id) => id,
+                // A pod on its way out needs no new sandbox: not an error, and (as
+                // upstream) no FailedCreatePodSandBox event either.
+                Err(_) if pod.deletion_requested() => return outcome,
+                Err(failure) => {
+                    self.recorder.pod(
+                        pod,
+                        EventType::Warning,
+                        "FailedCreatePodSandBox",
+                        &failure.message,
+                    );
+                    outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                    return outcome;
+                }
+            };
+            match self.new_sandbox_ips(pod, &id) {
+                Ok(ips) => {
                     outcome.ok(SyncAction::CreatePodSandbox, pod.full_name());
                     sandbox_id = id;
                     if !pod.spec.host_network.unwrap_or(false) {
@@ -136,10 +152,7 @@ impl RuntimeManager {
                     }
                 }
                 Err(failure) => {
-                    // A pod on its way out needs no new sandbox: not an error.
-                    if !pod.deletion_requested() {
-                        outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
-                    }
+                    outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
                     return outcome;
                 }
             }
@@ -286,39 +299,36 @@ impl RuntimeManager {
         }
     }
 
-    /// Creates the log directory and the sandbox; returns its ID and IPs.
-    fn create_sandbox(
-        &self,
-        pod: &Pod,
-        config: &pb::PodSandboxConfig,
-    ) -> Result<(String, Vec<String>), Failure> {
+    /// Creates the log directory and the sandbox; returns its ID. The caller records
+    /// the FailedCreatePodSandBox event, unless the pod is being deleted.
+    fn run_sandbox(&self, pod: &Pod, config: &pb::PodSandboxConfig) -> Result<String, Failure> {
         let log_dir = pod_log_dir(&self.settings.pod_logs_dir, pod);
         if let Err(err) = std::fs::create_dir_all(&log_dir) {
             let message = format!(
                 "Failed to create pod log directory {}: {err}",
                 log_dir.display()
             );
-            self.recorder
-                .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
             return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
         }
         let created = self.runtime.run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(config.clone()),
             ..Default::default()
         });
-        let id = match created {
-            Ok(response) => response.pod_sandbox_id,
-            Err(err) => {
-                let message = format!("Failed to create pod sandbox: {err}");
-                self.recorder
-                    .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
-                return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
-            }
-        };
+        match created {
+            Ok(response) => Ok(response.pod_sandbox_id),
+            Err(err) => Err(Failure::new(
+                CREATE_POD_SANDBOX_ERROR,
+                format!("Failed to create pod sandbox: {err}"),
+            )),
+        }
+    }
+
+    /// The IPs of the sandbox just created (upstream reads its status right away).
+    fn new_sandbox_ips(&self, pod: &Pod, id: &str) -> Result<Vec<String>, Failure> {
         let status = self
             .runtime
             .pod_sandbox_status(&pb::PodSandboxStatusRequest {
-                pod_sandbox_id: id.clone(),
+                pod_sandbox_id: id.to_owned(),
                 ..Default::default()
             });
         match status.map(|s| s.status.into_option()) {
@@ -329,7 +339,7 @@ impl RuntimeManager {
                     .filter(|ip| !ip.is_empty())
                     .collect();
                 ips.extend(sandbox.additional_ips);
-                Ok((id, ips))
+                Ok(ips)
             }
             Ok(None) => Err(Failure::new(
                 CREATE_POD_SANDBOX_ERROR,
@@ -368,23 +378,23 @@ impl RuntimeManager {
             if backoff.is_in_backoff_since(&key, finished, now) {
                 let delay = format_delay(backoff.get(&key));
                 drop(backoff);
+                // Upstream names the pod as format.Pod does: name_namespace(uid).
+                let pod_desc = format!("{}({})", pod.full_name(), pod.uid());
                 self.recorder.container(
                     pod,
                     &container.name,
                     EventType::Warning,
                     "BackOff",
                     format!(
-                        "Back-off restarting failed container {} in pod {}",
-                        container.name,
-                        pod.full_name()
+                        "Back-off restarting failed container {} in pod {pod_desc}",
+                        container.name
                     ),
                 );
                 return Err(Failure::new(
                     CRASH_LOOP_BACK_OFF,
                     format!(
-                        "back-off {delay} restarting failed container={} pod={}",
-                        container.name,
-                        pod.full_name()
+                        "back-off {delay} restarting failed container={} pod={pod_desc}",
+                        container.name
                     ),
                 ));
             }
@@ -549,12 +559,20 @@ impl RuntimeManager {
             return Ok(());
         };
         let message = format!("PostStartHook failed: {err}");
+        log::warn!(
+            "pod {} ({}): container {}: {message}",
+            pod.full_name(),
+            pod.uid(),
+            container.name
+        );
+        // As upstream, the event carries no hook output or error: hooks can print
+        // secrets, and events are readable by anyone who can read the namespace.
         self.recorder.container(
             pod,
             &container.name,
             EventType::Warning,
             "FailedPostStartHook",
-            &message,
+            "PostStartHook failed",
         );
         let request = KillRequest {
             container_id: id,
