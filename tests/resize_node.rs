@@ -427,9 +427,20 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
             && condition(&p, "PodResizePending").is_none()
     });
     assert!(admitted, "{:#}", get(&api, "a"));
-    // Now it is carried out: 1500m is 1536 shares.
-    assert!(wait_until(WAIT, || shares() == "1536"), "{}", shares());
-    assert!(cri.count("UpdateContainerResources") >= 1);
+    // Now it is carried out: 1500m is 1536 shares, in the pod cgroup (first: it
+    // goes up) and then in the container.
+    let container_shares = || {
+        let state = cri.state();
+        let ids = state.container_ids(litelet::cri::pb::ContainerState::CONTAINER_RUNNING);
+        ids.iter()
+            .filter(|id| state.pod_of_container(id).as_deref() == Some("a"))
+            .filter_map(|id| state.container_resources(id))
+            .map(|r| r.cpu_shares)
+            .collect::<Vec<_>>()
+    };
+    let carried_out = wait_until(WAIT, || shares() == "1536" && container_shares() == [1536]);
+    assert!(carried_out, "{} {:?}", shares(), container_shares());
+    assert_eq!(cri.count("UpdateContainerResources"), 1);
     let reasons = node.event_reasons();
     for r in ["ResizeInfeasible", "ResizeDeferred", "ResizeStarted"] {
         assert!(
