@@ -20,6 +20,11 @@ pub const NODE: &str = "bench-node";
 pub struct Sample {
     pub at: Option<Instant>,
     pub rss_kib: u64,
+    /// Anonymous memory (heap, stacks): what litelet itself allocated.
+    pub rss_anon_kib: u64,
+    /// File-backed pages (the binary's code and data, shared libraries): shared with
+    /// the page cache and reclaimable.
+    pub rss_file_kib: u64,
     pub threads: u64,
     pub fds: u64,
     /// User + system CPU time, in seconds.
@@ -29,6 +34,14 @@ pub struct Sample {
 impl Sample {
     pub fn rss_mib(&self) -> f64 {
         self.rss_kib as f64 / 1024.0
+    }
+
+    pub fn anon_mib(&self) -> f64 {
+        self.rss_anon_kib as f64 / 1024.0
+    }
+
+    pub fn file_mib(&self) -> f64 {
+        self.rss_file_kib as f64 / 1024.0
     }
 }
 
@@ -59,6 +72,8 @@ pub fn sample(pid: u32) -> Sample {
     Sample {
         at: Some(Instant::now()),
         rss_kib: field("VmRSS:"),
+        rss_anon_kib: field("RssAnon:"),
+        rss_file_kib: field("RssFile:"),
         threads: field("Threads:"),
         fds,
         cpu_seconds: cpu_seconds(pid),

@@ -210,6 +210,13 @@ pub fn footprint(settings: &Settings, rows: &mut Vec<Row>, n: usize, probes: boo
         _ => {}
     }
     rows.push(rss);
+    rows.push(Row::new(&scenario, "RSS anonymous", last.anon_mib(), "MiB"));
+    rows.push(Row::new(
+        &scenario,
+        "RSS file-backed",
+        last.file_mib(),
+        "MiB",
+    ));
     rows.push(Row::new(&scenario, "RSS peak", peak as f64 / 1024.0, "MiB"));
     rows.push(Row::new(&scenario, "threads", last.threads as f64, ""));
     rows.push(Row::new(&scenario, "open fds", last.fds as f64, ""));
