@@ -490,3 +490,6 @@ fn deadline_passed(pod: &Pod, status: &StatusManager, now: Time) -> bool {
     start.is_some_and(|s| now.unix_seconds() - s.unix_seconds() >= deadline)
         && !api_terminal(pod.status.phase.as_ref())
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use cancel::Cancel;
 pub use grace::effective_grace_period;
@@ -109,6 +109,11 @@ struct State {
     waiting_static: HashMap<String, VecDeque<String>>,
 }
 
+/// Wraps a new worker's signal channel before its thread starts (upstream's
+/// workerChannelFn test hook), so a test can hold signals back.
+#[cfg(test)]
+type ChannelFn = Arc<dyn Fn(Receiver<()>) -> Receiver<()> + Send + Sync>;
+
 struct Inner {
     state: Mutex<State>,
     syncer: Arc<dyn PodSyncer>,
@@ -117,6 +122,8 @@ struct Inner {
     recorder: Recorder,
     timings: WorkerTimings,
     live_threads: AtomicUsize,
+    #[cfg(test)]
+    worker_channel: Mutex<Option<ChannelFn>>,
 }
 
 /// The pod workers; cheap to clone, shared by the sync loop and housekeeping.
@@ -166,6 +173,8 @@ impl PodWorkers {
                 recorder,
                 timings,
                 live_threads: AtomicUsize::new(0),
+                #[cfg(test)]
+                worker_channel: Mutex::new(None),
             }),
         }
     }
@@ -289,7 +298,8 @@ impl PodWorkers {
                 );
                 return;
             }
-            // 6. Finished pods ignore updates.
+            // 6. Finished pods ignore updates. Returning drops the options, which
+            // releases a kill waiter at once (upstream leaves it to time out).
             if status.finished {
                 return;
             }
@@ -374,7 +384,18 @@ impl PodWorkers {
         }
     }
 
-    fn spawn_worker(&self, uid: String, rx: crossbeam_channel::Receiver<()>) {
+    fn spawn_worker(&self, uid: String, rx: Receiver<()>) {
+        #[cfg(test)]
+        let rx = match self
+            .inner
+            .worker_channel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(wrap) => wrap(rx),
+            None => rx,
+        };
         let name = format!("pw-{}", uid.chars().take(8).collect::<String>());
         let workers = self.clone();
         self.inner.live_threads.fetch_add(1, Ordering::SeqCst);
@@ -570,7 +591,16 @@ impl PodWorkers {
         }
     }
 
-    /// Kills a pod and waits until its containers have stopped (upstream killPodNow).
+    /// Kills a pod and waits until its containers have stopped (upstream killPodNow):
+    /// at most [`kill_timeout`], after which an `ExceededGracePeriod` event is recorded
+    /// and an error returned.
+    ///
+    /// Deliberate difference (spec §5, "a kill on a finished pod"): upstream never
+    /// closes the completion channel of a kill that reaches a finished pod, so its
+    /// caller waits out the whole timeout and reports ExceededGracePeriod although the
+    /// containers stopped long ago. Here every update that is ignored drops its
+    /// options, and dropping the sender releases the waiter at once, as for a pod that
+    /// is terminated but not yet finished (behaviour 14).
     pub fn kill_pod_now(
         &self,
         pod: &Pod,
@@ -578,11 +608,7 @@ impl PodWorkers {
         grace_override: Option<i64>,
         status_fn: Option<StatusFn>,
     ) -> Result<(), String> {
-        let grace = grace_override
-            .or(pod.spec.termination_grace_period_seconds)
-            .unwrap_or(0)
-            .max(0) as u64;
-        let timeout = Duration::from_secs((grace + grace / 2).max(10));
+        let timeout = kill_timeout(pod, grace_override);
         let (done_tx, done_rx) = bounded::<()>(1);
         let mut options = UpdatePodOptions::new(UpdateType::Kill, pod.clone());
         options.kill = Some(KillPodOptions {
@@ -605,6 +631,16 @@ impl PodWorkers {
             _ => Ok(()),
         }
     }
+}
+
+/// How long [`PodWorkers::kill_pod_now`] waits: 1.5 × the grace period (the override,
+/// else the spec's, else 0; whole seconds, rounded down), at least 10 s.
+pub fn kill_timeout(pod: &Pod, grace_override: Option<i64>) -> Duration {
+    let grace = grace_override
+        .or(pod.spec.termination_grace_period_seconds)
+        .unwrap_or(0)
+        .max(0) as u64;
+    Duration::from_secs((grace + grace / 2).max(10))
 }
 
 #[cfg(test)]

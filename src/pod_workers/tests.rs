@@ -173,6 +173,10 @@ struct Harness {
 }
 
 fn harness() -> Harness {
+    harness_with(Recorder::log_only())
+}
+
+fn harness_with(recorder: Recorder) -> Harness {
     let syncer = Arc::new(FakeSyncer::default());
     let queue = WorkQueue::new();
     let cache = PodStatusCache::new();
@@ -186,7 +190,7 @@ fn harness() -> Harness {
         syncer.clone(),
         queue.clone(),
         cache.clone(),
-        Recorder::log_only(),
+        recorder,
         timings,
     );
     Harness {
@@ -775,6 +779,11 @@ fn b24_b25_b29_first_sighting_of_finished_or_deleted_pods() {
     );
     h.workers.update_pod(update(UpdateType::Create, &failed));
     h.finished("u25");
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { uid, .. } if uid == "u25")),
+        0,
+        "B25: a pod first seen Failed never gets SyncPod"
+    );
     let calls: Vec<Call> = h.syncer.calls().into_iter().filter(|c| matches!(c, Call::Terminating { uid, .. } | Call::Terminated { uid } if uid == "u25")).collect();
     assert_eq!(calls.len(), 2);
     assert!(matches!(calls[0], Call::Terminating { .. }));
@@ -914,4 +923,290 @@ fn thousand_pods_leave_no_thread_behind() {
     assert!(known.is_empty());
     assert!(h.workers.lock().statuses.is_empty());
     assert!(h.workers.lock().updates.is_empty());
+}
+
+#[test]
+fn b16_kill_timeout_is_one_and_a_half_grace_periods_and_at_least_ten_seconds() {
+    // (spec grace, kill override, expected timeout in seconds)
+    let cases = [
+        (Some(4), None, 10),
+        (Some(30), None, 45),
+        (None, None, 10),
+        (Some(7), None, 10),
+        (Some(9), None, 13),
+        (Some(30), Some(0), 10),
+        (Some(30), Some(100), 150),
+        (Some(-5), None, 10),
+    ];
+    for (spec, grace_override, want) in cases {
+        let mut p = pod("t16");
+        p.spec.termination_grace_period_seconds = spec;
+        assert_eq!(
+            kill_timeout(&p, grace_override),
+            Duration::from_secs(want),
+            "spec {spec:?}, override {grace_override:?}"
+        );
+    }
+}
+
+#[test]
+fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let h = harness_with(Recorder::new(events_tx));
+    let mut p = pod("u16");
+    p.spec.termination_grace_period_seconds = Some(4);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u16");
+    // SyncTerminatingPod hangs: the containers never stop.
+    h.syncer.block("terminating", true);
+    let started = Instant::now();
+    let result = h.workers.kill_pod_now(&p, false, None, None);
+    let waited = started.elapsed();
+    assert_eq!(result, Err("timeout waiting to kill pod".to_owned()));
+    assert!(
+        waited >= Duration::from_secs(10),
+        "grace 4 waits the 10 s floor, returned after {waited:?}"
+    );
+    let exceeded: Vec<crate::events::EventRecord> = events
+        .try_iter()
+        .filter(|e| e.reason == "ExceededGracePeriod")
+        .collect();
+    assert_eq!(exceeded.len(), 1, "{exceeded:?}");
+    assert_eq!(exceeded[0].kind, EventType::Warning);
+    assert_eq!(
+        exceeded[0].message,
+        "Container runtime did not kill the pod within specified grace period."
+    );
+    assert!(
+        matches!(&exceeded[0].object, crate::events::EventObject::Pod { uid, .. } if uid == "u16")
+    );
+    assert!(h.syncer.calls().contains(&Call::Terminating {
+        uid: "u16".into(),
+        grace: Some(4),
+        status_fn: None
+    }));
+    h.syncer.block("terminating", false);
+    h.finished("u16");
+}
+
+/// Pins a deliberate difference from upstream (spec §5; documented on `kill_pod_now`):
+/// upstream never closes the completion channel of a kill that reaches a finished pod,
+/// so killPodNow waits out its timeout (45 s here) and reports ExceededGracePeriod.
+/// litelet releases the waiter at once: the containers are known to be stopped.
+#[test]
+fn b17_kill_of_a_finished_pod_returns_at_once_unlike_upstream() {
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let h = harness_with(Recorder::new(events_tx));
+    let p = pod("u17");
+    h.syncer.sync_results.lock().unwrap().push_back(Ok(true));
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.finished("u17");
+    let calls = h.syncer.calls().len();
+    let started = Instant::now();
+    assert_eq!(h.workers.kill_pod_now(&p, false, None, None), Ok(()));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the 45 s timeout was not waited out"
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(h.syncer.calls().len(), calls, "a finished pod gets no sync");
+    assert!(events.try_iter().all(|e| e.reason != "ExceededGracePeriod"));
+}
+
+#[test]
+fn b23_runtime_kill_of_a_terminated_pod_is_ignored() {
+    let h = harness();
+    let p = pod("u23");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u23");
+    h.syncer.block("terminated", true);
+    h.workers.update_pod(kill(&p, None));
+    wait("terminated entered", || h.syncer.entered("terminated") == 1);
+    assert!(h.workers.is_pod_known_terminated("u23"));
+    // Housekeeping still sees the stopped sandbox and asks to kill it as a runtime pod.
+    h.workers.update_pod(UpdatePodOptions::kill_runtime_pod(
+        running_pod("u23"),
+        Some(1),
+    ));
+    assert!(
+        h.workers.lock().statuses["u23"].pending.is_none(),
+        "the stale runtime kill is not queued"
+    );
+    h.syncer.block("terminated", false);
+    h.finished("u23");
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(h.count(|c| matches!(c, Call::Terminated { .. })), 1);
+    assert_eq!(h.count(|c| matches!(c, Call::Terminating { .. })), 1);
+    assert_eq!(h.count(|c| matches!(c, Call::TerminatingRuntime { .. })), 0);
+    assert!(
+        h.workers.lock().statuses.contains_key("u23"),
+        "the record stays until SyncKnownPods"
+    );
+}
+
+fn syncs_of(h: &Harness, uid: &str) -> usize {
+    h.count(|c| matches!(c, Call::Sync { uid: u, .. } if u == uid))
+}
+
+#[test]
+fn b27_queued_static_pods_start_in_arrival_order() {
+    let h = harness();
+    let a = static_pod("qa", "kube-proxy");
+    let b = static_pod("qb", "kube-proxy");
+    let c = static_pod("qc", "kube-proxy");
+    h.workers.update_pod(update(UpdateType::Create, &a));
+    h.settle("qa");
+    h.workers.update_pod(update(UpdateType::Create, &b));
+    h.settle("qb");
+    h.workers.update_pod(update(UpdateType::Create, &c));
+    h.settle("qc");
+    h.workers.update_pod(kill(&a, None));
+    h.finished("qa");
+
+    // C asks first, but B came first: C keeps waiting.
+    h.workers.update_pod(update(UpdateType::Sync, &c));
+    h.settle("qc");
+    assert_eq!(syncs_of(&h, "qc"), 0, "C must not overtake B");
+    h.workers.update_pod(update(UpdateType::Sync, &b));
+    wait("B starts", || syncs_of(&h, "qb") == 1);
+    h.workers.update_pod(update(UpdateType::Sync, &c));
+    h.settle("qc");
+    assert_eq!(
+        syncs_of(&h, "qc"),
+        0,
+        "one static pod per full name at a time"
+    );
+
+    // B gone: C's turn.
+    h.workers.update_pod(kill(&b, None));
+    h.finished("qb");
+    h.workers.update_pod(update(UpdateType::Sync, &c));
+    wait("C starts", || syncs_of(&h, "qc") == 1);
+}
+
+#[test]
+fn b27_a_queued_static_pod_killed_before_it_starts_lets_the_next_one_start() {
+    let h = harness();
+    let a = static_pod("ka", "coredns");
+    let b = static_pod("kb", "coredns");
+    let c = static_pod("kc", "coredns");
+    h.workers.update_pod(update(UpdateType::Create, &a));
+    h.settle("ka");
+    h.workers.update_pod(update(UpdateType::Create, &b));
+    h.settle("kb");
+    h.workers.update_pod(update(UpdateType::Create, &c));
+    h.settle("kc");
+
+    // B is deleted while it waits behind A: finished with no syncer call at all.
+    h.workers.update_pod(kill(&b, None));
+    h.finished("kb");
+    assert_eq!(
+        h.count(|x| matches!(x, Call::Sync { uid, .. } | Call::Terminating { uid, .. } | Call::Terminated { uid } if uid == "kb")),
+        0
+    );
+
+    h.workers.update_pod(kill(&a, None));
+    h.finished("ka");
+    wait("only C's worker is left", || h.workers.live_threads() == 1);
+    h.workers.update_pod(update(UpdateType::Sync, &c));
+    wait("C starts", || syncs_of(&h, "kc") == 1);
+}
+
+#[test]
+fn b31_a_pod_whose_worker_has_not_consumed_its_update_is_dropped_at_once() {
+    let h = harness();
+    // Hold every worker signal until released (upstream's workerChannelFn).
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let wrap: ChannelFn = Arc::new(move |rx: Receiver<()>| {
+        let (tx, held) = bounded(1);
+        let release = release_rx.clone();
+        std::thread::spawn(move || {
+            while rx.recv().is_ok() {
+                if release.recv().is_err() {
+                    return;
+                }
+                let _ = tx.send(());
+            }
+        });
+        held
+    });
+    *h.workers.inner.worker_channel.lock().unwrap() = Some(wrap);
+    let p = pod("u31");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    assert!(h.workers.is_working("u31"), "the update is pending");
+
+    let known = h.workers.sync_known_pods(&[]);
+    assert!(!known.contains_key("u31"));
+    assert!(!h.workers.lock().statuses.contains_key("u31"));
+    assert!(!h.workers.lock().updates.contains_key("u31"));
+    // The held signal arrives late: the worker finds nothing and ends.
+    release_tx.send(()).unwrap();
+    wait("worker thread ends", || h.workers.live_threads() == 0);
+    assert!(h.syncer.calls().is_empty(), "{:?}", h.syncer.calls());
+}
+
+#[test]
+fn b34_termination_requeues_with_no_delay_and_the_terminated_sync_runs_unaided() {
+    let h = harness();
+    let p = pod("u34");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("u34");
+    let resync = h.queue.due_at("u34").expect("queued for resync");
+    h.syncer.block("terminated", true);
+    h.workers.update_pod(kill(&p, None));
+    wait("terminated entered", || h.syncer.entered("terminated") == 1);
+    let due = h.queue.due_at("u34").expect("queued after terminating");
+    let now = Instant::now();
+    assert!(
+        due <= now,
+        "delay 0 expected, due in {:?}",
+        due.saturating_duration_since(now)
+    );
+    assert!(due < resync);
+    h.syncer.block("terminated", false);
+    h.finished("u34");
+}
+
+#[test]
+fn b35_a_cancelled_sync_backs_off_and_the_cancelling_update_runs_at_once() {
+    let h = harness();
+    let p = pod("u35");
+    h.syncer.block("sync", true);
+    h.syncer.block("terminating", true);
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    wait("sync entered", || h.syncer.entered("sync") == 1);
+    let before = Instant::now();
+    // The deletion cancels the blocked SyncPod, which returns `context canceled`.
+    h.workers
+        .update_pod(update(UpdateType::Update, &deleted(p.clone(), 5)));
+    // The deletion itself runs next, with no further update from anyone.
+    wait("terminating entered", || {
+        h.syncer.entered("terminating") == 1
+    });
+    h.queued_within(
+        "u35",
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+        before,
+    );
+    h.syncer.block("terminating", false);
+    h.finished("u35");
+    h.syncer.block("sync", false);
+    let calls = h.syncer.calls();
+    assert_eq!(
+        calls[..2],
+        [
+            Call::Sync {
+                uid: "u35".into(),
+                update_type: UpdateType::Create,
+                version: "v1".into()
+            },
+            Call::Terminating {
+                uid: "u35".into(),
+                grace: Some(5),
+                status_fn: None
+            }
+        ]
+    );
+    assert_eq!(syncs_of(&h, "u35"), 1);
 }

@@ -1,0 +1,431 @@
+//! Sync loop behaviours (spec kubelet-and-podworkers.md §4, harness B, the parts that
+//! live in the loop itself): config handlers, admission, the PLEG and probe arms,
+//! housekeeping's gates. The loop runs with real pod workers over a recording syncer
+//! and a runtime that is never there (housekeeping's runtime listing fails, after
+//! SyncKnownPods). Test names carry the behaviour numbers.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver};
+
+use super::*;
+use crate::api::pod::PodStatus;
+use crate::api::quantity::Quantity;
+use crate::cri::{ConnectOptions, Endpoint};
+use crate::pleg::PlegHealth;
+use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, WorkerTimings};
+use crate::runtime::cache::PodStatusCache;
+use crate::runtime::hooks::CriHookRunner;
+use crate::runtime::manager::{RuntimeConditions, RuntimeSettings};
+use crate::runtime::model::{PodRuntimeStatus, RunningPod};
+use crate::sources::{SOURCE_API, SOURCE_FILE};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Sync(String, UpdateType),
+    Terminating(String, Option<i64>),
+    Terminated(String),
+}
+
+/// Records every call; all of them succeed at once.
+#[derive(Default)]
+struct RecordingSyncer {
+    calls: Mutex<Vec<Call>>,
+}
+
+impl RecordingSyncer {
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl PodSyncer for RecordingSyncer {
+    fn sync_pod(
+        &self,
+        _: &Cancel,
+        update_type: UpdateType,
+        pod: &Pod,
+        _: Option<&Pod>,
+        _: &PodRuntimeStatus,
+    ) -> Result<bool, SyncError> {
+        let call = Call::Sync(pod.uid().into(), update_type);
+        self.calls.lock().unwrap().push(call);
+        Ok(false)
+    }
+
+    fn sync_terminating_pod(
+        &self,
+        _: &Cancel,
+        pod: &Pod,
+        _: &PodRuntimeStatus,
+        grace: Option<i64>,
+        _: Option<StatusFn>,
+    ) -> Result<(), SyncError> {
+        let call = Call::Terminating(pod.uid().into(), grace);
+        self.calls.lock().unwrap().push(call);
+        Ok(())
+    }
+
+    fn sync_terminating_runtime_pod(&self, _: &Cancel, _: &RunningPod) -> Result<(), SyncError> {
+        Ok(())
+    }
+
+    fn sync_terminated_pod(
+        &self,
+        _: &Cancel,
+        pod: &Pod,
+        _: &PodRuntimeStatus,
+    ) -> Result<(), SyncError> {
+        let call = Call::Terminated(pod.uid().into());
+        self.calls.lock().unwrap().push(call);
+        Ok(())
+    }
+}
+
+struct Harness {
+    kubelet: Kubelet,
+    syncer: Arc<RecordingSyncer>,
+    workers: PodWorkers,
+    deaths: Receiver<String>,
+    _root: tempfile::TempDir,
+}
+
+fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
+    let root = tempfile::tempdir().unwrap();
+    // A runtime that is never there: calls fail fast with "unavailable".
+    let endpoint = Endpoint::parse("unix:///nonexistent/litelet-kubelet-test.sock").unwrap();
+    let options = ConnectOptions {
+        request_timeout: Duration::from_secs(2),
+        pull_timeout: Duration::from_secs(2),
+    };
+    let (runtime, images) = crate::cri::connect(&endpoint, &options);
+    let manager = Arc::new(RuntimeManager::new(
+        runtime.clone(),
+        images,
+        Arc::new(CriHookRunner::new(runtime)),
+        Recorder::log_only(),
+        RuntimeSettings {
+            root_dir: root.path().to_owned(),
+            pod_logs_dir: root.path().join("logs"),
+            dns: Default::default(),
+            memory_capacity: 1 << 30,
+            enforce_cpu_limits: true,
+        },
+    ));
+    let syncer = Arc::new(RecordingSyncer::default());
+    let queue = WorkQueue::new();
+    let cache = PodStatusCache::new();
+    // Every read of the cache is fresh enough: the global time lies far ahead.
+    cache.update_time(Instant::now() + Duration::from_secs(86_400));
+    let workers = PodWorkers::new(
+        syncer.clone(),
+        queue.clone(),
+        cache,
+        Recorder::log_only(),
+        WorkerTimings::default(),
+    );
+    let node = NodeView {
+        name: "unit-node".into(),
+        labels: BTreeMap::new(),
+        taints: vec![],
+        allocatable: BTreeMap::from([("pods".to_owned(), Quantity::parse(max_pods).unwrap())]),
+    };
+    let mut kubelet = Kubelet::new(
+        workers.clone(),
+        queue,
+        manager,
+        RuntimeState::new(PlegHealth::default()),
+        StatusManager::standalone(),
+        Arc::new(deps::NoProbes),
+        None,
+        None,
+        Recorder::log_only(),
+        node,
+        root.path().to_owned(),
+        sources.iter().copied().collect::<HashSet<_>>(),
+    );
+    let (deaths_tx, deaths) = bounded(16);
+    kubelet.deaths = Some(deaths_tx);
+    Harness {
+        kubelet,
+        syncer,
+        workers,
+        deaths,
+        _root: root,
+    }
+}
+
+fn pod(uid: &str) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.uid = Some(uid.into());
+    pod.metadata.name = Some(format!("pod-{uid}"));
+    pod.metadata.namespace = Some("default".into());
+    pod.spec.node_name = Some("unit-node".into());
+    pod.spec.termination_grace_period_seconds = Some(30);
+    pod
+}
+
+fn wait(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Long enough for a worker that was (wrongly) signalled to have called the syncer.
+fn quiet() {
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+impl Harness {
+    fn config(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
+        self.kubelet
+            .handle(Event::Config(PodUpdate { pods, op, source }));
+    }
+
+    fn pleg(&mut self, uid: &str, kind: PodLifecycleEventType) {
+        self.kubelet.handle(Event::Pleg(PodLifecycleEvent {
+            uid: uid.into(),
+            kind,
+            container_id: "c1".into(),
+        }));
+    }
+
+    fn probe(&mut self, uid: &str, kind: ProbeKind, result: ProbeResult) {
+        self.kubelet.handle(Event::Probe(ProbeUpdate {
+            uid: uid.into(),
+            container_id: "c1".into(),
+            kind,
+            result,
+        }));
+    }
+
+    fn count(&self, call: &Call) -> usize {
+        self.syncer.calls().iter().filter(|c| *c == call).count()
+    }
+
+    fn wait_call(&self, call: Call) {
+        wait(&format!("{call:?}"), || self.count(&call) > 0);
+    }
+
+    fn phase(&self, uid: &str) -> Option<PodPhase> {
+        self.kubelet
+            .status
+            .get_pod_status(uid)
+            .and_then(|s| s.phase)
+    }
+
+    /// Whether a housekeeping run has reconciled the workers (SyncKnownPods answers
+    /// for unknown UIDs differently afterwards).
+    fn housekeeping_ran(&self) -> bool {
+        !self.workers.could_have_running_containers("never-seen-uid")
+    }
+}
+
+#[test]
+fn b39_terminated_pods_leave_their_slot_to_new_pods() {
+    let mut h = harness(&[SOURCE_API], "1");
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("a")]);
+    h.wait_call(Call::Sync("a".into(), UpdateType::Create));
+    // The node is full: the control case is rejected.
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("b")]);
+    assert_eq!(h.phase("b"), Some(PodPhase::Failed));
+    assert_eq!(
+        h.kubelet
+            .status
+            .get_pod_status("b")
+            .and_then(|s| s.reason)
+            .as_deref(),
+        Some("OutOfpods")
+    );
+
+    // A's containers stopped (known terminated, its API phase is still unset): its
+    // slot is free.
+    h.workers
+        .update_pod(UpdatePodOptions::new(UpdateType::Kill, pod("a")));
+    wait("a known terminated", || {
+        h.workers.is_pod_known_terminated("a")
+    });
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("c")]);
+    h.wait_call(Call::Sync("c".into(), UpdateType::Create));
+    assert_ne!(h.phase("c"), Some(PodPhase::Failed));
+
+    // C succeeded (its worker has not terminated it yet): it no longer counts either.
+    let succeeded = PodStatus {
+        phase: Some(PodPhase::Succeeded),
+        ..Default::default()
+    };
+    h.kubelet.status.set_pod_status(&pod("c"), succeeded);
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("d")]);
+    h.wait_call(Call::Sync("d".into(), UpdateType::Create));
+    assert_ne!(h.phase("d"), Some(PodPhase::Failed));
+
+    // D is active: the node is full again.
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("e")]);
+    assert_eq!(h.phase("e"), Some(PodPhase::Failed));
+    quiet();
+    assert_eq!(h.count(&Call::Sync("b".into(), UpdateType::Create)), 0);
+    assert_eq!(h.count(&Call::Sync("e".into(), UpdateType::Create)), 0);
+}
+
+#[test]
+fn b44_remove_kills_at_once_with_the_pods_own_grace() {
+    let mut h = harness(&[SOURCE_API], "110");
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("r1")]);
+    h.wait_call(Call::Sync("r1".into(), UpdateType::Create));
+    h.config(SOURCE_API, PodOperation::Remove, vec![pod("r1")]);
+    // A kill with no override: the spec's grace.
+    h.wait_call(Call::Terminating("r1".into(), Some(30)));
+    h.wait_call(Call::Terminated("r1".into()));
+
+    // The last copy seen carried a deletion grace of 0: the floor of 1 applies.
+    let mut forced = pod("r2");
+    h.config(SOURCE_API, PodOperation::Add, vec![forced.clone()]);
+    h.wait_call(Call::Sync("r2".into(), UpdateType::Create));
+    forced.metadata.deletion_timestamp = Some(Time::now());
+    forced.metadata.deletion_grace_period_seconds = Some(0);
+    h.config(SOURCE_API, PodOperation::Remove, vec![forced]);
+    h.wait_call(Call::Terminating("r2".into(), Some(1)));
+    assert!(
+        !h.housekeeping_ran(),
+        "the kill came from the removal itself"
+    );
+}
+
+#[test]
+fn b44_remove_before_every_source_is_ready_is_left_to_housekeeping() {
+    let mut h = harness(&[SOURCE_API, SOURCE_FILE], "110");
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("d1")]);
+    h.wait_call(Call::Sync("d1".into(), UpdateType::Create));
+    h.config(SOURCE_API, PodOperation::Remove, vec![pod("d1")]);
+    quiet();
+    assert!(
+        !h.workers.is_pod_termination_requested("d1"),
+        "no kill while the file source has not reported"
+    );
+    assert!(!h
+        .syncer
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::Terminating(..))));
+
+    h.config(SOURCE_FILE, PodOperation::Add, vec![]);
+    h.kubelet.handle(Event::Housekeeping);
+    // Terminated as an orphan: no grace override.
+    h.wait_call(Call::Terminating("d1".into(), None));
+    h.wait_call(Call::Terminated("d1".into()));
+}
+
+#[test]
+fn b46_housekeeping_waits_until_every_source_has_reported() {
+    let mut h = harness(&[SOURCE_API, SOURCE_FILE], "110");
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(!h.housekeeping_ran(), "no source has reported");
+    h.config(SOURCE_API, PodOperation::Add, vec![]);
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(!h.housekeeping_ran(), "the file source has not reported");
+    assert!(!h.kubelet.sources_ready.load(Ordering::Relaxed));
+    h.config(SOURCE_FILE, PodOperation::Add, vec![]);
+    assert!(h.kubelet.sources_ready.load(Ordering::Relaxed));
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(h.housekeeping_ran());
+}
+
+#[test]
+fn b36_no_housekeeping_while_the_runtime_is_not_ready() {
+    let mut h = harness(&[SOURCE_API], "110");
+    // Sources are ready before the loop starts: only the runtime gate holds it back.
+    h.config(SOURCE_API, PodOperation::Add, vec![]);
+    let Harness {
+        kubelet, workers, ..
+    } = h;
+    let runtime_state = kubelet.runtime_state.clone();
+    let housekeeping_ran = || !workers.could_have_running_containers("never-seen-uid");
+    let (_updates_tx, updates) = unbounded();
+    let (_pleg_tx, pleg) = unbounded();
+    let (_probes_tx, probes) = unbounded();
+    let (shutdown_tx, shutdown) = bounded::<()>(0);
+    let sync = std::thread::spawn(move || kubelet.run(updates, pleg, probes, shutdown));
+    // Three housekeeping periods and then some.
+    std::thread::sleep(3 * HOUSEKEEPING_PERIOD + Duration::from_millis(500));
+    assert!(
+        !housekeeping_ran(),
+        "housekeeping ran before the runtime was ready"
+    );
+    runtime_state.record(
+        Ok(RuntimeConditions {
+            runtime_ready: true,
+            network_ready: true,
+            problems: vec![],
+        }),
+        Instant::now(),
+    );
+    wait("housekeeping once the runtime is ready", housekeeping_ran);
+    drop(shutdown_tx);
+    sync.join().unwrap();
+}
+
+#[test]
+fn b51_pleg_events_for_pods_no_source_wants_are_ignored() {
+    let mut h = harness(&[SOURCE_API], "110");
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("k1")]);
+    h.wait_call(Call::Sync("k1".into(), UpdateType::Create));
+
+    h.pleg("ghost", PodLifecycleEventType::ContainerStarted);
+    h.pleg("ghost", PodLifecycleEventType::ContainerDied);
+    assert!(!h.workers.is_working("ghost"));
+    assert!(h.workers.active_pod("ghost").is_none(), "no worker for it");
+
+    // The control: an event for a known pod syncs it; a removal event does not.
+    h.pleg("k1", PodLifecycleEventType::ContainerRemoved);
+    quiet();
+    assert_eq!(h.count(&Call::Sync("k1".into(), UpdateType::Sync)), 0);
+    h.pleg("k1", PodLifecycleEventType::ContainerDied);
+    h.wait_call(Call::Sync("k1".into(), UpdateType::Sync));
+    quiet();
+    assert!(h
+        .syncer
+        .calls()
+        .iter()
+        .all(|c| matches!(c, Call::Sync(uid, _) if uid == "k1")));
+}
+
+#[test]
+fn b52_liveness_failures_sync_the_pod_and_successes_do_not() {
+    let mut h = harness(&[SOURCE_API], "110");
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("l1")]);
+    h.wait_call(Call::Sync("l1".into(), UpdateType::Create));
+    let resync = Call::Sync("l1".into(), UpdateType::Sync);
+
+    h.probe("l1", ProbeKind::Liveness, ProbeResult::Success);
+    quiet();
+    assert_eq!(h.count(&resync), 0, "a liveness success wakes nobody");
+    h.probe("l1", ProbeKind::Liveness, ProbeResult::Failure);
+    wait("a sync after the liveness failure", || {
+        h.count(&resync) == 1
+    });
+    h.probe("l1", ProbeKind::Readiness, ProbeResult::Success);
+    wait("a sync after the readiness result", || {
+        h.count(&resync) == 2
+    });
+    h.probe("ghost", ProbeKind::Liveness, ProbeResult::Failure);
+    quiet();
+    assert_eq!(h.syncer.calls().len(), 3, "{:?}", h.syncer.calls());
+}
+
+#[test]
+fn b63_container_deaths_wake_the_dead_container_clean_up() {
+    let mut h = harness(&[SOURCE_API], "110");
+    h.pleg("any", PodLifecycleEventType::ContainerStarted);
+    h.pleg("any", PodLifecycleEventType::ContainerRemoved);
+    assert!(
+        h.deaths.try_recv().is_err(),
+        "only deaths ask for a clean-up"
+    );
+    // Upstream cleans up after every death, known pod or not.
+    h.pleg("dead-1", PodLifecycleEventType::ContainerDied);
+    assert_eq!(h.deaths.try_recv().as_deref(), Ok("dead-1"));
+}
