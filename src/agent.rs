@@ -149,13 +149,15 @@ pub fn run(
         .map(|v| v.runtime_name)
         .unwrap_or_else(|_| "cri".into());
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-    let manager = Arc::new(RuntimeManager::new(
-        runtime.clone(),
-        images,
-        hooks,
-        recorder.clone(),
-        settings,
-    ));
+    let cache = PodStatusCache::new();
+    let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
+    let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    // What litelet changes itself, the PLEG sees at once rather than a period later.
+    let nudge = pleg.nudger();
+    let manager = Arc::new(
+        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
+            .on_runtime_change(move || nudge.nudge()),
+    );
 
     // RESIZE: litelet writes pod cgroups only through cgroupfs.
     let cgroups = if flags.cgroup_driver == CgroupDriver::Systemd {
@@ -189,9 +191,6 @@ pub fn run(
     }
     let resize = Arc::new(resize);
 
-    let cache = PodStatusCache::new();
-    let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
-    let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
     let pleg_health = pleg.health();
     let runtime_state = RuntimeState::new(pleg.health());
     pleg.spawn(shutdown.clone())?;

@@ -6,13 +6,19 @@
 //! (dropped with an error log when the sync loop falls 1000 events behind, as upstream);
 //! ContainerChanged events only refresh the cache. Health: a relist older than three
 //! minutes makes [`PlegHealth::check`] fail, which gates the sync loop and node Ready.
+//!
+//! Unlike upstream, a [`RelistNudge`] brings the next relist forward (at most one per
+//! [`MIN_NUDGE_GAP`]) when litelet itself has just started or stopped containers: the
+//! change then reaches the pod worker and the API in tens of milliseconds instead of
+//! up to a relist period later. Changes litelet did not make (a container exiting on
+//! its own) are still found by the periodic relist.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, tick, Receiver, Sender, TrySendError};
+use crossbeam_channel::{at, bounded, never, select, tick, Receiver, Sender, TrySendError};
 
 use crate::cri::RuntimeClient;
 use crate::runtime::cache::PodStatusCache;
@@ -25,6 +31,20 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
 /// Capacity of the event channel.
 pub const EVENT_CHANNEL_CAPACITY: usize = 1000;
+/// Nudged relists come at most this often (a burst of pod starts costs a few extra
+/// list calls, not one per pod).
+pub const MIN_NUDGE_GAP: Duration = Duration::from_millis(100);
+
+/// Asks the PLEG for an early relist; cheap, never blocks, and nudges that arrive
+/// before the relist happens fold into one.
+#[derive(Clone, Debug)]
+pub struct RelistNudge(Sender<()>);
+
+impl RelistNudge {
+    pub fn nudge(&self) {
+        let _ = self.0.try_send(());
+    }
+}
 
 /// What happened to a container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +166,9 @@ pub struct Pleg {
     previous: HashMap<String, RunningPod>,
     /// Pods whose status inspection failed last time: retried on the next relist.
     reinspect: HashSet<String>,
+    nudge_tx: Sender<()>,
+    nudges: Receiver<()>,
+    period: Duration,
 }
 
 impl Pleg {
@@ -154,6 +177,7 @@ impl Pleg {
         cache: PodStatusCache,
         events: Sender<PodLifecycleEvent>,
     ) -> Pleg {
+        let (nudge_tx, nudges) = bounded(1);
         Pleg {
             runtime,
             cache,
@@ -161,7 +185,21 @@ impl Pleg {
             health: PlegHealth::default(),
             previous: HashMap::new(),
             reinspect: HashSet::new(),
+            nudge_tx,
+            nudges,
+            period: RELIST_PERIOD,
         }
+    }
+
+    /// Relists every `period` instead of [`RELIST_PERIOD`] (tests use a long one).
+    pub fn with_period(mut self, period: Duration) -> Pleg {
+        self.period = period;
+        self
+    }
+
+    /// A handle that brings the next relist forward.
+    pub fn nudger(&self) -> RelistNudge {
+        RelistNudge(self.nudge_tx.clone())
     }
 
     /// A handle to read the PLEG's health from other threads.
@@ -169,19 +207,33 @@ impl Pleg {
         self.health.clone()
     }
 
-    /// Starts the `pleg` thread; it relists every second until `shutdown` disconnects.
+    /// Starts the `pleg` thread; it relists at once, then every period and when nudged,
+    /// until `shutdown` disconnects.
     pub fn spawn(mut self, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("pleg".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let ticker = tick(RELIST_PERIOD);
+                let ticker = tick(self.period);
+                let nudges = self.nudges.clone();
                 self.relist();
+                let mut last = Instant::now();
+                // When a nudged relist is due (none pending: None).
+                let mut nudged: Option<Instant> = None;
                 loop {
+                    let due = nudged.map(at).unwrap_or_else(never);
                     select! {
                         recv(shutdown) -> _ => return,
-                        recv(ticker) -> _ => self.relist(),
+                        recv(nudges) -> _ => {
+                            nudged.get_or_insert(last + MIN_NUDGE_GAP);
+                            continue;
+                        }
+                        recv(ticker) -> _ => {}
+                        recv(due) -> _ => {}
                     }
+                    self.relist();
+                    last = Instant::now();
+                    nudged = None;
                 }
             })
     }

@@ -52,6 +52,8 @@ pub struct RuntimeManager {
     pub(super) recorder: Recorder,
     pub(super) crash_backoff: Mutex<Backoff>,
     pub(super) settings: RuntimeSettings,
+    /// Called after a sync or kill changed containers or sandboxes (the PLEG's nudge).
+    changed: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl RuntimeManager {
@@ -70,6 +72,20 @@ impl RuntimeManager {
             recorder,
             crash_backoff: Mutex::new(Backoff::default()),
             settings,
+            changed: None,
+        }
+    }
+
+    /// Calls `hook` whenever a sync or kill started or stopped a container or sandbox.
+    pub fn on_runtime_change(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.changed = Some(Box::new(hook));
+        self
+    }
+
+    /// Runs the change hook when `outcome` changed the runtime.
+    pub(super) fn report_change(&self, outcome: &SyncOutcome) {
+        if let (Some(hook), true) = (&self.changed, outcome.changed_runtime()) {
+            hook();
         }
     }
 
@@ -116,7 +132,9 @@ impl RuntimeManager {
         running: &RunningPod,
         grace_override: Option<i64>,
     ) -> SyncOutcome {
-        self.killer().kill_pod(pod, "", running, grace_override)
+        let outcome = self.killer().kill_pod(pod, "", running, grace_override);
+        self.report_change(&outcome);
+        outcome
     }
 
     /// The runtime's conditions; an error when the runtime cannot be asked.

@@ -80,6 +80,20 @@ impl SyncOutcome {
             .filter_map(|s| s.failure.as_ref().map(|f| (s, f)))
     }
 
+    /// True when a step started or stopped a container or a sandbox.
+    pub fn changed_runtime(&self) -> bool {
+        self.steps.iter().any(|s| {
+            s.failure.is_none()
+                && matches!(
+                    s.action,
+                    SyncAction::StartContainer
+                        | SyncAction::KillContainer
+                        | SyncAction::CreatePodSandbox
+                        | SyncAction::KillPodSandbox
+                )
+        })
+    }
+
     pub fn is_ok(&self) -> bool {
         self.failures().next().is_none()
     }

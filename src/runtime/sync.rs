@@ -96,6 +96,18 @@ impl RuntimeManager {
         probes: &ProbeResults,
         inputs: &SyncInputs<'_>,
     ) -> SyncOutcome {
+        let outcome = self.sync_pod_steps(pod, status, probes, inputs);
+        self.report_change(&outcome);
+        outcome
+    }
+
+    fn sync_pod_steps(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        probes: &ProbeResults,
+        inputs: &SyncInputs<'_>,
+    ) -> SyncOutcome {
         let actions = compute_pod_actions(pod, status, probes);
         log::debug!(
             "pod {}/{} ({}): {actions}",

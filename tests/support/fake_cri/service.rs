@@ -173,7 +173,12 @@ impl grpc::RuntimeService for FakeService {
         req: pb::ListPodSandboxRequest,
         sink: UnarySink<pb::ListPodSandboxResponse>,
     ) {
-        self.serve("ListPodSandbox", String::new(), &ctx, sink, |s| {
+        // Whether the listing was for one pod (a label selector) or everything.
+        let detail = match req.filter.as_ref() {
+            Some(f) if !f.label_selector.is_empty() => "filtered".to_owned(),
+            _ => "all".to_owned(),
+        };
+        self.serve_detailed("ListPodSandbox", String::new(), detail, &ctx, sink, |s| {
             Ok(s.list_pod_sandbox(&req))
         });
     }
