@@ -60,6 +60,7 @@ fn run_operator(
 }
 
 fn run_agent(flags: &Flags) -> ExitCode {
+    process::limit_malloc_arenas();
     let shutdown = match process::install_shutdown_signals() {
         Ok(shutdown) => shutdown,
         Err(err) => {

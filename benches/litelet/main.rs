@@ -8,7 +8,9 @@
 //! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
 //! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
-//! litelet's log there). litelet inherits the environment, so `RUST_LOG` reaches it.
+//! litelet's log there), `LITELET_BENCH_WRAPPER="valgrind --tool=massif ..."` (run
+//! litelet under a profiler; the numbers then describe the profiler, not litelet).
+//! litelet inherits the environment, so `RUST_LOG` reaches it.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;

@@ -130,7 +130,18 @@ impl Litelet {
         let dir = tempfile::tempdir().expect("temp dir");
         let cgroup_root = format!("/litelet-bench-{}-{seq}", std::process::id());
         let port = free_port();
-        let mut cmd = Command::new(LITELET);
+        // LITELET_BENCH_WRAPPER runs litelet under a profiler, e.g.
+        // "valgrind --tool=massif --massif-out-file=/tmp/massif.%p".
+        let wrapper = std::env::var("LITELET_BENCH_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let mut cmd = match words.next() {
+            Some(program) => {
+                let mut cmd = Command::new(program);
+                cmd.args(words).arg(LITELET);
+                cmd
+            }
+            None => Command::new(LITELET),
+        };
         cmd.args(["--container-runtime-endpoint", &options.endpoint])
             .args(["--hostname-override", NODE])
             .arg("--root-dir")

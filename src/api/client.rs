@@ -347,8 +347,14 @@ impl ApiClient {
         if uri.host().is_none() {
             return Err(config_err(format!("server {:?}: no host", config.server)));
         }
+        // ureq's default buffers are 128 KiB each way per pooled connection; API
+        // requests and response heads are far smaller (bodies stream through), and
+        // litelet keeps several pools (watch, status, node, lease, events).
         let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .input_buffer_size(32 * 1024)
+            .output_buffer_size(32 * 1024)
+            .max_response_header_size(16 * 1024)
             .user_agent(config.user_agent.as_str())
             .timeout_global(Some(config.timeout))
             .timeout_connect(Some(config.connect_timeout))
