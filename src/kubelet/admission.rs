@@ -5,6 +5,14 @@
 //! Checks, first failure wins: node name, OS, node selector, untolerated NoExecute
 //! taints (API pods only), host ports, then resources — pods count, cpu, memory,
 //! ephemeral-storage and any other requested resource (`OutOf<name>`).
+//!
+//! No soft admission (spec behaviour 54, upstream `canRunPod`): upstream's only soft
+//! handler on Linux is AppArmor's, which keeps a pod Pending with `Blocked` containers
+//! when the profiles it asks for cannot be enforced. litelet does not apply AppArmor
+//! profiles at all (the runtime layer keeps `appArmorProfile` verbatim and sends none
+//! to CRI), so the handler has nothing to guard and the Pending/Blocked/kill/retry path
+//! would be dead code; a pod asking for a profile is admitted and runs with the
+//! runtime's default (pinned by `b54_...` below).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -319,5 +327,19 @@ mod tests {
             reason(admit(&with_port(Some("127.0.0.1")), &[&taken], &n)),
             "NodePorts"
         );
+    }
+
+    /// Spec behaviour 54 is deliberately absent (module doc): a pod asking for an
+    /// AppArmor profile passes admission, with nothing soft after it.
+    #[test]
+    fn b54_no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {
+        let mut asking = pod("100m", "10Mi");
+        let mut context = crate::api::pod::SecurityContext::default();
+        context.extra.insert(
+            "appArmorProfile".into(),
+            serde_json::json!({"type": "Localhost", "localhostProfile": "k8s-deny-write"}),
+        );
+        asking.spec.containers[0].security_context = Some(context);
+        assert!(admit(&asking, &[], &node()).is_ok());
     }
 }

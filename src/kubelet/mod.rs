@@ -82,8 +82,12 @@ pub struct Kubelet {
     pub volumes: Option<Arc<dyn deps::PodVolumes>>,
     /// Unix seconds of the last loop iteration (read by /healthz).
     pub heartbeat: Arc<AtomicU64>,
-    /// The desired pods as the node server reads them; published after config changes.
+    /// The desired pods as the node server reads them; published after config changes
+    /// (a burst of updates once it is drained).
     pub snapshot: snapshot::PodSnapshot,
+    /// The desired pods changed since the last publication (see [`Kubelet::run`]).
+    snapshot_stale: bool,
+    snapshot_published: Instant,
     /// RESIZE: allocations (admission reads and records them) and Deferred retries.
     pub resize: Option<Arc<crate::resize::ResizeManager>>,
 }
@@ -161,6 +165,8 @@ impl Kubelet {
             volumes: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot::PodSnapshot::new(),
+            snapshot_stale: false,
+            snapshot_published: Instant::now(),
             resize: None,
         }
     }
@@ -226,6 +232,16 @@ impl Kubelet {
                 }
                 other => self.handle(other),
             }
+            // A burst of config updates (a watch relist, many pods created at once) is
+            // published once it is drained, or at least every sync period: copying
+            // every desired pod after each update made a burst quadratic.
+            if self.snapshot_stale
+                && (config.is_empty() || self.snapshot_published.elapsed() >= SYNC_PERIOD)
+            {
+                self.snapshot.publish(self.pods.pods());
+                self.snapshot_stale = false;
+                self.snapshot_published = Instant::now();
+            }
             self.beat();
         }
     }
@@ -256,7 +272,7 @@ impl Kubelet {
                 if self.sources_ready() {
                     self.sources_ready.store(true, Ordering::Relaxed);
                 }
-                self.snapshot.publish(self.pods.pods());
+                self.snapshot_stale = true;
             }
             Event::Pleg(event) => {
                 if event.kind == PodLifecycleEventType::ContainerDied {
@@ -364,34 +380,45 @@ impl Kubelet {
         let mut allocations_changed = false;
         let batch = pods.len();
         for pod in pods {
-            let existing: Vec<Pod> = self.pods.pods().cloned().collect();
             crate::metrics::pod_seen(pod.uid(), Instant::now());
-            self.pods.upsert(pod.clone());
             if pod.is_mirror() {
+                self.pods.upsert(pod.clone());
                 if let Some(static_pod) = self.pods.static_of(&pod).cloned() {
                     self.update(UpdateType::Update, static_pod, Some(pod));
                 }
                 continue;
             }
-            if !self.workers.is_pod_termination_requested(pod.uid()) {
-                let active = self.active_pods(existing.iter());
+            // Admission sees the pods desired before this one is added, so the pod
+            // never counts against itself (upstream takes that list before AddPod).
+            let admitted = if self.workers.is_pod_termination_requested(pod.uid()) {
+                Ok(None)
+            } else {
+                let active = self.active_pods(self.pods.pods());
                 // RESIZE: every pod counts at its allocated resources (the checkpoint
                 // is the truth after a restart); an admitted pod's allocation is kept.
-                let (wanted, active) = match &resize {
-                    Some(r) => (
-                        r.allocated_pod(&pod),
-                        active.iter().map(|p| r.allocated_pod(p)).collect(),
-                    ),
-                    None => (pod.clone(), active.into_iter().cloned().collect::<Vec<_>>()),
-                };
-                let active: Vec<&Pod> = active.iter().collect();
-                if let Err(rejection) = admit(&wanted, &active, &self.node) {
+                match &resize {
+                    Some(r) => {
+                        let wanted = r.allocated_pod(&pod);
+                        let active: Vec<Pod> = active.iter().map(|p| r.allocated_pod(p)).collect();
+                        let active: Vec<&Pod> = active.iter().collect();
+                        admit(&wanted, &active, &self.node).map(|()| Some(wanted))
+                    }
+                    None => admit(&pod, &active, &self.node).map(|()| None),
+                }
+            };
+            // Rejected pods stay desired too (upstream keeps them in the pod manager).
+            self.pods.upsert(pod.clone());
+            match admitted {
+                Err(rejection) => {
                     self.reject_pod(&pod, &rejection);
                     continue;
                 }
-                if let Some(r) = &resize {
-                    allocations_changed |= r.note_admitted(&wanted);
+                Ok(Some(wanted)) => {
+                    if let Some(r) = &resize {
+                        allocations_changed |= r.note_admitted(&wanted);
+                    }
                 }
+                Ok(None) => {}
             }
             let mirror = self.pods.mirror_of(&pod).cloned();
             self.update(UpdateType::Create, pod, mirror);

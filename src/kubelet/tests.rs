@@ -429,3 +429,45 @@ fn b63_container_deaths_wake_the_dead_container_clean_up() {
     h.pleg("dead-1", PodLifecycleEventType::ContainerDied);
     assert_eq!(h.deaths.try_recv().as_deref(), Ok("dead-1"));
 }
+
+#[test]
+fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
+    let h = harness(&[SOURCE_API], "110");
+    let Harness { kubelet, .. } = h;
+    let snapshot = kubelet.snapshot.clone();
+    kubelet.runtime_state.record(
+        Ok(RuntimeConditions {
+            runtime_ready: true,
+            network_ready: true,
+            problems: vec![],
+        }),
+        Instant::now(),
+    );
+    let (updates_tx, updates) = unbounded();
+    let (_pleg_tx, pleg) = unbounded();
+    let (_probes_tx, probes) = unbounded();
+    let (shutdown_tx, shutdown) = bounded::<()>(0);
+    for i in 0..50 {
+        let update = PodUpdate {
+            pods: vec![pod(&format!("s{i:02}"))],
+            op: PodOperation::Add,
+            source: SOURCE_API,
+        };
+        updates_tx.send(update).unwrap();
+    }
+    let sync = std::thread::spawn(move || kubelet.run(updates, pleg, probes, shutdown));
+    wait("all 50 pods in the snapshot", || {
+        snapshot.pods().len() == 50
+    });
+    let removal = PodUpdate {
+        pods: vec![pod("s07")],
+        op: PodOperation::Remove,
+        source: SOURCE_API,
+    };
+    updates_tx.send(removal).unwrap();
+    wait("the removal in the snapshot", || {
+        snapshot.find("default", "pod-s07").is_none() && snapshot.pods().len() == 49
+    });
+    drop(shutdown_tx);
+    sync.join().unwrap();
+}
