@@ -670,7 +670,7 @@ fn b47_no_mirror_pod_while_the_node_is_being_deleted() {
 fn b49_a_static_pod_with_a_fixed_uid_removed_and_added_again_restarts() {
     let cri = fake_cri();
     // Stopping takes a while: the manifest is back before the old pod has stopped.
-    cri.delay("StopContainer", Duration::from_secs(3));
+    cri.delay("StopContainer", Duration::from_secs(5));
     let manifests = tempfile::tempdir().unwrap();
     let path = manifests.path().join("fixed.yaml");
     let text = manifest("fixed", "  uid: fixed-uid-49\n");
