@@ -143,6 +143,7 @@ pub fn run(
         },
         memory_capacity: memory,
         enforce_cpu_limits: true,
+        apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
     };
     let runtime_name = runtime
         .version(&Default::default())

@@ -73,6 +73,7 @@ impl Node {
             dns: Default::default(),
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
+            apparmor_enabled: false,
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = Arc::new(RuntimeManager::new(

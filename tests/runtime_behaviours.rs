@@ -52,6 +52,7 @@ impl Harness {
             dns: Default::default(),
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
+            apparmor_enabled: false,
         };
         let (sink, events) = crossbeam_channel::unbounded();
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
@@ -132,6 +133,7 @@ impl Harness {
             pod_logs_dir: self.dir.path().join("logs"),
             cgroup_parent: String::new(),
             dns: Default::default(),
+            seccomp_root: self.dir.path().join("seccomp"),
         };
         self.manager
             .runtime

@@ -184,6 +184,7 @@ fn manager(runtime: &RuntimeClient, images: &ImageClient, dir: &Path) -> Runtime
         dns: Default::default(),
         memory_capacity: 1 << 30,
         enforce_cpu_limits: true,
+        apparmor_enabled: false,
     };
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     RuntimeManager::new(

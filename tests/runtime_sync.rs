@@ -46,6 +46,7 @@ impl Harness {
             dns: Default::default(),
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
+            apparmor_enabled: false,
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);

@@ -143,6 +143,8 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         memory_capacity: 1 << 30,
         enforce_cpu_limits: false,
         target_container_id: None,
+        seccomp_root: std::path::Path::new("/"),
+        apparmor_enabled: false,
     })
     .expect("container config");
     let read_only: Vec<bool> = config.mounts.iter().map(|m| m.readonly).collect();

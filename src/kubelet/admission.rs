@@ -8,11 +8,11 @@
 //!
 //! No soft admission (spec behaviour 54, upstream `canRunPod`): upstream's only soft
 //! handler on Linux is AppArmor's, which keeps a pod Pending with `Blocked` containers
-//! when the profiles it asks for cannot be enforced. litelet does not apply AppArmor
-//! profiles at all (the runtime layer keeps `appArmorProfile` verbatim and sends none
-//! to CRI), so the handler has nothing to guard and the Pending/Blocked/kill/retry path
-//! would be dead code; a pod asking for a profile is admitted and runs with the
-//! runtime's default (pinned by `b54_...` below).
+//! when the profiles it asks for cannot be enforced. litelet sends the profiles to the
+//! runtime (`runtime/profiles.rs`) and, on a host without AppArmor, refuses to create
+//! a container that asks for one: the pod is admitted and its container waits with
+//! `CreateContainerConfigError` and a message saying why, never running unconfined
+//! (pinned by `b54_...` below and the profile tests).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -330,7 +330,7 @@ mod tests {
     }
 
     /// Spec behaviour 54 is deliberately absent (module doc): a pod asking for an
-    /// AppArmor profile passes admission, with nothing soft after it.
+    /// AppArmor profile passes admission; the runtime layer enforces or refuses it.
     #[test]
     fn b54_no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {
         let mut asking = pod("100m", "10Mi");

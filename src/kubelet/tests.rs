@@ -112,6 +112,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
             dns: Default::default(),
             memory_capacity: 1 << 30,
             enforce_cpu_limits: true,
+            apparmor_enabled: false,
         },
     ));
     let syncer = Arc::new(RecordingSyncer::default());

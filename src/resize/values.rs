@@ -156,6 +156,8 @@ mod tests {
                 memory_capacity: 1 << 30,
                 enforce_cpu_limits: true,
                 target_container_id: None,
+                seccomp_root: std::path::Path::new("/"),
+                apparmor_enabled: false,
             };
             let created = linux_resources(&ctx);
             let values = container_values(&c);

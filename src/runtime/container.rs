@@ -15,6 +15,7 @@ use protobuf::{EnumOrUnknown, MessageField};
 use super::env::{container_env, expand, ConfigSource, EnvContext};
 use super::hash::ContainerHashes;
 use super::labels;
+use super::profiles;
 use super::sandbox::namespace_options;
 use crate::api::pod::{Container, MountPropagationMode, Pod, RESOURCE_CPU, RESOURCE_MEMORY};
 use crate::cgroups::convert::{milli_cpu_to_quota, milli_cpu_to_shares, DEFAULT_QUOTA_PERIOD_US};
@@ -69,6 +70,10 @@ pub struct ContainerContext<'a> {
     pub enforce_cpu_limits: bool,
     /// For an ephemeral container: the container whose PID namespace it joins.
     pub target_container_id: Option<&'a str>,
+    /// Where Localhost seccomp profiles live (`<root-dir>/seccomp`).
+    pub seccomp_root: &'a Path,
+    /// The kernel enforces AppArmor: profiles a pod asks for can be applied.
+    pub apparmor_enabled: bool,
 }
 
 /// The log file of a container instance, relative to the pod's log directory.
@@ -158,6 +163,21 @@ fn security_context(
         value,
         ..Default::default()
     };
+    let seccomp = profiles::seccomp(
+        pod_sc.seccomp_profile.as_ref(),
+        sc.seccomp_profile.as_ref(),
+        ctx.seccomp_root,
+    )?;
+    let apparmor = profiles::apparmor(
+        ctx.pod,
+        &ctx.container.name,
+        ctx.container.security_context.as_ref().map(|s| &s.extra),
+        ctx.apparmor_enabled,
+    )?;
+    let (apparmor, apparmor_profile) = match apparmor {
+        Some(a) => (MessageField::some(a.profile), a.legacy),
+        None => (MessageField::none(), String::new()),
+    };
     Ok(pb::LinuxContainerSecurityContext {
         capabilities: capabilities.into(),
         privileged,
@@ -169,6 +189,9 @@ fn security_context(
         no_new_privs: sc.allow_privilege_escalation == Some(false),
         masked_paths: masked,
         readonly_paths: readonly,
+        seccomp: MessageField::some(seccomp),
+        apparmor,
+        apparmor_profile,
         ..Default::default()
     })
 }
@@ -365,6 +388,8 @@ mod tests {
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
             target_container_id: None,
+            seccomp_root: Path::new("/var/lib/litelet/seccomp"),
+            apparmor_enabled: false,
         };
         container_config(&ctx)
     }
@@ -414,6 +439,40 @@ mod tests {
             cfg.linux.security_context.masked_paths.len(),
             MASKED_PATHS.len()
         );
+    }
+
+    #[test]
+    fn seccomp_reaches_the_cri_and_unenforceable_apparmor_stops_the_container() {
+        use crate::api::pod::{SeccompProfile, SeccompProfileType};
+        let mut pod = pod_with(Container {
+            name: "app".into(),
+            image: Some("busybox:1.0".into()),
+            ..Default::default()
+        });
+        let sc = SecurityContext {
+            seccomp_profile: Some(SeccompProfile {
+                type_: SeccompProfileType::RuntimeDefault,
+                localhost_profile: None,
+            }),
+            ..Default::default()
+        };
+        pod.spec.containers[0].security_context = Some(sc);
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let seccomp = &cfg.linux.security_context.seccomp;
+        assert_eq!(
+            seccomp.profile_type.enum_value_or_default(),
+            pb::security_profile::ProfileType::RuntimeDefault
+        );
+        assert!(cfg.linux.security_context.apparmor.is_none());
+
+        // This test host has no AppArmor (the context says so): asking for a profile
+        // fails the container instead of running it unconfined.
+        pod.metadata.annotations.insert(
+            "container.apparmor.security.beta.kubernetes.io/app".into(),
+            "runtime/default".into(),
+        );
+        let err = build(&pod, &BTreeMap::new()).unwrap_err();
+        assert!(err.contains("AppArmor is not enabled"), "{err}");
     }
 
     #[test]

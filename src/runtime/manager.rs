@@ -32,6 +32,8 @@ pub struct RuntimeSettings {
     pub memory_capacity: i64,
     /// `--cpu-cfs-quota`: enforce CPU limits with a CFS quota.
     pub enforce_cpu_limits: bool,
+    /// The kernel enforces AppArmor ([`super::profiles::apparmor_enabled_on_host`]).
+    pub apparmor_enabled: bool,
 }
 
 /// The runtime's readiness as its Status call reports it.

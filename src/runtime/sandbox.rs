@@ -11,6 +11,7 @@ use protobuf::{EnumOrUnknown, MessageField};
 
 use super::dns::{sandbox_dns_config, DnsSettings};
 use super::labels;
+use super::profiles;
 use crate::api::pod::{Pod, Protocol};
 use crate::cri::pb;
 
@@ -25,6 +26,8 @@ pub struct SandboxContext {
     /// The pod's cgroup, e.g. `/kubepods/burstable/pod<uid>`; empty lets the runtime choose.
     pub cgroup_parent: String,
     pub dns: DnsSettings,
+    /// Where Localhost seccomp profiles live (`<root-dir>/seccomp`).
+    pub seccomp_root: PathBuf,
 }
 
 /// `<root>/<namespace>_<name>_<uid>`: where the runtime writes the pod's container logs.
@@ -105,8 +108,13 @@ pub fn namespace_options(pod: &Pod) -> pb::NamespaceOption {
     }
 }
 
-fn security_context(pod: &Pod) -> pb::LinuxSandboxSecurityContext {
+fn security_context(pod: &Pod, seccomp_root: &Path) -> pb::LinuxSandboxSecurityContext {
     let pod_security = pod.spec.security_context.clone().unwrap_or_default();
+    // A bad pod-level profile leaves the sandbox to the runtime's default; the same
+    // error stops every container that inherits it, where it is reported.
+    let seccomp = profiles::seccomp(pod_security.seccomp_profile.as_ref(), None, seccomp_root)
+        .ok()
+        .into();
     let privileged = pod
         .spec
         .containers
@@ -140,6 +148,7 @@ fn security_context(pod: &Pod) -> pb::LinuxSandboxSecurityContext {
             .into(),
         supplemental_groups: groups,
         privileged,
+        seccomp,
         ..Default::default()
     }
 }
@@ -160,7 +169,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &SandboxContext) -> pb::PodS
         .unwrap_or_default();
     let linux = pb::LinuxPodSandboxConfig {
         cgroup_parent: ctx.cgroup_parent.clone(),
-        security_context: MessageField::some(security_context(pod)),
+        security_context: MessageField::some(security_context(pod, &ctx.seccomp_root)),
         sysctls,
         ..Default::default()
     };
@@ -216,6 +225,7 @@ mod tests {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             cgroup_parent: "/kubepods/besteffort/pod1234".into(),
             dns: DnsSettings::default(),
+            seccomp_root: PathBuf::from("/var/lib/litelet/seccomp"),
         }
     }
 

@@ -135,6 +135,7 @@ impl RuntimeManager {
             pod_logs_dir: self.settings.pod_logs_dir.clone(),
             cgroup_parent: inputs.cgroup_parent.clone(),
             dns: self.settings.dns.clone(),
+            seccomp_root: self.settings.root_dir.join("seccomp"),
         };
         let config = sandbox_config(pod, actions.attempt, &sandbox_ctx);
         let mut sandbox_id = actions.sandbox_id.clone();
@@ -459,6 +460,8 @@ impl RuntimeManager {
             memory_capacity: self.settings.memory_capacity,
             enforce_cpu_limits: self.settings.enforce_cpu_limits,
             target_container_id: target_id.as_deref(),
+            seccomp_root: &self.settings.root_dir.join("seccomp"),
+            apparmor_enabled: self.settings.apparmor_enabled,
         };
         let container_config = container_config(&ctx).map_err(|err| {
             self.recorder.container(
