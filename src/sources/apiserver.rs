@@ -294,12 +294,14 @@ impl Watcher {
         {
             self.resource_version = Some(rv.to_owned());
         }
-        match event.type_ {
+        let uid = match event.type_ {
             WatchEventType::Added | WatchEventType::Modified => {
                 let Some(pod) = self.decode_pod(event.object) else {
                     return true;
                 };
-                self.api_pods.insert(pod.uid().to_owned(), pod);
+                let uid = pod.uid().to_owned();
+                self.api_pods.insert(uid.clone(), pod);
+                uid
             }
             WatchEventType::Deleted => {
                 let Some(pod) = self.decode_pod(event.object) else {
@@ -308,14 +310,16 @@ impl Watcher {
                 if self.api_pods.remove(pod.uid()).is_none() {
                     return true;
                 }
+                pod.uid().to_owned()
             }
             WatchEventType::Bookmark => return true,
             other => {
                 log::debug!("api-watch: ignoring watch event of type {other}");
                 return true;
             }
-        }
-        self.send_changes()
+        };
+        let updates = self.sent.apply_one(&self.api_pods, &uid, SystemTime::now());
+        self.send(updates)
     }
 
     /// Decodes a pod from the API, or logs why not. Pods without a UID, or bound to
@@ -354,10 +358,15 @@ impl Watcher {
     /// Diffs the API's view against what was sent and sends the updates. False when
     /// the sync loop is gone.
     fn send_changes(&mut self) -> bool {
-        for update in self
+        let updates = self
             .sent
-            .apply_snapshot(self.api_pods.values(), SystemTime::now())
-        {
+            .apply_snapshot(self.api_pods.values(), SystemTime::now());
+        self.send(updates)
+    }
+
+    /// Sends updates to the sync loop; false when it is gone.
+    fn send(&mut self, updates: Vec<PodUpdate>) -> bool {
+        for update in updates {
             for pod in &update.pods {
                 log::debug!(
                     "api-watch: {:?} pod {}/{} uid {}",

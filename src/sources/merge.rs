@@ -22,9 +22,14 @@
 //! (plus the local annotations), so what the sync loop receives carries the current
 //! metadata (resourceVersion, owner references). Classification is unchanged.
 //!
+//! A watch changes one pod at a time: [`SourcePods::apply_one`] classifies just that
+//! pod (the API source used to re-diff every pod per event, quadratic in a burst) and
+//! falls back to the full snapshot when a duplicate name is involved, so the result
+//! is always the one [`SourcePods::apply_snapshot`] would give.
+//!
 //! Pure: no I/O, no clock ("now" is an argument). Owned by one source thread.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::api::meta::Time;
@@ -49,6 +54,8 @@ fn is_local_annotation(key: &str) -> bool {
 pub struct SourcePods {
     source: &'static str,
     pods: BTreeMap<String, Pod>,
+    /// UID of the kept pod of each full name (`name_namespace`).
+    names: HashMap<String, String>,
     seen_snapshot: bool,
 }
 
@@ -68,6 +75,7 @@ impl SourcePods {
         Self {
             source,
             pods: BTreeMap::new(),
+            names: HashMap::new(),
             seen_snapshot: false,
         }
     }
@@ -146,7 +154,70 @@ impl SourcePods {
         changes.removes = std::mem::replace(&mut self.pods, next)
             .into_values()
             .collect();
+        self.names = self
+            .pods
+            .iter()
+            .map(|(uid, pod)| (pod.full_name(), uid.clone()))
+            .collect();
         changes.into_updates(self.source, first)
+    }
+
+    /// Like [`apply_snapshot`](Self::apply_snapshot) over `all` (the source's whole pod
+    /// set, keyed by UID) when only the pod `uid` changed since the last call: the
+    /// same updates, without visiting the other pods.
+    pub fn apply_one(
+        &mut self,
+        all: &BTreeMap<String, Pod>,
+        uid: &str,
+        now: SystemTime,
+    ) -> Vec<PodUpdate> {
+        if !self.seen_snapshot || uid.is_empty() {
+            return self.apply_snapshot(all.values(), now);
+        }
+        let mut changes = Changes::default();
+        match all.get(uid) {
+            None => {
+                let Some(gone) = self.pods.remove(uid) else {
+                    return Vec::new();
+                };
+                let name = gone.full_name();
+                self.names.remove(&name);
+                // A pod of the same name that was dropped as a duplicate now gets in.
+                let shadowed = all
+                    .values()
+                    .any(|p| p.name() == gone.name() && p.namespace() == gone.namespace());
+                if shadowed {
+                    self.pods.insert(uid.to_owned(), gone);
+                    self.names.insert(name, uid.to_owned());
+                    return self.apply_snapshot(all.values(), now);
+                }
+                changes.removes.push(gone);
+            }
+            Some(pod) => match self.pods.remove(uid) {
+                Some(existing) => {
+                    let (stored, op) = self.check_and_update(existing, pod);
+                    match op {
+                        Some(PodOperation::Update) => changes.updates.push(stored.clone()),
+                        Some(PodOperation::Delete) => changes.deletes.push(stored.clone()),
+                        Some(PodOperation::Reconcile) => changes.reconciles.push(stored.clone()),
+                        _ => {}
+                    }
+                    self.pods.insert(uid.to_owned(), stored);
+                }
+                None => {
+                    let name = pod.full_name();
+                    if self.names.contains_key(&name) {
+                        // Which of two same-named pods wins is the snapshot's rule.
+                        return self.apply_snapshot(all.values(), now);
+                    }
+                    let added = self.first_seen(pod.clone(), now);
+                    changes.adds.push(added.clone());
+                    self.pods.insert(uid.to_owned(), added);
+                    self.names.insert(name, uid.to_owned());
+                }
+            },
+        }
+        changes.into_updates(self.source, false)
     }
 
     /// Compares the kept copy with the incoming pod: returns the new copy to keep and

@@ -314,3 +314,59 @@ fn seen_timestamp_format() {
         "2023-11-14T22:13:20.000000001Z"
     );
 }
+
+/// One change a watch can bring: (event kind, pod slot 0..6, name slot 0..4, phase flip).
+type Event = (u8, usize, usize, bool);
+
+proptest::proptest! {
+    /// Watch events applied one at a time give exactly what re-diffing the whole pod
+    /// set gives, duplicate names (few names, more pods) included.
+    #[test]
+    fn one_pod_at_a_time_equals_the_whole_snapshot(
+        events in proptest::collection::vec((0u8..3, 0usize..6, 0usize..4, proptest::bool::ANY), 1..60)
+    ) {
+        let mut all: BTreeMap<String, Pod> = BTreeMap::new();
+        let mut incremental = SourcePods::new("api");
+        let mut full = SourcePods::new("api");
+        incremental.apply_snapshot(all.values(), t0());
+        full.apply_snapshot(all.values(), t0());
+        let mut version = 10u64;
+        for (i, (kind, slot, name, flip)) in events.iter().copied().enumerate() {
+            let (kind, slot, name, flip): Event = (kind, slot, name, flip);
+            let uid = format!("uid-{slot}");
+            version += 1;
+            match kind {
+                // Add (or replace) the pod in this slot.
+                0 => {
+                    let mut p = pod(&format!("p{name}"), &uid);
+                    if let Some(old) = all.get(&uid) {
+                        // Names are immutable: a modification keeps the old name.
+                        p.metadata.name = old.metadata.name.clone();
+                    }
+                    p.metadata.resource_version = Some(version.to_string());
+                    if flip {
+                        p.status.phase = Some(PodPhase::Running);
+                    }
+                    all.insert(uid.clone(), p);
+                }
+                // Change the spec of an existing pod.
+                1 => {
+                    if let Some(p) = all.get_mut(&uid) {
+                        p.metadata.resource_version = Some(version.to_string());
+                        p.spec.active_deadline_seconds = Some(i as i64);
+                    }
+                }
+                // Delete it.
+                _ => {
+                    all.remove(&uid);
+                }
+            }
+            let now = t0() + Duration::from_secs(i as u64);
+            let a = summary(&incremental.apply_one(&all, &uid, now));
+            let b = summary(&full.apply_snapshot(all.values(), now));
+            proptest::prop_assert_eq!(&a, &b, "event {} {:?}", i, (kind, slot, name, flip));
+            let kept = |s: &SourcePods| s.pods().map(|p| (p.uid().to_owned(), p.name().to_owned())).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(kept(&incremental), kept(&full));
+        }
+    }
+}

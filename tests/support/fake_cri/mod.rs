@@ -132,11 +132,7 @@ impl FakeCri {
 
     /// How many times `method` (e.g. "StartContainer") was called.
     pub fn count(&self, method: &str) -> usize {
-        self.state()
-            .calls
-            .iter()
-            .filter(|c| c.method == method)
-            .count()
+        self.state().call_counts.get(method).copied().unwrap_or(0)
     }
 
     /// Delays every later call of `method` by `delay` (the answer still comes).
@@ -147,7 +143,7 @@ impl FakeCri {
     /// Fails the `nth` next call of `method` (1 = the very next) with `code`.
     pub fn fail_nth(&self, method: &str, nth: usize, code: RpcStatusCode, message: &str) {
         let mut state = self.state();
-        let seen = state.calls.iter().filter(|c| c.method == method).count();
+        let seen = state.call_counts.get(method).copied().unwrap_or(0);
         state.failures.push(Failure {
             method: method.to_owned(),
             call_number: seen + nth,

@@ -67,6 +67,9 @@ pub struct FakeState {
     /// The mountpoint ImageFsInfo names; none is reported while empty.
     pub image_fs_mountpoint: String,
     pub calls: Vec<CallRecord>,
+    /// Calls so far per method (the call log is long in scale tests; counting it on
+    /// every call made the fake quadratic).
+    pub call_counts: HashMap<String, usize>,
     pub delays: HashMap<String, Duration>,
     pub failures: Vec<Failure>,
     /// Containers named like the key exit with the code this long after they start.
@@ -134,6 +137,7 @@ impl FakeState {
             pinned_images: BTreeSet::new(),
             image_fs_mountpoint: String::new(),
             calls: Vec::new(),
+            call_counts: HashMap::new(),
             delays: HashMap::new(),
             failures: Vec::new(),
             exit_rules: HashMap::new(),
@@ -163,7 +167,11 @@ impl FakeState {
             detail,
             at: Instant::now(),
         });
-        let number = self.calls.iter().filter(|c| c.method == method).count();
+        let number = {
+            let count = self.call_counts.entry(method.to_owned()).or_default();
+            *count += 1;
+            *count
+        };
         let index = self
             .failures
             .iter()
