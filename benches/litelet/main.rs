@@ -105,44 +105,64 @@ fn main() {
     let began = Instant::now();
     let mut rows = Vec::new();
 
-    let step = |name: &str| {
+    let mut failed = Vec::new();
+    // A scenario that fails (a panic with litelet's log) is reported and the rest run:
+    // one broken measurement must not lose the others.
+    let mut run = |name: &str, rows: &mut Vec<report::Row>, f: &dyn Fn(&mut Vec<report::Row>)| {
         eprintln!(
             "bench: {name} ({:.0} s so far)",
             began.elapsed().as_secs_f64()
-        )
+        );
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(rows)));
+        if outcome.is_err() {
+            rows.push(report::Row::new(
+                name,
+                "FAILED (see the panic above)",
+                0.0,
+                "",
+            ));
+            failed.push(name.to_owned());
+        }
     };
     if wants("binary") {
-        scenarios::binary_size(&mut rows);
+        run("binary", &mut rows, &|rows| scenarios::binary_size(rows));
     }
     if wants("startup") {
-        step("startup");
-        scenarios::startup(&settings, &mut rows);
+        run("startup", &mut rows, &|rows| {
+            scenarios::startup(&settings, rows)
+        });
     }
     if wants("footprint") {
         for n in [0, 30, 110] {
-            step(&format!("footprint, {n} pods"));
-            scenarios::footprint(&settings, &mut rows, n, false);
+            run(&format!("footprint, {n} pods"), &mut rows, &|rows| {
+                scenarios::footprint(&settings, rows, n, false)
+            });
         }
-        step("footprint, 110 pods with probes");
-        scenarios::footprint(&settings, &mut rows, 110, true);
+        run("footprint, 110 pods with probes", &mut rows, &|rows| {
+            scenarios::footprint(&settings, rows, 110, true)
+        });
     }
     if wants("latency") {
-        step("pod start and status latency");
-        scenarios::pod_start_and_status(&settings, &mut rows);
+        run("pod start and status latency", &mut rows, &|rows| {
+            scenarios::pod_start_and_status(&settings, rows)
+        });
     }
     if wants("resize") {
-        step("resize latency");
-        scenarios::resize(&settings, &mut rows);
+        run("resize latency", &mut rows, &|rows| {
+            scenarios::resize(&settings, rows)
+        });
     }
     if wants("scale") {
         for &n in &settings.scale_pods {
-            step(&format!("scale, {n} pods"));
-            scenarios::scale(&settings, &mut rows, n);
+            run(&format!("scale, {n} pods"), &mut rows, &|rows| {
+                scenarios::scale(&settings, rows, n)
+            });
         }
     }
     if wants("containerd") {
-        step("real containerd");
-        scenarios::containerd(&settings, &mut rows);
+        run("real containerd", &mut rows, &|rows| {
+            scenarios::containerd(&settings, rows)
+        });
     }
 
     let seconds = began.elapsed().as_secs_f64();
@@ -164,5 +184,9 @@ fn main() {
             Err(e) => eprintln!("bench: cannot write {path}: {e}"),
         },
         Err(e) => eprintln!("bench: cannot encode results: {e}"),
+    }
+    if !failed.is_empty() {
+        eprintln!("bench: failed scenarios: {}", failed.join(", "));
+        std::process::exit(1);
     }
 }
