@@ -122,7 +122,7 @@ pub fn run(
         Some(client) => {
             let (event_tx, event_rx) = bounded(1000);
             events::spawn(
-                client.clone(),
+                client.with_own_limit(flags.event_qps, flags.event_burst),
                 events::Options::new(&node),
                 event_rx,
                 shutdown.clone(),

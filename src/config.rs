@@ -178,6 +178,15 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_api_burst: u32,
 
+    /// Sustained Event writes per second, with a rate limit of their own so a burst
+    /// of events does not delay pod statuses.
+    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
+    pub event_qps: f32,
+
+    /// Event writes that may burst above the event QPS.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub event_burst: u32,
+
     /// How often the static pod folder is rescanned besides inotify, as a Go duration.
     #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
     pub file_check_frequency: Duration,

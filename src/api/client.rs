@@ -14,7 +14,8 @@
 //! Any thread may call any method; clones share the pool, the rate limiter and the
 //! request counters. No lock is held across a request. [`ApiClient::close_connections`]
 //! tears down this pool's connections, which wakes a thread blocked reading a watch;
-//! [`ApiClient::with_own_connections`] gives a thread a pool it can close alone.
+//! [`ApiClient::with_own_connections`] gives a thread a pool it can close alone, and
+//! [`ApiClient::with_own_limit`] a rate limit of its own too (Events).
 //!
 //! Invariant: only `src/api/` knows the wire JSON; callers get typed values.
 
@@ -249,7 +250,6 @@ struct Shared {
     base: String,
     authorization: Option<String>,
     agent_config: ureq::config::Config,
-    limiter: RateLimiter,
     counters: RequestCounters,
     timeout: Duration,
     retry: RetryPolicy,
@@ -260,6 +260,7 @@ struct Shared {
 pub struct ApiClient {
     agent: ureq::Agent,
     closer: Arc<Closer>,
+    limiter: Arc<RateLimiter>,
     shared: Arc<Shared>,
 }
 
@@ -365,7 +366,6 @@ impl ApiClient {
             base,
             authorization,
             agent_config: agent_config.clone(),
-            limiter: RateLimiter::new(config.qps, config.burst),
             counters: RequestCounters::default(),
             timeout: config.timeout,
             retry: config.retry,
@@ -373,6 +373,7 @@ impl ApiClient {
         Ok(Self {
             agent: ureq::Agent::new_with_config(agent_config),
             closer: Arc::new(Closer::default()),
+            limiter: Arc::new(RateLimiter::new(config.qps, config.burst)),
             shared: Arc::new(shared),
         })
     }
@@ -393,7 +394,17 @@ impl ApiClient {
         Self {
             agent: ureq::Agent::new_with_config(self.shared.agent_config.clone()),
             closer: Arc::new(Closer::default()),
+            limiter: self.limiter.clone(),
             shared: self.shared.clone(),
+        }
+    }
+
+    /// A clone with its own connection pool and its own rate limit (sharing the
+    /// counters): for Events, which upstream limits apart from everything else.
+    pub fn with_own_limit(&self, qps: f32, burst: u32) -> Self {
+        Self {
+            limiter: Arc::new(RateLimiter::new(qps, burst)),
+            ..self.with_own_connections()
         }
     }
 
@@ -542,7 +553,7 @@ impl ApiClient {
                     message: "client connections closed".into(),
                 });
             }
-            self.shared.limiter.acquire();
+            self.limiter.acquire();
             self.shared.counters.record(verb);
             if attempt > 0 {
                 self.shared.counters.record_retry();

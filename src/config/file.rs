@@ -119,6 +119,8 @@ pub struct KubeletConfiguration {
     pub image_minimum_gc_age: Option<Duration>,
     pub kube_api_qps: Option<f32>,
     pub kube_api_burst: Option<u32>,
+    pub event_record_qps: Option<f32>,
+    pub event_burst: Option<u32>,
     pub cgroup_root: Option<String>,
     /// Only `cgroupfs` gets past [`parse`].
     pub cgroup_driver: Option<String>,
@@ -298,6 +300,8 @@ impl Reader {
                 "imageMinimumGCAge" => c.image_minimum_gc_age = self.duration(f, v),
                 "kubeAPIQPS" => c.kube_api_qps = self.get(f, v),
                 "kubeAPIBurst" => c.kube_api_burst = self.get(f, v),
+                "eventRecordQPS" => c.event_record_qps = self.get(f, v),
+                "eventBurst" => c.event_burst = self.get(f, v),
                 "cgroupRoot" => c.cgroup_root = self.get(f, v),
                 "cgroupDriver" => c.cgroup_driver = self.cgroup_driver(v),
                 "containerRuntimeEndpoint" => c.container_runtime_endpoint = self.get(f, v),
@@ -482,6 +486,11 @@ impl Reader {
         if c.kube_api_qps.is_some_and(|q| !q.is_finite() || q < 0.0) {
             self.bad("kubeAPIQPS", "must be a non-negative number".into());
         }
+        if c.event_record_qps
+            .is_some_and(|q| !q.is_finite() || q < 0.0)
+        {
+            self.bad("eventRecordQPS", "must be a non-negative number".into());
+        }
     }
 }
 
@@ -528,6 +537,8 @@ impl KubeletConfiguration {
             => flags.minimum_image_ttl_duration);
         set!("kube_api_qps", self.kube_api_qps => flags.kube_api_qps);
         set!("kube_api_burst", self.kube_api_burst => flags.kube_api_burst);
+        set!("event_qps", self.event_record_qps => flags.event_qps);
+        set!("event_burst", self.event_burst => flags.event_burst);
         set!("cgroup_root", self.cgroup_root => flags.cgroup_root);
         // The file accepts only "cgroupfs" (checked when read).
         set!("cgroup_driver", self.cgroup_driver.map(|_| crate::config::CgroupDriver::Cgroupfs) => flags.cgroup_driver);
@@ -578,6 +589,8 @@ pub const APPLIED_IDS: &[&str] = &[
     "minimum_image_ttl_duration",
     "kube_api_qps",
     "kube_api_burst",
+    "event_qps",
+    "event_burst",
     "cgroup_root",
     "cgroup_driver",
     "container_runtime_endpoint",

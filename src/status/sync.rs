@@ -126,6 +126,7 @@ pub(super) fn run(
         options,
         known: HashMap::new(),
         retries: HashMap::new(),
+        written: HashMap::new(),
     };
     let resync = tick(options.resync_period);
     loop {
@@ -152,6 +153,11 @@ struct Syncer {
     /// By pod UID (the static pod's, for mirror pods).
     known: HashMap<String, Known>,
     retries: HashMap<String, Retry>,
+    /// The API copy our last PATCH returned (metadata and status only), by pod UID:
+    /// the base of the next patch, sent with its resourceVersion as a precondition,
+    /// which saves the GET before each PATCH. A 409 (someone else wrote the pod
+    /// since) drops it and the sync reads the pod again.
+    written: HashMap<String, Pod>,
 }
 
 impl Syncer {
@@ -201,6 +207,7 @@ impl Syncer {
             if all {
                 self.known.retain(|uid, _| cache.get(uid).is_some());
                 self.retries.retain(|uid, _| cache.get(uid).is_some());
+                self.written.retain(|uid, _| cache.get(uid).is_some());
             }
             for (uid, v) in cache.iter() {
                 match self.unsent(uid, v, now) {
@@ -212,21 +219,22 @@ impl Syncer {
             }
         }
         // Hooks are asked with the cache unlocked: they take the pod workers' locks.
-        work.extend(
-            reconcile
-                .into_iter()
-                .filter(|(uid, v)| self.needs_reconcile(uid, v)),
-        );
-        for (uid, v) in work {
+        let reconcile: Vec<_> = reconcile
+            .into_iter()
+            .filter(|(uid, v)| self.needs_reconcile(uid, v))
+            .collect();
+        let work = work.into_iter().map(|w| (w, false));
+        for ((uid, v), reread) in work.chain(reconcile.into_iter().map(|w| (w, true))) {
             if shutting_down(shutdown) {
                 return;
             }
-            self.sync_pod(&uid, &v);
+            self.sync_pod(&uid, &v, reread);
         }
     }
 
-    fn sync_pod(&mut self, uid: &str, v: &VersionedStatus) {
-        match self.try_sync(uid, v) {
+    fn sync_pod(&mut self, uid: &str, v: &VersionedStatus, reread: bool) {
+        let reread = reread || self.retries.contains_key(uid);
+        match self.try_sync(uid, v, reread) {
             Ok(()) => {
                 self.retries.remove(uid);
             }
@@ -248,6 +256,7 @@ impl Syncer {
     }
 
     fn mark_missing(&mut self, uid: &str, version: u64) {
+        self.written.remove(uid);
         self.known.insert(
             uid.to_owned(),
             Known {
@@ -262,18 +271,50 @@ impl Syncer {
     fn forget(&mut self, uid: &str) {
         self.shared.cache().remove(uid);
         self.known.remove(uid);
+        self.written.remove(uid);
     }
 
-    fn try_sync(&mut self, uid: &str, v: &VersionedStatus) -> Result<(), ApiError> {
-        let (ns, name) = (v.pod.namespace(), v.pod.name());
-        let api_pod: Pod = match self.client.get(&paths::pod(ns, name)) {
-            Ok(p) => p,
-            Err(e) if e.is_not_found() => {
-                log::debug!("pod {ns}/{name} ({uid}) not found in the api; status kept");
-                self.mark_missing(uid, v.version);
-                return Ok(());
+    /// The API copy to patch against: our last write while the pod is not being
+    /// deleted (its resourceVersion then guards the patch), else a fresh GET. None
+    /// when the pod is not in the API.
+    fn base(&mut self, uid: &str, v: &VersionedStatus) -> Result<Option<(Pod, bool)>, ApiError> {
+        if v.pod.metadata.deletion_timestamp.is_none() {
+            if let Some(pod) = self.written.get(uid) {
+                return Ok(Some((pod.clone(), true)));
             }
-            Err(e) => return Err(e),
+        }
+        let (ns, name) = (v.pod.namespace(), v.pod.name());
+        match self.client.get(&paths::pod(ns, name)) {
+            Ok(p) => Ok(Some((p, false))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `reread`: base the patch on a fresh GET even when our last write is known (a
+    /// reconcile, which exists because the server copy changed, or a retry).
+    fn try_sync(&mut self, uid: &str, v: &VersionedStatus, reread: bool) -> Result<(), ApiError> {
+        match self.sync_once(uid, v, reread) {
+            Err(e) if e.is_conflict() && self.written.remove(uid).is_some() => {
+                log::debug!(
+                    "pod {} ({uid}) changed since our last write; reading it again",
+                    v.pod.full_name()
+                );
+                self.sync_once(uid, v, true)
+            }
+            other => other,
+        }
+    }
+
+    fn sync_once(&mut self, uid: &str, v: &VersionedStatus, reread: bool) -> Result<(), ApiError> {
+        let (ns, name) = (v.pod.namespace(), v.pod.name());
+        if reread {
+            self.written.remove(uid);
+        }
+        let Some((api_pod, cached)) = self.base(uid, v)? else {
+            log::debug!("pod {ns}/{name} ({uid}) not found in the api; status kept");
+            self.mark_missing(uid, v.version);
+            return Ok(());
         };
         match identity(&v.pod, &api_pod) {
             Identity::Same => {}
@@ -296,14 +337,28 @@ impl Syncer {
         keep_terminal_phase(&api_pod.status, &mut merged);
         let api_pod = match pod_status_patch(api_pod.uid(), &api_pod.status, &merged)? {
             None => api_pod,
-            Some(patch) => {
+            Some(mut patch) => {
+                if cached {
+                    patch["metadata"]["resourceVersion"] = api_pod
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_default()
+                        .into();
+                }
                 let path = paths::pod_status(ns, name);
-                match self.client.patch(&path, PatchType::StrategicMerge, &patch) {
+                match self
+                    .client
+                    .patch::<Pod>(&path, PatchType::StrategicMerge, &patch)
+                {
                     Ok(p) => {
                         log::debug!(
                             "status of pod {ns}/{name} ({uid}) sent, version {}",
                             v.version
                         );
+                        let mut kept = p.clone();
+                        kept.spec = Default::default();
+                        self.written.insert(uid.to_owned(), kept);
                         p
                     }
                     Err(e) if e.is_not_found() => {
