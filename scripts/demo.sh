@@ -28,7 +28,7 @@ wait_for() { # wait_for DESCRIPTION SECONDS COMMAND...
   tail -n 30 "$demo/litelet.log" >&2 || true
   return 1
 }
-app_running() { ps_pods | grep -E " app +Running" | grep -q "$1"; }
+app_running() { ps_pods | grep -E " app +Running" | grep "$1" >/dev/null; }
 
 cleanup() {
   set +e
@@ -71,9 +71,9 @@ head -n 2 "$demo"/logs/demo_web-${node}_*/log-shipper/0.log | cut -d' ' -f4-
 say "editing the manifest: a new greeting gives the pod a new UID"
 old_uid=$(ps_pods | awk '/ app +Running/ {print $2; exit}')
 sed -i 's/hello from litelet/hello again, after an edit/' "$demo/manifests/web.yaml"
-new_pod_running() { ps_pods | grep -E " app +Running" | grep -vq "$old_uid"; }
+new_pod_running() { ps_pods | grep -E " app +Running" | grep -v "$old_uid" >/dev/null; }
 wait_for "the edited pod to run" 60 new_pod_running
-old_gone() { ! ps_pods | grep "$old_uid" | grep -q Running; }
+old_gone() { ! ps_pods | grep "$old_uid" | grep Running >/dev/null; }
 wait_for "the old pod to stop" 60 old_gone
 ps_pods
 say "the new app container's log"
@@ -81,7 +81,7 @@ for f in "$demo"/logs/demo_web-${node}_*/app/0.log; do cut -d' ' -f4- "$f"; done
 
 say "removing the manifest stops the pod"
 rm "$demo/manifests/web.yaml"
-none_running() { ! ps_pods | grep -q Running; }
+none_running() { ! ps_pods | grep Running >/dev/null; }
 wait_for "every container to stop" 60 none_running
 ps_pods
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 needed=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep 'install ok installed' >/dev/null; }
 
 have_cmd cmake || needed+=(cmake)
 have_cmd gcc || needed+=(gcc)

@@ -179,7 +179,7 @@ dpkg_into_root() {
   : >"$root/var/lib/dpkg/status"
   # Maintainer scripts run outside the root with DPKG_ROOT set; they skip systemd.
   dpkg --root="$root" --force-script-chrootless -i "$DEB" &&
-    dpkg --root="$root" -s litelet | grep -q '^Status: install ok installed$' &&
+    dpkg --root="$root" -s litelet | grep '^Status: install ok installed$' >/dev/null &&
     [ -d "$root/var/lib/litelet" ] && [ -d "$root/etc/kubernetes/manifests" ] &&
     [ -f "$root/etc/litelet/config.yaml" ]
 }
@@ -201,7 +201,9 @@ rpm_lists_files() {
     /var/lib/litelet /usr/share/man/man1/litelet.1.gz /usr/share/licenses/litelet/LICENSE; do
     grep -qx "$expected" <<<"$listing" || { echo "missing $expected"; return 1; }
   done
-  rpm -qp --configfiles "$RPM" 2>/dev/null | grep -qx /etc/litelet/config.yaml
+  # Not `grep -q`: it would stop reading early and, under pipefail, the SIGPIPE
+  # that rpm gets for its next line would fail the check.
+  rpm -qp --configfiles "$RPM" 2>/dev/null | grep -x /etc/litelet/config.yaml >/dev/null
 }
 
 unit_verifies() {

@@ -10,6 +10,7 @@
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
 //! litelet's log there), `LITELET_BENCH_WRAPPER="valgrind --tool=massif ..."` (run
 //! litelet under a profiler; the numbers then describe the profiler, not litelet).
+//! `LITELET_BENCH_BINARY=PATH` (measure another build, e.g. `--profile profiling`).
 //! litelet inherits the environment, so `RUST_LOG` reaches it.
 
 #[path = "../../tests/support/mod.rs"]

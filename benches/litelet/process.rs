@@ -12,7 +12,12 @@ use nix::unistd::Pid;
 
 use crate::support::fake_api::FakeApi;
 
-const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
+/// The binary under test: this build's, or `LITELET_BENCH_BINARY` (e.g. one built with
+/// `--profile profiling` for perf).
+fn litelet_binary() -> String {
+    std::env::var("LITELET_BENCH_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_litelet").to_owned())
+}
 pub const NODE: &str = "bench-node";
 
 /// One reading of the process.
@@ -137,10 +142,10 @@ impl Litelet {
         let mut cmd = match words.next() {
             Some(program) => {
                 let mut cmd = Command::new(program);
-                cmd.args(words).arg(LITELET);
+                cmd.args(words).arg(litelet_binary());
                 cmd
             }
-            None => Command::new(LITELET),
+            None => Command::new(litelet_binary()),
         };
         cmd.args(["--container-runtime-endpoint", &options.endpoint])
             .args(["--hostname-override", NODE])

@@ -462,6 +462,10 @@ pub fn scale(settings: &Settings, rows: &mut Vec<Row>, n: usize) {
     let all_running = since.elapsed();
     std::thread::sleep(settings.settle);
 
+    eprintln!(
+        "bench: {scenario}: idle window starts (litelet pid {})",
+        bench.litelet.pid()
+    );
     let metrics_before = bench.litelet.metrics().unwrap_or_default();
     let (first, last, peak) = observe(
         &bench.litelet,
