@@ -155,6 +155,7 @@ pub fn run(
     let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
     // What litelet changes itself, the PLEG sees at once rather than a period later.
     let nudge = pleg.nudger();
+    let last_relist = pleg.last_relist();
     let manager = Arc::new(
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
             .on_runtime_change(move || nudge.nudge()),
@@ -358,6 +359,7 @@ pub fn run(
         log::error!("node server disabled: {err}");
     }
     kubelet.resize = Some(resize);
+    kubelet.last_relist = Some(last_relist);
     log::info!("litelet running as node {node:?}");
     kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
     // Give threads a moment to notice the shutdown; containers stay running.

@@ -90,6 +90,30 @@ impl PlegHealth {
     }
 }
 
+/// The runtime's pods as the last successful relist saw them, for readers that can
+/// live with a list up to a relist period old (housekeeping): one CRI listing per
+/// second is then shared instead of repeated. Cloning shares the same slot.
+#[derive(Clone, Default)]
+pub struct LastRelist {
+    slot: Arc<Mutex<Option<(Instant, RelistedPods)>>>,
+}
+
+/// The pods of one relist by UID, shared without copying.
+pub type RelistedPods = Arc<HashMap<String, RunningPod>>;
+
+impl LastRelist {
+    pub(crate) fn publish(&self, at: Instant, pods: RelistedPods) {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, pods));
+    }
+
+    /// The pods of the last relist if it started at most `max_age` before `now`.
+    pub fn fresh(&self, now: Instant, max_age: Duration) -> Option<RelistedPods> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, pods) = slot.as_ref()?;
+        (now.saturating_duration_since(*at) <= max_age).then(|| Arc::clone(pods))
+    }
+}
+
 /// The PLEG's state of a container, sandboxes included (created counts as unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PlegState {
@@ -162,8 +186,9 @@ pub struct Pleg {
     cache: PodStatusCache,
     events: Sender<PodLifecycleEvent>,
     health: PlegHealth,
-    /// The pods as of the previous relist.
-    previous: HashMap<String, RunningPod>,
+    /// The pods as of the previous relist (shared with [`LastRelist`] readers).
+    previous: RelistedPods,
+    last_relist: LastRelist,
     /// Pods whose status inspection failed last time: retried on the next relist.
     reinspect: HashSet<String>,
     nudge_tx: Sender<()>,
@@ -183,7 +208,8 @@ impl Pleg {
             cache,
             events,
             health: PlegHealth::default(),
-            previous: HashMap::new(),
+            previous: Arc::default(),
+            last_relist: LastRelist::default(),
             reinspect: HashSet::new(),
             nudge_tx,
             nudges,
@@ -200,6 +226,11 @@ impl Pleg {
     /// A handle that brings the next relist forward.
     pub fn nudger(&self) -> RelistNudge {
         RelistNudge(self.nudge_tx.clone())
+    }
+
+    /// A handle to read the last relist's pods from other threads.
+    pub fn last_relist(&self) -> LastRelist {
+        self.last_relist.clone()
     }
 
     /// A handle to read the PLEG's health from other threads.
@@ -249,8 +280,8 @@ impl Pleg {
             }
         };
         self.health.record(started);
-        let current: HashMap<String, RunningPod> =
-            pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        let current: RelistedPods =
+            Arc::new(pods.into_iter().map(|p| (p.uid.clone(), p)).collect());
 
         let mut uids: Vec<&String> = self.previous.keys().chain(current.keys()).collect();
         uids.sort_unstable();
@@ -287,6 +318,7 @@ impl Pleg {
         }
         self.reinspect = inspect_again;
         crate::metrics::relisted(started.elapsed(), current.values());
+        self.last_relist.publish(started, Arc::clone(&current));
         self.previous = current;
     }
 }

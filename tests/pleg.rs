@@ -1,14 +1,16 @@
 //! The PLEG thread against the fake CRI: a nudge brings a relist forward, so a change
-//! litelet made itself is reported without waiting out the relist period.
+//! litelet made itself is reported without waiting out the relist period; the last
+//! relist is shared with housekeeping while it is fresh.
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use litelet::cri::{pb, RuntimeClient};
 use litelet::pleg::{Pleg, PodLifecycleEventType};
 use litelet::runtime::cache::PodStatusCache;
 use litelet::runtime::labels;
+use litelet::runtime::model::ContainerState;
 use protobuf::MessageField;
 use support::fake_cri::FakeCri;
 use support::wait_until;
@@ -112,4 +114,36 @@ fn a_nudge_relists_now_and_many_nudges_fold_into_few_relists() {
     std::thread::sleep(Duration::from_millis(500));
     let relists = relists();
     assert!((2..=3).contains(&relists), "{relists} relists");
+}
+
+#[test]
+fn the_last_relist_is_shared_while_it_is_fresh() {
+    let fake = FakeCri::start();
+    fake.state().images.insert(IMAGE.into(), 1);
+    let (runtime, _) = fake.clients(Duration::from_secs(10));
+    let id = created_container(&runtime);
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    let (events_tx, _events) = crossbeam_channel::bounded(100);
+    let mut pleg = Pleg::new(runtime, PodStatusCache::new(), events_tx);
+    let shared = pleg.last_relist();
+    assert!(shared
+        .fresh(Instant::now(), Duration::from_secs(2))
+        .is_none());
+
+    pleg.relist();
+    let pods = shared
+        .fresh(Instant::now(), Duration::from_secs(2))
+        .expect("a relist that just ran is fresh");
+    let pod = &pods[UID];
+    assert_eq!(pod.containers.len(), 1);
+    assert_eq!(pod.containers[0].id, id);
+    assert_eq!(pod.containers[0].state, ContainerState::Running);
+    // Seen from a moment three seconds later, the same relist is too old.
+    let later = Instant::now() + Duration::from_secs(3);
+    assert!(shared.fresh(later, Duration::from_secs(2)).is_none());
 }

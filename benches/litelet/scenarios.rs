@@ -194,6 +194,10 @@ pub fn footprint(settings: &Settings, rows: &mut Vec<Row>, n: usize, probes: boo
         }
     }
     std::thread::sleep(settings.settle);
+    eprintln!(
+        "bench: {scenario}: idle window starts (litelet pid {})",
+        bench.litelet.pid()
+    );
     let requests_before = bench.api.requests().len();
     let (first, last, peak) = observe(&bench.litelet, settings.idle_window, Duration::from_secs(5));
     let requests = bench.api.requests().len() - requests_before;

@@ -5,10 +5,17 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::Kubelet;
 use crate::api::pod::Pod;
+use crate::cri::CriError;
 use crate::pod_workers::{UpdatePodOptions, UpdateType, WorkType};
+use crate::runtime::model::RunningPod;
+
+/// The PLEG's last relist stands in for a runtime listing up to this age (upstream's
+/// runtime pod cache allows 3 s): one CRI listing per second then serves both.
+const RELIST_MAX_AGE: Duration = Duration::from_secs(2);
 
 /// True when something is mounted at or below `dir` (never delete through a mount).
 fn has_mounts_below(dir: &Path) -> bool {
@@ -24,8 +31,9 @@ fn has_mounts_below(dir: &Path) -> bool {
 
 impl Kubelet {
     pub(super) fn housekeeping(&mut self) {
-        let desired: Vec<Pod> = self.pods.pods().cloned().collect();
-        let working = self.workers.sync_known_pods(&desired);
+        // Borrowed, not cloned: only the pods that need an update are copied.
+        let desired: Vec<&Pod> = self.pods.pods().collect();
+        let working = self.workers.sync_known_pods(desired.iter().copied());
         // Forgotten workers mean finished pods: their dead containers and sandboxes
         // may go now rather than at the next periodic collection.
         if working.len() < self.last_worker_count {
@@ -39,7 +47,7 @@ impl Kubelet {
             .filter(|(_, w)| matches!(w.state, WorkType::Sync | WorkType::Terminating))
             .map(|(uid, _)| uid.clone())
             .collect();
-        let running = match self.runtime.running_pods(false) {
+        let running = match self.running_pods() {
             Ok(running) => running,
             Err(err) => {
                 log::error!("housekeeping: listing runtime pods: {err}");
@@ -66,19 +74,14 @@ impl Kubelet {
             }
         }
 
-        let active: Vec<Pod> = self
-            .active_pods(desired.iter())
-            .into_iter()
-            .cloned()
-            .collect();
-        for pod in &active {
+        for pod in self.active_pods(desired.iter().copied()) {
             if !working.contains_key(pod.uid()) {
                 let mirror = self.pods.mirror_of(pod).cloned();
                 self.update(UpdateType::Create, pod.clone(), mirror);
             }
         }
         let running_uids: HashSet<&str> = running.iter().map(|p| p.uid.as_str()).collect();
-        for pod in &desired {
+        for &pod in &desired {
             let terminal = super::api_terminal(pod.status.phase.as_ref());
             if pod.deletion_requested()
                 && terminal
@@ -110,6 +113,19 @@ impl Kubelet {
         }
         self.remove_orphaned_pod_dirs(&keep);
         self.remove_orphaned_cgroups(&possibly_running, &keep);
+    }
+
+    /// The runtime's running pods: from the PLEG's last relist when it is fresh, else
+    /// from a listing filtered to running sandboxes and containers.
+    fn running_pods(&self) -> Result<Vec<RunningPod>, CriError> {
+        let relisted = self
+            .last_relist
+            .as_ref()
+            .and_then(|r| r.fresh(Instant::now(), RELIST_MAX_AGE));
+        match relisted {
+            Some(pods) => Ok(pods.values().filter_map(RunningPod::running_part).collect()),
+            None => self.runtime.running_pods(false),
+        }
     }
 
     fn remove_orphaned_pod_dirs(&self, keep: &HashSet<String>) {

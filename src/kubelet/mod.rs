@@ -90,6 +90,9 @@ pub struct Kubelet {
     snapshot_published: Instant,
     /// RESIZE: allocations (admission reads and records them) and Deferred retries.
     pub resize: Option<Arc<crate::resize::ResizeManager>>,
+    /// The PLEG's last relist: housekeeping reads the runtime's pods from it when it is
+    /// fresh instead of listing the runtime again.
+    pub last_relist: Option<crate::pleg::LastRelist>,
 }
 
 /// The events the loop reacts to.
@@ -168,6 +171,7 @@ impl Kubelet {
             snapshot_stale: false,
             snapshot_published: Instant::now(),
             resize: None,
+            last_relist: None,
         }
     }
 
@@ -356,11 +360,8 @@ impl Kubelet {
             if self.workers.is_pod_known_terminated(p.uid()) {
                 return false;
             }
-            let cached = self.status.get_pod_status(p.uid());
             let terminal = api_terminal(p.status.phase.as_ref())
-                || cached
-                    .as_ref()
-                    .is_some_and(|s| api_terminal(s.phase.as_ref()));
+                || api_terminal(self.status.cached_phase(p.uid()).as_ref());
             !terminal || self.workers.is_pod_termination_requested(p.uid())
         })
         .collect()

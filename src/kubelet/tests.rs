@@ -14,11 +14,12 @@ use super::*;
 use crate::api::pod::PodStatus;
 use crate::api::quantity::Quantity;
 use crate::cri::{ConnectOptions, Endpoint};
-use crate::pleg::PlegHealth;
+use crate::pleg::{LastRelist, PlegHealth};
 use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, WorkerTimings};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::manager::{RuntimeConditions, RuntimeSettings};
+use crate::runtime::model::{ContainerState, RunningContainer};
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
 use crate::sources::{SOURCE_API, SOURCE_FILE};
 
@@ -27,6 +28,8 @@ enum Call {
     Sync(String, UpdateType),
     Terminating(String, Option<i64>),
     Terminated(String),
+    /// A pod only the runtime knows (an orphan) was stopped.
+    RuntimePod(String),
 }
 
 /// Records every call; all of them succeed at once.
@@ -68,7 +71,9 @@ impl PodSyncer for RecordingSyncer {
         Ok(())
     }
 
-    fn sync_terminating_runtime_pod(&self, _: &Cancel, _: &RunningPod) -> Result<(), SyncError> {
+    fn sync_terminating_runtime_pod(&self, _: &Cancel, pod: &RunningPod) -> Result<(), SyncError> {
+        let call = Call::RuntimePod(pod.uid.clone());
+        self.calls.lock().unwrap().push(call);
         Ok(())
     }
 
@@ -367,6 +372,58 @@ fn b36_no_housekeeping_while_the_runtime_is_not_ready() {
     wait("housekeeping once the runtime is ready", housekeeping_ran);
     drop(shutdown_tx);
     sync.join().unwrap();
+}
+
+fn runtime_pod(uid: &str, state: ContainerState) -> RunningPod {
+    let part = |id: &str| RunningContainer {
+        id: format!("{id}-{uid}"),
+        name: id.into(),
+        state,
+    };
+    RunningPod {
+        uid: uid.into(),
+        name: format!("pod-{uid}"),
+        namespace: "default".into(),
+        containers: vec![part("app")],
+        sandboxes: vec![part("sandbox")],
+    }
+}
+
+/// The harness' runtime is never there, so whatever housekeeping finds running can
+/// only come from the PLEG's last relist.
+#[test]
+fn housekeeping_stops_runtime_orphans_found_by_a_fresh_relist() {
+    let mut h = harness(&[SOURCE_API], "110");
+    let relist = LastRelist::default();
+    h.kubelet.last_relist = Some(relist.clone());
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("kept")]);
+    h.wait_call(Call::Sync("kept".into(), UpdateType::Create));
+    let pods = [
+        runtime_pod("kept", ContainerState::Running),
+        runtime_pod("orphan", ContainerState::Running),
+        runtime_pod("dead", ContainerState::Exited),
+    ];
+    let snapshot = Arc::new(pods.into_iter().map(|p| (p.uid.clone(), p)).collect());
+
+    // Older than housekeeping accepts: the runtime is asked instead (and fails).
+    let stale = Instant::now().checked_sub(Duration::from_secs(3)).unwrap();
+    relist.publish(stale, Arc::clone(&snapshot));
+    h.kubelet.handle(Event::Housekeeping);
+    quiet();
+    assert_eq!(h.count(&Call::RuntimePod("orphan".into())), 0);
+
+    relist.publish(Instant::now(), snapshot);
+    h.kubelet.handle(Event::Housekeeping);
+    h.wait_call(Call::RuntimePod("orphan".into()));
+    quiet();
+    // Nothing of "dead" runs and "kept" has a worker: neither is stopped.
+    let stopped: Vec<Call> = h
+        .syncer
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::RuntimePod(_)))
+        .collect();
+    assert_eq!(stopped, vec![Call::RuntimePod("orphan".into())]);
 }
 
 #[test]

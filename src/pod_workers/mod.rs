@@ -497,8 +497,11 @@ impl PodWorkers {
     /// Reconciles the workers with the desired pods (upstream SyncKnownPods): orphans
     /// start terminating, finished orphans and restarted UIDs are forgotten. Returns
     /// the state of every worker still known.
-    pub fn sync_known_pods(&self, desired: &[Pod]) -> HashMap<String, PodWorkerSync> {
-        let wanted: HashSet<&str> = desired.iter().map(|p| p.uid()).collect();
+    pub fn sync_known_pods<'a>(
+        &self,
+        desired: impl IntoIterator<Item = &'a Pod>,
+    ) -> HashMap<String, PodWorkerSync> {
+        let wanted: HashSet<&str> = desired.into_iter().map(|p| p.uid()).collect();
         let mut state = self.lock();
         state.pods_synced = true;
         let uids: Vec<String> = state.statuses.keys().cloned().collect();

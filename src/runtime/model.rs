@@ -189,6 +189,26 @@ impl RunningPod {
         self.containers.is_empty() && self.sandboxes.is_empty()
     }
 
+    /// The part of the pod that is running (READY sandboxes, running containers), as
+    /// a listing filtered by those states returns it; None when nothing runs.
+    pub fn running_part(&self) -> Option<RunningPod> {
+        let running = |items: &[RunningContainer]| -> Vec<RunningContainer> {
+            items
+                .iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .cloned()
+                .collect()
+        };
+        let part = RunningPod {
+            uid: self.uid.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            containers: running(&self.containers),
+            sandboxes: running(&self.sandboxes),
+        };
+        (!part.is_empty()).then_some(part)
+    }
+
     /// IDs of all the pod's sandboxes.
     pub fn sandbox_ids(&self) -> impl Iterator<Item = &str> {
         self.sandboxes.iter().map(|s| s.id.as_str())
@@ -231,5 +251,41 @@ mod tests {
         assert_eq!(running.sandbox_ids().collect::<Vec<_>>(), ["s1"]);
         assert_eq!(running.sandboxes[0].state, ContainerState::Exited);
         assert!(!running.is_empty());
+    }
+
+    #[test]
+    fn running_part_keeps_what_a_running_state_filter_would_list() {
+        let part = |id: &str, state| RunningContainer {
+            id: id.into(),
+            name: id.into(),
+            state,
+        };
+        let pod = RunningPod {
+            uid: "u".into(),
+            name: "p".into(),
+            namespace: "ns".into(),
+            containers: vec![
+                part("up", ContainerState::Running),
+                part("done", ContainerState::Exited),
+                part("new", ContainerState::Created),
+            ],
+            sandboxes: vec![
+                part("old-sandbox", ContainerState::Exited),
+                part("sandbox", ContainerState::Running),
+            ],
+        };
+        let running = pod.running_part().expect("something runs");
+        assert_eq!((running.uid.as_str(), running.name.as_str()), ("u", "p"));
+        let ids =
+            |items: &[RunningContainer]| items.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&running.containers), ["up"]);
+        assert_eq!(ids(&running.sandboxes), ["sandbox"]);
+
+        let stopped = RunningPod {
+            containers: vec![part("done", ContainerState::Exited)],
+            sandboxes: vec![part("old-sandbox", ContainerState::Exited)],
+            ..pod
+        };
+        assert_eq!(stopped.running_part(), None);
     }
 }

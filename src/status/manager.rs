@@ -197,6 +197,14 @@ impl StatusManager {
         self.shared.cache().get(uid).map(|v| v.status.clone())
     }
 
+    /// The phase of the pod's cached status, without copying the status.
+    pub fn cached_phase(&self, uid: &str) -> Option<crate::api::pod::PodPhase> {
+        self.shared
+            .cache()
+            .get(uid)
+            .and_then(|v| v.status.phase.clone())
+    }
+
     /// The pod's cached status with its version and finished flag.
     pub fn versioned_status(&self, uid: &str) -> Option<VersionedStatus> {
         self.shared.cache().get(uid).cloned()
