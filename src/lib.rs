@@ -23,4 +23,5 @@ pub mod runtime_info;
 pub mod server;
 pub mod sources;
 pub mod status;
+pub mod thread_stack;
 pub mod volumes;
