@@ -23,5 +23,4 @@ pub mod runtime_info;
 pub mod server;
 pub mod sources;
 pub mod status;
-pub mod thread_stack;
 pub mod volumes;

@@ -34,13 +34,7 @@ enum Done {
 impl PodWorkers {
     pub(super) fn worker_loop(&self, uid: &str, rx: Receiver<()>) {
         let mut last_sync: Option<Instant> = None;
-        loop {
-            // Idle workers are most of a node's threads: their stacks go back while
-            // they wait.
-            crate::thread_stack::release_unused_stack();
-            if rx.recv().is_err() {
-                break;
-            }
+        while rx.recv().is_ok() {
             let Some((update, work, cancel, start)) = self.start_pod_sync(uid) else {
                 continue;
             };
