@@ -41,7 +41,7 @@ package-check-if-enabled:
 		echo; fi
 
 # Benchmarks (issue 11): the release binary against the fake CRI and API server (and
-# a private containerd as root); prints a table, writes bench-results.json. About 12
+# a private containerd as root); prints a table, writes bench-results.json. About 10
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
 bench: deps
 	$(CARGO) bench --bench litelet -- $(ONLY)
