@@ -59,7 +59,7 @@ rpm: static
 	./scripts/package.sh rpm
 
 # lintian, dpkg -i into a temp root and litelet --version from it, rpm -qpl,
-# systemd-analyze verify.
+# systemd-analyze verify, the static binary running a pod (one kubelet_e2e test).
 package-check: deb rpm
 	./scripts/package.sh check
 

@@ -6,7 +6,8 @@
 #   scripts/package.sh deb      .deb with dpkg-deb  (needs the static binary)
 #   scripts/package.sh rpm      .rpm with rpmbuild  (needs the static binary)
 #   scripts/package.sh check    lintian, dpkg -i into a temp root, litelet --version from it,
-#                               rpm -qpl, systemd-analyze verify
+#                               rpm -qpl, systemd-analyze verify, the static binary
+#                               running a pod against the test fakes
 #
 # Installs the Debian packages it uses (file, rpm, lintian, systemd for systemd-analyze)
 # when missing, non-interactively. Output goes to $CARGO_TARGET_DIR/packages (or
@@ -206,6 +207,14 @@ rpm_lists_files() {
   rpm -qp --configfiles "$RPM" 2>/dev/null | grep -x /etc/litelet/config.yaml >/dev/null
 }
 
+# The static binary (LTO, opt-level z) runs a pod end to end against the test fakes:
+# the tests otherwise run the debug build, and a crash only the optimised build has
+# must fail here rather than on a node.
+static_runs_a_pod() {
+  LITELET_TEST_BINARY="$(realpath "$BIN")" cargo test --locked --test kubelet_e2e -- \
+    --exact b40_api_pod_runs_and_reports_running
+}
+
 unit_verifies() {
   # run_checks installs systemd when it is missing: a unit left unverified is a failure.
   command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze missing"; return 1; }
@@ -233,6 +242,7 @@ run_checks() {
   check "litelet --version from the root" version_from_root
   check "rpm -qpl lists the files" rpm_lists_files
   check "systemd-analyze verify" unit_verifies
+  check "the static binary runs a pod (kubelet_e2e b40)" static_runs_a_pod
   echo "package-check: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }

@@ -1,6 +1,8 @@
 //! The litelet binary end to end against the fake CRI and the fake API server
 //! (spec kubelet-and-podworkers.md §4, harness B). Test names carry the behaviour
-//! numbers; every wait polls with a generous timeout.
+//! numbers; every wait polls with a generous timeout. `LITELET_TEST_BINARY` runs them
+//! against another build (the package check runs one against the static binary, so a
+//! bug only the optimised build has is caught before it ships).
 
 mod support;
 
@@ -15,7 +17,6 @@ use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
 use support::wait_until;
 
-const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
 const NODE: &str = "e2e-node";
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -72,7 +73,9 @@ impl Litelet {
         static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cgroup_root = format!("/litelet-e2e-{}-{seq}", std::process::id());
-        let mut cmd = Command::new(LITELET);
+        let binary = std::env::var_os("LITELET_TEST_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_litelet").into());
+        let mut cmd = Command::new(binary);
         cmd.args(["--container-runtime-endpoint", &cri.endpoint()])
             .args(["--hostname-override", NODE])
             .arg("--root-dir")
