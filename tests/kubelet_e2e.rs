@@ -133,10 +133,27 @@ impl Litelet {
             .unwrap_or(0)
     }
 
-    fn wait_for(&self, what: &str, check: impl FnMut() -> bool) {
+    /// Whether the litelet process has died (a zombie until it is reaped).
+    fn is_dead(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map(|stat| {
+                let state = stat.rsplit(')').next().unwrap_or("");
+                state.trim_start().starts_with('Z')
+            })
+            .unwrap_or(true)
+    }
+
+    /// Waits for `check`; fails at once, with the log, if litelet dies meanwhile.
+    fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let mut died = false;
+        let done = wait_until(WAIT, || {
+            died = self.is_dead();
+            died || check()
+        });
+        let why = if died { "litelet died" } else { "timed out" };
         assert!(
-            wait_until(WAIT, check),
-            "timed out waiting for {what}; litelet log:\n{}",
+            done && !died,
+            "{why} waiting for {what}; litelet log:\n{}",
             self.tail()
         );
     }
