@@ -135,12 +135,7 @@ impl SourcePods {
             let stored = match self.pods.remove(uid) {
                 Some(existing) => {
                     let (stored, op) = self.check_and_update(existing, pod);
-                    match op {
-                        Some(PodOperation::Update) => changes.updates.push(stored.clone()),
-                        Some(PodOperation::Delete) => changes.deletes.push(stored.clone()),
-                        Some(PodOperation::Reconcile) => changes.reconciles.push(stored.clone()),
-                        _ => {}
-                    }
+                    changes.record(op, &stored);
                     stored
                 }
                 None => {
@@ -196,12 +191,7 @@ impl SourcePods {
             Some(pod) => match self.pods.remove(uid) {
                 Some(existing) => {
                     let (stored, op) = self.check_and_update(existing, pod);
-                    match op {
-                        Some(PodOperation::Update) => changes.updates.push(stored.clone()),
-                        Some(PodOperation::Delete) => changes.deletes.push(stored.clone()),
-                        Some(PodOperation::Reconcile) => changes.reconciles.push(stored.clone()),
-                        _ => {}
-                    }
+                    changes.record(op, &stored);
                     self.pods.insert(uid.to_owned(), stored);
                 }
                 None => {
@@ -287,6 +277,17 @@ fn incoming_meta_with_local(existing: &Pod, incoming: &Pod) -> crate::api::meta:
 }
 
 impl Changes {
+    /// Files a known pod under what its check found (no operation: nothing to send).
+    fn record(&mut self, op: Option<PodOperation>, pod: &Pod) {
+        let list = match op {
+            Some(PodOperation::Update) => &mut self.updates,
+            Some(PodOperation::Delete) => &mut self.deletes,
+            Some(PodOperation::Reconcile) => &mut self.reconciles,
+            _ => return,
+        };
+        list.push(pod.clone());
+    }
+
     fn into_updates(self, source: &'static str, first_snapshot: bool) -> Vec<PodUpdate> {
         let mut out = Vec::new();
         let mut push = |pods: Vec<Pod>, op| {
