@@ -1,7 +1,8 @@
 //! The desired pods as other threads may read them: the sync loop publishes a copy
 //! after config changes (once a burst of updates is drained, at least every sync
-//! period), and the node server's `/pods` and log/exec lookups read it. Writers: the `sync` thread only. Readers: server connection threads. The lock
-//! is held only to swap or clone the list, never across I/O.
+//! period), and the node server's `/pods` and log/exec lookups read it. Writers: the
+//! `sync` thread only. Readers: server connection threads. The lock is held only to
+//! swap or clone the list, never across I/O.
 
 use std::sync::{Arc, RwLock};
 

@@ -351,14 +351,14 @@ impl Syncer {
                     .client
                     .patch::<Pod>(&path, PatchType::StrategicMerge, &patch)
                 {
-                    Ok(p) => {
+                    Ok(mut p) => {
                         log::debug!(
                             "status of pod {ns}/{name} ({uid}) sent, version {}",
                             v.version
                         );
-                        let mut kept = p.clone();
-                        kept.spec = Default::default();
-                        self.written.insert(uid.to_owned(), kept);
+                        // Nothing below reads the spec: drop it before the copy.
+                        p.spec = Default::default();
+                        self.written.insert(uid.to_owned(), p.clone());
                         p
                     }
                     Err(e) if e.is_not_found() => {
