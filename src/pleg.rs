@@ -65,21 +65,18 @@ pub struct PodLifecycleEvent {
     pub container_id: String,
 }
 
-/// The PLEG's state as the node's Ready condition and `/healthz` read it.
+/// The PLEG's state as the node's Ready condition and `/healthz` read it: the age of
+/// the last successful relist.
 #[derive(Clone, Default)]
 pub struct PlegHealth {
-    last_relist: Arc<Mutex<Option<Instant>>>,
+    relist: LastRelist,
 }
 
 impl PlegHealth {
-    fn record(&self, at: Instant) {
-        *self.last_relist.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
-    }
-
     /// Fails with a message when the last relist is too old (or none happened yet
     /// after `RELIST_THRESHOLD` since `started`).
     pub fn check(&self, now: Instant, started: Instant) -> Result<(), String> {
-        let last = *self.last_relist.lock().unwrap_or_else(|p| p.into_inner());
+        let last = self.relist.at();
         let since = now.saturating_duration_since(last.unwrap_or(started));
         if since > RELIST_THRESHOLD {
             return Err(format!(
@@ -90,9 +87,10 @@ impl PlegHealth {
     }
 }
 
-/// The runtime's pods as the last successful relist saw them, for readers that can
-/// live with a list up to a relist period old (housekeeping): one CRI listing per
-/// second is then shared instead of repeated. Cloning shares the same slot.
+/// The runtime's pods as the last successful relist saw them, and when: for readers
+/// that can live with a list up to a relist period old (housekeeping), so one CRI
+/// listing per second is shared instead of repeated, and for [`PlegHealth`]. Cloning
+/// shares the same slot.
 #[derive(Clone, Default)]
 pub struct LastRelist {
     slot: Arc<Mutex<Option<(Instant, RelistedPods)>>>,
@@ -104,6 +102,12 @@ pub type RelistedPods = Arc<HashMap<String, RunningPod>>;
 impl LastRelist {
     pub(crate) fn publish(&self, at: Instant, pods: RelistedPods) {
         *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, pods));
+    }
+
+    /// When the last relist started.
+    fn at(&self) -> Option<Instant> {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().map(|(at, _)| *at)
     }
 
     /// The pods of the last relist if it started at most `max_age` before `now`.
@@ -185,7 +189,6 @@ pub struct Pleg {
     runtime: RuntimeClient,
     cache: PodStatusCache,
     events: Sender<PodLifecycleEvent>,
-    health: PlegHealth,
     /// The pods as of the previous relist (shared with [`LastRelist`] readers).
     previous: RelistedPods,
     last_relist: LastRelist,
@@ -207,7 +210,6 @@ impl Pleg {
             runtime,
             cache,
             events,
-            health: PlegHealth::default(),
             previous: Arc::default(),
             last_relist: LastRelist::default(),
             reinspect: HashSet::new(),
@@ -235,7 +237,9 @@ impl Pleg {
 
     /// A handle to read the PLEG's health from other threads.
     pub fn health(&self) -> PlegHealth {
-        self.health.clone()
+        PlegHealth {
+            relist: self.last_relist.clone(),
+        }
     }
 
     /// Starts the `pleg` thread; it relists at once, then every period and when nudged,
@@ -279,7 +283,6 @@ impl Pleg {
                 return;
             }
         };
-        self.health.record(started);
         let current: RelistedPods =
             Arc::new(pods.into_iter().map(|p| (p.uid.clone(), p)).collect());
 
@@ -427,7 +430,9 @@ mod tests {
         assert!(health
             .check(start + RELIST_THRESHOLD + Duration::from_secs(1), start)
             .is_err());
-        health.record(start + RELIST_THRESHOLD);
+        health
+            .relist
+            .publish(start + RELIST_THRESHOLD, RelistedPods::default());
         assert!(health
             .check(start + RELIST_THRESHOLD + Duration::from_secs(1), start)
             .is_ok());
