@@ -1099,6 +1099,34 @@ fn b56_stop_pod_sandbox_errors_in_kill_pod() {
     assert!(killed.is_ok(), "NotFound is ignored: {killed}");
 }
 
+/// A runtime-only pod is killed from a listing that may be a relist old: a container
+/// removed since then is already stopped, not a kill error (its spec cannot be
+/// restored from a container the runtime no longer has).
+#[test]
+fn runtime_only_kill_of_a_container_removed_since_the_listing_succeeds() {
+    let fake = fake();
+    let h = Harness::new(&fake);
+    let pod = pod("uid-gone");
+    assert!(h.sync(&pod).is_ok());
+    let running = h.status(&pod).to_running_pod();
+    let id = running.containers[0].id.clone();
+    let (runtime, _) = fake.clients(Duration::from_secs(10));
+    runtime
+        .remove_container(&pb::RemoveContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+
+    let mark = fake.calls().len();
+    let killed = h.manager.kill_pod(None, &running, Some(1));
+    assert!(killed.is_ok(), "{killed}");
+    let calls = calls_since(&fake, mark);
+    assert_eq!(targets(&calls, "ContainerStatus"), [id]);
+    assert!(targets(&calls, "StopContainer").is_empty(), "{calls:?}");
+    assert_eq!(targets(&calls, "StopPodSandbox").len(), 1);
+}
+
 /// B56 inside SyncPod (with B55's "aborts before any creation"): a failed sandbox stop
 /// while killing the pod for a new sandbox ends the sync before RunPodSandbox; the
 /// next sync recreates it.

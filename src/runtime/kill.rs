@@ -154,30 +154,30 @@ pub struct KillRequest<'a> {
 
 impl Killer<'_> {
     /// The pod and container spec for a kill: from `pod` when it names the container,
-    /// else restored from what litelet wrote on the container at create time.
+    /// else restored from what litelet wrote on the container at create time. None when
+    /// the runtime no longer has the container: there is nothing left to stop.
     fn specs(
         &self,
         pod: Option<&Pod>,
         container_id: &str,
         name: &str,
-    ) -> Result<(Pod, Container), String> {
+    ) -> Result<Option<(Pod, Container)>, String> {
         if let Some(pod) = pod {
             if let Some(container) = find_container(pod, name) {
-                return Ok((pod.clone(), container.clone()));
+                return Ok(Some((pod.clone(), container.clone())));
             }
         }
-        let status = self
-            .runtime
-            .container_status(&pb::ContainerStatusRequest {
-                container_id: container_id.to_owned(),
-                ..Default::default()
-            })
-            .map_err(|err| err.to_string())?
-            .status
-            .unwrap_or_default();
+        let status = match self.runtime.container_status(&pb::ContainerStatusRequest {
+            container_id: container_id.to_owned(),
+            ..Default::default()
+        }) {
+            Ok(response) => response.status.unwrap_or_default(),
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(err.to_string()),
+        };
         let info = ContainerInfo::from_labels_and_annotations(&status.labels, &status.annotations)
             .map_err(|err| format!("container {container_id}: {err}"))?;
-        Ok(info.restore_pod_and_container())
+        Ok(Some(info.restore_pod_and_container()))
     }
 
     /// Stops one container: preStop hook within the grace period, then StopContainer.
@@ -188,9 +188,14 @@ impl Killer<'_> {
         request: &KillRequest<'_>,
         ordering: Option<&TerminationOrdering>,
     ) -> Result<(), Failure> {
-        let (pod, container) = self
+        // Gone already (removed since the listing the kill works from): as a
+        // StopContainer answering NotFound, the kill has nothing left to do.
+        let Some((pod, container)) = self
             .specs(pod, request.container_id, request.name)
-            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err))?;
+            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err))?
+        else {
+            return Ok(());
+        };
         let mut grace = grace_period(&pod, &container, request.reason, request.grace_override);
         let message = if request.message.is_empty() {
             format!("Stopping container {}", request.name)
