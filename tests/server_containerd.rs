@@ -1,7 +1,9 @@
 //! The node server against a real containerd (busybox, host network): `kubectl
 //! logs -f` while the container writes, `kubectl exec echo` through `/exec` (a
 //! WebSocket `v4.channel.k8s.io` session proxied to containerd's streaming server),
-//! and `/run`. Skips loudly without root unless CI=true.
+//! and `/run`. Skips loudly without root unless CI=true. The same paths through a
+//! real kube-apiserver (`kubectl logs -f`, `exec`, `port-forward`) are in
+//! `tests/real_apiserver.rs`.
 
 mod support;
 
@@ -20,7 +22,6 @@ use litelet::pleg::PlegHealth;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, ServerConfig, ServerContext};
 use protobuf::{EnumOrUnknown, MessageField};
-use support::apiserver_shim;
 use support::containerd::{Containerd, BUSYBOX};
 use support::https::{self, Pki};
 
@@ -272,8 +273,6 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     .unwrap();
     assert_eq!((answer.status, answer.text().as_str()), (200, "ran\n"));
 
-    kubectl_through_an_apiserver_shim(handle.api_addr, &server_ca, &pki, &uid, dir.path());
-
     let _ = runtime.stop_pod_sandbox(&pb::StopPodSandboxRequest {
         pod_sandbox_id: sandbox_id.clone(),
         ..Default::default()
@@ -285,68 +284,6 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     remove_cgroup_tree(&cgroup_parent);
     let _ = reader.get_mut().flush();
     let _ = reader.fill_buf();
-}
-
-/// `kubectl logs` and `kubectl exec` (v1.32) through [`apiserver_shim`], which plays
-/// the API server's part (discovery, GET pod, pods/log and pods/exec proxied to the
-/// node with a kubelet client certificate). Skipped without kubectl.
-fn kubectl_through_an_apiserver_shim(
-    node: std::net::SocketAddr,
-    server_ca: &[u8],
-    pki: &Pki,
-    uid: &str,
-    dir: &Path,
-) {
-    if std::process::Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("\n*** SKIPPED kubectl part: no kubectl on this machine ***\n");
-        return;
-    }
-    let pod = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": POD, "namespace": NS, "uid": uid},
-        "spec": {"containers": [{"name": "main", "image": BUSYBOX}]},
-        "status": {"phase": "Running"}
-    });
-    let url = apiserver_shim::start(apiserver_shim::Upstream {
-        node,
-        server_ca: server_ca.to_vec(),
-        identity: pki.client("kube-apiserver-kubelet-client", &["system:masters"]),
-        pod,
-    });
-    let kubeconfig = dir.join("kubectl.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{url}\"}}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u, namespace: {NS}}}\ncurrent-context: c\n"),
-    )
-    .unwrap();
-    let kubectl = |args: &[&str]| {
-        let out = std::process::Command::new("timeout")
-            .arg("60")
-            .arg("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let out = kubectl(&["exec", POD, "-c", "main", "--", "echo", "hello-kubectl"]);
-    assert_eq!(out, "hello-kubectl\n");
-    let logs = kubectl(&["logs", POD, "-c", "main", "--tail=2"]);
-    let lines: Vec<&str> = logs.lines().collect();
-    assert_eq!(lines.len(), 2, "{logs:?}");
-    assert!(lines.iter().all(|l| l.starts_with("line-")), "{logs:?}");
 }
 
 /// Removes the test's cgroup parent from every v1 hierarchy (children first).

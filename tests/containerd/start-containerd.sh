@@ -49,6 +49,29 @@ oom_score = 0
     conf_dir = "$dir/cni"
 TOML
 
+# A pod network when asked (LITELET_CNI_SUBNET=a.b.c.0/24, LITELET_CNI_BRIDGE=name):
+# a private bridge with host-local addresses, no masquerade (nothing leaves the host).
+# Without it the runtime reports NetworkReady=false and only host-network pods run.
+if [ -n "${LITELET_CNI_SUBNET:-}" ]; then
+  bridge=${LITELET_CNI_BRIDGE:?LITELET_CNI_BRIDGE names the bridge}
+  gateway=${LITELET_CNI_SUBNET%.0/24}.1
+  cat > "$dir/cni/10-litelet.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "litelet-test",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
+     "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$dir/cni-ipam",
+              "ranges": [[{"subnet": "$LITELET_CNI_SUBNET", "gateway": "$gateway"}]],
+              "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "loopback"}
+  ]
+}
+JSON
+  echo "$bridge" > "$dir/cni-bridge"
+fi
+
 containerd --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
 echo $! > "$dir/containerd.pid"
 for _ in $(seq 1 100); do

@@ -15,4 +15,8 @@ for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $dir/containerd.sock"
   kill -9 "$shim" 2>/dev/null
 done
 grep -F " $dir/" /proc/self/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+# The pod network's bridge, if start-containerd.sh made one.
+if [ -f "$dir/cni-bridge" ]; then
+  ip link del "$(cat "$dir/cni-bridge")" 2>/dev/null
+fi
 [ "${KEEP:-0}" = 1 ] || rm -rf "$dir"

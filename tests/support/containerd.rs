@@ -39,6 +39,22 @@ impl Containerd {
     /// Starts containerd for `test`, or returns None (after a loud message) when this
     /// machine cannot run it and we are not in CI.
     pub fn start(test: &str) -> Option<Containerd> {
+        Self::start_with(test, None)
+    }
+
+    /// Like [`Containerd::start`], with a pod network: a private bridge and a /24 of
+    /// `10.89.0.0/16` for this instance (so the runtime reports NetworkReady, as a
+    /// node's runtime must for the node to be Ready). The bridge goes on drop.
+    pub fn start_with_pod_network(test: &str) -> Option<Containerd> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Offset by PID so test binaries run one after another rarely reuse a subnet
+        // whose bridge a killed run left behind.
+        let n = (std::process::id() * 7 + NEXT.fetch_add(1, Ordering::Relaxed)) % 250 + 1;
+        Self::start_with(test, Some(n))
+    }
+
+    fn start_with(test: &str, network: Option<u32>) -> Option<Containerd> {
         if !nix::unistd::geteuid().is_root() {
             return skip(test, "needs root");
         }
@@ -59,11 +75,16 @@ impl Containerd {
         ));
         let images =
             std::env::var("LITELET_IMAGES").unwrap_or_else(|_| "/tmp/litelet-test-images".into());
-        let output = Command::new(scripts().join("start-containerd.sh"))
-            .arg(&dir)
-            .env("LITELET_IMAGES", images)
-            .output()
-            .expect("run start-containerd.sh");
+        let mut cmd = Command::new(scripts().join("start-containerd.sh"));
+        cmd.arg(&dir).env("LITELET_IMAGES", images);
+        if let Some(n) = network {
+            cmd.env("LITELET_CNI_SUBNET", format!("10.89.{n}.0/24"))
+                .env(
+                    "LITELET_CNI_BRIDGE",
+                    format!("lt{}-{n}", std::process::id() % 100_000),
+                );
+        }
+        let output = cmd.output().expect("run start-containerd.sh");
         if !output.status.success() {
             panic!(
                 "{test}: starting containerd failed:\n{}{}",

@@ -45,6 +45,30 @@ impl Pki {
         }
     }
 
+    /// A serving certificate for `sans` (IP addresses or DNS names).
+    pub fn server(&self, sans: &[&str]) -> Identity {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(
+            rcgen::DnType::CommonName,
+            sans.first().copied().unwrap_or("server"),
+        );
+        for san in sans {
+            params
+                .subject_alt_names
+                .push(match san.parse::<std::net::IpAddr>() {
+                    Ok(ip) => rcgen::SanType::IpAddress(ip),
+                    Err(_) => rcgen::SanType::DnsName((*san).try_into().unwrap()),
+                });
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        Identity {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
     /// A client certificate for `cn` in groups `orgs`.
     pub fn client(&self, cn: &str, orgs: &[&str]) -> Identity {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();

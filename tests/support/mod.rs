@@ -3,12 +3,13 @@
 //! and uses what it needs.
 #![allow(dead_code)]
 
-pub mod apiserver_shim;
 pub mod cgroup_model;
 pub mod containerd;
+pub mod control_plane;
 pub mod fake_api;
 pub mod fake_cri;
 pub mod https;
+pub mod real_node;
 
 use std::time::{Duration, Instant};
 

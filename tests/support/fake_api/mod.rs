@@ -312,6 +312,12 @@ impl FakeApi {
     }
 
     /// Removes injected failures, conflicts, pauses not yet hit and the delay.
+    /// From now on, answer about pods as the real Node authorizer answers node
+    /// `node` (see `server::node_authorizer_denies`); `None` turns it off.
+    pub fn act_as_node_authorizer(&self, node: Option<&str>) {
+        *lock(&self.shared.node_authorizer) = node.map(str::to_owned);
+    }
+
     pub fn clear_faults(&self) {
         let mut f = lock(&self.shared.faults);
         f.rules.clear();

@@ -57,6 +57,8 @@ pub struct Shared {
     pub bookmarks_sent: AtomicU64,
     /// Serve HTTPS with this config instead of plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Answer every request as the real Node authorizer answers node `<name>`.
+    pub node_authorizer: Mutex<Option<String>>,
     next_conn: AtomicU64,
 }
 
@@ -79,6 +81,7 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             bookmarks_sent: AtomicU64::new(0),
+            node_authorizer: Mutex::new(None),
             next_conn: AtomicU64::new(1),
         }
     }
@@ -374,9 +377,67 @@ fn decide(shared: &Shared, req: &Request, route: Option<Route>, verb: &str) -> R
     if let Some(f) = take_fault(shared, verb, &req.path) {
         return f.into();
     }
+    if let Some(f) = node_authorizer_denies(shared, req, &route, verb) {
+        return f.into();
+    }
     match dispatch(shared, req, &route, verb) {
         Ok(reply) => reply,
         Err(f) => f.into(),
+    }
+}
+
+/// The real Node authorizer's answer to a node about pods: lists and watches only
+/// with the node's `spec.nodeName` field selector, and a named pod only while it is
+/// bound to the node. A pod that is gone, or bound elsewhere, is 403, not 404: the
+/// authorizer decides before the object is read. Status writes are the exception:
+/// allowed for any pod, then refused (403) by NodeRestriction for another node's pod
+/// and 404 for a missing one. Creates (mirror pods) pass here; NodeRestriction's
+/// other checks are not modelled.
+fn node_authorizer_denies(
+    shared: &Shared,
+    req: &Request,
+    r: &Route,
+    verb: &str,
+) -> Option<Failure> {
+    let node = lock(&shared.node_authorizer).clone()?;
+    if r.kind.resource != "pods" || verb == "create" {
+        return None;
+    }
+    let ns = r.namespace.as_deref().unwrap_or("");
+    let forbidden = |what: &str| {
+        let scope = if ns.is_empty() {
+            "at the cluster scope".to_owned()
+        } else {
+            format!("in the namespace \"{ns}\"")
+        };
+        Failure::new(
+            403,
+            "Forbidden",
+            format!(
+                "pods{what} is forbidden: User \"system:node:{node}\" cannot {verb} resource \"pods\" in API group \"\" {scope}: no relationship found between node '{node}' and this object"
+            ),
+        )
+    };
+    match r.name.as_deref() {
+        None => {
+            let wanted = format!("spec.nodeName={node}");
+            let selected = req
+                .query("fieldSelector")
+                .is_some_and(|s| s.split(',').any(|term| term == wanted));
+            (!selected).then(|| forbidden(""))
+        }
+        Some(name) => {
+            let pod = lock(&shared.store).get(r.kind, ns, name).ok();
+            let bound = pod
+                .as_ref()
+                .is_some_and(|pod| pod["spec"]["nodeName"] == node.as_str());
+            // Status writes are authorized for any pod; NodeRestriction then refuses
+            // one bound elsewhere, and the store answers 404 for a missing one.
+            if r.status && (pod.is_none() || bound) {
+                return None;
+            }
+            (!bound).then(|| forbidden(&format!(" \"{name}\"")))
+        }
     }
 }
 

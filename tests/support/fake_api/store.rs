@@ -410,15 +410,25 @@ impl Store {
                 )));
             }
         }
-        let cur_uid = str_at(&current, "/metadata/uid").unwrap_or("");
-        if let Some(uid) = str_at(&body, "/metadata/uid") {
-            if uid != cur_uid {
-                return Err(Failure::precondition(kind, name, "UID", uid, cur_uid));
-            }
-        }
+        // As the real server: the resourceVersion check comes first (409), then
+        // validation, where another UID is an immutable-field error (422), not a
+        // precondition failure.
         let cur_rv = str_at(&current, "/metadata/resourceVersion").unwrap_or("");
         if str_at(&body, "/metadata/resourceVersion").is_some_and(|rv| rv != cur_rv) {
             return Err(Failure::conflict(kind, name));
+        }
+        let cur_uid = str_at(&current, "/metadata/uid").unwrap_or("");
+        if let Some(uid) = str_at(&body, "/metadata/uid") {
+            if uid != cur_uid {
+                return Err(Failure::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "{} {name:?} is invalid: metadata.uid: Invalid value: {uid:?}: field is immutable",
+                        kind.kind
+                    ),
+                ));
+            }
         }
 
         let mut new = if status_only {

@@ -1,0 +1,272 @@
+//! A litelet process as a node of the real control plane ([`ControlPlane`]), on a
+//! private real containerd: its own node name, root dir, cgroup root, ports and node
+//! kubeconfig (`system:node:<name>`), advertising the control plane's node address so
+//! the apiserver reaches its port for logs, exec and port-forward. Stopped (SIGTERM,
+//! then SIGKILL) and its cgroups removed on drop; the containerd goes with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use super::containerd::{remove_cgroup_tree, Containerd};
+use super::control_plane::ControlPlane;
+use super::wait_until;
+
+/// How long any wait on the real cluster may take before it fails.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+pub struct RealNode {
+    pub name: String,
+    pub cp: &'static ControlPlane,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    pub containerd: Containerd,
+    cgroup_root: String,
+    pub port: u16,
+    pub healthz_port: u16,
+    extra: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl RealNode {
+    /// Starts containerd and litelet as node `name` (skips loudly outside CI when
+    /// this machine cannot).
+    pub fn start(test: &str, name: &str, extra: &[&str]) -> Option<RealNode> {
+        let cp = ControlPlane::shared(test)?;
+        // The node name keeps the socket path short (unix sockets allow 108 bytes).
+        let containerd = Containerd::start_with_pod_network(name)?;
+        let dir = tempfile::tempdir().expect("node temp dir");
+        std::fs::create_dir_all(dir.path().join("manifests")).expect("manifests dir");
+        cp.write_node_kubeconfig(name, &dir.path().join("kubeconfig"));
+        std::fs::write(dir.path().join("ca.crt"), &cp.ca_pem).expect("write ca");
+        let mut node = RealNode {
+            name: name.to_owned(),
+            cp,
+            child: None,
+            dir,
+            containerd,
+            cgroup_root: format!("/litelet-real-{}-{name}", std::process::id()),
+            port: free_port(),
+            healthz_port: free_port(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        node.spawn();
+        Some(node)
+    }
+
+    fn spawn(&mut self) {
+        let binary = std::env::var_os("LITELET_TEST_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_litelet").into());
+        let d = self.dir.path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("litelet.log"))
+            .expect("litelet log");
+        let child = Command::new(binary)
+            .args(["--container-runtime-endpoint", &self.containerd.endpoint()])
+            .args(["--hostname-override", &self.name])
+            .args(["--node-ip", &self.cp.node_ip.to_string()])
+            .arg("--kubeconfig")
+            .arg(d.join("kubeconfig"))
+            .arg("--client-ca-file")
+            .arg(d.join("ca.crt"))
+            .arg("--root-dir")
+            .arg(d.join("root"))
+            .arg("--pod-logs-dir")
+            .arg(d.join("logs"))
+            .arg("--pod-manifest-path")
+            .arg(d.join("manifests"))
+            .args(["--cgroup-root", &self.cgroup_root])
+            .args(["--port", &self.port.to_string()])
+            .args(["--healthz-port", &self.healthz_port.to_string()])
+            .args(["--sync-frequency", "10s"])
+            .args(&self.extra)
+            .env("RUST_LOG", "info,litelet=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start litelet");
+        self.child = Some(child);
+    }
+
+    /// Stops litelet (SIGTERM; containers keep running) and starts it again.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// SIGTERM, wait up to 10 s, then SIGKILL.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let _ = wait_until(Duration::from_secs(10), || {
+                matches!(child.try_wait(), Ok(Some(_)))
+            });
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    pub fn manifests(&self) -> PathBuf {
+        self.dir.path().join("manifests")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("litelet.log")).unwrap_or_default()
+    }
+
+    pub fn tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(80)..].join("\n")
+    }
+
+    fn is_dead(&self) -> bool {
+        let Some(child) = &self.child else {
+            return true;
+        };
+        std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+            .map(|stat| {
+                let state = stat.rsplit(')').next().unwrap_or("");
+                state.trim_start().starts_with('Z')
+            })
+            .unwrap_or(true)
+    }
+
+    /// Waits for `check`; fails at once, with litelet's log, if litelet dies.
+    pub fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let mut died = false;
+        let done = wait_until(WAIT, || {
+            died = self.is_dead();
+            died || check()
+        });
+        let why = if died { "litelet died" } else { "timed out" };
+        assert!(
+            done && !died,
+            "{why} waiting for {what} on node {}; litelet log:\n{}\ncontainerd log:\n{}",
+            self.name,
+            self.tail(),
+            self.containerd.log_tail()
+        );
+    }
+
+    /// The Node object as the apiserver has it.
+    pub fn node_object(&self) -> Option<Value> {
+        self.cp.get(&format!("/api/v1/nodes/{}", self.name))
+    }
+
+    /// Waits until the Node is Ready.
+    pub fn wait_ready(&self) {
+        self.wait_for("node Ready", || {
+            self.node_object()
+                .is_some_and(|n| condition(&n["status"], "Ready") == Some("True"))
+        });
+    }
+
+    /// Waits until `ns/name` satisfies `check`; returns the pod as it was then.
+    pub fn wait_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let mut last = Value::Null;
+        self.wait_for(&format!("{ns}/{name}: {what}"), || {
+            match self.cp.get(&format!("/api/v1/namespaces/{ns}/pods/{name}")) {
+                Some(pod) => {
+                    let ok = check(&pod);
+                    last = pod;
+                    ok
+                }
+                None => false,
+            }
+        });
+        last
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        self.stop();
+        // Stop the sandboxes litelet left running (it leaves containers alone when it
+        // exits), so the runtime tears their networks down before it goes.
+        self.remove_sandboxes();
+        remove_cgroup_tree(&self.cgroup_root);
+        // Pod cgroups sit two levels down (kubepods/<qos>/pod<uid>).
+        if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
+            for c in controllers.flatten() {
+                remove_tree(&c.path().join(self.cgroup_root.trim_start_matches('/')));
+            }
+        }
+    }
+}
+
+impl RealNode {
+    fn remove_sandboxes(&self) {
+        use litelet::cri::{self, pb, ConnectOptions, Endpoint};
+        let Ok(endpoint) = Endpoint::parse(&self.containerd.endpoint()) else {
+            return;
+        };
+        let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
+        let Ok(list) = runtime.list_pod_sandbox(&pb::ListPodSandboxRequest::default()) else {
+            return;
+        };
+        for sandbox in list.items {
+            let _ = runtime.stop_pod_sandbox(&pb::StopPodSandboxRequest {
+                pod_sandbox_id: sandbox.id.clone(),
+                ..Default::default()
+            });
+            let _ = runtime.remove_pod_sandbox(&pb::RemovePodSandboxRequest {
+                pod_sandbox_id: sandbox.id,
+                ..Default::default()
+            });
+        }
+    }
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+            remove_tree(&entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The status of condition `kind` in an object's `status.conditions`.
+pub fn condition<'a>(status: &'a Value, kind: &str) -> Option<&'a str> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+}
+
+/// The status of container `name` in a pod's `status.containerStatuses`.
+pub fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    pod["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
+}
