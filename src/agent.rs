@@ -144,6 +144,7 @@ pub fn run(
         memory_capacity: memory,
         enforce_cpu_limits: true,
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
+        node_hosts_file: std::path::PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
     };
     let runtime_name = runtime
         .version(&Default::default())

@@ -74,6 +74,7 @@ impl Node {
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
             apparmor_enabled: false,
+            node_hosts_file: "/etc/hosts".into(),
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = Arc::new(RuntimeManager::new(

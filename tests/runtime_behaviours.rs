@@ -53,6 +53,7 @@ impl Harness {
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
             apparmor_enabled: false,
+            node_hosts_file: "/etc/hosts".into(),
         };
         let (sink, events) = crossbeam_channel::unbounded();
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
@@ -138,7 +139,9 @@ impl Harness {
         self.manager
             .runtime
             .run_pod_sandbox(&pb::RunPodSandboxRequest {
-                config: MessageField::some(sandbox_config(pod, attempt, &ctx)),
+                config: MessageField::some(
+                    sandbox_config(pod, attempt, &ctx).expect("sandbox config"),
+                ),
                 ..Default::default()
             })
             .expect("extra sandbox")

@@ -185,6 +185,7 @@ fn manager(runtime: &RuntimeClient, images: &ImageClient, dir: &Path) -> Runtime
         memory_capacity: 1 << 30,
         enforce_cpu_limits: true,
         apparmor_enabled: false,
+        node_hosts_file: "/etc/hosts".into(),
     };
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     RuntimeManager::new(

@@ -117,7 +117,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         ..Default::default()
     };
     std::fs::create_dir_all(pod_log_dir(&logs, &pod)).unwrap();
-    let sandbox = sandbox_config(&pod, 0, &sandbox_ctx);
+    let sandbox = sandbox_config(&pod, 0, &sandbox_ctx).expect("sandbox config");
     let sandbox_id = runtime
         .run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(sandbox.clone()),
@@ -140,6 +140,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         config_source: &source,
         volumes: &ready,
         termination_log: None,
+        hosts_file: None,
         memory_capacity: 1 << 30,
         enforce_cpu_limits: false,
         target_container_id: None,

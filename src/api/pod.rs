@@ -273,6 +273,9 @@ pub struct PodSpec {
     pub subdomain: Option<String>,
     #[serde(rename = "setHostnameAsFQDN", skip_serializing_if = "Option::is_none")]
     pub set_hostname_as_fqdn: Option<bool>,
+    /// The pod's hostname as a whole (beta in 1.36): wins over hostname and subdomain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname_override: Option<String>,
     /// Scheduling constraints; the kubelet does not interpret them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Value>,

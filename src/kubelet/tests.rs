@@ -118,6 +118,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
             memory_capacity: 1 << 30,
             enforce_cpu_limits: true,
             apparmor_enabled: false,
+            node_hosts_file: "/etc/hosts".into(),
         },
     ));
     let syncer = Arc::new(RecordingSyncer::default());

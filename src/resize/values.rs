@@ -153,6 +153,7 @@ mod tests {
                 config_source: &NoConfigSource,
                 volumes: &volumes,
                 termination_log: None,
+                hosts_file: None,
                 memory_capacity: 1 << 30,
                 enforce_cpu_limits: true,
                 target_container_id: None,

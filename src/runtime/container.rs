@@ -64,6 +64,8 @@ pub struct ContainerContext<'a> {
     pub volumes: &'a BTreeMap<String, PathBuf>,
     /// The host file mounted at the termination message path.
     pub termination_log: Option<&'a Path>,
+    /// The pod's managed hosts file, mounted at `/etc/hosts` (`runtime/hosts.rs`).
+    pub hosts_file: Option<&'a Path>,
     /// The machine's memory, for the Burstable oom_score_adj.
     pub memory_capacity: i64,
     /// False with `--cpu-cfs-quota=false`: no CFS quota is set.
@@ -297,6 +299,7 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
             ..Default::default()
         });
     }
+    mounts.extend(super::hosts::hosts_mount(ctx.container, ctx.hosts_file));
     Ok(mounts)
 }
 
@@ -385,6 +388,7 @@ mod tests {
             config_source: &NoConfigSource,
             volumes,
             termination_log: Some(Path::new("/var/lib/litelet/pods/uid-1/containers/app/0a")),
+            hosts_file: None,
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
             target_container_id: None,

@@ -34,6 +34,8 @@ pub struct RuntimeSettings {
     pub enforce_cpu_limits: bool,
     /// The kernel enforces AppArmor ([`super::profiles::apparmor_enabled_on_host`]).
     pub apparmor_enabled: bool,
+    /// The node's hosts file, copied into host-network pods' `/etc/hosts`.
+    pub node_hosts_file: PathBuf,
 }
 
 /// The runtime's readiness as its Status call reports it.

@@ -13,6 +13,7 @@ pub mod env;
 pub mod gc;
 pub mod hash;
 pub mod hooks;
+pub mod hosts;
 pub mod image_gc;
 pub mod images;
 pub mod inspect;

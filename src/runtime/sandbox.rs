@@ -10,13 +10,11 @@ use std::path::{Path, PathBuf};
 use protobuf::{EnumOrUnknown, MessageField};
 
 use super::dns::{sandbox_dns_config, DnsSettings};
+use super::hosts::{sandbox_hostname, HostnameError};
 use super::labels;
 use super::profiles;
 use crate::api::pod::{Pod, Protocol};
 use crate::cri::pb;
-
-/// Longest hostname the kernel accepts.
-const MAX_HOSTNAME: usize = 63;
 
 /// Node-level inputs of sandbox creation.
 #[derive(Clone, Debug, Default)]
@@ -33,33 +31,6 @@ pub struct SandboxContext {
 /// `<root>/<namespace>_<name>_<uid>`: where the runtime writes the pod's container logs.
 pub fn pod_log_dir(root: &Path, pod: &Pod) -> PathBuf {
     root.join(format!("{}_{}_{}", pod.namespace(), pod.name(), pod.uid()))
-}
-
-/// The hostname inside the sandbox; empty for host-network pods (runc cannot set a
-/// hostname without a private UTS namespace, and upstream leaves it empty too).
-pub fn pod_hostname(pod: &Pod, cluster_domain: &str) -> String {
-    if pod.spec.host_network.unwrap_or(false) {
-        return String::new();
-    }
-    let base = pod
-        .spec
-        .hostname
-        .clone()
-        .unwrap_or_else(|| pod.name().to_owned());
-    let name = match (&pod.spec.subdomain, pod.spec.set_hostname_as_fqdn) {
-        (Some(sub), Some(true)) if !sub.is_empty() && !cluster_domain.is_empty() => {
-            format!("{base}.{sub}.{}.svc.{cluster_domain}", pod.namespace())
-        }
-        _ => base,
-    };
-    truncate_hostname(&name)
-}
-
-fn truncate_hostname(name: &str) -> String {
-    if name.len() <= MAX_HOSTNAME {
-        return name.to_owned();
-    }
-    name[..MAX_HOSTNAME].trim_end_matches(['-', '.']).to_owned()
 }
 
 fn protocol(p: Option<&Protocol>) -> pb::Protocol {
@@ -153,8 +124,13 @@ fn security_context(pod: &Pod, seccomp_root: &Path) -> pb::LinuxSandboxSecurityC
     }
 }
 
-/// The full sandbox config for attempt `attempt` of `pod`.
-pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &SandboxContext) -> pb::PodSandboxConfig {
+/// The full sandbox config for attempt `attempt` of `pod`; fails only on a hostname
+/// the kernel cannot take (`runtime/hosts.rs`).
+pub fn sandbox_config(
+    pod: &Pod,
+    attempt: u32,
+    ctx: &SandboxContext,
+) -> Result<pb::PodSandboxConfig, HostnameError> {
     let sysctls: HashMap<String, String> = pod
         .spec
         .security_context
@@ -173,7 +149,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &SandboxContext) -> pb::PodS
         sysctls,
         ..Default::default()
     };
-    pb::PodSandboxConfig {
+    Ok(pb::PodSandboxConfig {
         metadata: MessageField::some(pb::PodSandboxMetadata {
             name: pod.name().to_owned(),
             uid: pod.uid().to_owned(),
@@ -181,7 +157,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &SandboxContext) -> pb::PodS
             attempt,
             ..Default::default()
         }),
-        hostname: pod_hostname(pod, &ctx.dns.cluster_domain),
+        hostname: sandbox_hostname(pod, &ctx.dns.cluster_domain)?,
         log_directory: pod_log_dir(&ctx.pod_logs_dir, pod).display().to_string(),
         dns_config: MessageField::some(sandbox_dns_config(pod, &ctx.dns)),
         port_mappings: port_mappings(pod),
@@ -189,7 +165,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &SandboxContext) -> pb::PodS
         annotations: labels::sandbox_annotations(pod).into_iter().collect(),
         linux: MessageField::some(linux),
         ..Default::default()
-    }
+    })
 }
 
 #[cfg(test)]
@@ -231,7 +207,7 @@ mod tests {
 
     #[test]
     fn config_identifies_the_pod() {
-        let cfg = sandbox_config(&pod(), 2, &ctx());
+        let cfg = sandbox_config(&pod(), 2, &ctx()).unwrap();
         let meta = cfg.metadata.as_ref().unwrap();
         assert_eq!(
             (
@@ -265,7 +241,7 @@ mod tests {
     fn host_network_pods_get_no_hostname() {
         let mut p = pod();
         p.spec.host_network = Some(true);
-        let cfg = sandbox_config(&p, 0, &ctx());
+        let cfg = sandbox_config(&p, 0, &ctx()).unwrap();
         assert_eq!(cfg.hostname, "");
         let ns = cfg
             .linux
@@ -277,9 +253,18 @@ mod tests {
     }
 
     #[test]
-    fn long_hostnames_are_truncated_cleanly() {
+    fn hostname_override_names_the_sandbox_and_bad_names_fail_it() {
         let mut p = pod();
-        p.spec.hostname = Some(format!("{}-{}", "a".repeat(62), "tail"));
-        assert_eq!(pod_hostname(&p, ""), "a".repeat(62));
+        p.spec.hostname = Some("db".into());
+        p.spec.hostname_override = Some("my.host.example".into());
+        assert_eq!(
+            sandbox_config(&p, 0, &ctx()).unwrap().hostname,
+            "my.host.example"
+        );
+        p.spec.hostname_override = Some("Bad_Name".into());
+        assert_eq!(
+            sandbox_config(&p, 0, &ctx()).unwrap_err(),
+            HostnameError::InvalidOverride("Bad_Name".into())
+        );
     }
 }

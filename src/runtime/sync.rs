@@ -19,6 +19,7 @@ use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::container::{container_config, ContainerContext};
 use super::env::{ConfigSource, EnvContext};
+use super::hosts::{ensure_hosts_file, HostsInputs};
 use super::kill::KillRequest;
 use super::manager::RuntimeManager;
 use super::model::{ContainerState, PodRuntimeStatus};
@@ -130,14 +131,31 @@ impl RuntimeManager {
         }
         self.prune_init_containers(pod, status);
 
-        let mut pod_ips = status.ips.clone();
+        // A host-network pod's IPs are the node's: the runtime reports none for it
+        // (upstream copies the API status's podIPs in, kubernetes#24576).
+        let host_network = pod.spec.host_network.unwrap_or(false);
+        let mut pod_ips = if host_network {
+            inputs.env.host_ips.clone()
+        } else {
+            status.ips.clone()
+        };
         let sandbox_ctx = SandboxContext {
             pod_logs_dir: self.settings.pod_logs_dir.clone(),
             cgroup_parent: inputs.cgroup_parent.clone(),
             dns: self.settings.dns.clone(),
             seccomp_root: self.settings.root_dir.join("seccomp"),
         };
-        let config = sandbox_config(pod, actions.attempt, &sandbox_ctx);
+        let config = match sandbox_config(pod, actions.attempt, &sandbox_ctx) {
+            Ok(config) => config,
+            Err(err) => {
+                let message = format!("Failed to generate sandbox config for pod: {err}");
+                self.recorder
+                    .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
+                let failure = Failure::new(CREATE_POD_SANDBOX_ERROR, message);
+                outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                return outcome;
+            }
+        };
         let mut sandbox_id = actions.sandbox_id.clone();
         if actions.create_sandbox {
             let id = match self.run_sandbox(pod, &config) {
@@ -160,7 +178,7 @@ impl RuntimeManager {
                 Ok(ips) => {
                     outcome.ok(SyncAction::CreatePodSandbox, pod.full_name());
                     sandbox_id = id;
-                    if !pod.spec.host_network.unwrap_or(false) {
+                    if !host_network {
                         pod_ips = ips;
                     }
                 }
@@ -448,6 +466,13 @@ impl RuntimeManager {
                     format!("cannot create termination log file: {err}"),
                 )
             })?;
+        let hosts_inputs = HostsInputs {
+            root_dir: &self.settings.root_dir,
+            node_hosts_file: &self.settings.node_hosts_file,
+            cluster_domain: &self.settings.dns.cluster_domain,
+        };
+        let hosts_file = ensure_hosts_file(&hosts_inputs, pod, container, &env.pod_ips)
+            .map_err(|err| Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string()))?;
         let ctx = ContainerContext {
             pod,
             container,
@@ -457,6 +482,7 @@ impl RuntimeManager {
             config_source: inputs.config_source,
             volumes: inputs.volumes,
             termination_log: Some(&termination_log),
+            hosts_file: hosts_file.as_deref(),
             memory_capacity: self.settings.memory_capacity,
             enforce_cpu_limits: self.settings.enforce_cpu_limits,
             target_container_id: target_id.as_deref(),

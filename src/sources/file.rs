@@ -40,6 +40,9 @@ mod uid;
 mod validate;
 mod watch;
 
+/// RFC 1123 name checks, shared with the pod hostname rules (`runtime/hosts.rs`).
+pub(crate) use validate::{is_dns_label, is_dns_subdomain};
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;

@@ -23,7 +23,7 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Invalid {
 }
 
 /// RFC 1123 label: lowercase alphanumerics and '-', alphanumeric at both ends.
-pub(super) fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
@@ -34,7 +34,7 @@ pub(super) fn is_dns_label(s: &str) -> bool {
 }
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 bytes.
-pub(super) fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 

@@ -265,6 +265,16 @@ impl FakeState {
         self.sandboxes.len()
     }
 
+    /// The CreateContainer configs of every container the runtime holds.
+    pub fn container_configs(&self) -> Vec<pb::ContainerConfig> {
+        self.containers.values().map(|c| c.config.clone()).collect()
+    }
+
+    /// The RunPodSandbox configs of every sandbox the runtime holds.
+    pub fn sandbox_configs(&self) -> Vec<pb::PodSandboxConfig> {
+        self.sandboxes.values().map(|s| s.config.clone()).collect()
+    }
+
     /// The resources last applied to a container.
     pub fn container_resources(&self, id: &str) -> Option<pb::LinuxContainerResources> {
         self.containers.get(id).map(|c| c.resources.clone())
