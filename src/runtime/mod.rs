@@ -24,3 +24,4 @@ pub mod profiles;
 pub mod result;
 pub mod sandbox;
 pub mod sync;
+pub mod termination;
