@@ -15,14 +15,14 @@ use crossbeam_channel::Receiver;
 use grpcio::{RpcContext, RpcStatus, RpcStatusCode, ServerBuilder, ServerCredentials, UnarySink};
 use litelet::api::meta::Time;
 use litelet::api::pod::{
-    Container, EphemeralContainer, ExecAction, ImagePullPolicy, Lifecycle, LifecycleHandler, Pod,
-    Probe, RestartPolicy, SleepAction,
+    Container, EphemeralContainer, ExecAction, HttpGetAction, ImagePullPolicy, IntOrString,
+    Lifecycle, LifecycleHandler, Pod, Probe, RestartPolicy, SleepAction,
 };
 use litelet::cri::{self, pb, ConnectOptions, CriError, Endpoint};
 use litelet::events::{EventObject, EventRecord, EventType, Recorder};
 use litelet::runtime::actions::{ProbeResult, ProbeResults};
 use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
+use litelet::runtime::hooks::{CriHookRunner, HookRunner};
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
@@ -44,6 +44,16 @@ struct Harness {
 
 impl Harness {
     fn new(fake: &FakeCri) -> Harness {
+        Harness::with_hooks(fake, |runtime| {
+            Arc::new(CriHookRunner::new(runtime.clone()))
+        })
+    }
+
+    /// A harness whose lifecycle hooks go to the runner `hooks` builds.
+    fn with_hooks(
+        fake: &FakeCri,
+        hooks: impl FnOnce(&cri::RuntimeClient) -> Arc<dyn HookRunner>,
+    ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let (runtime, images) = fake.clients(Duration::from_secs(30));
         let settings = RuntimeSettings {
@@ -56,7 +66,7 @@ impl Harness {
             node_hosts_file: "/etc/hosts".into(),
         };
         let (sink, events) = crossbeam_channel::unbounded();
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
+        let hooks = hooks(&runtime);
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::new(sink), settings);
         Harness {
             manager,
@@ -1008,6 +1018,97 @@ fn b54_pre_stop_time_is_subtracted_from_the_grace_period() {
     assert_eq!(failed[0].kind, EventType::Warning);
     assert_eq!(failed[0].message, "PreStopHook failed");
     assert_eq!(field_path(failed[0]), Some("spec.containers{failing}"));
+}
+
+/// Records the pod IP each hook was given; fails the hooks of `failing`.
+struct RecordingHooks {
+    seen: std::sync::Mutex<Vec<(String, String)>>,
+    failing: &'static str,
+}
+
+impl HookRunner for RecordingHooks {
+    fn run(
+        &self,
+        _pod: &Pod,
+        pod_ip: &str,
+        container: &Container,
+        _container_id: &str,
+        _handler: &LifecycleHandler,
+        _timeout: Duration,
+    ) -> Result<(), String> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.push((container.name.clone(), pod_ip.to_owned()));
+        if container.name == self.failing {
+            return Err("http hook: connection refused".into());
+        }
+        Ok(())
+    }
+}
+
+/// Issue 16 item 2: a preStop httpGet hook without a host goes to the pod's sandbox
+/// IP when the pod is killed (termination knows no IP; upstream asks the runtime),
+/// for main and sidecar containers alike; a hook with a host is left alone, and a
+/// failed hook still ends in StopContainer.
+#[test]
+fn prestop_http_hook_without_host_gets_the_sandbox_ip_at_kill_time() {
+    let fake = fake();
+    let hooks = Arc::new(RecordingHooks {
+        seen: Default::default(),
+        failing: "app",
+    });
+    let recorder = Arc::clone(&hooks);
+    let h = Harness::with_hooks(&fake, move |_| recorder);
+    let mut pod = pod("uid-hook-ip");
+    pod.spec.host_network = Some(false);
+    let http = |host: Option<&str>| Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            http_get: Some(HttpGetAction {
+                path: Some("/echo?msg=prestop".into()),
+                host: host.map(str::to_owned),
+                port: IntOrString::Int(8080),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pod.spec.containers[0].lifecycle = Some(http(None));
+    let mut side = sidecar("side");
+    side.lifecycle = Some(http(None));
+    pod.spec.init_containers.push(side);
+    let mut targeted = container("targeted");
+    targeted.lifecycle = Some(http(Some("192.0.2.10")));
+    pod.spec.containers.push(targeted);
+    h.sync_until(&pod, "all three running", |s| {
+        running(s, "app") && running(s, "side") && running(s, "targeted")
+    });
+    let ip = h.status(&pod).ips.first().cloned().unwrap_or_default();
+    assert!(!ip.is_empty(), "the fake gives pod networks an IP");
+    let app = h.id_of(&pod, "app");
+
+    let mark = fake.calls().len();
+    // As sync_terminating_pod does: a RunningPod, no IP.
+    let killed = h
+        .manager
+        .kill_pod(Some(&pod), &h.status(&pod).to_running_pod(), None);
+    assert!(killed.is_ok(), "{killed}");
+    let mut seen = hooks.seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("app".to_owned(), ip.clone()),
+            ("side".to_owned(), ip.clone()),
+            ("targeted".to_owned(), String::new()),
+        ]
+    );
+    let calls = calls_since(&fake, mark);
+    assert!(
+        position(&calls, "StopContainer", Some(&app)).is_some(),
+        "a failed preStop hook still stops the container"
+    );
+    let events = h.events();
+    assert_eq!(with_reason(&events, "FailedPreStopHook").len(), 1);
 }
 
 /// B55: during SyncPod's kills, StopContainer NotFound counts as stopped; any other

@@ -178,4 +178,52 @@ mod tests {
         assert!(err.contains("returned status 500"), "{err}");
         server.join().unwrap();
     }
+
+    /// Upstream's e2e serves HTTPS hooks with a certificate for "localhost" and calls
+    /// them by pod IP: the certificate is not checked.
+    #[test]
+    fn https_hook_skips_certificate_verification() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let (cert_pem, key_pem) =
+            crate::server::tls::self_signed(&["localhost".to_owned()], &[]).unwrap();
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+        let config = crate::server::tls::server_config(chain, key, None).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            let conn = rustls::ServerConnection::new(config).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut buf = [0u8; 1024];
+            let n = tls.read(&mut buf).unwrap();
+            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+            tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .unwrap();
+            tls.flush().unwrap();
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+            request
+        });
+        let handler = HttpGetAction {
+            path: Some("/echo?msg=prestop".into()),
+            port: IntOrString::Int(i32::from(port)),
+            scheme: Some(crate::api::pod::UriScheme::Https),
+            ..Default::default()
+        };
+        let got = http_hook(
+            &HttpClient::new(),
+            "127.0.0.1",
+            &Container::default(),
+            &handler,
+            Duration::from_secs(5),
+        );
+        assert_eq!(got, Ok(()));
+        let request = server.join().unwrap();
+        assert!(request.starts_with("GET /echo?msg=prestop "), "{request}");
+    }
 }

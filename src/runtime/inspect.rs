@@ -2,7 +2,8 @@
 //! into the `model` types (upstream GetPodStatus and GetPods).
 //!
 //! Called by the PLEG thread on every relist and by pod workers before a sync; it only
-//! reads from the runtime. Label keys and annotation parsing live in `labels`.
+//! reads from the runtime, and (for exited containers) their termination message files
+//! and log tails (`termination`). Label keys and annotation parsing live in `labels`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,6 +14,7 @@ use super::model::{
     ContainerResources, ContainerState, ContainerStatus, PodRuntimeStatus, RunningContainer,
     RunningPod, SandboxState, SandboxStatus,
 };
+use super::termination;
 use crate::cgroups::Limit;
 use crate::cri::{pb, CriError, RuntimeClient};
 
@@ -96,7 +98,12 @@ pub fn pod_status(
             Err(err) => return Err(err),
         };
         if let Some(status) = response.status.into_option() {
-            containers.push(container_from_cri(&status));
+            let mut converted = container_from_cri(&status);
+            // An exited container reports its termination message (upstream reads it
+            // in GetPodStatus too).
+            let message = termination::message(&status);
+            converted.message = termination::append(&converted.message, &message);
+            containers.push(converted);
         }
     }
     containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));

@@ -5,7 +5,9 @@
 //! StopContainer gets at least 2 s (1 s with an explicit override). A pod's containers stop in parallel (one
 //! scoped thread each), sidecars after the main containers and in reverse spec order;
 //! then every sandbox is stopped. NotFound from the runtime counts as stopped, so a
-//! kill can be repeated safely.
+//! kill can be repeated safely. A preStop httpGet hook without a host goes to the
+//! pod's IP, read from the runtime when the caller has none; a failed hook is a
+//! Warning event and the container is stopped all the same.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Condvar, Mutex};
@@ -13,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use super::actions::KillReason;
 use super::hooks::HookRunner;
+use super::inspect;
 use super::labels::ContainerInfo;
 use super::model::{ContainerState, RunningPod};
 use super::result::{Failure, SyncAction, SyncOutcome};
-use crate::api::pod::{Container, Pod};
+use crate::api::pod::{Container, LifecycleHandler, Pod};
 use crate::cri::{pb, RuntimeClient};
 use crate::events::{EventType, Recorder};
 
@@ -52,6 +55,16 @@ pub fn grace_period(
     probe
         .and_then(|p| p.termination_grace_period_seconds)
         .unwrap_or(spec)
+}
+
+/// True when `handler` is an httpGet without a host and no pod IP is known: the hook
+/// must learn the pod's IP from the runtime.
+pub fn needs_pod_ip(handler: &LifecycleHandler, known: &str) -> bool {
+    known.is_empty()
+        && handler
+            .http_get
+            .as_ref()
+            .is_some_and(|h| h.host.as_deref().is_none_or(str::is_empty))
 }
 
 /// Finds a container spec of any kind by name.
@@ -180,6 +193,29 @@ impl Killer<'_> {
         Ok(Some(info.restore_pod_and_container()))
     }
 
+    /// The pod IP for a preStop hook: the caller's, else, for an httpGet hook without a
+    /// host, the IP of the pod's ready sandbox as the runtime reports it now (upstream's
+    /// handler runner asks GetPodStatus the same way). Kills from termination, from
+    /// runtime-only pods and from GC know no IP; the sandbox is still up while its
+    /// containers stop.
+    fn hook_pod_ip(&self, pod: &Pod, known: &str, handler: &LifecycleHandler) -> String {
+        if !needs_pod_ip(handler, known) {
+            return known.to_owned();
+        }
+        match inspect::pod_status(self.runtime, pod.uid(), pod.name(), pod.namespace()) {
+            Ok(status) => status.ips.into_iter().next().unwrap_or_default(),
+            Err(err) => {
+                // The hook then fails with "no IP", is reported, and the kill goes on.
+                log::warn!(
+                    "pod {} ({}): cannot read the pod IP for a preStop hook: {err}",
+                    pod.full_name(),
+                    pod.uid()
+                );
+                String::new()
+            }
+        }
+    }
+
     /// Stops one container: preStop hook within the grace period, then StopContainer.
     pub fn kill_container(
         &self,
@@ -212,9 +248,10 @@ impl Killer<'_> {
         if let (Some(handler), true) = (pre_stop, grace > 0) {
             let started = Instant::now();
             let budget = Duration::from_secs(grace as u64);
+            let pod_ip = self.hook_pod_ip(&pod, pod_ip, handler);
             if let Err(err) = self.hooks.run(
                 &pod,
-                pod_ip,
+                &pod_ip,
                 &container,
                 request.container_id,
                 handler,
@@ -425,6 +462,29 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn only_http_hooks_without_a_host_need_the_pod_ip() {
+        use crate::api::pod::{ExecAction, HttpGetAction};
+        let http = |host: Option<&str>| LifecycleHandler {
+            http_get: Some(HttpGetAction {
+                host: host.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let exec = LifecycleHandler {
+            exec: Some(ExecAction {
+                command: vec!["true".into()],
+            }),
+            ..Default::default()
+        };
+        assert!(needs_pod_ip(&http(None), ""));
+        assert!(needs_pod_ip(&http(Some("")), ""));
+        assert!(!needs_pod_ip(&http(None), "10.0.0.7"), "already known");
+        assert!(!needs_pod_ip(&http(Some("10.1.2.3")), ""), "host given");
+        assert!(!needs_pod_ip(&exec, ""));
     }
 
     #[test]

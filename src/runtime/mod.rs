@@ -25,3 +25,4 @@ pub mod profiles;
 pub mod result;
 pub mod sandbox;
 pub mod sync;
+pub mod termination;
