@@ -18,6 +18,7 @@ use protobuf::MessageField;
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::container::{container_config, ContainerContext};
+use super::nonroot;
 use super::env::{ConfigSource, EnvContext};
 use super::kill::KillRequest;
 use super::manager::RuntimeManager;
@@ -418,6 +419,31 @@ impl RuntimeManager {
         )
     }
 
+    /// `runAsNonRoot` against the image's user; a refusal is the container's
+    /// CreateContainerConfigError (upstream checks it in generateContainerConfig).
+    fn verify_non_root(&self, pod: &Pod, container: &Container, image_ref: &str) -> Result<(), Failure> {
+        let image = if nonroot::needs_image_user(pod, container) {
+            self.image_manager.image_user(image_ref).map_err(|err| {
+                Failure::new(
+                    CREATE_CONTAINER_CONFIG_ERROR,
+                    format!("cannot read the user of image {image_ref:?}: {err}"),
+                )
+            })?
+        } else {
+            Default::default()
+        };
+        nonroot::verify_run_as_non_root(pod, container, &image).map_err(|err| {
+            self.recorder.container(
+                pod,
+                &container.name,
+                EventType::Warning,
+                "Failed",
+                format!("Error: {err}"),
+            );
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn start_container(
         &self,
@@ -433,6 +459,7 @@ impl RuntimeManager {
         let image_ref =
             self.image_manager
                 .ensure_image(pod, container, config, inputs.pull_auth)?;
+        self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status
             .newest(&container.name)
             .map(|c| c.restart_count + 1)
