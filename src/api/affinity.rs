@@ -37,9 +37,7 @@ pub struct NodeSelectorRequirement {
 }
 
 /// The required node selector of a pod's `spec.affinity`, if it has one.
-pub fn required_node_selector(
-    affinity: &Value,
-) -> Result<Option<NodeSelector>, serde_json::Error> {
+pub fn required_node_selector(affinity: &Value) -> Result<Option<NodeSelector>, serde_json::Error> {
     match affinity.pointer("/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution") {
         None | Some(Value::Null) => Ok(None),
         Some(v) => NodeSelector::deserialize(v).map(Some),

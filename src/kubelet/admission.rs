@@ -383,20 +383,42 @@ mod tests {
         let n = registered();
         let cases: Vec<(&str, Pod, &str)> = vec![
             ("In own hostname", hostname_affinity("In", &["node2"]), ""),
-            ("In other hostname", hostname_affinity("In", &["node1"]), "NodeAffinity"),
-            ("NotIn own hostname", hostname_affinity("NotIn", &["node2"]), "NodeAffinity"),
-            ("NotIn other hostname", hostname_affinity("NotIn", &["node1"]), ""),
+            (
+                "In other hostname",
+                hostname_affinity("In", &["node1"]),
+                "NodeAffinity",
+            ),
+            (
+                "NotIn own hostname",
+                hostname_affinity("NotIn", &["node2"]),
+                "NodeAffinity",
+            ),
+            (
+                "NotIn other hostname",
+                hostname_affinity("NotIn", &["node1"]),
+                "",
+            ),
             ("Exists hostname", hostname_affinity("Exists", &[]), ""),
-            ("selector on --node-labels", {
-                let mut p = pod("", "");
-                p.spec.node_selector.insert("site".into(), "berlin".into());
-                p
-            }, ""),
-            ("selector on beta arch", {
-                let mut p = pod("", "");
-                p.spec.node_selector.insert("beta.kubernetes.io/arch".into(), "amd64".into());
-                p
-            }, ""),
+            (
+                "selector on --node-labels",
+                {
+                    let mut p = pod("", "");
+                    p.spec.node_selector.insert("site".into(), "berlin".into());
+                    p
+                },
+                "",
+            ),
+            (
+                "selector on beta arch",
+                {
+                    let mut p = pod("", "");
+                    p.spec
+                        .node_selector
+                        .insert("beta.kubernetes.io/arch".into(), "amd64".into());
+                    p
+                },
+                "",
+            ),
         ];
         for (name, p, want) in cases {
             let got = admit(&p, &[], &n);
@@ -410,7 +432,10 @@ mod tests {
     #[test]
     fn admission_follows_the_labels_and_taints_the_api_server_has() {
         let mut on_site = pod("", "");
-        on_site.spec.node_selector.insert("site".into(), "berlin".into());
+        on_site
+            .spec
+            .node_selector
+            .insert("site".into(), "berlin".into());
         let listed = crate::node::lister::ListedNode {
             labels: BTreeMap::from([("site".to_owned(), "paris".to_owned())]),
             taints: vec![Taint {
@@ -421,7 +446,10 @@ mod tests {
             }],
         };
         assert!(admit(&on_site, &[], &registered()).is_ok());
-        assert_eq!(reason(admit(&on_site, &[], &registered().with_listed(None))), "");
+        assert_eq!(
+            reason(admit(&on_site, &[], &registered().with_listed(None))),
+            ""
+        );
         let relabelled = registered().with_listed(Some(listed));
         assert_eq!(reason(admit(&on_site, &[], &relabelled)), "NodeAffinity");
         assert_eq!(reason(admit(&pod("", ""), &[], &relabelled)), "Taint");

@@ -195,12 +195,10 @@ impl Watcher {
                 self.resource_version = Some(rv.to_owned());
             }
             match event.type_ {
-                WatchEventType::Added | WatchEventType::Modified => {
-                    match event.decode::<Node>() {
-                        Ok(node) => self.lister.set(Some(&node)),
-                        Err(e) => log::warn!("node-watch: undecodable Node: {e}"),
-                    }
-                }
+                WatchEventType::Added | WatchEventType::Modified => match event.decode::<Node>() {
+                    Ok(node) => self.lister.set(Some(&node)),
+                    Err(e) => log::warn!("node-watch: undecodable Node: {e}"),
+                },
                 WatchEventType::Deleted => self.lister.set(None),
                 _ => {}
             }

@@ -56,7 +56,9 @@ pub fn verify_run_as_non_root(
     );
     if let Some(user) = user {
         return match user {
-            0 => Err(format!("container's runAsUser breaks non-root policy {who}")),
+            0 => Err(format!(
+                "container's runAsUser breaks non-root policy {who}"
+            )),
             _ => Ok(()),
         };
     }
@@ -113,7 +115,10 @@ mod tests {
             Some(prefix) => {
                 let message = got.err().unwrap_or_default();
                 assert!(message.starts_with(prefix), "{name}: {message}");
-                assert!(message.ends_with("(pod: \"web_ns(u1)\", container: app)"), "{name}: {message}");
+                assert!(
+                    message.ends_with("(pod: \"web_ns(u1)\", container: app)"),
+                    "{name}: {message}"
+                );
             }
         }
     }
@@ -121,25 +126,60 @@ mod tests {
     #[test]
     fn verify_run_as_non_root_table() {
         let root = "container has runAsNonRoot and image will run as root";
-        check("image uid 0", pod(Some(true), None), image(Some(0), ""), Some(root));
-        check("image uid 1000", pod(Some(true), None), image(Some(1000), ""), None);
+        check(
+            "image uid 0",
+            pod(Some(true), None),
+            image(Some(0), ""),
+            Some(root),
+        );
+        check(
+            "image uid 1000",
+            pod(Some(true), None),
+            image(Some(1000), ""),
+            None,
+        );
         check(
             "image username root",
             pod(Some(true), None),
             image(None, "root"),
             Some("container has runAsNonRoot and image has non-numeric user (root), cannot verify user is non-root"),
         );
-        check("numeric username", pod(Some(true), None), image(None, "1000"), None);
-        check("numeric username 0", pod(Some(true), None), image(None, "0:0"), Some(root));
-        check("image without user", pod(Some(true), None), image(None, ""), Some(root));
-        check("runAsUser 1000 wins over a root image", pod(Some(true), Some(1000)), image(Some(0), ""), None);
+        check(
+            "numeric username",
+            pod(Some(true), None),
+            image(None, "1000"),
+            None,
+        );
+        check(
+            "numeric username 0",
+            pod(Some(true), None),
+            image(None, "0:0"),
+            Some(root),
+        );
+        check(
+            "image without user",
+            pod(Some(true), None),
+            image(None, ""),
+            Some(root),
+        );
+        check(
+            "runAsUser 1000 wins over a root image",
+            pod(Some(true), Some(1000)),
+            image(Some(0), ""),
+            None,
+        );
         check(
             "runAsUser 0",
             pod(Some(true), Some(0)),
             image(Some(1000), ""),
             Some("container's runAsUser breaks non-root policy"),
         );
-        check("runAsNonRoot false", pod(Some(false), None), image(Some(0), ""), None);
+        check(
+            "runAsNonRoot false",
+            pod(Some(false), None),
+            image(Some(0), ""),
+            None,
+        );
         check("runAsNonRoot unset", pod(None, None), image(None, ""), None);
     }
 
@@ -152,17 +192,35 @@ mod tests {
             ..Default::default()
         });
         assert!(needs_image_user(&p, &p.spec.containers[0]) == false);
-        check("pod-level runAsUser 0", p.clone(), image(Some(1000), ""), Some("container's runAsUser breaks"));
+        check(
+            "pod-level runAsUser 0",
+            p.clone(),
+            image(Some(1000), ""),
+            Some("container's runAsUser breaks"),
+        );
         p.spec.containers[0].security_context = Some(SecurityContext {
             run_as_user: Some(1000),
             ..Default::default()
         });
-        check("container runAsUser overrides", p.clone(), image(Some(0), ""), None);
+        check(
+            "container runAsUser overrides",
+            p.clone(),
+            image(Some(0), ""),
+            None,
+        );
         p.spec.containers[0].security_context = Some(SecurityContext {
             run_as_non_root: Some(false),
             ..Default::default()
         });
-        check("container runAsNonRoot false overrides", p, image(Some(0), ""), None);
-        assert!(needs_image_user(&pod(Some(true), None), &pod(Some(true), None).spec.containers[0]));
+        check(
+            "container runAsNonRoot false overrides",
+            p,
+            image(Some(0), ""),
+            None,
+        );
+        assert!(needs_image_user(
+            &pod(Some(true), None),
+            &pod(Some(true), None).spec.containers[0]
+        ));
     }
 }

@@ -18,11 +18,12 @@ use protobuf::MessageField;
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::container::{container_config, ContainerContext};
-use super::nonroot;
+use super::dns;
 use super::env::{ConfigSource, EnvContext};
 use super::kill::KillRequest;
 use super::manager::RuntimeManager;
 use super::model::{ContainerState, PodRuntimeStatus};
+use super::nonroot;
 use super::result::{Failure, SyncAction, SyncOutcome};
 use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use crate::api::pod::{Container, Pod};
@@ -141,6 +142,7 @@ impl RuntimeManager {
         let config = sandbox_config(pod, actions.attempt, &sandbox_ctx);
         let mut sandbox_id = actions.sandbox_id.clone();
         if actions.create_sandbox {
+            self.report_missing_cluster_dns(pod);
             let id = match self.run_sandbox(pod, &config) {
                 Ok(id) => id,
                 // A pod on its way out needs no new sandbox: not an error, and (as
@@ -313,6 +315,26 @@ impl RuntimeManager {
         }
     }
 
+    /// A ClusterFirst pod on a node without `--cluster-dns` gets the host's resolver:
+    /// logged once per process, and a `MissingClusterDNS` event per new sandbox
+    /// (rather than a warning on every sync of every pod).
+    fn report_missing_cluster_dns(&self, pod: &Pod) {
+        if !dns::falls_back_to_host(pod, &self.settings.dns) {
+            return;
+        }
+        if !self.missing_dns_logged.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "no --cluster-dns: pods with dnsPolicy ClusterFirst get the host's resolver"
+            );
+        }
+        self.recorder.pod(
+            pod,
+            EventType::Warning,
+            dns::MISSING_CLUSTER_DNS,
+            dns::missing_cluster_dns_message(pod),
+        );
+    }
+
     /// Creates the log directory and the sandbox; returns its ID. The caller records
     /// the FailedCreatePodSandBox event, unless the pod is being deleted.
     fn run_sandbox(&self, pod: &Pod, config: &pb::PodSandboxConfig) -> Result<String, Failure> {
@@ -421,7 +443,12 @@ impl RuntimeManager {
 
     /// `runAsNonRoot` against the image's user; a refusal is the container's
     /// CreateContainerConfigError (upstream checks it in generateContainerConfig).
-    fn verify_non_root(&self, pod: &Pod, container: &Container, image_ref: &str) -> Result<(), Failure> {
+    fn verify_non_root(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        image_ref: &str,
+    ) -> Result<(), Failure> {
         let image = if nonroot::needs_image_user(pod, container) {
             self.image_manager.image_user(image_ref).map_err(|err| {
                 Failure::new(

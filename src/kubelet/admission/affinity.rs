@@ -99,17 +99,53 @@ mod tests {
     fn required_node_affinity_table() {
         let host = "kubernetes.io/hostname";
         check("no affinity", Pod::default(), true);
-        check("In own hostname", with_terms(expr(host, "In", &["node2"])), true);
-        check("In other hostname", with_terms(expr(host, "In", &["node1"])), false);
-        check("NotIn own hostname", with_terms(expr(host, "NotIn", &["node2"])), false);
-        check("NotIn other hostname", with_terms(expr(host, "NotIn", &["node1"])), true);
-        check("Exists hostname", with_terms(expr(host, "Exists", &[])), true);
-        check("Exists missing", with_terms(expr("gpu", "Exists", &[])), false);
-        check("DoesNotExist missing", with_terms(expr("gpu", "DoesNotExist", &[])), true);
+        check(
+            "In own hostname",
+            with_terms(expr(host, "In", &["node2"])),
+            true,
+        );
+        check(
+            "In other hostname",
+            with_terms(expr(host, "In", &["node1"])),
+            false,
+        );
+        check(
+            "NotIn own hostname",
+            with_terms(expr(host, "NotIn", &["node2"])),
+            false,
+        );
+        check(
+            "NotIn other hostname",
+            with_terms(expr(host, "NotIn", &["node1"])),
+            true,
+        );
+        check(
+            "Exists hostname",
+            with_terms(expr(host, "Exists", &[])),
+            true,
+        );
+        check(
+            "Exists missing",
+            with_terms(expr("gpu", "Exists", &[])),
+            false,
+        );
+        check(
+            "DoesNotExist missing",
+            with_terms(expr("gpu", "DoesNotExist", &[])),
+            true,
+        );
         check("Gt", with_terms(expr("cores", "Gt", &["3"])), true);
         check("Lt", with_terms(expr("cores", "Lt", &["3"])), false);
-        check("Gt not a number", with_terms(expr("cores", "Gt", &["x"])), false);
-        check("unknown operator", with_terms(expr(host, "Like", &["node2"])), false);
+        check(
+            "Gt not a number",
+            with_terms(expr("cores", "Gt", &["x"])),
+            false,
+        );
+        check(
+            "unknown operator",
+            with_terms(expr(host, "Like", &["node2"])),
+            false,
+        );
         check("empty term", with_terms(json!([{}])), false);
         check("no terms", with_terms(json!([])), false);
         let ored = json!([
@@ -138,7 +174,9 @@ mod tests {
     #[test]
     fn node_selector_must_match_every_label() {
         let mut pod = Pod::default();
-        pod.spec.node_selector.insert("site".into(), "berlin".into());
+        pod.spec
+            .node_selector
+            .insert("site".into(), "berlin".into());
         check("selector present", pod.clone(), true);
         pod.spec.node_selector.insert("tier".into(), "edge".into());
         check("selector missing label", pod, false);

@@ -179,7 +179,10 @@ impl SysctlAllowlist {
             Some(ns)
                 if (*ns == Namespace::Net && host_net) || (*ns == Namespace::Ipc && host_ipc) =>
             {
-                Some(format!("{name:?} not allowed with host {} enabled", ns.as_str()))
+                Some(format!(
+                    "{name:?} not allowed with host {} enabled",
+                    ns.as_str()
+                ))
             }
             Some(_) => None,
         }
@@ -241,16 +244,44 @@ mod tests {
         .unwrap();
         let safe = SysctlAllowlist::safe(Some((6, 1)));
         check("no sysctls", &safe, Pod::default(), None);
-        check("safe", &safe, pod(&["kernel.shm_rmid_forced", "net.ipv4.tcp_rmem"], false, false), None);
-        check("slash spelling", &safe, pod(&["net/ipv4/ip_local_port_range"], false, false), None);
+        check(
+            "safe",
+            &safe,
+            pod(
+                &["kernel.shm_rmid_forced", "net.ipv4.tcp_rmem"],
+                false,
+                false,
+            ),
+            None,
+        );
+        check(
+            "slash spelling",
+            &safe,
+            pod(&["net/ipv4/ip_local_port_range"], false, false),
+            None,
+        );
         check(
             "unsafe not enabled",
             &safe,
-            pod(&["net.ipv4.ip_local_port_range", "kernel.msgmax"], false, false),
+            pod(
+                &["net.ipv4.ip_local_port_range", "kernel.msgmax"],
+                false,
+                false,
+            ),
             Some("forbidden sysctl: \"kernel.msgmax\" not allowlisted"),
         );
-        check("unsafe enabled by prefix", &modern, pod(&["kernel.msgmax"], false, false), None);
-        check("unsafe enabled by name", &modern, pod(&["net.core.somaxconn"], false, false), None);
+        check(
+            "unsafe enabled by prefix",
+            &modern,
+            pod(&["kernel.msgmax"], false, false),
+            None,
+        );
+        check(
+            "unsafe enabled by name",
+            &modern,
+            pod(&["net.core.somaxconn"], false, false),
+            None,
+        );
         check(
             "net sysctl with hostNetwork",
             &safe,
@@ -282,12 +313,21 @@ mod tests {
             pod(&["net.ipv4.tcp_keepalive_time"], false, false),
             Some("forbidden sysctl: \"net.ipv4.tcp_keepalive_time\" not allowlisted"),
         );
-        check("4.4 has reserved ports", &old, pod(&["net.ipv4.ip_local_reserved_ports"], false, false), None);
+        check(
+            "4.4 has reserved ports",
+            &old,
+            pod(&["net.ipv4.ip_local_reserved_ports"], false, false),
+            None,
+        );
     }
 
     #[test]
     fn unsafe_sysctl_patterns_are_checked() {
-        assert!(SysctlAllowlist::new(None, &["net.*".into(), "fs.mqueue.*".into(), "kernel.sem".into()]).is_ok());
+        assert!(SysctlAllowlist::new(
+            None,
+            &["net.*".into(), "fs.mqueue.*".into(), "kernel.sem".into()]
+        )
+        .is_ok());
         assert_eq!(
             SysctlAllowlist::new(None, &["vm.swappiness".into()]),
             Err(SysctlError::NotNamespaced("vm.swappiness".into()))
@@ -299,7 +339,12 @@ mod tests {
         for bad in ["", "Net.core", "net..core", "net.core*x", "-net.core"] {
             assert!(check_pattern(bad).is_err(), "{bad:?}");
         }
-        for good in ["net.core.somaxconn", "net/ipv4/conf/eth0.100/forwarding", "kernel.shm*", "net.*"] {
+        for good in [
+            "net.core.somaxconn",
+            "net/ipv4/conf/eth0.100/forwarding",
+            "kernel.shm*",
+            "net.*",
+        ] {
             assert!(check_pattern(good).is_ok(), "{good:?}");
         }
     }
