@@ -191,7 +191,7 @@ mod tests {
             run_as_user: Some(0),
             ..Default::default()
         });
-        assert!(needs_image_user(&p, &p.spec.containers[0]) == false);
+        assert!(!needs_image_user(&p, &p.spec.containers[0]));
         check(
             "pod-level runAsUser 0",
             p.clone(),
