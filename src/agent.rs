@@ -19,7 +19,9 @@ use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::runtime_state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
+use crate::kubelet::sysctls::{kernel_version, SysctlAllowlist};
 use crate::kubelet::{Kubelet, NodeView};
+use crate::node::register;
 use crate::node::status as node_status;
 use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs};
 use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
@@ -58,16 +60,30 @@ pub fn node_name(flags: &Flags) -> String {
     name.trim().to_lowercase()
 }
 
-/// The node's allocatable resources for admission: machine capacity minus the
-/// kube/system reservations and the hard eviction threshold (as the node reports it).
-fn node_view(name: &str, config: &NodeConfig, machine: &MachineInfo, max_pods: u32) -> NodeView {
-    let capacity = node_status::machine_capacity(machine, max_pods);
+/// The node as admission sees it before the API server's copy is known: the labels
+/// and taints litelet registers it with, and its allocatable resources (machine
+/// capacity minus the kube/system reservations and the hard eviction threshold, as
+/// the node reports it).
+fn node_view(
+    name: &str,
+    config: &NodeConfig,
+    machine: &MachineInfo,
+    flags: &Flags,
+) -> Result<NodeView, AgentError> {
+    let capacity = node_status::machine_capacity(machine, flags.max_pods);
     let reserved = node_status::reservation(config, &capacity);
-    NodeView {
+    let sysctls = SysctlAllowlist::new(
+        kernel_version(&machine.kernel_version),
+        &flags.allowed_unsafe_sysctls,
+    )
+    .map_err(|e| AgentError::Config(format!("--allowed-unsafe-sysctls: {e}")))?;
+    Ok(NodeView {
         name: name.to_owned(),
+        labels: register::owned_labels(config, &machine.architecture),
+        taints: config.register_with_taints.clone(),
         allocatable: node_status::allocatable(&capacity, &reserved),
-        ..Default::default()
-    }
+        sysctls,
+    })
 }
 
 /// The pod volume manager. Without root nothing can be mounted: secrets and other
@@ -108,6 +124,7 @@ pub fn run(
         log::warn!("machine facts: {problem}");
     }
     let memory = machine.memory_bytes.map(|b| b as i64).unwrap_or(0);
+    let view = node_view(&node, &node_config, &machine, flags)?;
     let api = match &flags.kubeconfig {
         Some(path) => {
             let mut config =
@@ -185,7 +202,7 @@ pub fn run(
     let (resize, problem) = ResizeManager::open(
         &root_dir,
         ResizeConfig {
-            node: node_view(&node, &node_config, &machine, flags.max_pods),
+            node: view.clone(),
             driver: flags.cgroup_driver,
         },
     );
@@ -270,8 +287,12 @@ pub fn run(
             (Arc::new(NoProbes), crossbeam_channel::never())
         }
     };
-    let allocatable = node_view(&node, &node_config, &machine, flags.max_pods).allocatable;
-    let volumes = Arc::new(volume_manager(&root_dir, api.clone(), &node, allocatable));
+    let volumes = Arc::new(volume_manager(
+        &root_dir,
+        api.clone(),
+        &node,
+        view.allocatable.clone(),
+    ));
     let syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),
@@ -318,10 +339,16 @@ pub fn run(
         api.as_ref()
             .map(|c| MirrorClient::new(c.clone(), node.clone())),
         recorder,
-        node_view(&node, &node_config, &machine, flags.max_pods),
+        view,
         root_dir,
         expected,
     );
+    // Admission follows the Node's labels and taints as the API server has them.
+    if let Some(client) = &api {
+        let lister = crate::node::NodeLister::new();
+        crate::node::lister::spawn(client, &node, lister.clone(), shutdown.clone())?;
+        kubelet.node_lister = Some(lister);
+    }
     let (deaths_tx, deaths_rx) = bounded(256);
     kubelet.deaths = Some(deaths_tx);
     kubelet.volumes = Some(volumes);

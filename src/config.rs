@@ -150,6 +150,12 @@ pub struct Flags {
     #[arg(long, value_name = "IP,...", value_delimiter = ',')]
     pub cluster_dns: Vec<String>,
 
+    /// Unsafe sysctls (or prefixes ending in `*`) pods may set, comma separated;
+    /// each must be namespaced (`kernel.shm*`, `kernel.msg*`, `kernel.sem`,
+    /// `fs.mqueue.*`, `net.*`). The safe sysctls are always allowed.
+    #[arg(long, value_name = "SYSCTL,...", value_delimiter = ',', value_parser = unsafe_sysctl)]
+    pub allowed_unsafe_sysctls: Vec<String>,
+
     /// The cluster's DNS domain.
     #[arg(long, value_name = "DOMAIN", default_value = "cluster.local")]
     pub cluster_domain: String,
@@ -340,6 +346,13 @@ fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
             .map(|_| text.to_owned())
             .map_err(|e| e.to_string())
     }
+}
+
+/// One `--allowed-unsafe-sysctls` entry, checked as upstream does at start-up.
+fn unsafe_sysctl(text: &str) -> Result<String, String> {
+    crate::kubelet::sysctls::SysctlAllowlist::new(None, &[text.to_owned()])
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 /// Log level filter for `-v N`, used when RUST_LOG is unset.

@@ -943,3 +943,97 @@ fn idle_api_requests_per_minute_with_110_pods() {
         window.len()
     );
 }
+
+/// Issue 16 item 10: an unsafe sysctl the node does not allow fails the pod at
+/// admission; no sandbox is tried (the runtime would refuse it on every retry).
+#[test]
+fn unsafe_sysctl_pod_fails_with_sysctl_forbidden_before_any_sandbox() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    let litelet = Litelet::start(
+        &cri,
+        Some(&api),
+        None,
+        &["--allowed-unsafe-sysctls", "net.core.*"],
+    );
+    let mut pod = new_pod("sysctls", false);
+    pod["spec"]["securityContext"] = json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}]});
+    api.create("pods", "default", pod);
+    let mut allowed = new_pod("allowed", false);
+    allowed["spec"]["securityContext"] = json!({"sysctls": [{"name": "net.core.somaxconn", "value": "1024"},
+                           {"name": "net.ipv4.ip_local_port_range", "value": "1024 65000"}]});
+    api.create("pods", "default", allowed);
+    litelet.wait_for("the pod to fail", || {
+        phase(&api, "sysctls").as_deref() == Some("Failed")
+    });
+    let status = api.get("pods", "default", "sysctls").unwrap()["status"].clone();
+    assert_eq!(status["reason"], json!("SysctlForbidden"), "{status}");
+    assert_eq!(
+        status["message"],
+        json!("Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted"),
+        "{status}"
+    );
+    litelet.wait_for("the allowed pod to run", || {
+        phase(&api, "allowed").as_deref() == Some("Running")
+    });
+    assert_eq!(sandboxes_for(&cri, "sysctls"), 0, "no RunPodSandbox");
+}
+
+/// Issue 16 item 1: admission sees the labels litelet registers the node with.
+#[test]
+fn node_affinity_on_the_hostname_label_is_admitted() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    let litelet = Litelet::start(&cri, Some(&api), None, &["--node-labels", "site=berlin"]);
+    let affinity = |name: &str, host: &str| {
+        let mut pod = new_pod(name, true);
+        pod["spec"]["nodeSelector"] = json!({"site": "berlin"});
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}});
+        pod
+    };
+    api.create("pods", "default", affinity("here", NODE));
+    api.create("pods", "default", affinity("elsewhere", "other-node"));
+    litelet.wait_for("the matching pod to run", || {
+        phase(&api, "here").as_deref() == Some("Running")
+    });
+    litelet.wait_for("the other pod to fail", || {
+        phase(&api, "elsewhere").as_deref() == Some("Failed")
+    });
+    let status = api.get("pods", "default", "elsewhere").unwrap()["status"].clone();
+    assert_eq!(status["reason"], json!("NodeAffinity"), "{status}");
+}
+
+/// Issue 16: the missing --cluster-dns was a warning on every sync of every pod.
+#[test]
+fn missing_cluster_dns_is_logged_once_and_one_event_per_pod() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    let litelet = Litelet::start(&cri, Some(&api), None, &["--sync-frequency", "1s"]);
+    api_pod(&api, "dns-a", false);
+    api_pod(&api, "dns-b", false);
+    for name in ["dns-a", "dns-b"] {
+        litelet.wait_for("running", || {
+            phase(&api, name).as_deref() == Some("Running")
+        });
+    }
+    std::thread::sleep(Duration::from_secs(4)); // several resyncs of each pod
+    let events: Vec<Value> = api
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/events"))
+        .filter_map(|r| r.body_json())
+        .filter(|e| e["reason"] == json!("MissingClusterDNS"))
+        .collect();
+    assert_eq!(events.len(), 2, "one event per pod: {events:?}");
+    assert!(events.iter().all(|e| e["type"] == json!("Warning")));
+    let log = litelet.log();
+    assert_eq!(
+        log.matches("no --cluster-dns").count(),
+        1,
+        "{}",
+        litelet.tail()
+    );
+    assert!(!log.contains("ClusterFirst DNS without --cluster-dns"));
+}

@@ -894,3 +894,95 @@ fn a_new_status_is_patched_on_our_last_write_and_a_foreign_write_costs_a_reread(
         Some("True")
     );
 }
+
+/// CPU ticks used so far by this process's threads named `name`.
+fn thread_ticks(name: &str) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: utime and stime are the 12th and 13th.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        total += field(11) + field(12);
+    }
+    total
+}
+
+#[test]
+fn forbidden_on_get_forgets_the_pod_without_retrying() {
+    // Issue 16: once a pod is deleted (its namespace too), the Node authorizer
+    // answers 403 for it; that is the pod being gone, not a failure to retry.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    fake.inject(Fail::status(403).always().verb("get").path("/pods/web"));
+    let m = start(&fake, Flags::new().hooks());
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || m.versioned_status(pod.uid()).is_none()));
+    let seen = fake.requests().len();
+    std::thread::sleep(QUIET);
+    assert_eq!(gets(&fake, "web"), 1, "one GET, then nothing");
+    assert_eq!(patches(&fake, "web"), 0);
+    assert_eq!(fake.requests().len(), seen, "no request after the 403");
+}
+
+#[test]
+fn forbidden_on_patch_forgets_the_pod_without_retrying() {
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    fake.inject(
+        Fail::status(403)
+            .always()
+            .verb("patch")
+            .path("/pods/web/status"),
+    );
+    let m = start(&fake, Flags::new().hooks());
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || m.versioned_status(pod.uid()).is_none()));
+    let seen = fake.requests().len();
+    std::thread::sleep(QUIET);
+    assert_eq!(patches(&fake, "web"), 1, "one PATCH, then nothing");
+    assert_eq!(fake.requests().len(), seen, "no request after the 403");
+}
+
+#[test]
+fn a_pending_retry_of_a_removed_pod_does_not_spin() {
+    // Issue 16: a retry left for a pod the cache no longer had was due forever, so
+    // the status thread woke at once, again and again, until the next full
+    // reconcile (about a core for up to 10 s).
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    fake.inject(Fail::status(500).always().verb("get").path("/pods/web"));
+    let (shutdown, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
+    let options = Options {
+        resync_period: Duration::from_secs(60),
+        retry_initial: Duration::from_millis(20),
+        retry_max: Duration::from_millis(40),
+    };
+    let (m, handle) =
+        StatusManager::spawn(fake.client(), Flags::new().hooks(), options, shutdown_rx).unwrap();
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || gets(&fake, "web") >= 1));
+    m.remove_orphaned_statuses(&Default::default());
+    std::thread::sleep(Duration::from_millis(200)); // the pending retry comes due
+    let before = thread_ticks("status");
+    std::thread::sleep(Duration::from_secs(1));
+    let used = thread_ticks("status") - before;
+    drop(shutdown);
+    let _ = handle.join();
+    // A spinning thread uses ~100 ticks a second; an idle one none.
+    assert!(used < 10, "status threads used {used} ticks in 1 s");
+}

@@ -47,6 +47,7 @@ impl Harness {
             memory_capacity: 8 << 30,
             enforce_cpu_limits: true,
             apparmor_enabled: false,
+            node_hosts_file: "/etc/hosts".into(),
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);

@@ -152,6 +152,11 @@ impl ApiError {
         matches!(self, ApiError::NotFound { .. })
     }
 
+    /// 403: for a pod, the Node authorizer's answer once it is no longer bound here.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ApiError::Forbidden { .. })
+    }
+
     pub fn is_conflict(&self) -> bool {
         matches!(self, ApiError::Conflict { .. })
     }

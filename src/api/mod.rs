@@ -2,6 +2,7 @@
 //! reads and writes, and `Quantity`. Only this module knows the JSON shape of API
 //! objects; the rest of litelet works with these types.
 
+pub mod affinity;
 pub mod client;
 pub mod configmap;
 pub mod error;

@@ -137,6 +137,8 @@ pub struct KubeletConfiguration {
     pub register_with_taints: Option<String>,
     /// litelet's extension: upstream has `--node-labels` only as a flag.
     pub node_labels: Option<String>,
+    /// Each entry checked like `--allowed-unsafe-sysctls`.
+    pub allowed_unsafe_sysctls: Option<Vec<String>>,
 }
 
 /// A taint of `registerWithTaints` (upstream's core/v1 Taint).
@@ -315,6 +317,7 @@ impl Reader {
                 }
                 "nodeLabels" => c.node_labels = self.pairs(f, v, "=", node::parse_node_labels),
                 "registerWithTaints" => c.register_with_taints = self.taints(v),
+                "allowedUnsafeSysctls" => c.allowed_unsafe_sysctls = self.sysctls(f, v),
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
             }
@@ -482,6 +485,18 @@ impl Reader {
         None
     }
 
+    /// A list of sysctl names or prefixes, each namespaced (as the flag).
+    fn sysctls(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+        let list: Vec<String> = self.get(field, value)?;
+        match crate::kubelet::sysctls::SysctlAllowlist::new(None, &list) {
+            Ok(_) => Some(list),
+            Err(e) => {
+                self.bad(field, e.to_string());
+                None
+            }
+        }
+    }
+
     fn cross_checks(&mut self, c: &KubeletConfiguration) {
         if c.kube_api_qps.is_some_and(|q| !q.is_finite() || q < 0.0) {
             self.bad("kubeAPIQPS", "must be a non-negative number".into());
@@ -561,6 +576,8 @@ impl KubeletConfiguration {
         set!("register_with_taints", self.register_with_taints.map(Some)
             => flags.register_with_taints);
         set!("node_labels", self.node_labels.map(Some) => flags.node_labels);
+        set!("allowed_unsafe_sysctls", self.allowed_unsafe_sysctls
+            => flags.allowed_unsafe_sysctls);
     }
 }
 
@@ -601,6 +618,7 @@ pub const APPLIED_IDS: &[&str] = &[
     "eviction_hard",
     "register_with_taints",
     "node_labels",
+    "allowed_unsafe_sysctls",
 ];
 
 /// Top-level fields of upstream's KubeletConfiguration v1beta1 (Kubernetes 1.36), used

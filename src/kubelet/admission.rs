@@ -2,9 +2,15 @@
 //! the pods it already runs? Pure: the node's allocatable, labels and taints and the
 //! other active pods are inputs; a rejection carries upstream's reason and message.
 //!
-//! Checks, first failure wins: node name, OS, node selector, untolerated NoExecute
-//! taints (API pods only), host ports, then resources — pods count, cpu, memory,
-//! ephemeral-storage and any other requested resource (`OutOf<name>`).
+//! Checks, first failure wins: sysctls (`sysctls.rs`, `SysctlForbidden`), node name,
+//! OS, node selector and required node affinity (`affinity.rs`, `NodeAffinity`),
+//! untolerated NoExecute taints (API pods only), host ports, then resources — pods
+//! count, cpu, memory, ephemeral-storage and any other requested resource
+//! (`OutOf<name>`).
+//!
+//! The node's labels and taints are the API server's (the `node-watch` thread's
+//! `NodeLister`) once known, else the ones litelet registers the node with: the sync
+//! loop builds the [`NodeView`] for each batch of additions.
 //!
 //! No soft admission (spec behaviour 54, upstream `canRunPod`): upstream's only soft
 //! handler on Linux is AppArmor's, which keeps a pod Pending with `Blocked` containers
@@ -13,6 +19,9 @@
 //! a container that asks for one: the pod is admitted and its container waits with
 //! `CreateContainerConfigError` and a message saying why, never running unconfined
 //! (pinned by `b54_...` below and the profile tests).
+
+pub mod affinity;
+pub mod sysctls;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -29,6 +38,25 @@ pub struct NodeView {
     pub taints: Vec<Taint>,
     /// Allocatable resources (cpu, memory, pods, ephemeral-storage, ...).
     pub allocatable: BTreeMap<String, Quantity>,
+    /// Sysctls pods may set: the safe ones plus `--allowed-unsafe-sysctls`.
+    pub sysctls: sysctls::SysctlAllowlist,
+}
+
+/// Upstream's message for a pod whose node selector or affinity does not match.
+pub const NODE_AFFINITY_MESSAGE: &str =
+    "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector";
+
+impl NodeView {
+    /// This view with the labels and taints of the Node as the API server has it,
+    /// when known (upstream admits against the node lister's Node).
+    pub fn with_listed(&self, listed: Option<crate::node::lister::ListedNode>) -> NodeView {
+        let mut view = self.clone();
+        if let Some(listed) = listed {
+            view.labels = listed.labels;
+            view.taints = listed.taints;
+        }
+        view
+    }
 }
 
 /// A refusal: reason (e.g. `OutOfcpu`) and message.
@@ -86,6 +114,9 @@ fn tolerates(pod: &Pod, taint: &Taint) -> bool {
 
 /// Decides whether `pod` may run on `node` beside `others` (the active pods).
 pub fn admit(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection> {
+    if let Some(message) = node.sysctls.check(pod) {
+        return reject(sysctls::FORBIDDEN_REASON, message);
+    }
     if let Some(name) = pod.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         if name != node.name {
             return reject(
@@ -116,13 +147,8 @@ pub fn admit(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejectio
             );
         }
     }
-    for (key, value) in &pod.spec.node_selector {
-        if node.labels.get(key) != Some(value) {
-            return reject(
-                "NodeAffinity",
-                format!("Predicate NodeAffinity failed: node label {key}={value} not present"),
-            );
-        }
+    if !affinity::matches_node(pod, &node.name, &node.labels) {
+        return reject("NodeAffinity", NODE_AFFINITY_MESSAGE);
     }
     if !pod.is_static() {
         if let Some(taint) = node
@@ -220,6 +246,7 @@ mod tests {
                 ("memory".to_owned(), q("1Gi")),
                 ("pods".to_owned(), q("3")),
             ]),
+            ..Default::default()
         }
     }
 
@@ -326,6 +353,124 @@ mod tests {
         assert_eq!(
             reason(admit(&with_port(Some("127.0.0.1")), &[&taken], &n)),
             "NodePorts"
+        );
+    }
+
+    /// The node as litelet registers it: default labels plus `--node-labels`.
+    fn registered() -> NodeView {
+        let mut config = crate::node::NodeConfig::new("node2", "node2");
+        config.labels = crate::node::config::parse_node_labels("site=berlin").unwrap();
+        NodeView {
+            name: "node2".into(),
+            labels: crate::node::register::owned_labels(&config, "amd64"),
+            ..node()
+        }
+    }
+
+    fn hostname_affinity(operator: &str, values: &[&str]) -> Pod {
+        let mut p = pod("", "");
+        p.spec.affinity = Some(serde_json::json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname",
+                    "operator": operator, "values": values}]}]}}}));
+        p
+    }
+
+    /// Issue 16 item 1: admission saw no labels, so every pod with node affinity or a
+    /// selector on the node's own labels was refused.
+    #[test]
+    fn admission_sees_the_registered_labels() {
+        let n = registered();
+        let cases: Vec<(&str, Pod, &str)> = vec![
+            ("In own hostname", hostname_affinity("In", &["node2"]), ""),
+            (
+                "In other hostname",
+                hostname_affinity("In", &["node1"]),
+                "NodeAffinity",
+            ),
+            (
+                "NotIn own hostname",
+                hostname_affinity("NotIn", &["node2"]),
+                "NodeAffinity",
+            ),
+            (
+                "NotIn other hostname",
+                hostname_affinity("NotIn", &["node1"]),
+                "",
+            ),
+            ("Exists hostname", hostname_affinity("Exists", &[]), ""),
+            (
+                "selector on --node-labels",
+                {
+                    let mut p = pod("", "");
+                    p.spec.node_selector.insert("site".into(), "berlin".into());
+                    p
+                },
+                "",
+            ),
+            (
+                "selector on beta arch",
+                {
+                    let mut p = pod("", "");
+                    p.spec
+                        .node_selector
+                        .insert("beta.kubernetes.io/arch".into(), "amd64".into());
+                    p
+                },
+                "",
+            ),
+        ];
+        for (name, p, want) in cases {
+            let got = admit(&p, &[], &n);
+            assert_eq!(reason(got.clone()), want, "{name}");
+            if let Err(r) = got {
+                assert_eq!(r.message, NODE_AFFINITY_MESSAGE, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn admission_follows_the_labels_and_taints_the_api_server_has() {
+        let mut on_site = pod("", "");
+        on_site
+            .spec
+            .node_selector
+            .insert("site".into(), "berlin".into());
+        let listed = crate::node::lister::ListedNode {
+            labels: BTreeMap::from([("site".to_owned(), "paris".to_owned())]),
+            taints: vec![Taint {
+                key: "maintenance".into(),
+                value: None,
+                effect: TaintEffect::NoExecute,
+                time_added: None,
+            }],
+        };
+        assert!(admit(&on_site, &[], &registered()).is_ok());
+        assert_eq!(
+            reason(admit(&on_site, &[], &registered().with_listed(None))),
+            ""
+        );
+        let relabelled = registered().with_listed(Some(listed));
+        assert_eq!(reason(admit(&on_site, &[], &relabelled)), "NodeAffinity");
+        assert_eq!(reason(admit(&pod("", ""), &[], &relabelled)), "Taint");
+    }
+
+    #[test]
+    fn unsafe_sysctls_are_refused_first() {
+        let mut p = pod("", "");
+        p.spec.node_name = Some("elsewhere".into());
+        p.spec.security_context = Some(crate::api::pod::PodSecurityContext {
+            sysctls: vec![crate::api::pod::Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }],
+            ..Default::default()
+        });
+        let rejected = admit(&p, &[], &node()).unwrap_err();
+        assert_eq!(rejected.reason, "SysctlForbidden");
+        assert_eq!(
+            rejected.message,
+            "forbidden sysctl: \"kernel.msgmax\" not allowlisted"
         );
     }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
 pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
-pub use admission::{admit, NodeView, Rejection};
+pub use admission::{admit, sysctls, NodeView, Rejection};
 pub use pod_manager::PodManager;
 
 use crate::api::meta::Time;
@@ -67,7 +67,11 @@ pub struct Kubelet {
     pub cgroups: Option<Arc<PodCgroupManager>>,
     pub mirrors: Option<MirrorClient>,
     pub recorder: Recorder,
+    /// The node as registered (labels, taints, allocatable, sysctls).
     pub node: NodeView,
+    /// The Node's labels and taints as the API server has them (the `node-watch`
+    /// thread); admission prefers them to `node`'s.
+    pub node_lister: Option<crate::node::NodeLister>,
     pub root_dir: std::path::PathBuf,
     /// Sources that must report once before housekeeping runs.
     pub expected_sources: HashSet<&'static str>,
@@ -159,6 +163,7 @@ impl Kubelet {
             mirrors,
             recorder,
             node,
+            node_lister: None,
             root_dir,
             expected_sources,
             seen_sources: HashSet::new(),
@@ -380,6 +385,9 @@ impl Kubelet {
         let _admission = resize.as_ref().map(|r| r.admission_lock());
         let mut allocations_changed = false;
         let batch = pods.len();
+        let node = self
+            .node
+            .with_listed(self.node_lister.as_ref().and_then(|l| l.get()));
         for pod in pods {
             crate::metrics::pod_seen(pod.uid(), Instant::now());
             if pod.is_mirror() {
@@ -402,9 +410,9 @@ impl Kubelet {
                         let wanted = r.allocated_pod(&pod);
                         let active: Vec<Pod> = active.iter().map(|p| r.allocated_pod(p)).collect();
                         let active: Vec<&Pod> = active.iter().collect();
-                        admit(&wanted, &active, &self.node).map(|()| Some(wanted))
+                        admit(&wanted, &active, &node).map(|()| Some(wanted))
                     }
-                    None => admit(&pod, &active, &self.node).map(|()| None),
+                    None => admit(&pod, &active, &node).map(|()| None),
                 }
             };
             // Rejected pods stay desired too (upstream keeps them in the pod manager).

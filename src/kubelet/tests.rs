@@ -138,6 +138,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
         labels: BTreeMap::new(),
         taints: vec![],
         allocatable: BTreeMap::from([("pods".to_owned(), Quantity::parse(max_pods).unwrap())]),
+        ..Default::default()
     };
     let mut kubelet = Kubelet::new(
         workers.clone(),

@@ -4,6 +4,8 @@
 //! - `node` (`updater.rs`): registers the Node, then every 10 s computes its status
 //!   and PATCHes `nodes/<name>/status` when it changed or every 5 minutes.
 //! - `lease` (`lease.rs`): renews `kube-node-lease/<name>` every 10 s.
+//! - `node-watch` (`lister.rs`, started apart by [`lister::spawn`]): keeps the
+//!   [`NodeLister`] (the Node's labels and taints, for admission) current.
 //! - `node-stop`: on shutdown, closes both threads' API connections so a request in
 //!   flight ends at once.
 //!
@@ -24,6 +26,7 @@
 pub mod config;
 pub mod inputs;
 pub mod lease;
+pub mod lister;
 pub mod machine;
 pub mod register;
 pub mod status;
@@ -39,6 +42,7 @@ use crate::events::Recorder;
 pub use config::{ConfigError, NodeConfig, Threshold};
 pub use inputs::NodeInputs;
 pub use lease::NodeRef;
+pub use lister::NodeLister;
 pub use machine::{MachineError, MachineInfo, MachineReader, MachineRoots};
 pub use status::{Health, KUBELET_VERSION};
 

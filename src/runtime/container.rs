@@ -125,20 +125,7 @@ fn security_context(
     let sc = ctx.container.security_context.clone().unwrap_or_default();
     let run_as_user = sc.run_as_user.or(pod_sc.run_as_user);
     let run_as_group = sc.run_as_group.or(pod_sc.run_as_group);
-    if sc
-        .run_as_non_root
-        .or(pod_sc.run_as_non_root)
-        .unwrap_or(false)
-    {
-        match run_as_user {
-            Some(0) => return Err("container's runAsUser breaks non-root policy".into()),
-            // litelet does not read the image's USER: an unset user may be root.
-            None => {
-                return Err("container has runAsNonRoot and no runAsUser; image user cannot be verified as non-root".into())
-            }
-            Some(_) => {}
-        }
-    }
+    // runAsNonRoot is checked before, against the image's user (`nonroot.rs`).
     let privileged = sc.privileged.unwrap_or(false);
     let unmasked = sc.proc_mount.as_deref() == Some("Unmasked");
     let (masked, readonly) = if privileged || unmasked {
@@ -612,22 +599,5 @@ mod tests {
         let cfg = build(&pod, &volumes).unwrap();
         assert!(cfg.mounts[0].readonly, "configMap is read-only");
         assert!(!cfg.mounts[1].readonly, "emptyDir stays writable");
-    }
-
-    #[test]
-    fn run_as_non_root_is_enforced() {
-        let container = |user: Option<i64>| Container {
-            name: "app".into(),
-            security_context: Some(SecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: user,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert!(build(&pod_with(container(Some(0))), &BTreeMap::new()).is_err());
-        assert!(build(&pod_with(container(None)), &BTreeMap::new()).is_err());
-        let ok = build(&pod_with(container(Some(1000))), &BTreeMap::new()).unwrap();
-        assert_eq!(ok.linux.security_context.run_as_user.value, 1000);
     }
 }

@@ -70,6 +70,25 @@ fn push_unique(list: &mut Vec<String>, value: &str) {
     }
 }
 
+/// Event reason when a ClusterFirst pod gets the host's resolver (upstream's).
+pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
+
+/// True when `pod` asks for cluster DNS and the node has none (`--cluster-dns`
+/// unset), so its sandbox gets the host's resolver instead.
+pub fn falls_back_to_host(pod: &Pod, settings: &DnsSettings) -> bool {
+    settings.cluster_dns.is_empty() && effective_policy(pod) == DnsPolicy::ClusterFirst
+}
+
+/// The pod event's message for [`MISSING_CLUSTER_DNS`], in upstream's words.
+pub fn missing_cluster_dns_message(pod: &Pod) -> String {
+    format!(
+        "pod: \"{}_{}({})\". kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.",
+        pod.name(),
+        pod.namespace(),
+        pod.uid()
+    )
+}
+
 /// The sandbox DNS config for `pod`. Without cluster DNS servers, ClusterFirst falls
 /// back to the host's resolver (what upstream does, with a warning event).
 pub fn sandbox_dns_config(pod: &Pod, settings: &DnsSettings) -> pb::DNSConfig {
@@ -77,14 +96,8 @@ pub fn sandbox_dns_config(pod: &Pod, settings: &DnsSettings) -> pb::DNSConfig {
     let mut searches = Vec::new();
     let mut options = Vec::new();
     let policy = match effective_policy(pod) {
-        DnsPolicy::ClusterFirst if settings.cluster_dns.is_empty() => {
-            log::warn!(
-                "pod {}/{}: ClusterFirst DNS without --cluster-dns; using the host's resolver",
-                pod.namespace(),
-                pod.name()
-            );
-            DnsPolicy::Default
-        }
+        // The caller reports it (see `falls_back_to_host`), once per sandbox.
+        DnsPolicy::ClusterFirst if settings.cluster_dns.is_empty() => DnsPolicy::Default,
         policy => policy,
     };
     match policy {
@@ -158,6 +171,33 @@ mod tests {
         pod.spec.dns_policy = policy;
         pod.spec.host_network = Some(host_network);
         pod
+    }
+
+    #[test]
+    fn only_cluster_first_pods_without_cluster_dns_fall_back() {
+        let none = DnsSettings {
+            cluster_dns: vec![],
+            ..settings()
+        };
+        assert!(falls_back_to_host(&pod(None, false), &none));
+        assert!(falls_back_to_host(
+            &pod(Some(DnsPolicy::ClusterFirstWithHostNet), true),
+            &none
+        ));
+        assert!(
+            !falls_back_to_host(&pod(None, true), &none),
+            "host network: host resolver anyway"
+        );
+        assert!(!falls_back_to_host(
+            &pod(Some(DnsPolicy::Default), false),
+            &none
+        ));
+        assert!(!falls_back_to_host(&pod(None, false), &settings()));
+        let message = missing_cluster_dns_message(&pod(None, false));
+        assert!(
+            message.ends_with("Falling back to \"Default\" policy."),
+            "{message}"
+        );
     }
 
     #[test]

@@ -98,6 +98,26 @@ impl ImageManager {
         Ok(response.image.into_option().map(|i| i.id))
     }
 
+    /// The user `image` runs as (ImageStatus, not verbose); an image the runtime
+    /// does not know has none (upstream then assumes root).
+    pub fn image_user(&self, image: &str) -> Result<super::nonroot::ImageUser, CriError> {
+        let response = self.client.image_status(&pb::ImageStatusRequest {
+            image: MessageField::some(pb::ImageSpec {
+                image: image.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })?;
+        Ok(response
+            .image
+            .into_option()
+            .map(|i| super::nonroot::ImageUser {
+                uid: i.uid.into_option().map(|u| u.value),
+                username: i.username,
+            })
+            .unwrap_or_default())
+    }
+
     /// Returns the image reference to create the container from, pulling the image
     /// when the policy says so; the failure carries the upstream waiting reason.
     pub fn ensure_image(

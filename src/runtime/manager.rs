@@ -58,6 +58,9 @@ pub struct RuntimeManager {
     pub(super) settings: RuntimeSettings,
     /// Called after a sync or kill changed containers or sandboxes (the PLEG's nudge).
     changed: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The missing `--cluster-dns` has been logged (once per process; each pod gets
+    /// its own `MissingClusterDNS` event).
+    pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
 }
 
 impl RuntimeManager {
@@ -77,6 +80,7 @@ impl RuntimeManager {
             crash_backoff: Mutex::new(Backoff::default()),
             settings,
             changed: None,
+            missing_dns_logged: Default::default(),
         }
     }
 

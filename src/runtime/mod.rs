@@ -21,6 +21,7 @@ pub mod kill;
 pub mod labels;
 pub mod manager;
 pub mod model;
+pub mod nonroot;
 pub mod profiles;
 pub mod result;
 pub mod sandbox;

@@ -18,11 +18,13 @@ use protobuf::MessageField;
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::container::{container_config, ContainerContext};
+use super::dns;
 use super::env::{ConfigSource, EnvContext};
 use super::hosts::{ensure_hosts_file, HostsInputs};
 use super::kill::KillRequest;
 use super::manager::RuntimeManager;
 use super::model::{ContainerState, PodRuntimeStatus};
+use super::nonroot;
 use super::result::{Failure, SyncAction, SyncOutcome};
 use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use crate::api::pod::{Container, Pod};
@@ -158,6 +160,7 @@ impl RuntimeManager {
         };
         let mut sandbox_id = actions.sandbox_id.clone();
         if actions.create_sandbox {
+            self.report_missing_cluster_dns(pod);
             let id = match self.run_sandbox(pod, &config) {
                 Ok(id) => id,
                 // A pod on its way out needs no new sandbox: not an error, and (as
@@ -330,6 +333,26 @@ impl RuntimeManager {
         }
     }
 
+    /// A ClusterFirst pod on a node without `--cluster-dns` gets the host's resolver:
+    /// logged once per process, and a `MissingClusterDNS` event per new sandbox
+    /// (rather than a warning on every sync of every pod).
+    fn report_missing_cluster_dns(&self, pod: &Pod) {
+        if !dns::falls_back_to_host(pod, &self.settings.dns) {
+            return;
+        }
+        if !self.missing_dns_logged.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "no --cluster-dns: pods with dnsPolicy ClusterFirst get the host's resolver"
+            );
+        }
+        self.recorder.pod(
+            pod,
+            EventType::Warning,
+            dns::MISSING_CLUSTER_DNS,
+            dns::missing_cluster_dns_message(pod),
+        );
+    }
+
     /// Creates the log directory and the sandbox; returns its ID. The caller records
     /// the FailedCreatePodSandBox event, unless the pod is being deleted.
     fn run_sandbox(&self, pod: &Pod, config: &pb::PodSandboxConfig) -> Result<String, Failure> {
@@ -436,6 +459,36 @@ impl RuntimeManager {
         )
     }
 
+    /// `runAsNonRoot` against the image's user; a refusal is the container's
+    /// CreateContainerConfigError (upstream checks it in generateContainerConfig).
+    fn verify_non_root(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        image_ref: &str,
+    ) -> Result<(), Failure> {
+        let image = if nonroot::needs_image_user(pod, container) {
+            self.image_manager.image_user(image_ref).map_err(|err| {
+                Failure::new(
+                    CREATE_CONTAINER_CONFIG_ERROR,
+                    format!("cannot read the user of image {image_ref:?}: {err}"),
+                )
+            })?
+        } else {
+            Default::default()
+        };
+        nonroot::verify_run_as_non_root(pod, container, &image).map_err(|err| {
+            self.recorder.container(
+                pod,
+                &container.name,
+                EventType::Warning,
+                "Failed",
+                format!("Error: {err}"),
+            );
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn start_container(
         &self,
@@ -451,6 +504,7 @@ impl RuntimeManager {
         let image_ref =
             self.image_manager
                 .ensure_image(pod, container, config, inputs.pull_auth)?;
+        self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status
             .newest(&container.name)
             .map(|c| c.restart_count + 1)

@@ -16,8 +16,10 @@
 //! UID precondition.
 //!
 //! Outcomes: 404 on GET or no mirror pod yet → remembered as missing and looked at
-//! again on each full reconcile (cache kept); another UID under the name → the pod was
-//! recreated: its cached status is dropped; any other failure (409 included) → the
+//! again on each full reconcile (cache kept); 403 on GET, PATCH or DELETE → the Node
+//! authorizer no longer lets this node see the pod (deleted, namespace gone): it is
+//! forgotten like a recreated one, without retries; another UID under the name → the
+//! pod was recreated: its cached status is dropped; any other failure (409 included) → the
 //! version is not recorded and the pod is retried after a jittered, doubling delay
 //! (capped at the resync period), starting with a fresh GET.
 //!
@@ -204,9 +206,11 @@ impl Syncer {
         let mut reconcile = Vec::new();
         {
             let cache = self.shared.cache();
+            // A retry of a pod the cache no longer has would be due forever and wake
+            // this loop at once, again and again, until the next full reconcile.
+            self.retries.retain(|uid, _| cache.get(uid).is_some());
             if all {
                 self.known.retain(|uid, _| cache.get(uid).is_some());
-                self.retries.retain(|uid, _| cache.get(uid).is_some());
                 self.written.retain(|uid, _| cache.get(uid).is_some());
             }
             for (uid, v) in cache.iter() {
@@ -272,6 +276,18 @@ impl Syncer {
         self.shared.cache().remove(uid);
         self.known.remove(uid);
         self.written.remove(uid);
+        self.retries.remove(uid);
+    }
+
+    /// A 403 on the pod: the Node authorizer only answers so for a pod no longer
+    /// bound to this node, which is as gone as a 404 and will not come back.
+    fn forbidden(&mut self, uid: &str, v: &VersionedStatus, e: &ApiError) {
+        log::info!(
+            "pod {}/{} ({uid}) is no longer visible to this node; forgetting its status: {e}",
+            v.pod.namespace(),
+            v.pod.name()
+        );
+        self.forget(uid);
     }
 
     /// The API copy to patch against: our last write while the pod is not being
@@ -311,7 +327,14 @@ impl Syncer {
         if reread {
             self.written.remove(uid);
         }
-        let Some((api_pod, cached)) = self.base(uid, v)? else {
+        let base = match self.base(uid, v) {
+            Err(e) if e.is_forbidden() => {
+                self.forbidden(uid, v, &e);
+                return Ok(());
+            }
+            other => other?,
+        };
+        let Some((api_pod, cached)) = base else {
             log::debug!("pod {ns}/{name} ({uid}) not found in the api; status kept");
             self.mark_missing(uid, v.version);
             return Ok(());
@@ -365,6 +388,10 @@ impl Syncer {
                         self.mark_missing(uid, v.version);
                         return Ok(());
                     }
+                    Err(e) if e.is_forbidden() => {
+                        self.forbidden(uid, v, &e);
+                        return Ok(());
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -394,7 +421,7 @@ impl Syncer {
             };
             match self.client.delete(&paths::pod(ns, name), &opts) {
                 Ok(()) => log::info!("pod {ns}/{name} ({uid}) deleted from the api"),
-                Err(e) if e.is_not_found() => {}
+                Err(e) if e.is_not_found() || e.is_forbidden() => {}
                 Err(e) => return Err(e),
             }
             self.forget(uid);

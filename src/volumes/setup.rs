@@ -320,3 +320,65 @@ impl VolumeManager {
         Ok(dir)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    use crate::api::pod::{EmptyDirVolumeSource, Pod, PodSecurityContext, Volume};
+    use crate::volumes::VolumeManager;
+
+    fn pod(medium: Option<&str>, fs_group: Option<i64>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("uid-empty".into());
+        pod.spec.security_context = Some(PodSecurityContext {
+            fs_group,
+            ..Default::default()
+        });
+        pod.spec.volumes.push(Volume {
+            name: "scratch".into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: medium.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        pod
+    }
+
+    /// Sets the pod's volumes up under a fresh root; returns (mode bits, gid).
+    fn setup(manager: impl Fn(&std::path::Path) -> VolumeManager, pod: &Pod) -> (u32, u32) {
+        let root = tempfile::tempdir().unwrap();
+        let volumes = manager(root.path());
+        let dirs = volumes.setup_pod(pod).unwrap();
+        let meta = std::fs::metadata(&dirs["scratch"]).unwrap();
+        let got = (meta.permissions().mode() & 0o7777, meta.gid());
+        let _ = volumes.teardown_pod(pod.uid());
+        got
+    }
+
+    #[test]
+    fn empty_dir_on_disk_is_world_writable_and_shared_with_the_fs_group() {
+        let disk = |root: &std::path::Path| VolumeManager::new(root, None, "n").without_mounts();
+        let plain = setup(disk, &pod(None, None));
+        let grouped = setup(disk, &pod(None, Some(4321)));
+        assert_eq!(plain.0, 0o777);
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!(grouped, (0o2777, 4321), "fsGroup: group and setgid");
+        }
+    }
+
+    #[test]
+    fn empty_dir_in_memory_is_a_world_writable_tmpfs_shared_with_the_fs_group() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: mounting tmpfs needs root");
+            return;
+        }
+        let mounting = |root: &std::path::Path| VolumeManager::new(root, None, "n");
+        assert_eq!(setup(mounting, &pod(Some("Memory"), None)).0, 0o777);
+        assert_eq!(
+            setup(mounting, &pod(Some("Memory"), Some(4321))),
+            (0o2777, 4321)
+        );
+    }
+}
