@@ -252,6 +252,20 @@ pub fn run(
         expected.insert(SOURCE_API);
     }
     drop(updates_tx);
+    // Service variables: the cluster's Services, kept by the `services` thread.
+    let services = match &api {
+        Some(client) => {
+            let store = sources::services::ServiceStore::new();
+            sources::services::spawn(
+                client.clone(),
+                Default::default(),
+                store.clone(),
+                shutdown.clone(),
+            )?;
+            Some(store)
+        }
+        None => None,
+    };
 
     let host_ips: Vec<String> = machine.node_ip.iter().map(|ip| ip.to_string()).collect();
     let (probes, probe_rx): (Arc<dyn PodProbes>, _) = match ProbeManager::start(
@@ -270,8 +284,13 @@ pub fn run(
         }
     };
     let allocatable = node_view(&node, &node_config, &machine, flags.max_pods).allocatable;
-    let volumes = Arc::new(volume_manager(&root_dir, api.clone(), &node, allocatable));
-    let syncer = KubeletSyncer::new(
+    let volumes = Arc::new(volume_manager(
+        &root_dir,
+        api.clone(),
+        &node,
+        allocatable.clone(),
+    ));
+    let mut syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),
         cgroups.clone(),
@@ -288,7 +307,11 @@ pub fn run(
             root_dir: root_dir.clone(),
         },
     )
-    .with_resize(resize.clone(), cache.clone());
+    .with_resize(resize.clone(), cache.clone())
+    .with_node_allocatable(allocatable);
+    if let Some(store) = services {
+        syncer = syncer.with_services(store);
+    }
     let queue = WorkQueue::new();
     let timings = WorkerTimings {
         resync: flags.sync_frequency,
