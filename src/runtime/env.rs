@@ -547,16 +547,19 @@ mod tests {
             .unwrap_or_default())
     }
 
+    /// name, limits, requests, resource, divisor, expected value.
+    type Case<'a> = (
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        Option<&'a str>,
+        &'a str,
+    );
+
     #[test]
     fn resource_field_ref_table() {
-        let cases: &[(
-            &str,
-            &[(&str, &str)],
-            &[(&str, &str)],
-            &str,
-            Option<&str>,
-            &str,
-        )] = &[
+        let cases: &[Case] = &[
             (
                 "unset cpu limit is allocatable",
                 &[],
