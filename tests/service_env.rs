@@ -2,7 +2,9 @@
 //! fake API server: service variables (issue 16 item 6: the namespace's services plus
 //! the master `kubernetes` service, `enableServiceLinks`, explicit env wins, an API
 //! pod's containers wait for the first service list while static pods do not) and
-//! downward API limits that default to the node's allocatable (item 7).
+//! downward API limits that default to the node's allocatable (item 7). The last
+//! test runs the same on a real containerd (needs root; skips loudly otherwise unless
+//! CI=true) and reads what the container itself sees.
 
 mod support;
 
@@ -14,6 +16,7 @@ use litelet::api::quantity::Quantity;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
+use support::containerd::{Containerd, BUSYBOX};
 use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
 use support::wait_until;
@@ -30,6 +33,10 @@ struct Litelet {
 
 impl Litelet {
     fn start(cri: &FakeCri, api: &FakeApi, manifests: Option<&Path>) -> Litelet {
+        Litelet::start_on(&cri.endpoint(), api, manifests)
+    }
+
+    fn start_on(endpoint: &str, api: &FakeApi, manifests: Option<&Path>) -> Litelet {
         let dir = tempfile::tempdir().unwrap();
         static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -44,7 +51,7 @@ impl Litelet {
         )
         .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_litelet"));
-        cmd.args(["--container-runtime-endpoint", &cri.endpoint()])
+        cmd.args(["--container-runtime-endpoint", endpoint])
             .args(["--hostname-override", NODE])
             .arg("--root-dir")
             .arg(dir.path().join("root"))
@@ -340,4 +347,64 @@ fn downward_api_limits_of_a_container_without_limits_are_node_allocatable() {
         "{env:?}"
     );
     assert_eq!(get(&env, "CPU_REQUEST"), Some("0"), "an unset request is 0");
+}
+
+#[test]
+fn real_containerd_container_sees_service_variables_and_allocatable_limits() {
+    // A short name: containerd's socket paths are limited to 104 bytes.
+    let Some(containerd) = Containerd::start("svc-env") else {
+        return;
+    };
+    let api = FakeApi::start();
+    cluster_services(&api);
+    let litelet = Litelet::start_on(&containerd.endpoint(), &api, None);
+    let field = |resource: &str, divisor: &str| json!({"resourceFieldRef": {"containerName": "main", "resource": resource, "divisor": divisor}});
+    let created = api.create(
+        "pods",
+        "shop",
+        json!({"apiVersion": "v1", "kind": "Pod",
+          "metadata": {"name": "printer", "namespace": "shop"},
+          "spec": {"nodeName": NODE, "hostNetwork": true, "dnsPolicy": "Default",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+              "command": ["sh", "-c", "env; echo mem-file=$(cat /etc/podinfo/mem); sleep 3600"],
+              "env": [{"name": "MEM_BYTES", "valueFrom": field("limits.memory", "1")}],
+              "volumeMounts": [{"name": "podinfo", "mountPath": "/etc/podinfo"}]}],
+            "volumes": [{"name": "podinfo", "downwardAPI": {"items": [
+              {"path": "mem", "resourceFieldRef": {"containerName": "main",
+                "resource": "limits.memory", "divisor": "1"}}]}}]}}),
+    );
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let mut allocatable = Value::Null;
+    litelet.wait_for("the node's allocatable in the API", || {
+        allocatable = api
+            .get("nodes", "", NODE)
+            .map(|n| n["status"]["allocatable"]["memory"].clone())
+            .unwrap_or_default();
+        allocatable.is_string()
+    });
+    let memory = Quantity::parse(allocatable.as_str().unwrap())
+        .unwrap()
+        .value()
+        .to_string();
+    let log_file = litelet
+        .dir
+        .path()
+        .join(format!("logs/shop_printer_{uid}/main/0.log"));
+    let log = || std::fs::read_to_string(&log_file).unwrap_or_default();
+    litelet.wait_for("the container's output", || log().contains("mem-file="));
+    let text = log();
+    for line in [
+        "KUBERNETES_SERVICE_HOST=10.96.0.1".to_owned(),
+        "FRONT_END_PORT_53_UDP=udp://10.96.0.20:53".to_owned(),
+        format!("MEM_BYTES={memory}"),
+        format!("mem-file={memory}"),
+    ] {
+        assert!(
+            text.contains(&format!(" stdout F {line}")),
+            "{line} not in the container output:\n{text}\n{}",
+            containerd.log_tail()
+        );
+    }
+    drop(containerd);
 }
