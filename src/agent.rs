@@ -270,6 +270,20 @@ pub fn run(
         expected.insert(SOURCE_API);
     }
     drop(updates_tx);
+    // Service variables: the cluster's Services, kept by the `services` thread.
+    let services = match &api {
+        Some(client) => {
+            let store = sources::services::ServiceStore::new();
+            sources::services::spawn(
+                client.clone(),
+                Default::default(),
+                store.clone(),
+                shutdown.clone(),
+            )?;
+            Some(store)
+        }
+        None => None,
+    };
 
     let host_ips: Vec<String> = machine.node_ip.iter().map(|ip| ip.to_string()).collect();
     let (probes, probe_rx): (Arc<dyn PodProbes>, _) = match ProbeManager::start(
@@ -287,13 +301,14 @@ pub fn run(
             (Arc::new(NoProbes), crossbeam_channel::never())
         }
     };
+    let allocatable = view.allocatable.clone();
     let volumes = Arc::new(volume_manager(
         &root_dir,
         api.clone(),
         &node,
-        view.allocatable.clone(),
+        allocatable.clone(),
     ));
-    let syncer = KubeletSyncer::new(
+    let mut syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),
         cgroups.clone(),
@@ -310,7 +325,11 @@ pub fn run(
             root_dir: root_dir.clone(),
         },
     )
-    .with_resize(resize.clone(), cache.clone());
+    .with_resize(resize.clone(), cache.clone())
+    .with_node_allocatable(allocatable);
+    if let Some(store) = services {
+        syncer = syncer.with_services(store);
+    }
     let queue = WorkQueue::new();
     let timings = WorkerTimings {
         resync: flags.sync_frequency,

@@ -17,6 +17,7 @@ pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
 pub mod review;
+pub mod service;
 pub mod stats;
 pub mod token;
 pub mod watch;

@@ -26,6 +26,11 @@ pub fn all_pods() -> String {
     format!("{CORE}/pods")
 }
 
+/// All services of all namespaces (list and watch, for service environment variables).
+pub fn all_services() -> String {
+    format!("{CORE}/services")
+}
+
 /// The pods collection of one namespace (create).
 pub fn pods(namespace: &str) -> String {
     format!("{CORE}/namespaces/{}/pods", seg(namespace))

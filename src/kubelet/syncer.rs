@@ -12,6 +12,7 @@ use super::mirror::{is_mirror_of, MirrorClient};
 use super::runtime_state::RuntimeState;
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
+use crate::api::quantity::Quantity;
 use crate::cgroups::manager::PodCgroupManager;
 use crate::cgroups::qos::pod_qos;
 use crate::events::{EventType, Recorder};
@@ -19,9 +20,11 @@ use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, UpdateType};
 use crate::resize::{sync as resize_sync, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::env::EnvContext;
+use crate::runtime::envvars::ServiceEnv;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
 use crate::runtime::sync::SyncInputs;
+use crate::sources::services::ServiceStore;
 use crate::status::containers::SyncError as WaitingReason;
 use crate::status::generate::{generate_pod_status, Eviction, PodStatusInput};
 use crate::status::manager::StatusManager;
@@ -52,6 +55,10 @@ pub struct KubeletSyncer {
     /// RESIZE: allocations and resize conditions, and the PLEG cache to refresh after
     /// a resize (set with [`KubeletSyncer::with_resize`]).
     resize: Option<(Arc<ResizeManager>, PodStatusCache)>,
+    /// The node's allocatable resources: what resourceFieldRefs to unset limits read.
+    allocatable: BTreeMap<String, Quantity>,
+    /// The cluster's services, for service variables (`None` in standalone mode).
+    services: Option<ServiceStore>,
 }
 
 impl KubeletSyncer {
@@ -79,6 +86,33 @@ impl KubeletSyncer {
             node,
             reasons: Mutex::new(HashMap::new()),
             resize: None,
+            allocatable: BTreeMap::new(),
+            services: None,
+        }
+    }
+
+    /// The node's allocatable resources (as admission and the Node status count
+    /// them), which the downward API gives containers without limits.
+    pub fn with_node_allocatable(mut self, allocatable: BTreeMap<String, Quantity>) -> Self {
+        self.allocatable = allocatable;
+        self
+    }
+
+    /// Gives containers service variables from `store` (filled by the `services`
+    /// thread); API pods' containers wait until it has listed once.
+    pub fn with_services(mut self, store: ServiceStore) -> Self {
+        self.services = Some(store);
+        self
+    }
+
+    /// The service variables of `pod` (upstream getServiceEnvVarMap + serviceHasSynced).
+    fn service_env(&self, pod: &Pod) -> ServiceEnv {
+        match &self.services {
+            Some(store) => {
+                let (synced, services) = store.visible_to(pod.namespace());
+                ServiceEnv::for_pod(pod, synced, &services)
+            }
+            None => ServiceEnv::None,
         }
     }
 
@@ -303,7 +337,8 @@ impl PodSyncer for KubeletSyncer {
             node_name: self.node.name.clone(),
             host_ips: self.node.host_ips.clone(),
             pod_ips,
-            node_allocatable: BTreeMap::new(),
+            node_allocatable: self.allocatable.clone(),
+            services: self.service_env(pod),
         };
         let inputs = SyncInputs {
             cgroup_parent,

@@ -3,12 +3,14 @@
 //!
 //! Pure apart from the [`ConfigSource`] the caller passes for configMap and secret
 //! references (the API-backed one arrives with the volumes work; standalone mode has
-//! none, and a required reference then fails with a clear message).
+//! none, and a required reference then fails with a clear message). Service
+//! variables come precomputed in [`EnvContext::services`] (`envvars.rs`).
 
 use std::collections::BTreeMap;
 
 use crate::api::pod::{Container, EnvVar, Pod};
 use crate::api::quantity::Quantity;
+use crate::runtime::envvars::ServiceEnv;
 
 /// Looks up configMaps and secrets of the pod's namespace.
 pub trait ConfigSource {
@@ -50,6 +52,8 @@ pub struct EnvContext {
     pub pod_ips: Vec<String>,
     /// The node's allocatable cpu and memory, for resourceFieldRefs to unset limits.
     pub node_allocatable: BTreeMap<String, Quantity>,
+    /// The pod's service variables (or why there are none yet).
+    pub services: ServiceEnv,
 }
 
 /// Expands `$(NAME)` from `vars`; `$$` escapes a dollar; unknown references stay as
@@ -118,8 +122,22 @@ fn field_value(pod: &Pod, path: &str, ctx: &EnvContext) -> Result<String, String
     })
 }
 
-/// The value of a resourceFieldRef such as `limits.memory` with a divisor; CPU rounds
-/// up to whole divisor units, as upstream. An unset limit reads as node allocatable.
+/// Limits that default to the node's allocatable when a container sets none (or
+/// zero) for them (upstream MergeContainerResourceLimits; hugepages are never
+/// overcommitted, so they are not among them).
+pub const ALLOCATABLE_DEFAULTED_LIMITS: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+/// The value of a resourceFieldRef such as `limits.memory` with a divisor (upstream
+/// ExtractContainerResourceValue after defaultPodLimitsForDownwardAPI).
+///
+/// - `limits.{cpu,memory,ephemeral-storage}` unset or zero read as the node's
+///   allocatable (`ctx.node_allocatable`), so a container learns what it may use.
+/// - Requests are read as written; an unset request is 0 (the API server, and the
+///   static pod source, already defaulted requests to limits).
+/// - CPU rounds up to whole divisor units of millicores, the others to whole divisor
+///   units of the value; a zero or missing divisor means 1.
+/// - Other resources than cpu, memory, ephemeral-storage and `hugepages-*` are an
+///   error, as upstream.
 pub(crate) fn resource_value(
     pod: &Pod,
     own: &Container,
@@ -138,48 +156,63 @@ pub(crate) fn resource_value(
             .ok_or_else(|| format!("resourceFieldRef names unknown container {name:?}"))?,
         None => own,
     };
-    let (kind, name) = resource
-        .split_once('.')
-        .ok_or_else(|| format!("unsupported resourceFieldRef resource {resource:?}"))?;
-    let resources = container.resources.clone().unwrap_or_default();
-    let map = match kind {
-        "limits" => &resources.limits,
-        "requests" => &resources.requests,
-        _ => {
-            return Err(format!(
-                "unsupported resourceFieldRef resource {resource:?}"
-            ))
-        }
-    };
-    let quantity = map
-        .get(name)
-        .or_else(|| {
-            (kind == "limits")
-                .then(|| ctx.node_allocatable.get(name))
+    let unsupported = || format!("unsupported container resource {resource:?}");
+    let (kind, name) = resource.split_once('.').ok_or_else(unsupported)?;
+    let known =
+        matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
+    if !known {
+        return Err(unsupported());
+    }
+    let resources = container.resources.as_ref();
+    let set = |map: &BTreeMap<String, Quantity>| map.get(name).filter(|q| !q.is_zero()).cloned();
+    let quantity = match kind {
+        "limits" => resources.and_then(|r| set(&r.limits)).or_else(|| {
+            ALLOCATABLE_DEFAULTED_LIMITS
+                .contains(&name)
+                .then(|| ctx.node_allocatable.get(name).cloned())
                 .flatten()
-        })
-        .cloned()
-        .unwrap_or_else(Quantity::zero);
+        }),
+        "requests" => resources.and_then(|r| set(&r.requests)),
+        _ => return Err(unsupported()),
+    };
+    let quantity = quantity.unwrap_or_else(Quantity::zero);
     let one = Quantity::from_value(1, Default::default());
     let divisor = divisor.filter(|d| !d.is_zero()).unwrap_or(&one);
-    if name == "cpu" {
-        let milli = quantity.milli_value();
-        let per = divisor.milli_value().max(1);
-        return Ok((milli.saturating_add(per - 1) / per).to_string());
+    Ok(match name {
+        "cpu" => ceil_div(quantity.milli_value(), divisor.milli_value()),
+        _ => ceil_div(quantity.value(), divisor.value()),
     }
-    let per = divisor.value().max(1);
-    let value = quantity.value();
-    Ok((value.saturating_add(per - 1) / per).to_string())
+    .to_string())
+}
+
+/// `value / per` rounded up (per at least 1).
+fn ceil_div(value: i64, per: i64) -> i64 {
+    let per = per.max(1);
+    value.div_euclid(per) + i64::from(value.rem_euclid(per) != 0)
 }
 
 /// The container's environment in order: envFrom sources, then env entries (later
-/// ones win, and `$(VAR)` in a value sees everything defined before it).
+/// ones win, and `$(VAR)` in a value sees everything defined before it, then the
+/// service variables), then the service variables no entry defined.
+///
+/// Fails while an API pod's services have not been read once (upstream waits too:
+/// a container started now would miss its service variables for good).
 pub fn container_env(
     pod: &Pod,
     container: &Container,
     ctx: &EnvContext,
     source: &dyn ConfigSource,
 ) -> Result<Vec<(String, String)>, String> {
+    let services = match &ctx.services {
+        ServiceEnv::NotSynced => {
+            return Err(
+                "services have not yet been read at least once, cannot construct envvars"
+                    .to_owned(),
+            )
+        }
+        ServiceEnv::None => None,
+        ServiceEnv::Vars(vars) => Some(vars.as_ref()),
+    };
     let namespace = pod.namespace();
     let mut env: Vec<(String, String)> = Vec::new();
     let set = |env: &mut Vec<(String, String)>, key: String, value: String| match env
@@ -218,8 +251,14 @@ pub fn container_env(
         }
     }
     for var in &container.env {
-        if let Some(value) = env_var_value(pod, container, var, &env, ctx, source)? {
+        if let Some(value) = env_var_value(pod, container, var, &env, services, ctx, source)? {
             set(&mut env, var.name.clone(), value);
+        }
+    }
+    // Explicit variables (env and envFrom) win over service ones.
+    for (key, value) in services.into_iter().flatten() {
+        if !env.iter().any(|(k, _)| k == key) {
+            env.push((key.clone(), value.clone()));
         }
     }
     Ok(env)
@@ -230,6 +269,7 @@ fn env_var_value(
     container: &Container,
     var: &EnvVar,
     defined: &[(String, String)],
+    services: Option<&BTreeMap<String, String>>,
     ctx: &EnvContext,
     source: &dyn ConfigSource,
 ) -> Result<Option<String>, String> {
@@ -239,6 +279,7 @@ fn env_var_value(
                 .iter()
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.clone())
+                .or_else(|| services.and_then(|s| s.get(name).cloned()))
         };
         return Ok(Some(expand(var.value.as_deref().unwrap_or(""), &lookup)));
     };
@@ -443,5 +484,267 @@ mod tests {
         let err =
             container_env(&pod, &container, &EnvContext::default(), &NoConfigSource).unwrap_err();
         assert!(err.contains("without an API server"), "{err}");
+    }
+
+    fn resource_env(name: &str, resource: &str, divisor: Option<&str>) -> EnvVar {
+        from(
+            name,
+            EnvVarSource {
+                resource_field_ref: Some(ResourceFieldSelector {
+                    resource: resource.into(),
+                    divisor: divisor.map(|d| Quantity::parse(d).unwrap()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn node_with(cpu: &str, memory: &str, storage: &str) -> EnvContext {
+        EnvContext {
+            node_allocatable: BTreeMap::from([
+                ("cpu".to_owned(), Quantity::parse(cpu).unwrap()),
+                ("memory".to_owned(), Quantity::parse(memory).unwrap()),
+                (
+                    "ephemeral-storage".to_owned(),
+                    Quantity::parse(storage).unwrap(),
+                ),
+                ("pods".to_owned(), Quantity::parse("110").unwrap()),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    /// One resourceFieldRef resolved for a container with `limits`/`requests`.
+    fn resolve(
+        limits: &[(&str, &str)],
+        requests: &[(&str, &str)],
+        resource: &str,
+        divisor: Option<&str>,
+    ) -> Result<String, String> {
+        let list = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Quantity::parse(v).unwrap()))
+                .collect()
+        };
+        let container = Container {
+            name: "app".into(),
+            resources: Some(ResourceRequirements {
+                limits: list(limits),
+                requests: list(requests),
+                ..Default::default()
+            }),
+            env: vec![resource_env("V", resource, divisor)],
+            ..Default::default()
+        };
+        let ctx = node_with("4", "8Gi", "100Gi");
+        let env = container_env(&Pod::default(), &container, &ctx, &Maps)?;
+        Ok(env
+            .into_iter()
+            .find(|(k, _)| k == "V")
+            .map(|(_, v)| v)
+            .unwrap_or_default())
+    }
+
+    /// name, limits, requests, resource, divisor, expected value.
+    type Case<'a> = (
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        Option<&'a str>,
+        &'a str,
+    );
+
+    #[test]
+    fn resource_field_ref_table() {
+        let cases: &[Case] = &[
+            (
+                "unset cpu limit is allocatable",
+                &[],
+                &[],
+                "limits.cpu",
+                None,
+                "4",
+            ),
+            (
+                "unset cpu limit in millicores",
+                &[],
+                &[],
+                "limits.cpu",
+                Some("1m"),
+                "4000",
+            ),
+            (
+                "unset memory limit is allocatable",
+                &[],
+                &[],
+                "limits.memory",
+                Some("1Mi"),
+                "8192",
+            ),
+            (
+                "unset storage limit is allocatable",
+                &[],
+                &[],
+                "limits.ephemeral-storage",
+                Some("1Gi"),
+                "100",
+            ),
+            (
+                "zero limit counts as unset",
+                &[("memory", "0")],
+                &[],
+                "limits.memory",
+                Some("1Gi"),
+                "8",
+            ),
+            (
+                "a set limit wins",
+                &[("cpu", "250m")],
+                &[],
+                "limits.cpu",
+                Some("1m"),
+                "250",
+            ),
+            (
+                "cpu rounds up to whole divisors",
+                &[("cpu", "250m")],
+                &[],
+                "limits.cpu",
+                None,
+                "1",
+            ),
+            (
+                "memory rounds up",
+                &[("memory", "1025Ki")],
+                &[],
+                "limits.memory",
+                Some("1Mi"),
+                "2",
+            ),
+            (
+                "zero divisor means one",
+                &[("memory", "64Mi")],
+                &[],
+                "limits.memory",
+                Some("0"),
+                "67108864",
+            ),
+            ("unset request is zero", &[], &[], "requests.cpu", None, "0"),
+            (
+                "unset memory request is zero",
+                &[],
+                &[],
+                "requests.memory",
+                None,
+                "0",
+            ),
+            (
+                "a set request",
+                &[],
+                &[("memory", "32Mi")],
+                "requests.memory",
+                Some("1Mi"),
+                "32",
+            ),
+            (
+                "hugepages limits are not defaulted",
+                &[],
+                &[],
+                "limits.hugepages-2Mi",
+                None,
+                "0",
+            ),
+            (
+                "hugepages limits are read",
+                &[("hugepages-2Mi", "4Mi")],
+                &[],
+                "limits.hugepages-2Mi",
+                Some("2Mi"),
+                "2",
+            ),
+        ];
+        for (name, limits, requests, resource, divisor, want) in cases {
+            let got = resolve(limits, requests, resource, *divisor);
+            assert_eq!(got.as_deref(), Ok(*want), "case {name}");
+        }
+        for bad in [
+            "limits.pods",
+            "requests.nvidia.com/gpu",
+            "cpu",
+            "status.cpu",
+        ] {
+            let err = resolve(&[], &[], bad, None).unwrap_err();
+            assert!(
+                err.contains("unsupported container resource"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn service_variables_come_after_explicit_env_which_wins() {
+        let container = Container {
+            name: "app".into(),
+            env: vec![
+                var("WEB_SERVICE_HOST", "mine"),
+                var("ADDR", "$(WEB_SERVICE_PORT)/$(NOPE)"),
+            ],
+            env_from: vec![EnvFromSource {
+                prefix: Some("WEB_".into()),
+                config_map_ref: Some(OptionalNameRef {
+                    name: Some("settings".into()),
+                    optional: None,
+                }),
+                secret_ref: None,
+            }],
+            ..Default::default()
+        };
+        let services = BTreeMap::from([
+            ("WEB_SERVICE_HOST".to_owned(), "10.0.0.2".to_owned()),
+            ("WEB_SERVICE_PORT".to_owned(), "80".to_owned()),
+            ("WEB_MODE".to_owned(), "from-service".to_owned()),
+        ]);
+        let ctx = EnvContext {
+            services: ServiceEnv::Vars(std::sync::Arc::new(services)),
+            ..Default::default()
+        };
+        let env = container_env(&Pod::default(), &container, &ctx, &Maps).unwrap();
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            ["WEB_MODE", "WEB_SERVICE_HOST", "ADDR", "WEB_SERVICE_PORT"],
+            "explicit entries first, then the service ones not defined"
+        );
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("WEB_SERVICE_HOST"), Some("mine"), "env wins");
+        assert_eq!(get("WEB_MODE"), Some("fast"), "envFrom wins");
+        assert_eq!(
+            get("ADDR"),
+            Some("80/$(NOPE)"),
+            "values expand service variables"
+        );
+        assert_eq!(get("WEB_SERVICE_PORT"), Some("80"));
+    }
+
+    #[test]
+    fn containers_cannot_be_configured_before_services_synced() {
+        let ctx = EnvContext {
+            services: ServiceEnv::NotSynced,
+            ..Default::default()
+        };
+        let err = container_env(&Pod::default(), &Container::default(), &ctx, &Maps).unwrap_err();
+        assert!(err.contains("services have not yet been read"), "{err}");
+        // Standalone: no service variables, no waiting.
+        let env = container_env(
+            &Pod::default(),
+            &Container::default(),
+            &EnvContext::default(),
+            &Maps,
+        )
+        .unwrap();
+        assert!(env.is_empty());
     }
 }

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod container;
 pub mod dns;
 pub mod env;
+pub mod envvars;
 pub mod gc;
 pub mod hash;
 pub mod hooks;

@@ -4,10 +4,14 @@
 //! thread and sends [`PodUpdate`]s on a crossbeam channel to the sync loop. The kinds of
 //! update follow the upstream kubelet's config package: a source tracks what it sent
 //! before, so the sync loop only sees changes, already classified.
+//!
+//! `services` is not a pod source: it keeps the cluster's Services in a store that
+//! the container environment reads (service variables).
 
 pub mod apiserver;
 pub mod file;
 pub mod merge;
+pub mod services;
 
 use crate::api::pod::Pod;
 

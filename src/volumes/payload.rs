@@ -321,6 +321,62 @@ mod tests {
     }
 
     #[test]
+    fn downward_limits_of_a_container_without_limits_are_node_allocatable() {
+        let mut pod = Pod::default();
+        pod.spec.containers.push(Container {
+            name: "app".into(),
+            ..Default::default()
+        });
+        pod.spec.containers.push(Container {
+            name: "zero".into(),
+            resources: Some(ResourceRequirements {
+                limits: BTreeMap::from([("cpu".to_owned(), Quantity::parse("0").unwrap())]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let item =
+            |path: &str, container: &str, resource: &str, divisor: &str| DownwardApiVolumeFile {
+                path: path.into(),
+                resource_field_ref: Some(ResourceFieldSelector {
+                    container_name: Some(container.into()),
+                    resource: resource.into(),
+                    divisor: Some(Quantity::parse(divisor).unwrap()),
+                }),
+                ..Default::default()
+            };
+        let items = vec![
+            item("cpu", "app", "limits.cpu", "1m"),
+            item("mem", "app", "limits.memory", "1Mi"),
+            item("disk", "app", "limits.ephemeral-storage", "1Gi"),
+            item("req", "app", "requests.memory", "1"),
+            item("zero-cpu", "zero", "limits.cpu", "1"),
+        ];
+        let node = EnvContext {
+            node_allocatable: BTreeMap::from([
+                ("cpu".to_owned(), Quantity::parse("3500m").unwrap()),
+                ("memory".to_owned(), Quantity::parse("2Gi").unwrap()),
+                (
+                    "ephemeral-storage".to_owned(),
+                    Quantity::parse("20Gi").unwrap(),
+                ),
+            ]),
+            ..Default::default()
+        };
+        let p = downward(&pod, &items, 0o644, &node).unwrap();
+        let text = |k: &str| String::from_utf8_lossy(&p[k].data).into_owned();
+        assert_eq!(text("cpu"), "3500");
+        assert_eq!(text("mem"), "2048");
+        assert_eq!(text("disk"), "20");
+        assert_eq!(text("req"), "0", "requests are not defaulted");
+        assert_eq!(
+            text("zero-cpu"),
+            "4",
+            "a zero limit reads as allocatable, rounded up"
+        );
+    }
+
+    #[test]
     fn merge_refuses_duplicates() {
         let mut a = Payload::new();
         let file = FileProjection {

@@ -240,7 +240,8 @@ impl FakeApi {
 
     // ---- objects, as a scheduler or user would write them ----
 
-    /// Creates an object of `resource` (pods, nodes, leases, events, configmaps, secrets).
+    /// Creates an object of `resource` (pods, services, nodes, leases, events, configmaps,
+    /// secrets).
     pub fn create(&self, resource: &str, namespace: &str, obj: Value) -> Value {
         let kind = store::kind(resource);
         lock(&self.shared.store)

@@ -66,8 +66,9 @@ const fn core(
     }
 }
 
-pub static KINDS: [Kind; 6] = [
+pub static KINDS: [Kind; 7] = [
     core("pods", "Pod", true, true),
+    core("services", "Service", true, true),
     core("nodes", "Node", false, true),
     core("events", "Event", true, false),
     core("configmaps", "ConfigMap", true, false),

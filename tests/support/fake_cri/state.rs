@@ -275,6 +275,17 @@ impl FakeState {
         self.sandboxes.values().map(|s| s.config.clone()).collect()
     }
 
+    /// The environment a container was created with, in order.
+    pub fn container_envs(&self, id: &str) -> Option<Vec<(String, String)>> {
+        self.containers.get(id).map(|c| {
+            c.config
+                .envs
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect()
+        })
+    }
+
     /// The resources last applied to a container.
     pub fn container_resources(&self, id: &str) -> Option<pb::LinuxContainerResources> {
         self.containers.get(id).map(|c| c.resources.clone())
