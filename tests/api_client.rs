@@ -178,7 +178,8 @@ fn errors_map_to_variants() {
     let e = client.create(&paths::pods("default"), &pod).unwrap_err();
     assert!(e.is_already_exists(), "{e}");
 
-    // A uid in a patch that is not the object's: 409 precondition.
+    // A uid in a patch that is not the object's: 422, as the real server answers
+    // (the uid is immutable; see tests/api_agreement.rs).
     let e = client
         .patch::<Pod>(
             &paths::pod_status("default", "a"),
@@ -186,8 +187,8 @@ fn errors_map_to_variants() {
             &json!({"metadata": {"uid": "other"}, "status": {"phase": "Running"}}),
         )
         .unwrap_err();
-    assert!(e.is_conflict(), "{e}");
-    assert!(e.to_string().contains("Precondition failed: UID"), "{e}");
+    assert_eq!(e.status_code(), Some(422), "{e}");
+    assert!(e.to_string().contains("field is immutable"), "{e}");
 
     // A forced conflict on the next write only.
     fake.conflict_next_write("/api/v1/namespaces/default/pods/a/status");
