@@ -55,13 +55,16 @@ fn running(node: &RealNode, name: &str) -> Value {
 /// The log of container `container` of pod `name`, once it contains `marker`.
 fn log_with(node: &RealNode, name: &str, container: &str, marker: &str) -> String {
     let mut log = String::new();
-    node.wait_for(&format!("{marker:?} in the log of {name}/{container}"), || {
-        let out = node
-            .cp
-            .kubectl(&["logs", "-n", &node.name, name, "-c", container]);
-        log = String::from_utf8_lossy(&out.stdout).into_owned();
-        log.contains(marker)
-    });
+    node.wait_for(
+        &format!("{marker:?} in the log of {name}/{container}"),
+        || {
+            let out = node
+                .cp
+                .kubectl(&["logs", "-n", &node.name, name, "-c", container]);
+            log = String::from_utf8_lossy(&out.stdout).into_owned();
+            log.contains(marker)
+        },
+    );
     log
 }
 
@@ -88,44 +91,78 @@ fn admission_sees_the_node_labels_for_affinity_and_selectors() {
 
     running(&node, "on-host");
     running(&node, "selected");
-    let p = node.wait_pod(&node.name, "elsewhere", "rejected", |p| phase(p) == "Failed");
+    let p = node.wait_pod(&node.name, "elsewhere", "rejected", |p| {
+        phase(p) == "Failed"
+    });
     assert_eq!(p["status"]["reason"], "NodeAffinity", "{}", p["status"]);
 }
 
 #[test]
-fn prestop_http_hook_reaches_its_handler_when_the_pod_is_deleted() {
-    let test = "prestop_http_hook_reaches_its_handler_when_the_pod_is_deleted";
+fn prestop_http_hooks_without_a_host_reach_the_pod_ip_when_the_pod_is_deleted() {
+    let test = "prestop_http_hooks_without_a_host_reach_the_pod_ip_when_the_pod_is_deleted";
     let Some(node) = node(test, "rc-prestop", &[]) else {
         return;
     };
-    // The handler answers every request and prints it (busybox nc, one at a time).
-    create(
-        &node,
-        &pod(
-            &node,
-            "handler",
-            "while true; do printf 'HTTP/1.0 200 OK\\r\\n\\r\\nok' | nc -l -p 8080; done",
-        ),
-    );
-    let handler = running(&node, "handler");
-    let handler_ip = handler["status"]["podIP"]
-        .as_str()
-        .expect("handler pod IP")
-        .to_owned();
-    let mut hooked = pod(&node, "hooked", "sleep 3600");
-    hooked["spec"]["containers"][0]["lifecycle"] = json!({"preStop": {"httpGet": {
-        "host": handler_ip, "port": 8080, "path": "/echo?msg=prestop"}}});
-    create(&node, &hooked);
+    // Upstream's e2e shape: the hooks name no host, so they go to the pod's own IP,
+    // where a sidecar answers and records each request (here in hostPath files, as
+    // the pod is gone when the test reads them). A regular container and a
+    // restartable init container both carry a preStop hook; the receiver is the
+    // first sidecar, so it is stopped last.
+    let record = node.dir().join("hook-requests");
+    std::fs::create_dir_all(&record).expect("record dir");
+    // busybox nc serves one connection at a time: one port per hook, since both
+    // hooks run at once when the pod is deleted.
+    let hook =
+        |port: u16, path: &str| json!({"preStop": {"httpGet": {"port": port, "path": path}}});
+    let mut p = pod(&node, "hooked", "sleep 3600");
+    p["spec"]["containers"][0]["lifecycle"] = hook(8080, "/echo?msg=prestop");
+    p["spec"]["initContainers"] = json!([
+        {"name": "receiver", "image": BUSYBOX, "restartPolicy": "Always",
+         "command": ["sh", "-c", "trap 'exit 0' TERM; for port in 8080 8081; do \
+            (while true; do printf 'HTTP/1.0 200 OK\\r\\n\\r\\nok' | nc -l -p $port >> /record/requests-$port; done) & \
+            done; wait"],
+         "volumeMounts": [{"name": "record", "mountPath": "/record"}]},
+        {"name": "hooked-sidecar", "image": BUSYBOX, "restartPolicy": "Always",
+         "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+         "lifecycle": hook(8081, "/echo?msg=sidecar-prestop")}
+    ]);
+    p["spec"]["volumes"] =
+        json!([{"name": "record", "hostPath": {"path": record.display().to_string()}}]);
+    p["spec"]["terminationGracePeriodSeconds"] = json!(15);
+    create(&node, &p);
     running(&node, "hooked");
     node.cp
         .delete(&format!("/api/v1/namespaces/{}/pods/hooked", node.name));
-    let log = log_with(&node, "handler", "main", "GET /echo?msg=prestop");
-    assert!(log.contains("GET /echo?msg=prestop HTTP/1.1"), "{log}");
     node.wait_for("the hooked pod gone", || {
         node.cp
             .get(&format!("/api/v1/namespaces/{}/pods/hooked", node.name))
             .is_none()
     });
+    let requests = ["requests-8080", "requests-8081"]
+        .iter()
+        .map(|f| std::fs::read_to_string(record.join(f)).unwrap_or_default())
+        .collect::<String>();
+    let kill_log: Vec<String> = node
+        .log()
+        .lines()
+        .filter(|l| l.contains("hook") || l.contains("kill") || l.contains("Kill"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        requests.contains("GET /echo?msg=prestop HTTP/1.1"),
+        "{requests}\n{}",
+        kill_log.join("\n")
+    );
+    assert!(
+        requests.contains("GET /echo?msg=sidecar-prestop HTTP/1.1"),
+        "{requests}\n{}",
+        node.tail()
+    );
+    assert!(
+        !node.log().contains("FailedPreStopHook"),
+        "a hook failed:\n{}",
+        node.tail()
+    );
 }
 
 #[test]
@@ -134,9 +171,7 @@ fn termination_messages_come_from_the_file_or_the_log_tail_on_failure() {
     let Some(node) = node(test, "rc-termmsg", &[]) else {
         return;
     };
-    let container = |name: &str, script: &str| {
-        json!({"name": name, "image": BUSYBOX, "command": ["sh", "-c", script]})
-    };
+    let container = |name: &str, script: &str| json!({"name": name, "image": BUSYBOX, "command": ["sh", "-c", script]});
     let mut p = pod(&node, "msgs", "");
     p["spec"]["restartPolicy"] = json!("Never");
     let mut nonroot = container("nonroot", "printf DONE > /dev/termination-log; exit 1");
@@ -154,7 +189,8 @@ fn termination_messages_come_from_the_file_or_the_log_tail_on_failure() {
             .iter()
             .all(|c| container_status(p, c).is_some_and(|s| s["state"]["terminated"].is_object()))
     });
-    let message = |c: &str| container_status(&p, c).expect(c)["state"]["terminated"]["message"].clone();
+    let message =
+        |c: &str| container_status(&p, c).expect(c)["state"]["terminated"]["message"].clone();
     assert_eq!(message("nonroot"), "DONE");
     assert_eq!(message("custom"), "CUSTOM");
     assert_eq!(message("from-logs"), "first\nLAST");
@@ -167,13 +203,21 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
     let Some(node) = node(test, "rc-hosts", &[]) else {
         return;
     };
-    let mut p = pod(&node, "named", "cat /etc/hosts; echo HOST=$(hostname); sleep 3600");
+    let mut p = pod(
+        &node,
+        "named",
+        "cat /etc/hosts; echo HOST=$(hostname); sleep 3600",
+    );
     p["spec"]["hostname"] = json!("web");
     p["spec"]["subdomain"] = json!("sub");
-    p["spec"]["hostAliases"] = json!([{"ip": "192.0.2.7", "hostnames": ["foo.local", "bar.local"]}]);
+    p["spec"]["hostAliases"] =
+        json!([{"ip": "192.0.2.7", "hostnames": ["foo.local", "bar.local"]}]);
     create(&node, &p);
     let running = running(&node, "named");
-    let ip = running["status"]["podIP"].as_str().expect("pod IP").to_owned();
+    let ip = running["status"]["podIP"]
+        .as_str()
+        .expect("pod IP")
+        .to_owned();
     let log = log_with(&node, "named", "main", "HOST=");
     assert!(log.starts_with("# Kubernetes-managed hosts file."), "{log}");
     assert!(log.contains("127.0.0.1\tlocalhost"), "{log}");
@@ -181,7 +225,10 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
         log.contains(&format!("{ip}\tweb.sub.rc-hosts.svc.cluster.local\tweb")),
         "{log}"
     );
-    assert!(log.contains("# Entries added by HostAliases.\n192.0.2.7\tfoo.local\tbar.local"), "{log}");
+    assert!(
+        log.contains("# Entries added by HostAliases.\n192.0.2.7\tfoo.local\tbar.local"),
+        "{log}"
+    );
     assert!(log.contains("HOST=web"), "{log}");
 
     // A host-network pod gets the node's hosts file plus its aliases.
@@ -191,7 +238,10 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
     create(&node, &host);
     let log = log_with(&node, "hostnet", "main", "END");
     let node_hosts = std::fs::read_to_string("/etc/hosts").expect("node hosts file");
-    assert!(log.starts_with("# Kubernetes-managed hosts file (host network)."), "{log}");
+    assert!(
+        log.starts_with("# Kubernetes-managed hosts file (host network)."),
+        "{log}"
+    );
     assert!(log.contains(node_hosts.trim_end()), "{log}");
     assert!(log.contains("192.0.2.8\tbaz.local"), "{log}");
 }
@@ -227,7 +277,10 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
         &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "front-end"},
                 "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
     );
-    let cluster_ip = svc["spec"]["clusterIP"].as_str().expect("cluster IP").to_owned();
+    let cluster_ip = svc["spec"]["clusterIP"]
+        .as_str()
+        .expect("cluster IP")
+        .to_owned();
     let kubernetes = node
         .cp
         .get("/api/v1/namespaces/default/services/kubernetes")
@@ -244,10 +297,16 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
     create(&node, &links_off);
 
     let log = log_with(&node, "env", "main", "END");
-    assert!(log.contains(&format!("FRONT_END_SERVICE_HOST={cluster_ip}\n")), "{log}");
+    assert!(
+        log.contains(&format!("FRONT_END_SERVICE_HOST={cluster_ip}\n")),
+        "{log}"
+    );
     assert!(log.contains("FRONT_END_SERVICE_PORT=80\n"), "{log}");
     assert!(log.contains("FRONT_END_SERVICE_PORT_HTTP=80\n"), "{log}");
-    assert!(log.contains(&format!("FRONT_END_PORT=tcp://{cluster_ip}:80\n")), "{log}");
+    assert!(
+        log.contains(&format!("FRONT_END_PORT=tcp://{cluster_ip}:80\n")),
+        "{log}"
+    );
     assert!(
         log.contains(&format!(
             "KUBERNETES_SERVICE_HOST={}\n",
@@ -257,15 +316,22 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
     );
     let n = node.node_object().expect("node");
     let memory = litelet::api::quantity::Quantity::parse(
-        n["status"]["allocatable"]["memory"].as_str().expect("allocatable memory"),
+        n["status"]["allocatable"]["memory"]
+            .as_str()
+            .expect("allocatable memory"),
     )
     .expect("memory quantity");
     let cpu = litelet::api::quantity::Quantity::parse(
-        n["status"]["allocatable"]["cpu"].as_str().expect("allocatable cpu"),
+        n["status"]["allocatable"]["cpu"]
+            .as_str()
+            .expect("allocatable cpu"),
     )
     .expect("cpu quantity");
     assert!(log.contains(&format!("MEM={}\n", memory.value())), "{log}");
-    assert!(log.contains(&format!("CPU={}\n", cpu.milli_value())), "{log}");
+    assert!(
+        log.contains(&format!("CPU={}\n", cpu.milli_value())),
+        "{log}"
+    );
 
     let log = log_with(&node, "nolinks", "main", "END");
     assert!(log.contains("KUBERNETES_SERVICE_HOST="), "{log}");
@@ -326,7 +392,8 @@ fn unsafe_sysctls_fail_the_pod_at_admission() {
         return;
     };
     let mut unsafe_pod = pod(&node, "unsafe", "sleep 3600");
-    unsafe_pod["spec"]["securityContext"] = json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}]});
+    unsafe_pod["spec"]["securityContext"] =
+        json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}]});
     create(&node, &unsafe_pod);
     let mut safe = pod(&node, "safe", "sleep 3600");
     safe["spec"]["securityContext"] =
@@ -347,6 +414,7 @@ fn empty_dirs_are_world_writable_and_shared_with_the_fs_group() {
         &node,
         "dirs",
         "ls -ldn /disk /mem | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
+         ls -ldn /sub | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
          echo new > /sub/file; ls -ln /sub/file | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
          echo END; sleep 3600",
     );
@@ -362,11 +430,18 @@ fn empty_dirs_are_world_writable_and_shared_with_the_fs_group() {
     ]);
     create(&node, &p);
     let log = log_with(&node, "dirs", "main", "END");
-    let lines: Vec<&str> = log.lines().take(3).collect();
-    // A file made in a subPath the kubelet created belongs to the fsGroup too.
+    let lines: Vec<&str> = log.lines().take(4).collect();
+    // A subPath the kubelet creates has the volume root's mode (upstream's e2e
+    // "nonexistent volume subPath should have the correct mode and owner using
+    // FSGroup"), and a file made there belongs to the fsGroup too.
     assert_eq!(
         lines,
-        ["drwxrwsrwx 1234", "drwxrwsrwx 1234", "-rw-r--r-- 1234"],
+        [
+            "drwxrwsrwx 1234",
+            "drwxrwsrwx 1234",
+            "drwxrwsrwx 1234",
+            "-rw-r--r-- 1234"
+        ],
         "{log}"
     );
 }
@@ -382,16 +457,30 @@ fn a_pod_gone_from_the_api_costs_no_status_retries() {
     // Force deletion removes the pod from the API at once; the Node authorizer then
     // answers 403 for it, which means gone, not "retry".
     let out = node.cp.kubectl(&[
-        "delete", "pod", "doomed", "-n", &node.name, "--grace-period=0", "--force",
+        "delete",
+        "pod",
+        "doomed",
+        "-n",
+        &node.name,
+        "--grace-period=0",
+        "--force",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::thread::sleep(std::time::Duration::from_secs(15));
     let log = node.log();
     let retries = log
         .lines()
         .filter(|l| l.contains("doomed") && l.contains("not synced, retrying"))
         .count();
-    assert!(retries <= 1, "status retries for a gone pod: {retries}\n{}", node.tail());
+    assert!(
+        retries <= 1,
+        "status retries for a gone pod: {retries}\n{}",
+        node.tail()
+    );
     // The node stays healthy and its lease keeps being renewed.
     let n = node.node_object().expect("node");
     assert_eq!(condition(&n["status"], "Ready"), Some("True"));

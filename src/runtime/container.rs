@@ -4,8 +4,11 @@
 //!
 //! Pure: the caller resolves the image, prepares the termination-log file and the
 //! volume directories, and passes them in [`ContainerContext`]. A failure is the
-//! message of a CreateContainerConfigError. The one file-system access: subPath
-//! components are resolved (read only) to refuse symlinks that leave the volume.
+//! message of a CreateContainerConfigError. The file-system accesses, both for
+//! subPath mounts: components are resolved to refuse symlinks that leave the volume,
+//! and a missing subPath directory is created with the volume root's mode (setgid and
+//! sticky bits included), as upstream's makeMounts does, so an fsGroup volume stays
+//! group-writable below a subPath (the runtime would make it 0755).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -230,6 +233,38 @@ pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
     Ok(current)
 }
 
+/// Creates the missing directories of `path` (inside volume `base`) with the mode of
+/// the volume's root. A volume that is not there yet (a test's fake) is left alone.
+fn ensure_sub_path_dir(base: &Path, path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        return Ok(());
+    }
+    let Ok(root) = std::fs::metadata(base) else {
+        return Ok(());
+    };
+    let mode = root.permissions().mode() & 0o7777;
+    let Ok(real_base) = std::fs::canonicalize(base) else {
+        return Ok(());
+    };
+    let Ok(below) = path.strip_prefix(&real_base) else {
+        return Ok(());
+    };
+    let mut current = real_base;
+    for part in below.components() {
+        current.push(part);
+        if current.exists() {
+            continue;
+        }
+        std::fs::create_dir(&current)
+            .and_then(|()| {
+                std::fs::set_permissions(&current, std::fs::Permissions::from_mode(mode))
+            })
+            .map_err(|e| format!("cannot create subPath {}: {e}", current.display()))?;
+    }
+    Ok(())
+}
+
 fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb::Mount>, String> {
     let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let mut mounts = Vec::new();
@@ -246,7 +281,11 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
             _ => None,
         };
         let host_path = match sub_path {
-            Some(sub) => join_inside(base, &sub)?,
+            Some(sub) => {
+                let path = join_inside(base, &sub)?;
+                ensure_sub_path_dir(base, &path)?;
+                path
+            }
             None => base.clone(),
         };
         // Volumes the kubelet writes (configMap, secret, ...) are never writable.
@@ -525,6 +564,26 @@ mod tests {
         container.volume_mounts[0].name = "missing".into();
         let err = build(&pod_with(container), &volumes).unwrap_err();
         assert!(err.contains("volume \"missing\" is not available"), "{err}");
+    }
+
+    #[test]
+    fn missing_sub_path_dirs_get_the_volume_root_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("vol");
+        std::fs::create_dir(&vol).unwrap();
+        std::fs::set_permissions(&vol, std::fs::Permissions::from_mode(0o3777)).unwrap();
+        let target = join_inside(&vol, "a/b").unwrap();
+        ensure_sub_path_dir(&vol, &target).unwrap();
+        for made in [target.parent().unwrap(), target.as_path()] {
+            let mode = std::fs::metadata(made).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o3777, "{}", made.display());
+        }
+        // An existing subPath is left as it is.
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+        ensure_sub_path_dir(&vol, &target).unwrap();
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]
