@@ -336,6 +336,25 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
     let log = log_with(&node, "nolinks", "main", "END");
     assert!(log.contains("KUBERNETES_SERVICE_HOST="), "{log}");
     assert!(!log.contains("FRONT_END_"), "{log}");
+
+    // Without --cluster-dns, a ClusterFirst pod gets one MissingClusterDNS event,
+    // not one per sync (the node syncs every 10 s here).
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let out = node.cp.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &ns,
+        "--field-selector",
+        "involvedObject.name=env,reason=MissingClusterDNS",
+        "-o",
+        "json",
+    ]);
+    let events: Value = serde_json::from_slice(&out.stdout).expect("events json");
+    let items = events["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1, "{events}");
+    assert_eq!(items[0]["count"].as_i64().unwrap_or(1), 1, "{events}");
+    assert_eq!(items[0]["type"], "Warning");
 }
 
 #[test]
