@@ -9,6 +9,7 @@
 //! the container environment reads (service variables).
 
 pub mod apiserver;
+pub mod checkpoint;
 pub mod file;
 pub mod merge;
 pub mod services;
