@@ -184,6 +184,12 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_api_burst: u32,
 
+    /// Keep a node-local checkpoint of the API server's pods (and Services) under
+    /// the root dir, and run the pods from it when litelet starts while the API
+    /// server is unreachable (edge autonomy). Secrets are never written to it.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub checkpoint_api_pods: bool,
+
     /// Sustained Event writes per second, with a rate limit of their own so a burst
     /// of events does not delay pod statuses.
     #[arg(long, value_name = "QPS", default_value_t = 50.0)]

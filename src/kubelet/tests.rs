@@ -191,7 +191,12 @@ fn quiet() {
 impl Harness {
     fn config(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
         self.kubelet
-            .handle(Event::Config(PodUpdate { pods, op, source }));
+            .handle(Event::Config(PodUpdate {
+                pods,
+                op,
+                source,
+                provisional: false,
+            }));
     }
 
     fn pleg(&mut self, uid: &str, kind: PodLifecycleEventType) {
@@ -512,6 +517,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
             pods: vec![pod(&format!("s{i:02}"))],
             op: PodOperation::Add,
             source: SOURCE_API,
+            provisional: false,
         };
         updates_tx.send(update).unwrap();
     }
@@ -523,6 +529,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
         pods: vec![pod("s07")],
         op: PodOperation::Remove,
         source: SOURCE_API,
+        provisional: false,
     };
     updates_tx.send(removal).unwrap();
     wait("the removal in the snapshot", || {

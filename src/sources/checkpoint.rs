@@ -48,6 +48,42 @@ pub const SERVICES: Kind = Kind {
     version: 1,
 };
 
+/// Where a source thread keeps its checkpoint; `None` in its options turns
+/// checkpointing off (`--checkpoint-api-pods=false`, or no root dir in tests).
+#[derive(Clone, Debug)]
+pub struct CheckpointSpec {
+    /// `--root-dir`; the files go under its [`CHECKPOINT_DIR`].
+    pub root_dir: PathBuf,
+    /// This node's name (written into the file, checked on load).
+    pub node: String,
+    pub debounce: writer::Debounce,
+}
+
+impl CheckpointSpec {
+    pub fn new(root_dir: &Path, node: &str) -> Self {
+        CheckpointSpec {
+            root_dir: root_dir.to_owned(),
+            node: node.to_owned(),
+            debounce: writer::Debounce::default(),
+        }
+    }
+
+    /// Starts the writer thread of `kind` (named `ckpt-<kind>`).
+    pub fn start<V: Serialize + Send + 'static>(
+        &self,
+        kind: Kind,
+    ) -> std::io::Result<(CheckpointFile, writer::Writer<V>)> {
+        let file = CheckpointFile::new(&self.root_dir, kind);
+        let (w, _thread) = writer::spawn(
+            &format!("ckpt-{}", kind.name),
+            file.clone(),
+            self.node.clone(),
+            self.debounce,
+        )?;
+        Ok((file, w))
+    }
+}
+
 /// What a checkpoint holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Contents<V> {

@@ -43,4 +43,8 @@ pub struct PodUpdate {
     pub op: PodOperation,
     /// [`SOURCE_API`] or [`SOURCE_FILE`].
     pub source: &'static str,
+    /// The pods come from the source's checkpoint, not from the source itself (the
+    /// API server has not answered since start-up): run them, but kill nothing the
+    /// checkpoint may have missed until a real update arrives.
+    pub provisional: bool,
 }
