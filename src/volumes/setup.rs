@@ -3,6 +3,12 @@
 //! check. Every step is idempotent: run again, it refreshes content atomically and
 //! leaves existing mounts alone.
 //!
+//! When the API server cannot be reached (edge autonomy: litelet restarted while cut
+//! off), a configMap, secret or projected volume whose earlier set-up is still
+//! complete on this node (its `..data` link resolves) is reused as it is; without
+//! one (after a reboot, secrets and tokens are gone with their tmpfs), the set-up
+//! fails with [`VolumeError::Unreachable`] and the pod waits for the API server.
+//!
 //! Runs on the pod worker's thread inside `VolumeManager::setup_pod`.
 
 use std::fs;
@@ -105,6 +111,17 @@ fn share_with_group(dir: &Path, fs_group: Option<u32>, mode: u32) -> Result<(), 
         .map_err(|e| VolumeError::io("chmod", dir, e))
 }
 
+/// True when `err` says the API server could not be reached (not a refusal, not a
+/// missing object).
+fn api_unreachable(err: &VolumeError) -> bool {
+    match err {
+        VolumeError::Fetch { source, .. } | VolumeError::Token { source, .. } => {
+            super::cache::is_transient(source)
+        }
+        _ => false,
+    }
+}
+
 fn service_account(pod: &Pod) -> &str {
     pod.spec
         .service_account_name
@@ -139,27 +156,39 @@ impl VolumeManager {
             Source::ConfigMap(src) => {
                 let cm = src.name.as_deref().unwrap_or("");
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self.key_files(
-                    pod,
-                    ObjectKind::ConfigMap,
-                    cm,
-                    &src.items,
-                    mode,
-                    src.optional,
-                )?;
+                let files = self
+                    .key_files(
+                        pod,
+                        ObjectKind::ConfigMap,
+                        cm,
+                        &src.items,
+                        mode,
+                        src.optional,
+                    )
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_CONFIG_MAP, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_CONFIG_MAP, name);
+                };
                 self.write_files(uid, PLUGIN_CONFIG_MAP, name, false, &files, fs_group)
             }
             Source::Secret(src) => {
                 let secret = src.secret_name.as_deref().unwrap_or("");
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self.key_files(
-                    pod,
-                    ObjectKind::Secret,
-                    secret,
-                    &src.items,
-                    mode,
-                    src.optional,
-                )?;
+                let files = self
+                    .key_files(
+                        pod,
+                        ObjectKind::Secret,
+                        secret,
+                        &src.items,
+                        mode,
+                        src.optional,
+                    )
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_SECRET, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_SECRET, name);
+                };
                 self.write_files(uid, PLUGIN_SECRET, name, true, &files, fs_group)
             }
             Source::DownwardApi(src) => {
@@ -168,11 +197,40 @@ impl VolumeManager {
                 self.write_files(uid, PLUGIN_DOWNWARD_API, name, true, &files, fs_group)
             }
             Source::Projected(src) => {
-                let files = self.projected_files(pod, src)?;
+                let files = self
+                    .projected_files(pod, src)
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_PROJECTED, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_PROJECTED, name);
+                };
                 self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
             }
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
         }
+    }
+
+    /// After `err` reading a volume's content: `Ok(None)` keeps the volume's earlier,
+    /// complete set-up when the API server was unreachable; otherwise the error.
+    fn earlier_setup(
+        &self,
+        uid: &str,
+        plugin: &str,
+        name: &str,
+        err: VolumeError,
+    ) -> Result<Option<Payload>, VolumeError> {
+        if !api_unreachable(&err) {
+            return Err(err);
+        }
+        let dir = volume_dir(&self.root, uid, plugin, name)?;
+        // `exists` follows the link: the timestamped data directory must be there.
+        if dir.join(atomic::DATA_LINK).exists() {
+            log::warn!("volume {name} of pod {uid}: {err}; keeping its earlier content");
+            return Ok(None);
+        }
+        Err(VolumeError::Unreachable {
+            source: Box::new(err),
+        })
     }
 
     fn empty_dir(
