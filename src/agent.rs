@@ -290,7 +290,12 @@ pub fn run(
             checkpoint: checkpoint.clone(),
             ..sources::apiserver::Options::new(&node)
         };
-        sources::apiserver::spawn_with(client.clone(), options, updates_tx.clone(), shutdown.clone())?;
+        sources::apiserver::spawn_with(
+            client.clone(),
+            options,
+            updates_tx.clone(),
+            shutdown.clone(),
+        )?;
         expected.insert(SOURCE_API);
     }
     drop(updates_tx);

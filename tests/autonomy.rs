@@ -101,7 +101,9 @@ fn restarted_while_cut_off_litelet_runs_checkpointed_pods_then_catches_up() {
             .is_ok_and(|t| ["keep-a", "keep-b", "doomed"].iter().all(|n| t.contains(n)))
     });
     let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(&checkpoint).expect("checkpoint").permissions(),
+        &std::fs::metadata(&checkpoint)
+            .expect("checkpoint")
+            .permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
 

@@ -329,7 +329,9 @@ impl Watcher {
             .filter(|(uid, pod)| {
                 let ok = pod.uid() == uid && pod.spec.node_name.as_deref() == Some(node.as_str());
                 if !ok {
-                    log::warn!("api-watch: checkpoint entry {uid} is not a pod of this node; skipped");
+                    log::warn!(
+                        "api-watch: checkpoint entry {uid} is not a pod of this node; skipped"
+                    );
                 }
                 ok
             })

@@ -147,7 +147,8 @@ pub fn decode<V: DeserializeOwned>(kind: Kind, bytes: &[u8]) -> Result<Contents<
         .iter()
         .position(|b| *b == b'\n')
         .ok_or_else(|| corrupt("no header line"))?;
-    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| corrupt("header is not text"))?;
+    let header =
+        std::str::from_utf8(&bytes[..newline]).map_err(|_| corrupt("header is not text"))?;
     let (format, sum) = header
         .rsplit_once(' ')
         .ok_or_else(|| corrupt("header has no checksum"))?;
@@ -305,10 +306,18 @@ mod tests {
         fs::write(file.path(), &bytes).unwrap();
         let err = file.load::<String>("n1").unwrap_err();
         assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err}");
-        for garbage in [&b""[..], b"no newline", b"litelet-api-pods v1\n{}", b"\xff\xfe\n{}"] {
+        for garbage in [
+            &b""[..],
+            b"no newline",
+            b"litelet-api-pods v1\n{}",
+            b"\xff\xfe\n{}",
+        ] {
             fs::write(file.path(), garbage).unwrap();
             assert!(
-                matches!(file.load::<String>("n1"), Err(CheckpointError::Corrupt { .. })),
+                matches!(
+                    file.load::<String>("n1"),
+                    Err(CheckpointError::Corrupt { .. })
+                ),
                 "{garbage:?}"
             );
         }
@@ -351,6 +360,9 @@ mod tests {
         fs::write(&tmp, b"litelet-api-pods v1 00").unwrap();
         assert_eq!(file.load::<String>("n1").unwrap(), Some(contents("n1")));
         file.store(&contents("n1")).unwrap();
-        assert!(!tmp.exists(), "the next write reuses and renames the temp file");
+        assert!(
+            !tmp.exists(),
+            "the next write reuses and renames the temp file"
+        );
     }
 }

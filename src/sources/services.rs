@@ -217,7 +217,10 @@ impl Watcher {
             list.metadata.resource_version
         );
         if let Some(((_, writer), _)) = &self.checkpoint {
-            let items = services.iter().map(|s| (service_key(s), s.clone())).collect();
+            let items = services
+                .iter()
+                .map(|s| (service_key(s), s.clone()))
+                .collect();
             writer.replace(items, list.metadata.resource_version.clone());
         }
         self.store.replace(services);

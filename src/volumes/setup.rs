@@ -415,6 +415,59 @@ mod tests {
         got
     }
 
+    /// Edge autonomy: with the API server unreachable, a configMap volume set up
+    /// before (a litelet restart) is reused; one never set up (a new pod, or a
+    /// secret's tmpfs lost in a reboot) fails with `Unreachable` and waits.
+    #[test]
+    fn an_earlier_setup_is_reused_while_the_api_server_is_unreachable() {
+        use crate::api::client::{ApiClient, ClientConfig};
+        use crate::api::pod::ConfigMapVolumeSource;
+        use crate::volumes::atomic::{self, FileProjection, Payload};
+        use crate::volumes::VolumeError;
+
+        let root = tempfile::tempdir().unwrap();
+        // Nothing listens on port 1: every request fails to connect.
+        let mut config = ClientConfig::new("https://127.0.0.1:1");
+        config.retry.max_retries = 0;
+        config.connect_timeout = std::time::Duration::from_millis(200);
+        let client = ApiClient::new(&config).unwrap();
+        let volumes = VolumeManager::new(root.path(), Some(client), "n").without_mounts();
+        let mut p = Pod::default();
+        p.metadata.uid = Some("uid-cm".into());
+        p.metadata.namespace = Some("default".into());
+        p.spec.volumes.push(Volume {
+            name: "cfg".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: Some("settings".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let err = volumes.setup_pod(&p).unwrap_err();
+        assert!(
+            err.to_string().contains("the API server is unreachable"),
+            "{err}"
+        );
+        assert!(matches!(err, VolumeError::Pod { .. }));
+
+        // As a litelet restart finds it: the volume's earlier content on disk.
+        let dir = root
+            .path()
+            .join("pods/uid-cm/volumes/kubernetes.io~configmap/cfg");
+        std::fs::create_dir_all(&dir).unwrap();
+        let payload = Payload::from([(
+            "greeting".to_owned(),
+            FileProjection {
+                data: b"hello".to_vec(),
+                mode: 0o644,
+            },
+        )]);
+        atomic::write(&dir, &payload, None).unwrap();
+        let ready = volumes.setup_pod(&p).unwrap();
+        assert_eq!(ready["cfg"], dir);
+        assert_eq!(std::fs::read(dir.join("greeting")).unwrap(), b"hello");
+    }
+
     #[test]
     fn empty_dir_on_disk_is_world_writable_and_shared_with_the_fs_group() {
         let disk = |root: &std::path::Path| VolumeManager::new(root, None, "n").without_mounts();

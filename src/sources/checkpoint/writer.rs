@@ -228,11 +228,17 @@ fn write<V: Serialize>(file: &CheckpointFile, state: Option<&Contents<V>>, write
 
 #[cfg(test)]
 mod tests {
-    use super::super::{API_PODS, CheckpointFile};
+    use super::super::{CheckpointFile, API_PODS};
     use super::*;
 
     fn start(dir: &std::path::Path, debounce: Debounce) -> (Writer<String>, JoinHandle<()>) {
-        spawn("ckpt-test", CheckpointFile::new(dir, API_PODS), "n1".into(), debounce).unwrap()
+        spawn(
+            "ckpt-test",
+            CheckpointFile::new(dir, API_PODS),
+            "n1".into(),
+            debounce,
+        )
+        .unwrap()
     }
 
     fn wait_for(what: impl Fn() -> bool) -> bool {
@@ -269,7 +275,11 @@ mod tests {
         let (writer, handle) = start(dir.path(), debounce);
         writer.replace(BTreeMap::new(), Some("1".into()));
         for i in 0..200 {
-            writer.upsert(format!("uid-{i}"), format!("pod {i}"), Some(format!("{}", i + 2)));
+            writer.upsert(
+                format!("uid-{i}"),
+                format!("pod {i}"),
+                Some(format!("{}", i + 2)),
+            );
         }
         writer.remove("uid-0".into(), Some("300".into()));
         let file = CheckpointFile::new(dir.path(), API_PODS);
