@@ -462,6 +462,25 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_api_pods_is_on_by_default_and_can_be_turned_off() {
+        assert!(
+            Flags::try_parse_from(["litelet"])
+                .unwrap()
+                .checkpoint_api_pods
+        );
+        let off = Flags::try_parse_from(["litelet", "--checkpoint-api-pods=false"]).unwrap();
+        assert!(!off.checkpoint_api_pods);
+        let file = crate::config::file::parse(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncheckpointAPIPods: false\n",
+            std::path::Path::new("c.yaml"),
+        )
+        .unwrap();
+        let mut flags = Flags::try_parse_from(["litelet"]).unwrap();
+        file.apply(&mut flags, |_| false);
+        assert!(!flags.checkpoint_api_pods);
+    }
+
+    #[test]
     fn node_server_flags() {
         let flags = Flags::try_parse_from(["litelet"]).unwrap();
         assert_eq!(flags.port, 10250);
