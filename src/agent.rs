@@ -104,6 +104,29 @@ fn volume_manager(
     volumes
 }
 
+/// Where the sources keep their checkpoints, or `None` with
+/// `--checkpoint-api-pods=false` (whose old files are then removed, so a later
+/// re-enable never runs pods from a long-gone time).
+fn checkpoint_spec(
+    flags: &Flags,
+    root_dir: &std::path::Path,
+    node: &str,
+) -> Option<sources::checkpoint::CheckpointSpec> {
+    use sources::checkpoint::{CheckpointFile, API_PODS, SERVICES};
+    if flags.checkpoint_api_pods {
+        return Some(sources::checkpoint::CheckpointSpec::new(root_dir, node));
+    }
+    for kind in [API_PODS, SERVICES] {
+        let file = CheckpointFile::new(root_dir, kind);
+        match std::fs::remove_file(file.path()) {
+            Ok(()) => log::info!("checkpoint {} removed (disabled)", file.path().display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => log::warn!("removing checkpoint {}: {e}", file.path().display()),
+        }
+    }
+    None
+}
+
 /// Starts every thread and runs the sync loop on the calling thread until shutdown.
 pub fn run(
     flags: &Flags,
@@ -260,10 +283,16 @@ pub fn run(
         )?;
         expected.insert(SOURCE_FILE);
     }
+    // Edge autonomy: the API source's and the services' checkpoints (docs/autonomy.md).
+    let checkpoint = checkpoint_spec(flags, &root_dir, &node);
     if let Some(client) = &api {
-        sources::apiserver::spawn(
+        let options = sources::apiserver::Options {
+            checkpoint: checkpoint.clone(),
+            ..sources::apiserver::Options::new(&node)
+        };
+        sources::apiserver::spawn_with(
             client.clone(),
-            node.clone(),
+            options,
             updates_tx.clone(),
             shutdown.clone(),
         )?;
@@ -276,7 +305,10 @@ pub fn run(
             let store = sources::services::ServiceStore::new();
             sources::services::spawn(
                 client.clone(),
-                Default::default(),
+                sources::services::Options {
+                    checkpoint,
+                    ..Default::default()
+                },
                 store.clone(),
                 shutdown.clone(),
             )?;

@@ -184,6 +184,12 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_api_burst: u32,
 
+    /// Keep a node-local checkpoint of the API server's pods (and Services) under
+    /// the root dir, and run the pods from it when litelet starts while the API
+    /// server is unreachable (edge autonomy). Secrets are never written to it.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub checkpoint_api_pods: bool,
+
     /// Sustained Event writes per second, with a rate limit of their own so a burst
     /// of events does not delay pod statuses.
     #[arg(long, value_name = "QPS", default_value_t = 50.0)]
@@ -453,6 +459,25 @@ mod tests {
         let (endpoint, options) = flags.runtime.resolve().unwrap();
         assert_eq!(endpoint.to_string(), "unix:///tmp/x.sock");
         assert_eq!(options.request_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn checkpoint_api_pods_is_on_by_default_and_can_be_turned_off() {
+        assert!(
+            Flags::try_parse_from(["litelet"])
+                .unwrap()
+                .checkpoint_api_pods
+        );
+        let off = Flags::try_parse_from(["litelet", "--checkpoint-api-pods=false"]).unwrap();
+        assert!(!off.checkpoint_api_pods);
+        let file = crate::config::file::parse(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncheckpointAPIPods: false\n",
+            std::path::Path::new("c.yaml"),
+        )
+        .unwrap();
+        let mut flags = Flags::try_parse_from(["litelet"]).unwrap();
+        file.apply(&mut flags, |_| false);
+        assert!(!flags.checkpoint_api_pods);
     }
 
     #[test]

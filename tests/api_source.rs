@@ -2,7 +2,9 @@
 //! real HTTP: what it sends for pods added, changed and deleted in the store; that it
 //! recovers from dropped watches, 410 Gone and 500s without losing or duplicating a
 //! pod; that it ignores other nodes' pods and bad objects; and that it ends promptly
-//! on shutdown, even while blocked reading an idle watch.
+//! on shutdown, even while blocked reading an idle watch. Edge autonomy: the pod
+//! checkpoint is written, run from provisionally when the first list fails, replaced
+//! by the first list that succeeds, and ignored when missing or damaged.
 
 mod support;
 
@@ -12,6 +14,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use litelet::sources::apiserver::{self, Options};
+use litelet::sources::checkpoint::writer::Debounce;
+use litelet::sources::checkpoint::CheckpointSpec;
 use litelet::sources::{PodOperation, PodUpdate};
 use serde_json::json;
 use support::fake_api::{Fail, FakeApi};
@@ -28,11 +32,24 @@ struct Source {
 }
 
 fn start(fake: &FakeApi) -> Source {
+    start_with(fake, None)
+}
+
+/// A source that keeps its checkpoint under `root` (quiet period 50 ms).
+fn start_with(fake: &FakeApi, root: Option<&std::path::Path>) -> Source {
     let (tx, updates) = crossbeam_channel::unbounded();
     let (shutdown, shutdown_rx) = crossbeam_channel::bounded(0);
+    let checkpoint = root.map(|root| CheckpointSpec {
+        debounce: Debounce {
+            quiet: Duration::from_millis(50),
+            max_delay: Duration::from_secs(1),
+        },
+        ..CheckpointSpec::new(root, NODE)
+    });
     let options = Options {
         backoff_initial: Duration::from_millis(20),
         backoff_max: Duration::from_millis(200),
+        checkpoint,
         ..Options::new(NODE)
     };
     let handle = apiserver::spawn_with(fake.client(), options, tx, shutdown_rx).unwrap();
@@ -440,4 +457,94 @@ fn ends_when_the_sync_loop_is_gone() {
         let _ = done_tx.send(handle.join().is_ok());
     });
     assert_eq!(done.recv_timeout(LONG), Ok(true));
+}
+
+fn checkpoint_file(root: &std::path::Path) -> std::path::PathBuf {
+    root.join("checkpoints").join("api-pods")
+}
+
+#[test]
+fn checkpoint_pods_are_provisional_until_the_first_list_replaces_them() {
+    let root = tempfile::tempdir().unwrap();
+    let fake = FakeApi::start();
+    fake.create_pod("default", "a", NODE);
+    fake.create_pod("default", "b", NODE);
+    let mut src = start_with(&fake, Some(root.path()));
+    src.wait("both listed", |s| has(s, PodOperation::Add, "b"));
+    assert!(src.seen.iter().all(|u| !u.provisional));
+    let file = checkpoint_file(root.path());
+    assert!(wait_until(LONG, || std::fs::read_to_string(&file)
+        .is_ok_and(|t| t.contains("\"a\"") && t.contains("\"b\""))));
+    src.stop();
+
+    // While litelet is down, b is deleted for good and c is bound here; then the
+    // API server is unreachable when the source starts again.
+    fake.remove("pods", "default", "b");
+    fake.create_pod("default", "c", NODE);
+    fake.inject(Fail::status(500).always().verb("list"));
+    let mut src = start_with(&fake, Some(root.path()));
+    src.wait("the checkpoint's pods", |s| has(s, PodOperation::Add, "b"));
+    assert!(has(&src.seen, PodOperation::Add, "a"));
+    assert!(!has(&src.seen, PodOperation::Add, "c"));
+    assert!(
+        src.seen.iter().all(|u| u.provisional),
+        "{:?}",
+        summary(&src.seen)
+    );
+    // The checkpoint is left as it was while nothing was listed.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(std::fs::read_to_string(&file).unwrap().contains("\"b\""));
+
+    fake.clear_faults();
+    let provisional = src.seen.len();
+    src.wait("the first list's diff", |s| {
+        has(s, PodOperation::Remove, "b") && has(s, PodOperation::Add, "c")
+    });
+    src.wait("the non-provisional signal", |s| {
+        s[provisional..]
+            .iter()
+            .any(|u| !u.provisional && u.op == PodOperation::Add && u.pods.is_empty())
+    });
+    let after = &src.seen[provisional..];
+    assert!(after.iter().all(|u| !u.provisional));
+    assert!(!has(after, PodOperation::Add, "a"), "a is not sent twice");
+    assert!(adds_per_uid(&src.seen).values().all(|&n| n == 1));
+    assert!(wait_until(LONG, || std::fs::read_to_string(&file)
+        .is_ok_and(|t| !t.contains("\"b\"") && t.contains("\"c\""))));
+    src.stop();
+}
+
+#[test]
+fn a_missing_or_corrupt_checkpoint_is_ignored() {
+    for content in [
+        None,
+        Some(&b"litelet-api-pods v1 0000\n{not json"[..]),
+        Some(b"\0\0\0"),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        if let Some(bytes) = content {
+            std::fs::create_dir_all(root.path().join("checkpoints")).unwrap();
+            std::fs::write(checkpoint_file(root.path()), bytes).unwrap();
+        }
+        let fake = FakeApi::start();
+        fake.create_pod("default", "a", NODE);
+        fake.inject(Fail::status(500).always().verb("list"));
+        let mut src = start_with(&fake, Some(root.path()));
+        assert!(wait_until(LONG, || fake.count_verb("list") >= 8));
+        assert!(
+            src.updates.try_recv().is_err(),
+            "nothing sent from {content:?}"
+        );
+        fake.clear_faults();
+        src.wait("the list after recovery", |s| {
+            has(s, PodOperation::Add, "a")
+        });
+        assert!(src.seen.iter().all(|u| !u.provisional));
+        // The first list rewrites the checkpoint whole.
+        assert!(wait_until(LONG, || std::fs::read(checkpoint_file(
+            root.path()
+        ))
+        .is_ok_and(|t| t.starts_with(b"litelet-api-pods v1 "))));
+        src.stop();
+    }
 }

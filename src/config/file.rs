@@ -119,6 +119,8 @@ pub struct KubeletConfiguration {
     pub image_minimum_gc_age: Option<Duration>,
     pub kube_api_qps: Option<f32>,
     pub kube_api_burst: Option<u32>,
+    /// `checkpointAPIPods` (a litelet extension, like `nodeLabels`).
+    pub checkpoint_api_pods: Option<bool>,
     pub event_record_qps: Option<f32>,
     pub event_burst: Option<u32>,
     pub cgroup_root: Option<String>,
@@ -302,6 +304,7 @@ impl Reader {
                 "imageMinimumGCAge" => c.image_minimum_gc_age = self.duration(f, v),
                 "kubeAPIQPS" => c.kube_api_qps = self.get(f, v),
                 "kubeAPIBurst" => c.kube_api_burst = self.get(f, v),
+                "checkpointAPIPods" => c.checkpoint_api_pods = self.get(f, v),
                 "eventRecordQPS" => c.event_record_qps = self.get(f, v),
                 "eventBurst" => c.event_burst = self.get(f, v),
                 "cgroupRoot" => c.cgroup_root = self.get(f, v),
@@ -552,6 +555,7 @@ impl KubeletConfiguration {
             => flags.minimum_image_ttl_duration);
         set!("kube_api_qps", self.kube_api_qps => flags.kube_api_qps);
         set!("kube_api_burst", self.kube_api_burst => flags.kube_api_burst);
+        set!("checkpoint_api_pods", self.checkpoint_api_pods => flags.checkpoint_api_pods);
         set!("event_qps", self.event_record_qps => flags.event_qps);
         set!("event_burst", self.event_burst => flags.event_burst);
         set!("cgroup_root", self.cgroup_root => flags.cgroup_root);
@@ -606,6 +610,7 @@ pub const APPLIED_IDS: &[&str] = &[
     "minimum_image_ttl_duration",
     "kube_api_qps",
     "kube_api_burst",
+    "checkpoint_api_pods",
     "event_qps",
     "event_burst",
     "cgroup_root",

@@ -2,6 +2,11 @@
 //! sources have reported: forget finished workers, restart desired pods no worker
 //! knows, finish deleted terminal pods, kill runtime pods nobody wants (1 s grace),
 //! delete orphaned mirror pods, remove orphaned pod directories and cgroups.
+//!
+//! While a source runs from its checkpoint (edge autonomy: cut off since start-up),
+//! the orphan steps (runtime pods, pod directories, cgroups, allocations) wait: a
+//! checkpoint written a moment before a crash may miss a pod, and the first real
+//! list decides.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -90,6 +95,13 @@ impl Kubelet {
             {
                 self.update(UpdateType::Kill, pod.clone(), None);
             }
+        }
+        if !self.provisional_sources.is_empty() {
+            log::debug!(
+                "housekeeping: sources {:?} run from checkpoints; orphans wait",
+                self.provisional_sources
+            );
+            return;
         }
         for orphan in running
             .into_iter()

@@ -76,6 +76,9 @@ pub struct Kubelet {
     /// Sources that must report once before housekeeping runs.
     pub expected_sources: HashSet<&'static str>,
     seen_sources: HashSet<&'static str>,
+    /// Sources whose pods so far come from their checkpoint (cut off since start-up):
+    /// housekeeping kills and removes nothing as an orphan while any is listed.
+    provisional_sources: HashSet<&'static str>,
     /// Set once every source has reported (read by the `gc` thread).
     pub sources_ready: Arc<AtomicBool>,
     /// Pod UIDs whose containers died (or "" when pods finished), for the `gc`
@@ -167,6 +170,7 @@ impl Kubelet {
             root_dir,
             expected_sources,
             seen_sources: HashSet::new(),
+            provisional_sources: HashSet::new(),
             sources_ready: Arc::new(AtomicBool::new(false)),
             deaths: None,
             last_worker_count: 0,
@@ -269,6 +273,7 @@ impl Kubelet {
         match event {
             Event::Config(update) => {
                 let source = update.source;
+                let provisional = update.provisional;
                 match update.op {
                     PodOperation::Add => self.handle_pod_additions(update.pods),
                     PodOperation::Update | PodOperation::Delete => {
@@ -278,6 +283,15 @@ impl Kubelet {
                     PodOperation::Reconcile => self.handle_pod_reconcile(update.pods),
                 }
                 self.seen_sources.insert(source);
+                if provisional {
+                    if self.provisional_sources.insert(source) {
+                        log::warn!(
+                            "source {source}: running pods from its checkpoint until it answers"
+                        );
+                    }
+                } else if self.provisional_sources.remove(source) {
+                    log::info!("source {source}: answered; its checkpoint is replaced");
+                }
                 if self.sources_ready() {
                     self.sources_ready.store(true, Ordering::Relaxed);
                 }

@@ -190,8 +190,22 @@ fn quiet() {
 
 impl Harness {
     fn config(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
-        self.kubelet
-            .handle(Event::Config(PodUpdate { pods, op, source }));
+        self.kubelet.handle(Event::Config(PodUpdate {
+            pods,
+            op,
+            source,
+            provisional: false,
+        }));
+    }
+
+    /// An update from the source's checkpoint (edge autonomy).
+    fn provisional(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
+        self.kubelet.handle(Event::Config(PodUpdate {
+            pods,
+            op,
+            source,
+            provisional: true,
+        }));
     }
 
     fn pleg(&mut self, uid: &str, kind: PodLifecycleEventType) {
@@ -428,6 +442,34 @@ fn housekeeping_stops_runtime_orphans_found_by_a_fresh_relist() {
     assert_eq!(stopped, vec![Call::RuntimePod("orphan".into())]);
 }
 
+/// Edge autonomy: pods from the API source's checkpoint are run (workers start) and
+/// housekeeping runs, but nothing is stopped as an orphan until the source answers.
+#[test]
+fn checkpoint_pods_run_and_no_orphan_is_stopped_until_the_source_answers() {
+    let mut h = harness(&[SOURCE_API], "110");
+    let relist = LastRelist::default();
+    h.kubelet.last_relist = Some(relist.clone());
+    h.provisional(SOURCE_API, PodOperation::Add, vec![pod("kept")]);
+    h.wait_call(Call::Sync("kept".into(), UpdateType::Create));
+    let pods = [
+        runtime_pod("kept", ContainerState::Running),
+        runtime_pod("missed", ContainerState::Running),
+    ];
+    let snapshot = Arc::new(pods.into_iter().map(|p| (p.uid.clone(), p)).collect());
+    relist.publish(Instant::now(), Arc::clone(&snapshot));
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(h.housekeeping_ran(), "housekeeping runs on the checkpoint");
+    quiet();
+    assert_eq!(h.count(&Call::RuntimePod("missed".into())), 0);
+
+    // The first real list (here: nothing new) ends the provisional time.
+    h.config(SOURCE_API, PodOperation::Add, vec![]);
+    relist.publish(Instant::now(), snapshot);
+    h.kubelet.handle(Event::Housekeeping);
+    h.wait_call(Call::RuntimePod("missed".into()));
+    assert_eq!(h.count(&Call::RuntimePod("kept".into())), 0);
+}
+
 #[test]
 fn b51_pleg_events_for_pods_no_source_wants_are_ignored() {
     let mut h = harness(&[SOURCE_API], "110");
@@ -512,6 +554,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
             pods: vec![pod(&format!("s{i:02}"))],
             op: PodOperation::Add,
             source: SOURCE_API,
+            provisional: false,
         };
         updates_tx.send(update).unwrap();
     }
@@ -523,6 +566,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
         pods: vec![pod("s07")],
         op: PodOperation::Remove,
         source: SOURCE_API,
+        provisional: false,
     };
     updates_tx.send(removal).unwrap();
     wait("the removal in the snapshot", || {

@@ -18,6 +18,15 @@
 //! watch thread sleeps on, so backoff waits end too. No read timeout is needed, so an
 //! idle watch costs no requests.
 //!
+//! Checkpoint (edge autonomy, `docs/autonomy.md`): with `Options::checkpoint`, every
+//! list and pod event also goes to the `ckpt-api-pods` writer thread (debounced,
+//! off this thread's path). Until the first list succeeds, nothing is written; when
+//! that first list fails, the checkpoint's pods are sent as a provisional snapshot
+//! (`PodUpdate::provisional`), and the first list that succeeds later is diffed
+//! against them as usual (deleted pods become `Delete`/`Remove`, new ones `Add`),
+//! followed by a non-provisional signal so the sync loop knows the API answered. A
+//! missing, stale or damaged checkpoint is logged and ignored.
+//!
 //! Channels: sends on `updates` (to the sync loop); reads `shutdown` (in the stopper).
 //! State (the API's view of our pods, and what was sent) is owned by `api-watch` alone.
 
@@ -32,8 +41,10 @@ use crate::api::meta::{WatchEvent, WatchEventType};
 use crate::api::pod::Pod;
 use crate::api::ratelimit::{jitter, random_between, Backoff};
 use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
+use crate::sources::checkpoint::writer::Writer;
+use crate::sources::checkpoint::{CheckpointFile, CheckpointSpec, API_PODS};
 use crate::sources::merge::SourcePods;
-use crate::sources::{PodUpdate, SOURCE_API};
+use crate::sources::{PodOperation, PodUpdate, SOURCE_API};
 
 /// Tunables of the source; [`Options::new`] has the production values.
 #[derive(Clone, Debug)]
@@ -44,6 +55,9 @@ pub struct Options {
     pub backoff_max: Duration,
     /// Server-side watch timeout is drawn from this range, in seconds.
     pub watch_timeout_secs: (u64, u64),
+    /// Keep a checkpoint of the pods and run them from it when the API server is
+    /// unreachable at start-up; `None` turns that off.
+    pub checkpoint: Option<CheckpointSpec>,
 }
 
 impl Options {
@@ -53,6 +67,7 @@ impl Options {
             backoff_initial: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             watch_timeout_secs: (300, 600),
+            checkpoint: None,
         }
     }
 }
@@ -95,7 +110,15 @@ pub fn spawn_with(
         })?;
 
     let field_selector = format!("spec.nodeName={}", options.node_name);
+    let checkpoint = match &options.checkpoint {
+        Some(spec) => Some(spec.start::<Pod>(API_PODS)?),
+        None => None,
+    };
     let watcher = Watcher {
+        checkpoint,
+        listed: false,
+        restore_tried: false,
+        provisional: false,
         client,
         options,
         updates,
@@ -141,6 +164,14 @@ struct Watcher {
     resource_version: Option<String>,
     path: String,
     field_selector: String,
+    /// The checkpoint file (read once) and its writer thread.
+    checkpoint: Option<(CheckpointFile, Writer<Pod>)>,
+    /// A list has succeeded since start-up.
+    listed: bool,
+    /// The checkpoint was read (once, after the first failed list).
+    restore_tried: bool,
+    /// What the sync loop has is the checkpoint's, not the API server's.
+    provisional: bool,
 }
 
 impl Watcher {
@@ -157,6 +188,9 @@ impl Watcher {
                 Ok(false) => break,
                 Err(e) => {
                     if self.stopped() {
+                        break;
+                    }
+                    if !self.listed && !self.restore_tried && !self.restore() {
                         break;
                     }
                     let delay = jitter(backoff.next_delay());
@@ -247,7 +281,73 @@ impl Watcher {
         );
         self.api_pods = pods;
         self.resource_version = list.metadata.resource_version;
-        Ok(self.send_changes())
+        self.listed = true;
+        if let Some((_, writer)) = &self.checkpoint {
+            writer.replace(self.api_pods.clone(), self.resource_version.clone());
+        }
+        if !self.send_changes() {
+            return Ok(false);
+        }
+        if std::mem::take(&mut self.provisional) {
+            log::info!("api-watch: API server answered; the checkpoint's pods are replaced");
+            // Even when nothing changed, the sync loop learns the pods are real now.
+            return Ok(self.send(vec![PodUpdate {
+                pods: Vec::new(),
+                op: PodOperation::Add,
+                source: SOURCE_API,
+                provisional: false,
+            }]));
+        }
+        Ok(true)
+    }
+
+    /// Sends the checkpoint's pods as a provisional snapshot (the first list failed).
+    /// False when the sync loop is gone; a missing or bad checkpoint is only logged.
+    fn restore(&mut self) -> bool {
+        self.restore_tried = true;
+        let Some((file, _)) = &self.checkpoint else {
+            return true;
+        };
+        let node = &self.options.node_name;
+        let contents = match file.load::<Pod>(node) {
+            Ok(Some(contents)) => contents,
+            Ok(None) => {
+                log::info!(
+                    "api-watch: no pod checkpoint at {}; waiting for the API server",
+                    file.path().display()
+                );
+                return true;
+            }
+            Err(err) => {
+                log::error!("api-watch: {err}; waiting for the API server");
+                return true;
+            }
+        };
+        let pods: Vec<Pod> = contents
+            .items
+            .into_iter()
+            .filter(|(uid, pod)| {
+                let ok = pod.uid() == uid && pod.spec.node_name.as_deref() == Some(node.as_str());
+                if !ok {
+                    log::warn!(
+                        "api-watch: checkpoint entry {uid} is not a pod of this node; skipped"
+                    );
+                }
+                ok
+            })
+            .map(|(_, pod)| pod)
+            .collect();
+        log::warn!(
+            "api-watch: API server unreachable at start-up; running {} pods from the checkpoint (resourceVersion {:?})",
+            pods.len(),
+            contents.resource_version
+        );
+        let mut updates = self.sent.apply_snapshot(pods.iter(), SystemTime::now());
+        for update in &mut updates {
+            update.provisional = true;
+        }
+        self.provisional = true;
+        self.send(updates)
     }
 
     fn watch_once(&mut self) -> WatchEnd {
@@ -300,6 +400,9 @@ impl Watcher {
                     return true;
                 };
                 let uid = pod.uid().to_owned();
+                if let Some((_, writer)) = &self.checkpoint {
+                    writer.upsert(uid.clone(), pod.clone(), self.resource_version.clone());
+                }
                 self.api_pods.insert(uid.clone(), pod);
                 uid
             }
@@ -309,6 +412,9 @@ impl Watcher {
                 };
                 if self.api_pods.remove(pod.uid()).is_none() {
                     return true;
+                }
+                if let Some((_, writer)) = &self.checkpoint {
+                    writer.remove(pod.uid().to_owned(), self.resource_version.clone());
                 }
                 pod.uid().to_owned()
             }

@@ -292,7 +292,12 @@ impl Changes {
         let mut out = Vec::new();
         let mut push = |pods: Vec<Pod>, op| {
             if !pods.is_empty() {
-                out.push(PodUpdate { pods, op, source });
+                out.push(PodUpdate {
+                    pods,
+                    op,
+                    source,
+                    provisional: false,
+                });
             }
         };
         let quiet = self.adds.is_empty() && self.updates.is_empty() && self.deletes.is_empty();
@@ -306,6 +311,7 @@ impl Changes {
                 pods: Vec::new(),
                 op: PodOperation::Add,
                 source,
+                provisional: false,
             });
         }
         if !self.reconciles.is_empty() {
@@ -313,6 +319,7 @@ impl Changes {
                 pods: self.reconciles,
                 op: PodOperation::Reconcile,
                 source,
+                provisional: false,
             });
         }
         out

@@ -9,6 +9,7 @@
 //! the container environment reads (service variables).
 
 pub mod apiserver;
+pub mod checkpoint;
 pub mod file;
 pub mod merge;
 pub mod services;
@@ -42,4 +43,8 @@ pub struct PodUpdate {
     pub op: PodOperation,
     /// [`SOURCE_API`] or [`SOURCE_FILE`].
     pub source: &'static str,
+    /// The pods come from the source's checkpoint, not from the source itself (the
+    /// API server has not answered since start-up): run them, but kill nothing the
+    /// checkpoint may have missed until a real update arrives.
+    pub provisional: bool,
 }

@@ -16,6 +16,12 @@
 //! Shutdown: as `api-watch`, a `services-stop` helper closes this thread's own
 //! connection pool and drops the channel its backoff sleeps wait on.
 //!
+//! Checkpoint (edge autonomy, `docs/autonomy.md`): with `Options::checkpoint`, lists
+//! and events also go to the `ckpt-services` writer (debounced). When the first list
+//! fails, the checkpoint's services fill the store and mark it synced, so pods
+//! restarted while cut off get the service variables they had; the first list that
+//! succeeds replaces them. A missing or bad checkpoint is logged and ignored.
+//!
 //! Channels: reads `shutdown` (in the stopper). The store is written by this thread
 //! alone.
 
@@ -31,6 +37,8 @@ use crate::api::meta::{WatchEvent, WatchEventType};
 use crate::api::ratelimit::{jitter, random_between, Backoff};
 use crate::api::service::Service;
 use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
+use crate::sources::checkpoint::writer::Writer;
+use crate::sources::checkpoint::{CheckpointFile, CheckpointSpec, SERVICES};
 
 pub use store::ServiceStore;
 
@@ -42,6 +50,9 @@ pub struct Options {
     pub backoff_max: Duration,
     /// Server-side watch timeout is drawn from this range, in seconds.
     pub watch_timeout_secs: (u64, u64),
+    /// Keep a checkpoint of the services and fill the store from it when the API
+    /// server is unreachable at start-up; `None` turns that off.
+    pub checkpoint: Option<CheckpointSpec>,
 }
 
 impl Default for Options {
@@ -50,6 +61,7 @@ impl Default for Options {
             backoff_initial: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             watch_timeout_secs: (300, 600),
+            checkpoint: None,
         }
     }
 }
@@ -78,7 +90,13 @@ pub fn spawn(
                 recv(done_rx) -> _ => {}
             }
         })?;
+    let checkpoint = match &options.checkpoint {
+        Some(spec) => Some((spec.start::<Service>(SERVICES)?, spec.node.clone())),
+        None => None,
+    };
     let watcher = Watcher {
+        checkpoint,
+        listed: false,
         client,
         options,
         store,
@@ -114,6 +132,10 @@ struct Watcher {
     stop: Receiver<()>,
     resource_version: Option<String>,
     path: String,
+    /// The checkpoint file (read once), its writer, and this node's name.
+    checkpoint: Option<((CheckpointFile, Writer<Service>), String)>,
+    /// A list has succeeded (or the checkpoint was tried) since start-up.
+    listed: bool,
 }
 
 impl Watcher {
@@ -124,6 +146,9 @@ impl Watcher {
             if let Err(e) = self.relist() {
                 if self.stopped() {
                     break;
+                }
+                if !std::mem::replace(&mut self.listed, true) {
+                    self.restore();
                 }
                 let delay = jitter(backoff.next_delay());
                 log::warn!("services: list services: {e}; retry in {delay:?}");
@@ -191,9 +216,35 @@ impl Watcher {
             services.len(),
             list.metadata.resource_version
         );
+        if let Some(((_, writer), _)) = &self.checkpoint {
+            let items = services
+                .iter()
+                .map(|s| (service_key(s), s.clone()))
+                .collect();
+            writer.replace(items, list.metadata.resource_version.clone());
+        }
         self.store.replace(services);
         self.resource_version = list.metadata.resource_version;
+        self.listed = true;
         Ok(())
+    }
+
+    /// Fills the store from the checkpoint (the first list failed).
+    fn restore(&mut self) {
+        let Some(((file, _), node)) = &self.checkpoint else {
+            return;
+        };
+        match file.load::<Service>(node) {
+            Ok(Some(contents)) => {
+                log::warn!(
+                    "services: API server unreachable at start-up; using {} services from the checkpoint",
+                    contents.items.len()
+                );
+                self.store.replace(contents.items.into_values());
+            }
+            Ok(None) => log::info!("services: no checkpoint at {}", file.path().display()),
+            Err(err) => log::error!("services: {err}; pods wait for the API server"),
+        }
     }
 
     fn watch_once(&mut self) -> WatchEnd {
@@ -240,19 +291,32 @@ impl Watcher {
         match event.type_ {
             WatchEventType::Added | WatchEventType::Modified => {
                 if let Some(service) = decode(event.object) {
+                    if let Some(((_, writer), _)) = &self.checkpoint {
+                        let rv = self.resource_version.clone();
+                        writer.upsert(service_key(&service), service.clone(), rv);
+                    }
                     self.store.upsert(service);
                 }
             }
             WatchEventType::Deleted => {
                 if let Some(service) = decode(event.object) {
                     let meta = &service.metadata;
-                    self.store.remove(&meta.namespace, &meta.name);
+                    if self.store.remove(&meta.namespace, &meta.name) {
+                        if let Some(((_, writer), _)) = &self.checkpoint {
+                            writer.remove(service_key(&service), self.resource_version.clone());
+                        }
+                    }
                 }
             }
             WatchEventType::Bookmark => {}
             other => log::debug!("services: ignoring watch event of type {other}"),
         }
     }
+}
+
+/// A service's key in the checkpoint.
+fn service_key(service: &Service) -> String {
+    format!("{}/{}", service.metadata.namespace, service.metadata.name)
 }
 
 /// Decodes a service from the API, or logs why not.

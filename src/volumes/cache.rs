@@ -166,7 +166,7 @@ impl ObjectCache {
     }
 }
 
-fn is_transient(e: &ApiError) -> bool {
+pub(super) fn is_transient(e: &ApiError) -> bool {
     matches!(
         e,
         ApiError::Transport { .. } | ApiError::Status { .. } | ApiError::Decode { .. }

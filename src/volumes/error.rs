@@ -117,6 +117,11 @@ pub enum VolumeError {
         path: PathBuf,
         source: nix::errno::Errno,
     },
+    /// The API server could not be reached for an object or token and no earlier
+    /// set-up of the volume is on this node (after a reboot, secrets and tokens are
+    /// gone with their tmpfs: they are never written to disk).
+    #[error("{source}; the API server is unreachable and this node keeps no copy: waiting for it")]
+    Unreachable { source: Box<VolumeError> },
     /// A directory still has a mount under it; it is left in place.
     #[error("{path} still has a mount at {mount}; not removed")]
     StillMounted { path: PathBuf, mount: PathBuf },

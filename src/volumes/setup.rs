@@ -3,6 +3,12 @@
 //! check. Every step is idempotent: run again, it refreshes content atomically and
 //! leaves existing mounts alone.
 //!
+//! When the API server cannot be reached (edge autonomy: litelet restarted while cut
+//! off), a configMap, secret or projected volume whose earlier set-up is still
+//! complete on this node (its `..data` link resolves) is reused as it is; without
+//! one (after a reboot, secrets and tokens are gone with their tmpfs), the set-up
+//! fails with [`VolumeError::Unreachable`] and the pod waits for the API server.
+//!
 //! Runs on the pod worker's thread inside `VolumeManager::setup_pod`.
 
 use std::fs;
@@ -105,6 +111,17 @@ fn share_with_group(dir: &Path, fs_group: Option<u32>, mode: u32) -> Result<(), 
         .map_err(|e| VolumeError::io("chmod", dir, e))
 }
 
+/// True when `err` says the API server could not be reached (not a refusal, not a
+/// missing object).
+fn api_unreachable(err: &VolumeError) -> bool {
+    match err {
+        VolumeError::Fetch { source, .. } | VolumeError::Token { source, .. } => {
+            super::cache::is_transient(source)
+        }
+        _ => false,
+    }
+}
+
 fn service_account(pod: &Pod) -> &str {
     pod.spec
         .service_account_name
@@ -139,27 +156,39 @@ impl VolumeManager {
             Source::ConfigMap(src) => {
                 let cm = src.name.as_deref().unwrap_or("");
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self.key_files(
-                    pod,
-                    ObjectKind::ConfigMap,
-                    cm,
-                    &src.items,
-                    mode,
-                    src.optional,
-                )?;
+                let files = self
+                    .key_files(
+                        pod,
+                        ObjectKind::ConfigMap,
+                        cm,
+                        &src.items,
+                        mode,
+                        src.optional,
+                    )
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_CONFIG_MAP, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_CONFIG_MAP, name);
+                };
                 self.write_files(uid, PLUGIN_CONFIG_MAP, name, false, &files, fs_group)
             }
             Source::Secret(src) => {
                 let secret = src.secret_name.as_deref().unwrap_or("");
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self.key_files(
-                    pod,
-                    ObjectKind::Secret,
-                    secret,
-                    &src.items,
-                    mode,
-                    src.optional,
-                )?;
+                let files = self
+                    .key_files(
+                        pod,
+                        ObjectKind::Secret,
+                        secret,
+                        &src.items,
+                        mode,
+                        src.optional,
+                    )
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_SECRET, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_SECRET, name);
+                };
                 self.write_files(uid, PLUGIN_SECRET, name, true, &files, fs_group)
             }
             Source::DownwardApi(src) => {
@@ -168,11 +197,40 @@ impl VolumeManager {
                 self.write_files(uid, PLUGIN_DOWNWARD_API, name, true, &files, fs_group)
             }
             Source::Projected(src) => {
-                let files = self.projected_files(pod, src)?;
+                let files = self
+                    .projected_files(pod, src)
+                    .map(Some)
+                    .or_else(|e| self.earlier_setup(uid, PLUGIN_PROJECTED, name, e))?;
+                let Some(files) = files else {
+                    return volume_dir(&self.root, uid, PLUGIN_PROJECTED, name);
+                };
                 self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
             }
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
         }
+    }
+
+    /// After `err` reading a volume's content: `Ok(None)` keeps the volume's earlier,
+    /// complete set-up when the API server was unreachable; otherwise the error.
+    fn earlier_setup(
+        &self,
+        uid: &str,
+        plugin: &str,
+        name: &str,
+        err: VolumeError,
+    ) -> Result<Option<Payload>, VolumeError> {
+        if !api_unreachable(&err) {
+            return Err(err);
+        }
+        let dir = volume_dir(&self.root, uid, plugin, name)?;
+        // `exists` follows the link: the timestamped data directory must be there.
+        if dir.join(atomic::DATA_LINK).exists() {
+            log::warn!("volume {name} of pod {uid}: {err}; keeping its earlier content");
+            return Ok(None);
+        }
+        Err(VolumeError::Unreachable {
+            source: Box::new(err),
+        })
     }
 
     fn empty_dir(
@@ -355,6 +413,59 @@ mod tests {
         let got = (meta.permissions().mode() & 0o7777, meta.gid());
         let _ = volumes.teardown_pod(pod.uid());
         got
+    }
+
+    /// Edge autonomy: with the API server unreachable, a configMap volume set up
+    /// before (a litelet restart) is reused; one never set up (a new pod, or a
+    /// secret's tmpfs lost in a reboot) fails with `Unreachable` and waits.
+    #[test]
+    fn an_earlier_setup_is_reused_while_the_api_server_is_unreachable() {
+        use crate::api::client::{ApiClient, ClientConfig};
+        use crate::api::pod::ConfigMapVolumeSource;
+        use crate::volumes::atomic::{self, FileProjection, Payload};
+        use crate::volumes::VolumeError;
+
+        let root = tempfile::tempdir().unwrap();
+        // Nothing listens on port 1: every request fails to connect.
+        let mut config = ClientConfig::new("https://127.0.0.1:1");
+        config.retry.max_retries = 0;
+        config.connect_timeout = std::time::Duration::from_millis(200);
+        let client = ApiClient::new(&config).unwrap();
+        let volumes = VolumeManager::new(root.path(), Some(client), "n").without_mounts();
+        let mut p = Pod::default();
+        p.metadata.uid = Some("uid-cm".into());
+        p.metadata.namespace = Some("default".into());
+        p.spec.volumes.push(Volume {
+            name: "cfg".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: Some("settings".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let err = volumes.setup_pod(&p).unwrap_err();
+        assert!(
+            err.to_string().contains("the API server is unreachable"),
+            "{err}"
+        );
+        assert!(matches!(err, VolumeError::Pod { .. }));
+
+        // As a litelet restart finds it: the volume's earlier content on disk.
+        let dir = root
+            .path()
+            .join("pods/uid-cm/volumes/kubernetes.io~configmap/cfg");
+        std::fs::create_dir_all(&dir).unwrap();
+        let payload = Payload::from([(
+            "greeting".to_owned(),
+            FileProjection {
+                data: b"hello".to_vec(),
+                mode: 0o644,
+            },
+        )]);
+        atomic::write(&dir, &payload, None).unwrap();
+        let ready = volumes.setup_pod(&p).unwrap();
+        assert_eq!(ready["cfg"], dir);
+        assert_eq!(std::fs::read(dir.join("greeting")).unwrap(), b"hello");
     }
 
     #[test]

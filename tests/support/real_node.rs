@@ -119,6 +119,39 @@ impl RealNode {
         }
     }
 
+    /// Points litelet's kubeconfig at `url` (e.g. a [`super::tcp_proxy::TcpProxy`]);
+    /// takes effect at the next (re)start.
+    pub fn set_api_server(&self, url: &str) {
+        let path = self.dir.path().join("kubeconfig");
+        let text = std::fs::read_to_string(&path).expect("read node kubeconfig");
+        let text: Vec<String> = text
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("server: ") {
+                Some(_) => format!("    server: {url}"),
+                None => l.to_owned(),
+            })
+            .collect();
+        std::fs::write(&path, text.join("\n") + "\n").expect("write node kubeconfig");
+    }
+
+    /// Starts litelet again after [`RealNode::stop`].
+    pub fn start_again(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
+    /// The node API's loopback `/healthz` status code (None when it does not answer).
+    pub fn healthz(&self) -> Option<u16> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.healthz_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.split(' ').nth(1)?.parse().ok()
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }

@@ -1,0 +1,94 @@
+//! A TCP proxy a test can cut: litelet's kubeconfig points through it at the shared
+//! control plane (which other tests use and so cannot be stopped), and `cut()` plays
+//! a lost link: every open connection is shut down and new ones are accepted and
+//! closed at once, so clients see resets and EOFs as they would over a dead uplink.
+//! `restore()` lets connections through again. Threads: `proxy-accept` plus two copy
+//! threads per connection; all end with the process (test binaries are short-lived).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub struct TcpProxy {
+    pub addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl TcpProxy {
+    /// Listens on 127.0.0.1 (a port of its own) and forwards to `target`.
+    pub fn start(target: SocketAddr) -> TcpProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy listen");
+        let addr = listener.local_addr().expect("proxy address");
+        let cut = Arc::new(AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::Builder::new()
+            .name("proxy-accept".into())
+            .spawn(move || {
+                for client in listener.incoming().flatten() {
+                    if c.load(Ordering::SeqCst) {
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    }
+                    let Ok(server) = TcpStream::connect(target) else {
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    };
+                    if let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) {
+                        let mut open = o.lock().unwrap_or_else(|e| e.into_inner());
+                        open.push(c2);
+                        open.push(s2);
+                    }
+                    pipe(&client, &server);
+                    pipe(&server, &client);
+                }
+            })
+            .expect("proxy thread");
+        TcpProxy { addr, cut, open }
+    }
+
+    /// `https://127.0.0.1:<port>` of the proxy.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Drops the link: open connections are shut down, new ones closed at once.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        for s in open.drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Lets connections through again.
+    pub fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` → `to` on a thread until either side ends.
+fn pipe(from: &TcpStream, to: &TcpStream) {
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("proxy-copy".into())
+        .spawn(move || {
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = to.shutdown(Shutdown::Both);
+            let _ = from.shutdown(Shutdown::Both);
+        });
+}
