@@ -55,13 +55,16 @@ fn running(node: &RealNode, name: &str) -> Value {
 /// The log of container `container` of pod `name`, once it contains `marker`.
 fn log_with(node: &RealNode, name: &str, container: &str, marker: &str) -> String {
     let mut log = String::new();
-    node.wait_for(&format!("{marker:?} in the log of {name}/{container}"), || {
-        let out = node
-            .cp
-            .kubectl(&["logs", "-n", &node.name, name, "-c", container]);
-        log = String::from_utf8_lossy(&out.stdout).into_owned();
-        log.contains(marker)
-    });
+    node.wait_for(
+        &format!("{marker:?} in the log of {name}/{container}"),
+        || {
+            let out = node
+                .cp
+                .kubectl(&["logs", "-n", &node.name, name, "-c", container]);
+            log = String::from_utf8_lossy(&out.stdout).into_owned();
+            log.contains(marker)
+        },
+    );
     log
 }
 
@@ -88,7 +91,9 @@ fn admission_sees_the_node_labels_for_affinity_and_selectors() {
 
     running(&node, "on-host");
     running(&node, "selected");
-    let p = node.wait_pod(&node.name, "elsewhere", "rejected", |p| phase(p) == "Failed");
+    let p = node.wait_pod(&node.name, "elsewhere", "rejected", |p| {
+        phase(p) == "Failed"
+    });
     assert_eq!(p["status"]["reason"], "NodeAffinity", "{}", p["status"]);
 }
 
@@ -134,9 +139,7 @@ fn termination_messages_come_from_the_file_or_the_log_tail_on_failure() {
     let Some(node) = node(test, "rc-termmsg", &[]) else {
         return;
     };
-    let container = |name: &str, script: &str| {
-        json!({"name": name, "image": BUSYBOX, "command": ["sh", "-c", script]})
-    };
+    let container = |name: &str, script: &str| json!({"name": name, "image": BUSYBOX, "command": ["sh", "-c", script]});
     let mut p = pod(&node, "msgs", "");
     p["spec"]["restartPolicy"] = json!("Never");
     let mut nonroot = container("nonroot", "printf DONE > /dev/termination-log; exit 1");
@@ -154,7 +157,8 @@ fn termination_messages_come_from_the_file_or_the_log_tail_on_failure() {
             .iter()
             .all(|c| container_status(p, c).is_some_and(|s| s["state"]["terminated"].is_object()))
     });
-    let message = |c: &str| container_status(&p, c).expect(c)["state"]["terminated"]["message"].clone();
+    let message =
+        |c: &str| container_status(&p, c).expect(c)["state"]["terminated"]["message"].clone();
     assert_eq!(message("nonroot"), "DONE");
     assert_eq!(message("custom"), "CUSTOM");
     assert_eq!(message("from-logs"), "first\nLAST");
@@ -167,13 +171,21 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
     let Some(node) = node(test, "rc-hosts", &[]) else {
         return;
     };
-    let mut p = pod(&node, "named", "cat /etc/hosts; echo HOST=$(hostname); sleep 3600");
+    let mut p = pod(
+        &node,
+        "named",
+        "cat /etc/hosts; echo HOST=$(hostname); sleep 3600",
+    );
     p["spec"]["hostname"] = json!("web");
     p["spec"]["subdomain"] = json!("sub");
-    p["spec"]["hostAliases"] = json!([{"ip": "192.0.2.7", "hostnames": ["foo.local", "bar.local"]}]);
+    p["spec"]["hostAliases"] =
+        json!([{"ip": "192.0.2.7", "hostnames": ["foo.local", "bar.local"]}]);
     create(&node, &p);
     let running = running(&node, "named");
-    let ip = running["status"]["podIP"].as_str().expect("pod IP").to_owned();
+    let ip = running["status"]["podIP"]
+        .as_str()
+        .expect("pod IP")
+        .to_owned();
     let log = log_with(&node, "named", "main", "HOST=");
     assert!(log.starts_with("# Kubernetes-managed hosts file."), "{log}");
     assert!(log.contains("127.0.0.1\tlocalhost"), "{log}");
@@ -181,7 +193,10 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
         log.contains(&format!("{ip}\tweb.sub.rc-hosts.svc.cluster.local\tweb")),
         "{log}"
     );
-    assert!(log.contains("# Entries added by HostAliases.\n192.0.2.7\tfoo.local\tbar.local"), "{log}");
+    assert!(
+        log.contains("# Entries added by HostAliases.\n192.0.2.7\tfoo.local\tbar.local"),
+        "{log}"
+    );
     assert!(log.contains("HOST=web"), "{log}");
 
     // A host-network pod gets the node's hosts file plus its aliases.
@@ -191,7 +206,10 @@ fn kubelet_manages_etc_hosts_with_the_fqdn_and_host_aliases() {
     create(&node, &host);
     let log = log_with(&node, "hostnet", "main", "END");
     let node_hosts = std::fs::read_to_string("/etc/hosts").expect("node hosts file");
-    assert!(log.starts_with("# Kubernetes-managed hosts file (host network)."), "{log}");
+    assert!(
+        log.starts_with("# Kubernetes-managed hosts file (host network)."),
+        "{log}"
+    );
     assert!(log.contains(node_hosts.trim_end()), "{log}");
     assert!(log.contains("192.0.2.8\tbaz.local"), "{log}");
 }
@@ -227,7 +245,10 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
         &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "front-end"},
                 "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
     );
-    let cluster_ip = svc["spec"]["clusterIP"].as_str().expect("cluster IP").to_owned();
+    let cluster_ip = svc["spec"]["clusterIP"]
+        .as_str()
+        .expect("cluster IP")
+        .to_owned();
     let kubernetes = node
         .cp
         .get("/api/v1/namespaces/default/services/kubernetes")
@@ -244,10 +265,16 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
     create(&node, &links_off);
 
     let log = log_with(&node, "env", "main", "END");
-    assert!(log.contains(&format!("FRONT_END_SERVICE_HOST={cluster_ip}\n")), "{log}");
+    assert!(
+        log.contains(&format!("FRONT_END_SERVICE_HOST={cluster_ip}\n")),
+        "{log}"
+    );
     assert!(log.contains("FRONT_END_SERVICE_PORT=80\n"), "{log}");
     assert!(log.contains("FRONT_END_SERVICE_PORT_HTTP=80\n"), "{log}");
-    assert!(log.contains(&format!("FRONT_END_PORT=tcp://{cluster_ip}:80\n")), "{log}");
+    assert!(
+        log.contains(&format!("FRONT_END_PORT=tcp://{cluster_ip}:80\n")),
+        "{log}"
+    );
     assert!(
         log.contains(&format!(
             "KUBERNETES_SERVICE_HOST={}\n",
@@ -257,15 +284,22 @@ fn containers_get_service_variables_and_allocatable_as_default_limits() {
     );
     let n = node.node_object().expect("node");
     let memory = litelet::api::quantity::Quantity::parse(
-        n["status"]["allocatable"]["memory"].as_str().expect("allocatable memory"),
+        n["status"]["allocatable"]["memory"]
+            .as_str()
+            .expect("allocatable memory"),
     )
     .expect("memory quantity");
     let cpu = litelet::api::quantity::Quantity::parse(
-        n["status"]["allocatable"]["cpu"].as_str().expect("allocatable cpu"),
+        n["status"]["allocatable"]["cpu"]
+            .as_str()
+            .expect("allocatable cpu"),
     )
     .expect("cpu quantity");
     assert!(log.contains(&format!("MEM={}\n", memory.value())), "{log}");
-    assert!(log.contains(&format!("CPU={}\n", cpu.milli_value())), "{log}");
+    assert!(
+        log.contains(&format!("CPU={}\n", cpu.milli_value())),
+        "{log}"
+    );
 
     let log = log_with(&node, "nolinks", "main", "END");
     assert!(log.contains("KUBERNETES_SERVICE_HOST="), "{log}");
@@ -326,7 +360,8 @@ fn unsafe_sysctls_fail_the_pod_at_admission() {
         return;
     };
     let mut unsafe_pod = pod(&node, "unsafe", "sleep 3600");
-    unsafe_pod["spec"]["securityContext"] = json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}]});
+    unsafe_pod["spec"]["securityContext"] =
+        json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}]});
     create(&node, &unsafe_pod);
     let mut safe = pod(&node, "safe", "sleep 3600");
     safe["spec"]["securityContext"] =
@@ -382,16 +417,30 @@ fn a_pod_gone_from_the_api_costs_no_status_retries() {
     // Force deletion removes the pod from the API at once; the Node authorizer then
     // answers 403 for it, which means gone, not "retry".
     let out = node.cp.kubectl(&[
-        "delete", "pod", "doomed", "-n", &node.name, "--grace-period=0", "--force",
+        "delete",
+        "pod",
+        "doomed",
+        "-n",
+        &node.name,
+        "--grace-period=0",
+        "--force",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::thread::sleep(std::time::Duration::from_secs(15));
     let log = node.log();
     let retries = log
         .lines()
         .filter(|l| l.contains("doomed") && l.contains("not synced, retrying"))
         .count();
-    assert!(retries <= 1, "status retries for a gone pod: {retries}\n{}", node.tail());
+    assert!(
+        retries <= 1,
+        "status retries for a gone pod: {retries}\n{}",
+        node.tail()
+    );
     // The node stays healthy and its lease keeps being renewed.
     let n = node.node_object().expect("node");
     assert_eq!(condition(&n["status"], "Ready"), Some("True"));
