@@ -65,8 +65,10 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     let ns = "stats-e2e";
     node.cp.namespace(ns);
     for name in ["one", "two"] {
-        node.cp
-            .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod(ns, name, &node.name));
+        node.cp.create(
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            &pod(ns, name, &node.name),
+        );
     }
     for name in ["one", "two"] {
         node.wait_pod(ns, name, "Running", |p| p["status"]["phase"] == "Running");
@@ -75,14 +77,17 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     let base = format!("/api/v1/nodes/{}/proxy", node.name);
     let mut summary = Value::Null;
     // Two sampling rounds (10 s apart) after the pods start give rates.
-    node.wait_for("both pods in /stats/summary with CPU rates", || {
-        match raw(&node, &format!("{base}/stats/summary")).map(|s| serde_json::from_str(&s)) {
-            Some(Ok(v)) => {
-                summary = v;
-                complete(&summary, ns)
-            }
-            _ => false,
+    node.wait_for("both pods in /stats/summary with CPU rates", || match raw(
+        &node,
+        &format!("{base}/stats/summary"),
+    )
+    .map(|s| serde_json::from_str(&s))
+    {
+        Some(Ok(v)) => {
+            summary = v;
+            complete(&summary, ns)
         }
+        _ => false,
     });
     eprintln!(
         "---- /stats/summary ----\n{}",
@@ -91,15 +96,25 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     let n = &summary["node"];
     assert_eq!(n["nodeName"], "rn-stats");
     for key in ["usageNanoCores", "usageCoreNanoSeconds"] {
-        assert!(n["cpu"][key].as_u64().is_some_and(|v| v > 0), "node cpu {key}: {n}");
+        assert!(
+            n["cpu"][key].as_u64().is_some_and(|v| v > 0),
+            "node cpu {key}: {n}"
+        );
     }
-    let ws = n["memory"]["workingSetBytes"].as_u64().expect("node working set");
+    let ws = n["memory"]["workingSetBytes"]
+        .as_u64()
+        .expect("node working set");
     let usage = n["memory"]["usageBytes"].as_u64().expect("node usage");
     assert!(ws <= usage && n["memory"]["availableBytes"].is_u64(), "{n}");
-    assert!(n["fs"]["capacityBytes"].as_u64().is_some_and(|c| c > 0), "nodefs: {n}");
+    assert!(
+        n["fs"]["capacityBytes"].as_u64().is_some_and(|c| c > 0),
+        "nodefs: {n}"
+    );
     assert!(n["fs"]["inodesFree"].is_u64());
     assert!(
-        n["runtime"]["imageFs"]["usedBytes"].as_u64().is_some_and(|u| u > 0),
+        n["runtime"]["imageFs"]["usedBytes"]
+            .as_u64()
+            .is_some_and(|u| u > 0),
         "imagefs: {n}"
     );
     let pods = summary["pods"].as_array().unwrap();
@@ -116,9 +131,15 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
         let c = &p["containers"][0];
         assert_eq!(c["name"], "main");
         assert!(c["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0);
-        assert!(p["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() >= c["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap());
+        assert!(
+            p["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap()
+                >= c["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap()
+        );
         assert!(p["memory"]["workingSetBytes"].is_u64(), "pod memory: {p}");
-        assert!(p["process_stats"]["process_count"].as_u64().unwrap() >= 2, "{p}");
+        assert!(
+            p["process_stats"]["process_count"].as_u64().unwrap() >= 2,
+            "{p}"
+        );
         assert!(c["rootfs"]["usedBytes"].is_u64(), "writable layer: {c}");
         assert!(c["logs"]["usedBytes"].as_u64().unwrap() > 0, "logs: {c}");
         assert!(p["ephemeral-storage"]["usedBytes"].is_u64());
@@ -132,13 +153,17 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
             "container_memory_working_set_bytes",
             "container_start_time_seconds",
         ] {
-            let prefix = format!("{family}{{container=\"main\",namespace=\"{ns}\",pod=\"{name}\"}} ");
+            let prefix =
+                format!("{family}{{container=\"main\",namespace=\"{ns}\",pod=\"{name}\"}} ");
             assert!(
                 metrics.lines().any(|l| l.starts_with(&prefix)),
                 "{prefix} missing:\n{metrics}"
             );
         }
-        for family in ["pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"] {
+        for family in [
+            "pod_cpu_usage_seconds_total",
+            "pod_memory_working_set_bytes",
+        ] {
             let prefix = format!("{family}{{namespace=\"{ns}\",pod=\"{name}\"}} ");
             assert!(metrics.lines().any(|l| l.starts_with(&prefix)), "{prefix}");
         }
@@ -146,6 +171,10 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     for line in ["resource_scrape_error 0", "scrape_error 0"] {
         assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
     }
-    assert!(metrics.lines().any(|l| l.starts_with("node_cpu_usage_seconds_total ")));
-    assert!(metrics.lines().any(|l| l.starts_with("node_memory_working_set_bytes ")));
+    assert!(metrics
+        .lines()
+        .any(|l| l.starts_with("node_cpu_usage_seconds_total ")));
+    assert!(metrics
+        .lines()
+        .any(|l| l.starts_with("node_memory_working_set_bytes ")));
 }

@@ -201,9 +201,15 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     }
 
     let pod_sample = sample.pods.iter().find(|p| p.uid == uid).expect("our pod");
-    assert_eq!((pod_sample.name.as_str(), pod_sample.namespace.as_str()), (POD, NS));
+    assert_eq!(
+        (pod_sample.name.as_str(), pod_sample.namespace.as_str()),
+        (POD, NS)
+    );
     let c = &pod_sample.containers[0];
-    assert_eq!((c.name.as_str(), c.id.as_str()), ("main", container_id.as_str()));
+    assert_eq!(
+        (c.name.as_str(), c.id.as_str()),
+        ("main", container_id.as_str())
+    );
     let cu = c.usage.expect("container usage from its cgroup");
     let pu = pod_sample.usage.expect("pod usage from the pod cgroup");
     // The kernel's own files, read after the sample: counters only grow.
@@ -213,20 +219,36 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
         .join("cpuacct.usage");
     let kernel_cpu = read_u64(&cpuacct);
     let cpu = cu.cpu_usage_ns.expect("container cpu");
-    assert!(cpu > 10_000_000, "300k shell loop iterations took {cpu} ns of CPU");
+    assert!(
+        cpu > 10_000_000,
+        "300k shell loop iterations took {cpu} ns of CPU"
+    );
     assert!(cpu <= kernel_cpu, "sampled {cpu} > kernel {kernel_cpu}");
-    assert!(pu.cpu_usage_ns.unwrap() >= cpu, "the pod includes its container");
+    assert!(
+        pu.cpu_usage_ns.unwrap() >= cpu,
+        "the pod includes its container"
+    );
     let usage = cu.memory_usage_bytes.expect("memory usage");
     let ws = cu.working_set_bytes.expect("working set");
     assert!(usage > 0 && ws <= usage, "usage {usage} working set {ws}");
-    assert!(cu.rss_bytes.is_some() && cu.page_faults.unwrap_or(0) > 0, "{cu:?}");
+    assert!(
+        cu.rss_bytes.is_some() && cu.page_faults.unwrap_or(0) > 0,
+        "{cu:?}"
+    );
     assert!(pu.pids.unwrap_or(0) >= 2, "pause + sh + sleep: {pu:?}");
     let logs = c.logs.expect("log usage");
-    assert!(logs.used_bytes.unwrap() > 0 && logs.inodes_used.unwrap() >= 2, "{logs:?}");
+    assert!(
+        logs.used_bytes.unwrap() > 0 && logs.inodes_used.unwrap() >= 2,
+        "{logs:?}"
+    );
     assert!(c.start_time.is_some() && pod_sample.start_time.is_some());
 
     let node = &sample.node;
-    assert!(node.usage.cpu_usage_ns.unwrap() > cpu, "node cpu {:?}", node.usage);
+    assert!(
+        node.usage.cpu_usage_ns.unwrap() > cpu,
+        "node cpu {:?}",
+        node.usage
+    );
     assert!(node.memory_capacity_bytes.unwrap() > node.usage.working_set_bytes.unwrap());
     assert!(node.nodefs.and_then(|f| f.capacity_bytes).unwrap() > 0);
     let imagefs = node.imagefs.expect("imagefs from ImageFsInfo");

@@ -152,8 +152,7 @@ impl UsageReader for V1Reader {
             let stat = read_file(&dir, "memory.stat")
                 .map(|t| parse_memory_stat_v1(&t))
                 .unwrap_or_default();
-            let current =
-                read_file(&dir, "memory.usage_in_bytes").and_then(|t| parse_single(&t));
+            let current = read_file(&dir, "memory.usage_in_bytes").and_then(|t| parse_single(&t));
             memory_fields(&mut usage, current, stat);
         }
         if let Some(root) = &self.cpuacct {
@@ -222,7 +221,8 @@ pub fn reader_from_system() -> Result<Box<dyn UsageReader>, StatsError> {
     };
     let mountinfo = std::fs::read_to_string(MOUNTINFO_PATH)
         .map_err(|e| fail(format!("reading {MOUNTINFO_PATH}: {e}")))?;
-    let layout = detect(&mountinfo, Path::new(DEFAULT_MOUNT_ROOT)).map_err(|e| fail(e.to_string()))?;
+    let layout =
+        detect(&mountinfo, Path::new(DEFAULT_MOUNT_ROOT)).map_err(|e| fail(e.to_string()))?;
     Ok(reader_for(&layout))
 }
 

@@ -15,7 +15,9 @@ use crate::metrics::{escape, fmt};
 use super::sample::Sample;
 
 fn millis(t: SystemTime) -> u128 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
 }
 
 fn head(out: &mut String, name: &str, help: &str, kind: &str) {
@@ -34,7 +36,13 @@ fn labels(pairs: &[(&str, &str)]) -> String {
 }
 
 /// One family: its header and its samples, skipped entirely when it has none.
-fn family(out: &mut String, name: &str, help: &str, kind: &str, rows: &[(String, f64, Option<u128>)]) {
+fn family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    rows: &[(String, f64, Option<u128>)],
+) {
     if rows.is_empty() {
         return;
     }
@@ -68,14 +76,26 @@ pub fn render(sample: Option<&Sample>) -> String {
             "container_cpu_usage_seconds_total",
             "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
             "counter",
-            &rows(s, |c| c.usage.and_then(|u| u.cpu_usage_ns).map(|n| n as f64 / NS_PER_S), ts),
+            &rows(
+                s,
+                |c| {
+                    c.usage
+                        .and_then(|u| u.cpu_usage_ns)
+                        .map(|n| n as f64 / NS_PER_S)
+                },
+                ts,
+            ),
         );
         family(
             &mut out,
             "container_memory_working_set_bytes",
             "[STABLE] Current working set of the container in bytes",
             "gauge",
-            &rows(s, |c| c.usage.and_then(|u| u.working_set_bytes).map(|b| b as f64), ts),
+            &rows(
+                s,
+                |c| c.usage.and_then(|u| u.working_set_bytes).map(|b| b as f64),
+                ts,
+            ),
         );
         family(
             &mut out,
@@ -115,7 +135,11 @@ pub fn render(sample: Option<&Sample>) -> String {
                 .iter()
                 .filter_map(|p| {
                     let v = f(p.usage.as_ref()?)?;
-                    Some((labels(&[("namespace", &p.namespace), ("pod", &p.name)]), v, ts))
+                    Some((
+                        labels(&[("namespace", &p.namespace), ("pod", &p.name)]),
+                        v,
+                        ts,
+                    ))
                 })
                 .collect::<Vec<_>>()
         };

@@ -67,7 +67,12 @@ pub struct Sample {
 }
 
 /// CPU rate between two cumulative readings, in nano-cores (ns of CPU per s).
-pub fn rate(prev: Option<u64>, prev_at: SystemTime, cur: Option<u64>, at: SystemTime) -> Option<u64> {
+pub fn rate(
+    prev: Option<u64>,
+    prev_at: SystemTime,
+    cur: Option<u64>,
+    at: SystemTime,
+) -> Option<u64> {
     let elapsed = at.duration_since(prev_at).ok()?.as_nanos();
     let (prev, cur) = (prev?, cur?);
     if elapsed == 0 || cur < prev {
@@ -115,10 +120,40 @@ mod tests {
 
     #[test]
     fn rate_table() {
-        let cases: &[(&str, Option<u64>, u64, Option<u64>, u64, Option<u64>)] = &[
-            ("one core for 10 s", Some(0), 100, Some(10_000_000_000), 110, Some(1_000_000_000)),
-            ("quarter core", Some(5_000_000_000), 100, Some(7_500_000_000), 110, Some(250_000_000)),
-            ("counter went back (restart)", Some(9), 100, Some(1), 110, None),
+        // (name, previous reading, its time, current reading, its time, rate)
+        type Case = (
+            &'static str,
+            Option<u64>,
+            u64,
+            Option<u64>,
+            u64,
+            Option<u64>,
+        );
+        let cases: &[Case] = &[
+            (
+                "one core for 10 s",
+                Some(0),
+                100,
+                Some(10_000_000_000),
+                110,
+                Some(1_000_000_000),
+            ),
+            (
+                "quarter core",
+                Some(5_000_000_000),
+                100,
+                Some(7_500_000_000),
+                110,
+                Some(250_000_000),
+            ),
+            (
+                "counter went back (restart)",
+                Some(9),
+                100,
+                Some(1),
+                110,
+                None,
+            ),
             ("no time passed", Some(0), 100, Some(5), 100, None),
             ("clock went back", Some(0), 110, Some(5), 100, None),
             ("no previous reading", None, 100, Some(5), 110, None),
@@ -161,7 +196,10 @@ mod tests {
                 usage: usage(4_000_000_000).unwrap(),
                 ..Default::default()
             },
-            pods: vec![pod("a", 2_000_000_000, "c2", 1_000_000_000), pod("b", 9, "c3", 9)],
+            pods: vec![
+                pod("a", 2_000_000_000, "c2", 1_000_000_000),
+                pod("b", 9, "c3", 9),
+            ],
             errors: vec![],
         }
         .with_rates(&prev);

@@ -177,7 +177,9 @@ fn memory(at: Time, usage: &CgroupUsage, limit: Option<u64>) -> Option<MemorySta
     usage.memory_usage_bytes?;
     Some(MemoryStats {
         time: at,
-        available_bytes: limit.zip(usage.working_set_bytes).map(|(l, w)| l.saturating_sub(w)),
+        available_bytes: limit
+            .zip(usage.working_set_bytes)
+            .map(|(l, w)| l.saturating_sub(w)),
         usage_bytes: usage.memory_usage_bytes,
         working_set_bytes: usage.working_set_bytes,
         rss_bytes: usage.rss_bytes,
@@ -273,7 +275,7 @@ pub fn summary(node_name: &str, started: SystemTime, sample: &Sample) -> Summary
                 image_fs: Some(i.clone()),
                 container_fs: Some(i),
             }),
-            rlimit: (n.max_pid.is_some() || n.processes.is_some()).then(|| RlimitStats {
+            rlimit: (n.max_pid.is_some() || n.processes.is_some()).then_some(RlimitStats {
                 time: at,
                 max_pid: n.max_pid,
                 processes: n.processes,

@@ -21,9 +21,17 @@ fn memory_stat_tables() {
         pgmajfault: Some(7),
     };
     let cases: &[(&str, MemoryStat, MemoryStat)] = &[
-        ("v1 totals, not the local keys", parse_memory_stat_v1(V1_MEMORY_STAT), want),
+        (
+            "v1 totals, not the local keys",
+            parse_memory_stat_v1(V1_MEMORY_STAT),
+            want,
+        ),
         ("v2 names", parse_memory_stat_v2(V2_MEMORY_STAT), want),
-        ("empty file", parse_memory_stat_v1(""), MemoryStat::default()),
+        (
+            "empty file",
+            parse_memory_stat_v1(""),
+            MemoryStat::default(),
+        ),
         (
             "malformed lines are skipped",
             parse_memory_stat_v2("anon x\npgfault\ninactive_file 5\n"),
@@ -41,7 +49,11 @@ fn memory_stat_tables() {
 #[test]
 fn single_value_and_cpu_stat_tables() {
     let cases: &[(&str, Option<u64>, Option<u64>)] = &[
-        ("cpuacct.usage", parse_single("123456789\n"), Some(123456789)),
+        (
+            "cpuacct.usage",
+            parse_single("123456789\n"),
+            Some(123456789),
+        ),
         ("memory.current", parse_single("4096"), Some(4096)),
         ("pids.current", parse_single("3\n"), Some(3)),
         ("garbage", parse_single("max"), None),
@@ -50,7 +62,11 @@ fn single_value_and_cpu_stat_tables() {
             parse_cpu_stat_v2("usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n"),
             Some(1_500_000),
         ),
-        ("cpu.stat without usage", parse_cpu_stat_v2("nr_periods 0\n"), None),
+        (
+            "cpu.stat without usage",
+            parse_cpu_stat_v2("nr_periods 0\n"),
+            None,
+        ),
     ];
     for (name, got, want) in cases {
         assert_eq!(got, want, "{name}");
@@ -104,7 +120,12 @@ fn v2_reader_reads_cpu_stat_memory_current_and_pids() {
     let model = Model::v2("cpu memory pids");
     let name = "/kubepods/pod1";
     model.populate(name);
-    model.set("", name, "cpu.stat", "usage_usec 2500000\nuser_usec 2000000\n");
+    model.set(
+        "",
+        name,
+        "cpu.stat",
+        "usage_usec 2500000\nuser_usec 2000000\n",
+    );
     model.set("", name, "memory.current", "3145728\n");
     model.set("", name, "memory.stat", V2_MEMORY_STAT);
     model.set("", name, "pids.current", "2\n");

@@ -88,7 +88,11 @@ fn sorted(v: &[&str]) -> Vec<String> {
 
 #[test]
 fn summary_json_uses_upstream_field_names() {
-    let s = summary("edge-1", UNIX_EPOCH + Duration::from_secs(1_699_999_000), &sample());
+    let s = summary(
+        "edge-1",
+        UNIX_EPOCH + Duration::from_secs(1_699_999_000),
+        &sample(),
+    );
     let v = serde_json::to_value(&s).unwrap();
     let fs_keys = [
         "time",
@@ -112,9 +116,20 @@ fn summary_json_uses_upstream_field_names() {
         ("", &["node", "pods"]),
         (
             "node",
-            &["nodeName", "startTime", "cpu", "memory", "fs", "runtime", "rlimit"],
+            &[
+                "nodeName",
+                "startTime",
+                "cpu",
+                "memory",
+                "fs",
+                "runtime",
+                "rlimit",
+            ],
         ),
-        ("node.cpu", &["time", "usageNanoCores", "usageCoreNanoSeconds"]),
+        (
+            "node.cpu",
+            &["time", "usageNanoCores", "usageCoreNanoSeconds"],
+        ),
         ("node.memory", &memory_keys),
         ("node.fs", &fs_keys),
         ("node.runtime", &["imageFs", "containerFs"]),
@@ -164,7 +179,11 @@ fn summary_json_uses_upstream_field_names() {
 
 #[test]
 fn summary_values_follow_upstream_definitions() {
-    let s = summary("edge-1", UNIX_EPOCH + Duration::from_secs(1_699_999_000), &sample());
+    let s = summary(
+        "edge-1",
+        UNIX_EPOCH + Duration::from_secs(1_699_999_000),
+        &sample(),
+    );
     let v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["node"]["nodeName"], "edge-1");
     assert_eq!(v["node"]["startTime"], "2023-11-14T21:56:40Z");
@@ -172,8 +191,14 @@ fn summary_values_follow_upstream_definitions() {
     // Node memory available = capacity − working set; pods and containers have none.
     assert_eq!(v["node"]["memory"]["availableBytes"], 8000);
     assert_eq!(v["pods"][0]["memory"].get("availableBytes"), None);
-    assert_eq!(v["pods"][0]["podRef"], json!({"name": "web", "namespace": "default", "uid": "u1"}));
-    assert_eq!(v["pods"][0]["cpu"]["usageCoreNanoSeconds"], 5_000_000_000u64);
+    assert_eq!(
+        v["pods"][0]["podRef"],
+        json!({"name": "web", "namespace": "default", "uid": "u1"})
+    );
+    assert_eq!(
+        v["pods"][0]["cpu"]["usageCoreNanoSeconds"],
+        5_000_000_000u64
+    );
     // Ephemeral storage = writable layers + logs + disk volumes.
     assert_eq!(v["pods"][0]["ephemeral-storage"]["usedBytes"], 40 + 20 + 30);
     assert_eq!(v["pods"][0]["ephemeral-storage"]["capacityBytes"], 1000);
