@@ -174,6 +174,15 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     assert!(metrics
         .lines()
         .any(|l| l.starts_with("node_cpu_usage_seconds_total ")));
+    // The cost of a sampling round, measured (not asserted): the stats thread's histogram.
+    if let Some(all) = raw(&node, &format!("{base}/metrics")) {
+        let lines: Vec<&str> = all
+            .lines()
+            .filter(|l| l.starts_with("litelet_stats_sampling_duration_seconds_"))
+            .filter(|l| l.contains("_sum") || l.contains("_count"))
+            .collect();
+        eprintln!("---- sampling cost ----\n{}", lines.join("\n"));
+    }
     assert!(metrics
         .lines()
         .any(|l| l.starts_with("node_memory_working_set_bytes ")));
