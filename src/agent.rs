@@ -127,6 +127,46 @@ fn checkpoint_spec(
     None
 }
 
+/// Starts the `stats` thread (usage sampling for the node API); without a cgroup
+/// reader the node API's usage paths are off, the rest of litelet is not affected.
+fn start_stats(
+    flags: &Flags,
+    runtime: &RuntimeClient,
+    images: cri::ImageClient,
+    cgroups: Option<Arc<PodCgroupManager>>,
+    shutdown: &Shutdown,
+) -> Option<crate::stats::StatsStore> {
+    let reader = match crate::stats::cgroup::reader_from_system() {
+        Ok(reader) => reader,
+        Err(err) => {
+            log::warn!("usage stats disabled: {err}");
+            return None;
+        }
+    };
+    let collector = crate::stats::Collector {
+        runtime: runtime.clone(),
+        images: Some(images),
+        reader,
+        cgroups,
+        root_dir: flags.root_dir.clone(),
+        pod_logs_dir: flags.pod_logs_dir.clone(),
+        proc_root: "/proc".into(),
+    };
+    let store = crate::stats::StatsStore::new();
+    match crate::stats::sampler::spawn(
+        collector,
+        store.clone(),
+        crate::stats::DEFAULT_PERIOD,
+        shutdown.clone(),
+    ) {
+        Ok(_) => Some(store),
+        Err(err) => {
+            log::error!("usage stats disabled: {err}");
+            None
+        }
+    }
+}
+
 /// Starts every thread and runs the sync loop on the calling thread until shutdown.
 pub fn run(
     flags: &Flags,
@@ -190,6 +230,7 @@ pub fn run(
         .version(&Default::default())
         .map(|v| v.runtime_name)
         .unwrap_or_else(|_| "cri".into());
+    let stats_images = images.clone();
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
@@ -379,6 +420,7 @@ pub fn run(
         (manager.clone(), workers.clone(), recorder.clone());
 
     let server_status = status.clone();
+    let cgroups_for_stats = cgroups.clone();
     let mut kubelet = Kubelet::new(
         workers,
         queue,
@@ -420,6 +462,7 @@ pub fn run(
         node_name: node.clone(),
     }
     .spawn(deaths_rx, shutdown.clone())?;
+    let stats = start_stats(flags, &runtime, stats_images, cgroups_for_stats, &shutdown);
     let server = ServerContext {
         heartbeat: kubelet.heartbeat.clone(),
         pleg: pleg_health,
@@ -428,6 +471,7 @@ pub fn run(
         runtime: runtime.clone(),
         status: Some(server_status),
         api: api.clone(),
+        stats,
     };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
     if let Err(err) = server::spawn(

@@ -22,5 +22,6 @@ pub mod runtime;
 pub mod runtime_info;
 pub mod server;
 pub mod sources;
+pub mod stats;
 pub mod status;
 pub mod volumes;

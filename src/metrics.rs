@@ -286,9 +286,15 @@ pub static HTTP_REJECTED_CONNECTIONS: Family = Family::counter(
     "Connections closed at once because the server was at its connection limit.",
     &["server"],
 );
+pub static STATS_ROUND_DURATION: Family = Family::histogram(
+    "litelet_stats_sampling_duration_seconds",
+    "Time one round of usage sampling took (the stats thread), by result.",
+    &["result"],
+    LATENCY_BUCKETS,
+);
 
 /// Every family, in rendering order.
-pub fn families() -> [&'static Family; 12] {
+pub fn families() -> [&'static Family; 13] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -302,6 +308,7 @@ pub fn families() -> [&'static Family; 12] {
         &POD_RESIZES,
         &HTTP_REQUESTS,
         &HTTP_REJECTED_CONNECTIONS,
+        &STATS_ROUND_DURATION,
     ]
 }
 
@@ -323,6 +330,12 @@ pub fn cri_call(op: &str, took: Duration, ok: bool) {
     if !ok {
         CRI_ERRORS.inc(&[op]);
     }
+}
+
+/// One round of the `stats` thread; `clean` when nothing in it failed.
+pub fn stats_round(took: Duration, clean: bool) {
+    let result = if clean { "ok" } else { "partial" };
+    STATS_ROUND_DURATION.observe_duration(&[result], took);
 }
 
 /// One PLEG relist: its duration and the running pods and containers it saw.

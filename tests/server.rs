@@ -102,6 +102,7 @@ fn start(setup: Setup) -> Node {
         runtime: runtime.clone(),
         status: None,
         api: api.as_ref().map(|a| a.client()),
+        stats: None,
     };
     let (stop, shutdown) = bounded::<()>(0);
     let handle = server::start(config, ctx, shutdown).unwrap();

@@ -185,6 +185,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
         runtime: runtime.clone(),
         status: None,
         api: None,
+        stats: None,
     };
     let (_stop, shutdown) = bounded::<()>(0);
     let handle = server::start(config, ctx, shutdown).unwrap();

@@ -33,7 +33,7 @@ pub mod v1;
 pub mod v2;
 
 #[cfg(test)]
-mod testfs;
+pub(crate) mod testfs;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! The node's HTTP API (upstream kubelet server): `/healthz` on a loopback port, and
-//! on the TLS port `/pods`, `/metrics`, `/containerLogs`, `/exec`, `/attach`,
+//! on the TLS port `/pods`, `/metrics`, `/metrics/resource`, `/stats/summary`,
+//! `/containerLogs`, `/exec`, `/attach`,
 //! `/portForward` and `/run`, behind x509/token authentication and SubjectAccessReview
 //! authorization.
 //!
@@ -170,6 +171,9 @@ pub struct ServerContext {
     pub status: Option<StatusManager>,
     /// For TokenReview and SubjectAccessReview; None in standalone mode.
     pub api: Option<ApiClient>,
+    /// The `stats` thread's samples for `/stats/summary` and `/metrics/resource`;
+    /// None when no sampler runs (those paths then answer 503).
+    pub stats: Option<crate::stats::StatsStore>,
 }
 
 /// A start-up failure of the server.

@@ -3,13 +3,15 @@
 //! [`dispatch`] runs its handler. Requests reach here only after authentication and
 //! authorization, so error messages may name the pod the caller asked for.
 //!
-//! Handlers run on the connection's thread: `/pods`, `/metrics` and `/healthz` answer
-//! at once; `/containerLogs` may follow for a long time; `/exec`, `/attach` and
+//! Handlers run on the connection's thread: `/pods`, `/metrics`, `/metrics/resource`,
+//! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
+//! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
 
 mod container_logs;
 mod healthz;
 mod pods;
+mod stats;
 mod stream;
 
 use crate::server::conn::{Reply, Transport};
@@ -35,6 +37,10 @@ pub enum Route {
     Healthz,
     Pods,
     Metrics,
+    /// `/metrics/resource`: usage for metrics-server.
+    MetricsResource,
+    /// `/stats/summary`: the stats API summary.
+    StatsSummary,
     ContainerLogs(Target),
     Exec(Target),
     Attach(Target),
@@ -70,6 +76,8 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "healthz" if rest.is_empty() => (Route::Healthz, get),
         "pods" if rest.is_empty() => (Route::Pods, get),
         "metrics" if rest.is_empty() => (Route::Metrics, get),
+        "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
+        "stats" if rest == ["summary"] => (Route::StatsSummary, get),
         "containerLogs" => (Route::ContainerLogs(target(rest, true, false)?), get),
         "exec" => (Route::Exec(target(rest, true, true)?), stream),
         "attach" => (Route::Attach(target(rest, true, true)?), stream),
@@ -123,6 +131,7 @@ pub fn path_kind(raw_path: &str) -> &'static str {
         "healthz" => "healthz",
         "pods" => "pods",
         "metrics" => "metrics",
+        "stats" => "stats",
         "containerLogs" => "containerLogs",
         "exec" => "exec",
         "attach" => "attach",
@@ -164,6 +173,8 @@ pub fn dispatch(
         Route::Healthz => Reply::Full(healthz::serve(shared, req)),
         Route::Pods => Reply::Full(pods::serve(shared)),
         Route::Metrics => Reply::Full(pods::metrics(shared)),
+        Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
+        Route::StatsSummary => Reply::Full(stats::summary(shared)),
         Route::ContainerLogs(t) => container_logs::serve(shared, req, &t, transport),
         Route::Exec(t) => stream::exec(shared, req, &t, transport, buf),
         Route::Attach(t) => stream::attach(shared, req, &t, transport, buf),
@@ -191,6 +202,12 @@ mod tests {
             ("GET", "/healthz", Ok(Route::Healthz)),
             ("HEAD", "/pods/", Ok(Route::Pods)),
             ("GET", "/metrics", Ok(Route::Metrics)),
+            ("GET", "/metrics/resource", Ok(Route::MetricsResource)),
+            ("GET", "/stats/summary", Ok(Route::StatsSummary)),
+            ("GET", "/stats/summary/", Ok(Route::StatsSummary)),
+            ("POST", "/stats/summary", Err(RouteError::MethodNotAllowed)),
+            ("GET", "/stats", Err(RouteError::NotFound)),
+            ("GET", "/metrics/cadvisor", Err(RouteError::NotFound)),
             ("POST", "/pods", Err(RouteError::MethodNotAllowed)),
             (
                 "GET",

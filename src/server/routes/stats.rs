@@ -1,0 +1,37 @@
+//! `/stats/summary` and `/metrics/resource`: the `stats` thread's last sample rendered
+//! by `crate::stats::summary` / `crate::stats::resource_metrics`. Nothing is measured
+//! on request, so a scrape costs a lock, a clone of an `Arc` and the encoding.
+//! Authorized as `nodes/stats` and `nodes/metrics` (see `authz.rs`).
+
+use std::time::SystemTime;
+
+use crate::server::http::Response;
+use crate::server::Shared;
+use crate::stats::{resource_metrics as rm, summary as sm};
+
+pub fn summary(shared: &Shared) -> Response {
+    let Some(store) = &shared.ctx.stats else {
+        return Response::text(503, "stats are not collected on this node");
+    };
+    let Some(sample) = store.latest() else {
+        // Upstream answers 500 until its providers have data; say why.
+        return Response::text(503, "no usage sample yet, retry shortly");
+    };
+    let started = SystemTime::now()
+        .checked_sub(shared.ctx.started.elapsed())
+        .unwrap_or_else(SystemTime::now);
+    let summary = sm::summary(&shared.config.node_name, started, &sample);
+    match serde_json::to_vec(&summary) {
+        Ok(body) => Response::json(200, body),
+        Err(err) => Response::text(500, format!("encode stats summary: {err}")),
+    }
+}
+
+pub fn resource_metrics(shared: &Shared) -> Response {
+    let sample = shared.ctx.stats.as_ref().and_then(|s| s.latest());
+    Response::new(
+        200,
+        "text/plain; version=0.0.4; charset=utf-8",
+        rm::render(sample.as_deref()),
+    )
+}
