@@ -119,6 +119,11 @@ impl RealNode {
         }
     }
 
+    /// The node's `--cgroup-root` (e.g. `/litelet-real-<pid>-<name>`).
+    pub fn cgroup_root(&self) -> &str {
+        &self.cgroup_root
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
