@@ -717,3 +717,48 @@ fn deleted_pod_leaves_no_pod_cgroup_in_any_hierarchy_incl_unified() {
     });
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Issue 18 item 2: once a pod is force-deleted, the Node authorizer answers 403 for
+/// it; the status thread forgets the pod instead of retrying (it used to retry in a
+/// loop that spun a core for seconds).
+#[test]
+fn force_deleted_pod_status_is_forgotten_on_403_not_retried() {
+    let Some(node) = RealNode::start(
+        "force_deleted_pod_status_is_forgotten_on_403_not_retried",
+        "rn-forbid",
+        &[],
+    ) else {
+        return;
+    };
+    let ns = "rn-forbid";
+    node.cp.namespace(ns);
+    node.wait_ready();
+    node.cp
+        .create(&pods_path(ns), &pod(ns, "gone", &node.name, "sleep 3600"));
+    node.wait_pod(ns, "gone", "Running", |p| phase(p) == "Running");
+    let options = litelet::api::client::DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    node.cp
+        .admin()
+        .delete(&format!("{}/gone", pods_path(ns)), &options)
+        .expect("force delete");
+    // litelet stops the pod (terminating and terminated statuses are written, each
+    // refused with 403), then has nothing left to say about it.
+    std::thread::sleep(Duration::from_secs(10));
+    let log = node.log();
+    let retries: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("rn-forbid/gone") && l.contains("not synced, retrying"))
+        .collect();
+    assert!(retries.is_empty(), "status retried after 403: {retries:#?}");
+    let forgotten = log
+        .lines()
+        .filter(|l| l.contains("rn-forbid/gone") && l.contains("no longer visible"))
+        .count();
+    assert!(
+        forgotten <= 5,
+        "forgot the pod {forgotten} times in 10 s: the status thread keeps trying"
+    );
+}
