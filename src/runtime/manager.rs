@@ -56,6 +56,9 @@ pub struct RuntimeChange<'a> {
     pub lifecycle: bool,
 }
 
+/// The hook [`RuntimeManager::on_runtime_change`] installs.
+type ChangeHook = Box<dyn Fn(RuntimeChange<'_>) + Send + Sync>;
+
 /// Acts on the runtime for pod workers, the PLEG and housekeeping.
 pub struct RuntimeManager {
     pub runtime: RuntimeClient,
@@ -67,7 +70,7 @@ pub struct RuntimeManager {
     pub(super) settings: RuntimeSettings,
     /// Called after a sync or kill touched a pod in the runtime (the PLEG's nudge and
     /// the status cache's staleness mark).
-    changed: Option<Box<dyn Fn(RuntimeChange<'_>) + Send + Sync>>,
+    changed: Option<ChangeHook>,
     /// The missing `--cluster-dns` has been logged (once per process; each pod gets
     /// its own `MissingClusterDNS` event).
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
