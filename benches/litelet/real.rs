@@ -60,7 +60,10 @@ fn poll_until(what: &str, mut check: impl FnMut() -> bool) -> Instant {
         if check() {
             return Instant::now();
         }
-        assert!(Instant::now() < deadline, "real cluster: timed out on {what}");
+        assert!(
+            Instant::now() < deadline,
+            "real cluster: timed out on {what}"
+        );
         std::thread::sleep(POLL);
     }
 }
@@ -120,7 +123,12 @@ fn idle(settings: &Settings, node: &RealNode, n: usize, rows: &mut Vec<Row>) {
     rows.push(Row::new(&scenario, "RSS anonymous", last.anon_mib(), "MiB"));
     rows.push(Row::new(&scenario, "RSS peak", peak as f64 / 1024.0, "MiB"));
     rows.push(Row::new(&scenario, "threads", last.threads as f64, ""));
-    rows.push(Row::new(&scenario, "CPU", cpu_percent(&first, &last), "%core"));
+    rows.push(Row::new(
+        &scenario,
+        "CPU",
+        cpu_percent(&first, &last),
+        "%core",
+    ));
     rows.push(Row::new(&scenario, "CPU per 60 s", cpu_ms_per_min, "ms"));
 }
 
@@ -154,11 +162,8 @@ fn pod_cgroups(root: &str) -> usize {
 
 pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
     let started = Instant::now();
-    let Some(node) = RealNode::start(
-        "bench real cluster",
-        "bench-real",
-        &["--max-pods", "110"],
-    ) else {
+    let Some(node) = RealNode::start("bench real cluster", "bench-real", &["--max-pods", "110"])
+    else {
         rows.push(Row::new(SCENARIO, "skipped (no control plane)", 0.0, ""));
         return;
     };
@@ -263,8 +268,7 @@ pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
         }
         let t = poll_until("resize in status", || {
             get_pod(&node, "elastic").is_some_and(|p| {
-                container_status(&p, "main")
-                    .is_some_and(|c| c["resources"]["limits"]["cpu"] == cpu)
+                container_status(&p, "main").is_some_and(|c| c["resources"]["limits"]["cpu"] == cpu)
                     && p["status"]["observedGeneration"] == p["metadata"]["generation"]
                     && condition(&p["status"], "PodResizeInProgress").is_none()
             })
