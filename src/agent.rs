@@ -235,12 +235,19 @@ pub fn run(
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
     let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
-    // What litelet changes itself, the PLEG sees at once rather than a period later.
+    // What litelet changes itself, the PLEG sees at once rather than a period later,
+    // and the pod's worker waits for a status taken after the change (and only then).
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
+    let marks = cache.clone();
     let manager = Arc::new(
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
-            .on_runtime_change(move || nudge.nudge()),
+            .on_runtime_change(move |change| {
+                marks.runtime_changed(change.uid, std::time::Instant::now());
+                if change.lifecycle {
+                    nudge.nudge();
+                }
+            }),
     );
 
     // RESIZE: litelet writes pod cgroups only through cgroupfs.

@@ -295,3 +295,62 @@ fn real_v1_pod_cgroup_lifecycle() {
         );
     }
 }
+
+/// Every `/sys/fs/cgroup/<hierarchy>/<cgroup>` that exists, `unified` included.
+fn existing_in_any_hierarchy(cgroup: &str) -> Vec<PathBuf> {
+    let Ok(hierarchies) = fs::read_dir(DEFAULT_MOUNT_ROOT) else {
+        return Vec::new();
+    };
+    hierarchies
+        .flatten()
+        .map(|h| h.path().join(cgroup.trim_start_matches('/')))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+/// Issue 18: on a hybrid host runc mirrors the pod cgroup into the cgroup2 mount at
+/// `/sys/fs/cgroup/unified`; removing the pod cgroup must remove that copy too.
+#[test]
+fn real_hybrid_pod_cgroup_removal_covers_the_unified_hierarchy() {
+    const TEST: &str = "real_hybrid_pod_cgroup_removal_covers_the_unified_hierarchy";
+    if !nix::unistd::geteuid().is_root() {
+        return skip(TEST, "needs root");
+    }
+    let Ok(mountinfo) = fs::read_to_string(MOUNTINFO_PATH) else {
+        return skip(TEST, "no /proc/self/mountinfo");
+    };
+    let layout = detect(&mountinfo, Path::new(DEFAULT_MOUNT_ROOT));
+    let Ok(layout) = layout else {
+        return skip(TEST, "no cgroups");
+    };
+    if layout.mode != CgroupMode::Hybrid {
+        return skip(TEST, &format!("not a hybrid host ({:?})", layout.mode));
+    }
+    let unified_root = layout.unified.clone().expect("hybrid has a cgroup2 mount");
+
+    let top = format!("litelet-test-u{}", std::process::id());
+    let _guard = Guard {
+        top: top.clone(),
+        children: Vec::new(),
+    };
+    let config = ManagerConfig {
+        cgroup_root: format!("/{top}"),
+        ..Default::default()
+    };
+    let manager =
+        PodCgroupManager::new(Path::new(DEFAULT_MOUNT_ROOT), &mountinfo, config).expect("manager");
+    manager.ensure_qos_hierarchy().expect("qos hierarchy");
+    let uid = format!("{}-unified", std::process::id());
+    let pod = burstable_pod(&uid);
+    let name = manager.pod_cgroup_name(&pod).expect("name");
+    manager.ensure_pod(&pod).expect("ensure pod");
+    // What runc does when it starts the pod's first container: the pod's path and
+    // the container's below it, in the cgroup2 mount as well.
+    let in_unified = unified_root.join(name.trim_start_matches('/'));
+    fs::create_dir_all(in_unified.join("container-a")).expect("mkdir in the unified hierarchy");
+
+    manager.remove_pod(&uid).expect("remove pod cgroup");
+    let left = existing_in_any_hierarchy(&name);
+    assert!(left.is_empty(), "pod cgroup left behind in: {left:?}");
+    assert!(!in_unified.exists(), "{} left behind", in_unified.display());
+}

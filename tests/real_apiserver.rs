@@ -641,3 +641,124 @@ fn static_pod_is_mirrored_in_the_apiserver_and_removed_with_its_manifest() {
             .is_none()
     });
 }
+
+/// Every `pod<uid>` directory below `root` in any cgroup hierarchy (`unified` too).
+fn pod_cgroup_dirs(root: &str, uid: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, name: &str, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+            if entry.file_name().to_string_lossy() == name {
+                out.push(entry.path());
+            } else if depth > 0 {
+                walk(&entry.path(), name, depth - 1, out);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let top = hierarchy.path().join(root.trim_start_matches('/'));
+        walk(&top, &format!("pod{uid}"), 3, &mut found);
+    }
+    found
+}
+
+/// Issue 18 item 3: runc makes the pod cgroup in every hierarchy, on a hybrid host
+/// also in the cgroup2 mount `/sys/fs/cgroup/unified`; once the pod is deleted, no
+/// `pod<uid>` directory is left in any of them.
+#[test]
+fn deleted_pod_leaves_no_pod_cgroup_in_any_hierarchy_incl_unified() {
+    let Some(node) = RealNode::start(
+        "deleted_pod_leaves_no_pod_cgroup_in_any_hierarchy_incl_unified",
+        "rn-cgleak",
+        &[],
+    ) else {
+        return;
+    };
+    let ns = "rn-cgleak";
+    node.cp.namespace(ns);
+    node.wait_ready();
+    let mut p = pod(ns, "short", &node.name, "sleep 3600");
+    p["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "50m"}});
+    node.cp.create(&pods_path(ns), &p);
+    let running = node.wait_pod(ns, "short", "Running", |p| phase(p) == "Running");
+    let uid = running["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let while_running = pod_cgroup_dirs(node.cgroup_root(), &uid);
+    assert!(
+        while_running
+            .iter()
+            .any(|d| d.starts_with("/sys/fs/cgroup/cpu")),
+        "no pod cgroup while running: {while_running:?}"
+    );
+    let hybrid = std::path::Path::new("/sys/fs/cgroup/unified").is_dir();
+    if hybrid {
+        // The case this test is about: runc's copy in the cgroup2 hierarchy.
+        assert!(
+            while_running
+                .iter()
+                .any(|d| d.starts_with("/sys/fs/cgroup/unified")),
+            "runc made no pod cgroup in unified: {while_running:?}"
+        );
+    }
+
+    node.cp.delete(&format!("{}/short", pods_path(ns)));
+    node.wait_for("the pod gone from the API", || {
+        node.cp.get(&format!("{}/short", pods_path(ns))).is_none()
+    });
+    let mut left = Vec::new();
+    node.wait_for("no pod cgroup left in any hierarchy", || {
+        left = pod_cgroup_dirs(node.cgroup_root(), &uid);
+        left.is_empty()
+    });
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Issue 18 item 2: once a pod is force-deleted, the Node authorizer answers 403 for
+/// it; the status thread forgets the pod instead of retrying (it used to retry in a
+/// loop that spun a core for seconds).
+#[test]
+fn force_deleted_pod_status_is_forgotten_on_403_not_retried() {
+    let Some(node) = RealNode::start(
+        "force_deleted_pod_status_is_forgotten_on_403_not_retried",
+        "rn-forbid",
+        &[],
+    ) else {
+        return;
+    };
+    let ns = "rn-forbid";
+    node.cp.namespace(ns);
+    node.wait_ready();
+    node.cp
+        .create(&pods_path(ns), &pod(ns, "gone", &node.name, "sleep 3600"));
+    node.wait_pod(ns, "gone", "Running", |p| phase(p) == "Running");
+    let options = litelet::api::client::DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    node.cp
+        .admin()
+        .delete(&format!("{}/gone", pods_path(ns)), &options)
+        .expect("force delete");
+    // litelet stops the pod (terminating and terminated statuses are written, each
+    // refused with 403), then has nothing left to say about it.
+    std::thread::sleep(Duration::from_secs(10));
+    let log = node.log();
+    let retries: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("rn-forbid/gone") && l.contains("not synced, retrying"))
+        .collect();
+    assert!(retries.is_empty(), "status retried after 403: {retries:#?}");
+    let forgotten = log
+        .lines()
+        .filter(|l| l.contains("rn-forbid/gone") && l.contains("no longer visible"))
+        .count();
+    assert!(
+        forgotten <= 5,
+        "forgot the pod {forgotten} times in 10 s: the status thread keeps trying"
+    );
+}

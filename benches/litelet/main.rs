@@ -4,7 +4,8 @@
 //! run one). Prints one table and writes JSON.
 //!
 //! Arguments (after `--`): names of scenarios to run (default all): `startup`,
-//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`.
+//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`, `real` (a real
+//! kube-apiserver from `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`).
 //! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
 //! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
@@ -18,6 +19,7 @@ mod support;
 
 mod cluster;
 mod process;
+mod real;
 mod report;
 mod scenarios;
 
@@ -35,6 +37,10 @@ pub struct Settings {
     pub resizes: usize,
     pub scale_pods: Vec<usize>,
     pub containerd_pods: usize,
+    /// Real cluster: runs of the one-pod and exit measurements.
+    pub real_runs: usize,
+    /// Real cluster: pods created at once, then the total for the last idle window.
+    pub real_pods: (usize, usize),
 }
 
 impl Settings {
@@ -48,6 +54,8 @@ impl Settings {
             resizes: 60,
             scale_pods: vec![500, 1000],
             containerd_pods: 10,
+            real_runs: 5,
+            real_pods: (30, 100),
         }
     }
 
@@ -61,6 +69,8 @@ impl Settings {
             resizes: 10,
             scale_pods: vec![200],
             containerd_pods: 3,
+            real_runs: 2,
+            real_pods: (5, 10),
         }
     }
 }
@@ -163,6 +173,12 @@ fn main() {
     if wants("containerd") {
         run("real containerd", &mut rows, &|rows| {
             scenarios::containerd(&settings, rows)
+        });
+    }
+
+    if wants("real") {
+        run("real cluster", &mut rows, &|rows| {
+            real::real_cluster(&settings, rows)
         });
     }
 

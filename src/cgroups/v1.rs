@@ -4,8 +4,10 @@
 //! `cpu.cfs_period_us`), `memory` (`memory.limit_in_bytes`, `memory.usage_in_bytes`),
 //! `pids` (`pids.max`) and `cpuacct` (created only, for accounting). `cpu` and `memory`
 //! are required; `pids` and `cpuacct` are used when mounted. Removal and listing cover
-//! every v1 hierarchy (cpuset, devices, freezer, `name=systemd`, ...), because runc
-//! creates the pod's path in all of them when it starts the pod's containers.
+//! every v1 hierarchy (cpuset, devices, freezer, `name=systemd`, ...) and, on a hybrid
+//! host, the cgroup2 hierarchy at `<root>/unified`, because runc creates the pod's
+//! path in all of them when it starts the pod's containers (issue 18: the `unified`
+//! copy was left behind, one empty `pod<uid>` per pod ever run).
 //!
 //! **cpuset is never created by litelet.** A new v1 cpuset cgroup starts with empty
 //! `cpuset.cpus`/`cpuset.mems`, and no task can join it until both are copied from the
@@ -55,7 +57,7 @@ pub struct CgroupV1 {
     cpuacct: Option<PathBuf>,
     memory: PathBuf,
     pids: Option<PathBuf>,
-    /// Every v1 hierarchy's mount point, each once.
+    /// Every v1 hierarchy's mount point, each once, and the hybrid cgroup2 mount.
     all: Vec<PathBuf>,
 }
 
@@ -73,6 +75,8 @@ impl CgroupV1 {
                 })
         };
         let mut all: Vec<PathBuf> = layout.v1.iter().map(|m| m.mount_point.clone()).collect();
+        // Hybrid: runc mirrors every cgroup into the cgroup2 mount as well.
+        all.extend(layout.unified.iter().cloned());
         all.dedup();
         Ok(CgroupV1 {
             mount_root: mount_root.to_path_buf(),
@@ -618,6 +622,21 @@ mod tests {
             assert!(model.path(hierarchy, "/kubepods").exists(), "{hierarchy}");
         }
         v1.remove(&pod).unwrap();
+    }
+
+    #[test]
+    fn issue_18_remove_covers_the_hybrid_unified_hierarchy() {
+        let model = Model::v1();
+        let v1 = CgroupV1::new(&model.layout(), model.root()).unwrap();
+        // What runc leaves in the cgroup2 mount of a hybrid host.
+        let unified = model.root().join("unified/kubepods/burstable/pod7");
+        std::fs::create_dir_all(unified.join("container-a")).unwrap();
+        let kubepods = CgroupName::parse("/kubepods/burstable").unwrap();
+        assert_eq!(v1.children(&kubepods).unwrap(), vec!["pod7"]);
+        v1.remove(&CgroupName::parse("/kubepods/burstable/pod7").unwrap())
+            .unwrap();
+        assert!(!unified.exists());
+        assert!(model.root().join("unified/kubepods/burstable").is_dir());
     }
 
     #[test]

@@ -1210,3 +1210,49 @@ fn b35_a_cancelled_sync_backs_off_and_the_cancelling_update_runs_at_once() {
     );
     assert_eq!(syncs_of(&h, "u35"), 1);
 }
+
+/// A harness whose cache saw one relist, now, and will see no other.
+fn harness_without_relists() -> Harness {
+    let h = harness();
+    h.cache.update_time(Instant::now());
+    h
+}
+
+#[test]
+fn issue_18_an_update_after_a_sync_does_not_wait_for_the_next_relist() {
+    // A resize or spec change arrives from the watch right after a sync: nothing
+    // changed the pod in the runtime since its last status, so the worker syncs at
+    // once (it used to wait for a relist newer than its last sync, up to a period).
+    let h = harness_without_relists();
+    let p = pod("r1");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("r1");
+    h.workers
+        .update_pod(update(UpdateType::Update, &with_version(p, "v2")));
+    wait("the update synced without a relist", || {
+        h.count(|c| matches!(c, Call::Sync { version, .. } if version == "v2")) == 1
+    });
+}
+
+#[test]
+fn issue_18_a_pod_litelet_changed_waits_for_a_status_taken_after_the_change() {
+    let h = harness_without_relists();
+    let p = pod("r2");
+    h.workers.update_pod(update(UpdateType::Create, &p));
+    h.settle("r2");
+    // The runtime manager touched the pod (e.g. started a container) after the relist.
+    let changed = Instant::now() + Duration::from_millis(1);
+    h.cache.runtime_changed("r2", changed);
+    h.workers
+        .update_pod(update(UpdateType::Update, &with_version(p, "v2")));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        h.count(|c| matches!(c, Call::Sync { .. })),
+        1,
+        "decided on a status older than its own change"
+    );
+    h.cache.set("r2", Ok(PodRuntimeStatus::default()), changed);
+    wait("the update synced on the fresh status", || {
+        h.count(|c| matches!(c, Call::Sync { version, .. } if version == "v2")) == 1
+    });
+}

@@ -33,7 +33,6 @@ enum Done {
 
 impl PodWorkers {
     pub(super) fn worker_loop(&self, uid: &str, rx: Receiver<()>) {
-        let mut last_sync: Option<Instant> = None;
         while rx.recv().is_ok() {
             let Some((update, work, cancel, start)) = self.start_pod_sync(uid) else {
                 continue;
@@ -46,10 +45,9 @@ impl PodWorkers {
                 Start::Run => {}
             }
             let sync_started = Instant::now();
-            let result = self.run_sync(uid, &update, work, &cancel, last_sync);
+            let result = self.run_sync(uid, &update, work, &cancel);
             crate::metrics::POD_WORKER_DURATION
                 .observe_duration(&[work.name()], sync_started.elapsed());
-            last_sync = Some(Instant::now());
             let mut phase_transition = false;
             let error = match result {
                 Ok(Done::Terminated) => {
@@ -84,15 +82,14 @@ impl PodWorkers {
         }
     }
 
-    /// Waits for a runtime status newer than the last sync, then dispatches on the
-    /// work type the status had when the update was consumed.
+    /// Waits for a runtime status newer than litelet's last change to the pod, then
+    /// dispatches on the work type the status had when the update was consumed.
     fn run_sync(
         &self,
         uid: &str,
         update: &UpdatePodOptions,
         work: WorkType,
         cancel: &Cancel,
-        last_sync: Option<Instant>,
     ) -> Result<Done, SyncError> {
         let syncer = &self.inner.syncer;
         if let (WorkType::Terminating, Some(running)) = (work, &update.running_pod) {
@@ -104,7 +101,7 @@ impl PodWorkers {
         let Some(pod) = update.pod.as_ref() else {
             return Err(SyncError::Other("update without a pod".into()));
         };
-        let status = self.fresh_status(pod, last_sync)?;
+        let status = self.fresh_status(pod)?;
         match work {
             WorkType::Terminated => syncer
                 .sync_terminated_pod(cancel, pod, &status)
@@ -128,17 +125,15 @@ impl PodWorkers {
         }
     }
 
-    fn fresh_status(
-        &self,
-        pod: &Pod,
-        last_sync: Option<Instant>,
-    ) -> Result<PodRuntimeStatus, SyncError> {
-        // A worker's first sync takes any status from a relist (upstream reads with a
-        // zero time); later ones need a status taken after their last sync.
+    fn fresh_status(&self, pod: &Pod) -> Result<PodRuntimeStatus, SyncError> {
+        // Upstream waits for a status newer than the worker's last sync, which holds
+        // every sync after another (a resize, a spec update) until the next relist.
+        // What that protects is the worker's view of its own actions: the runtime
+        // manager marks each pod it touches in the cache, and only then do we wait.
         let cached = self
             .inner
             .cache
-            .get_newer_than(pod.uid(), last_sync, self.inner.timings.status_wait)
+            .get_newer_than(pod.uid(), None, self.inner.timings.status_wait)
             .ok_or_else(|| SyncError::Other("timed out waiting for a fresh pod status".into()));
         let failure = |err: String| {
             let message = format!("error determining status: {err}");

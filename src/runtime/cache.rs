@@ -1,9 +1,14 @@
 //! The runtime-level pod status cache (upstream container/cache.go).
 //!
 //! The PLEG thread writes a fresh status per pod after each relist and then raises the
-//! global timestamp; pod workers read with [`PodStatusCache::get_newer_than`], which
-//! blocks until the cache holds a status at least as new as the time the worker last
-//! acted, so a worker never decides on a view older than its own last action.
+//! global timestamp; pod workers read with [`PodStatusCache::get_newer_than`]. When
+//! litelet itself changes a pod in the runtime (a sync or kill started, stopped or
+//! resized something), the runtime manager marks the pod with
+//! [`PodStatusCache::runtime_changed`], and readers of that pod block until the cache
+//! holds a status taken after the change, so a worker never decides on a view older
+//! than its own last action. A pod nobody changed since its last status is read at
+//! once: a worker woken by a watch event (a resize, a new spec) does not wait for the
+//! next relist (issue 18).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -23,6 +28,9 @@ struct Inner {
     pods: HashMap<String, Entry>,
     /// Every pod's entry is at least this new, even pods the runtime does not have.
     global: Option<Instant>,
+    /// Pods litelet changed in the runtime, and when: a status taken before that is
+    /// stale. Dropped once a newer status is in.
+    changed: HashMap<String, Instant>,
 }
 
 /// Shared by the PLEG (writer) and the pod workers (readers).
@@ -59,6 +67,9 @@ impl PodStatusCache {
             modified,
         };
         inner.pods.insert(uid.to_owned(), entry);
+        if inner.changed.get(uid).is_some_and(|at| *at <= modified) {
+            inner.changed.remove(uid);
+        }
         self.inner.1.notify_all();
     }
 
@@ -66,12 +77,23 @@ impl PodStatusCache {
     pub fn update_time(&self, time: Instant) {
         let mut inner = self.lock();
         inner.global = Some(time);
+        inner.changed.retain(|_, at| *at > time);
         self.inner.1.notify_all();
+    }
+
+    /// Records that litelet changed pod `uid` in the runtime at `at`: readers wait for
+    /// a status taken at or after it.
+    pub fn runtime_changed(&self, uid: &str, at: Instant) {
+        let mut inner = self.lock();
+        let newest = inner.changed.entry(uid.to_owned()).or_insert(at);
+        *newest = (*newest).max(at);
     }
 
     /// Forgets a pod.
     pub fn delete(&self, uid: &str) {
-        self.lock().pods.remove(uid);
+        let mut inner = self.lock();
+        inner.pods.remove(uid);
+        inner.changed.remove(uid);
     }
 
     /// The newest status of `uid`, or an empty one when the runtime has nothing for it.
@@ -96,9 +118,13 @@ impl PodStatusCache {
         }
     }
 
-    /// With no `min` (a worker's first sync) any real status will do: the pod's own
-    /// entry, or any relist having happened.
+    /// With no `min` any real status will do: the pod's own entry, or any relist
+    /// having happened; either way it must be newer than litelet's last change to it.
     fn fresh_enough(inner: &Inner, uid: &str, min: Option<Instant>) -> bool {
+        let min = match (min, inner.changed.get(uid).copied()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         let newer = |t: Instant| min.is_none_or(|min| t >= min);
         let pod_fresh = inner.pods.get(uid).is_some_and(|e| newer(e.modified));
         let global_fresh = inner.global.is_some_and(newer);
@@ -106,8 +132,8 @@ impl PodStatusCache {
     }
 
     /// Waits until the cache holds a status of `uid` taken at or after `min` (or any
-    /// status when `min` is None), or until `timeout` passes (then returns what it
-    /// has, with `None` as the marker).
+    /// status when `min` is None) and after litelet's last change to the pod, or until
+    /// `timeout` passes (then returns what it has, with `None` as the marker).
     pub fn get_newer_than(
         &self,
         uid: &str,
@@ -213,6 +239,45 @@ mod tests {
         assert!(cache
             .get_newer_than("gone", Some(min), Duration::from_millis(10))
             .is_some());
+    }
+
+    #[test]
+    fn a_pod_litelet_changed_waits_for_a_status_taken_after_the_change() {
+        let cache = PodStatusCache::new();
+        let before = Instant::now();
+        cache.update_time(before);
+        cache.set("a", Ok(status("a", "before")), before);
+        // Nothing changed: read at once, no relist needed (a resize from the watch).
+        assert!(cache.get_newer_than("a", None, Duration::ZERO).is_some());
+
+        let changed = before + Duration::from_millis(1);
+        cache.runtime_changed("a", changed);
+        assert!(cache
+            .get_newer_than("a", None, Duration::from_millis(10))
+            .is_none());
+        // Another pod is not held up.
+        assert!(cache.get_newer_than("b", None, Duration::ZERO).is_some());
+        // The worker's own fresh read after the change (resize) satisfies it, and
+        // the mark is gone: the next read does not wait either.
+        cache.set("a", Ok(status("a", "after")), changed);
+        let got = cache
+            .get_newer_than("a", None, Duration::ZERO)
+            .expect("fresh");
+        assert_eq!(got.status.unwrap().name, "after");
+    }
+
+    #[test]
+    fn a_relist_after_the_change_satisfies_the_readers_of_a_changed_pod() {
+        let cache = PodStatusCache::new();
+        let t0 = Instant::now();
+        cache.update_time(t0);
+        cache.runtime_changed("a", t0 + Duration::from_millis(1));
+        assert!(cache.get_newer_than("a", None, Duration::ZERO).is_none());
+        // A relist that started before the change does not count; one after does.
+        cache.update_time(t0 + Duration::from_micros(500));
+        assert!(cache.get_newer_than("a", None, Duration::ZERO).is_none());
+        cache.update_time(t0 + Duration::from_millis(2));
+        assert!(cache.get_newer_than("a", None, Duration::ZERO).is_some());
     }
 
     #[test]

@@ -47,6 +47,18 @@ pub struct RuntimeConditions {
     pub problems: Vec<String>,
 }
 
+/// What a sync or kill did to one pod in the runtime, for [`RuntimeManager::on_runtime_change`].
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeChange<'a> {
+    pub uid: &'a str,
+    /// A container or sandbox started or stopped: the PLEG has something to see. False
+    /// when only resources changed or every step failed.
+    pub lifecycle: bool,
+}
+
+/// The hook [`RuntimeManager::on_runtime_change`] installs.
+type ChangeHook = Box<dyn Fn(RuntimeChange<'_>) + Send + Sync>;
+
 /// Acts on the runtime for pod workers, the PLEG and housekeeping.
 pub struct RuntimeManager {
     pub runtime: RuntimeClient,
@@ -56,8 +68,9 @@ pub struct RuntimeManager {
     pub(super) recorder: Recorder,
     pub(super) crash_backoff: Mutex<Backoff>,
     pub(super) settings: RuntimeSettings,
-    /// Called after a sync or kill changed containers or sandboxes (the PLEG's nudge).
-    changed: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Called after a sync or kill touched a pod in the runtime (the PLEG's nudge and
+    /// the status cache's staleness mark).
+    changed: Option<ChangeHook>,
     /// The missing `--cluster-dns` has been logged (once per process; each pod gets
     /// its own `MissingClusterDNS` event).
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
@@ -84,16 +97,23 @@ impl RuntimeManager {
         }
     }
 
-    /// Calls `hook` whenever a sync or kill started or stopped a container or sandbox.
-    pub fn on_runtime_change(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+    /// Calls `hook` whenever a sync or kill tried to change a pod in the runtime.
+    pub fn on_runtime_change(
+        mut self,
+        hook: impl Fn(RuntimeChange<'_>) + Send + Sync + 'static,
+    ) -> Self {
         self.changed = Some(Box::new(hook));
         self
     }
 
-    /// Runs the change hook when `outcome` changed the runtime.
-    pub(super) fn report_change(&self, outcome: &SyncOutcome) {
-        if let (Some(hook), true) = (&self.changed, outcome.changed_runtime()) {
-            hook();
+    /// Runs the change hook when `outcome` touched pod `uid` in the runtime; called
+    /// once every step of the sync or kill is done.
+    pub(super) fn report_change(&self, uid: &str, outcome: &SyncOutcome) {
+        if let (Some(hook), true) = (&self.changed, outcome.touched_runtime()) {
+            hook(RuntimeChange {
+                uid,
+                lifecycle: outcome.changed_runtime(),
+            });
         }
     }
 
@@ -141,7 +161,7 @@ impl RuntimeManager {
         grace_override: Option<i64>,
     ) -> SyncOutcome {
         let outcome = self.killer().kill_pod(pod, "", running, grace_override);
-        self.report_change(&outcome);
+        self.report_change(&running.uid, &outcome);
         outcome
     }
 

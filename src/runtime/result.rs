@@ -94,6 +94,22 @@ impl SyncOutcome {
         })
     }
 
+    /// True when a step tried to change the runtime's view of the pod (start, kill,
+    /// sandbox, resize), whether or not it succeeded: a status read before the step
+    /// may no longer be true.
+    pub fn touched_runtime(&self) -> bool {
+        self.steps.iter().any(|s| {
+            matches!(
+                s.action,
+                SyncAction::StartContainer
+                    | SyncAction::KillContainer
+                    | SyncAction::CreatePodSandbox
+                    | SyncAction::KillPodSandbox
+                    | SyncAction::ResizeContainers
+            )
+        })
+    }
+
     pub fn is_ok(&self) -> bool {
         self.failures().next().is_none()
     }

@@ -100,7 +100,7 @@ impl RuntimeManager {
         inputs: &SyncInputs<'_>,
     ) -> SyncOutcome {
         let outcome = self.sync_pod_steps(pod, status, probes, inputs);
-        self.report_change(&outcome);
+        self.report_change(pod.uid(), &outcome);
         outcome
     }
 

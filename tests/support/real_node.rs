@@ -92,7 +92,12 @@ impl RealNode {
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--sync-frequency", "10s"])
             .args(&self.extra)
-            .env("RUST_LOG", "info,litelet=debug")
+            // The benchmark (`benches/litelet/real.rs`) measures CPU with less logging.
+            .env(
+                "RUST_LOG",
+                std::env::var("LITELET_REAL_NODE_LOG")
+                    .unwrap_or_else(|_| "info,litelet=debug".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -150,6 +155,16 @@ impl RealNode {
         let mut out = String::new();
         s.read_to_string(&mut out).ok()?;
         out.split(' ').nth(1)?.parse().ok()
+    }
+
+    /// The litelet process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// The node's `--cgroup-root` (e.g. `/litelet-real-<pid>-<name>`).
+    pub fn cgroup_root(&self) -> &str {
+        &self.cgroup_root
     }
 
     pub fn dir(&self) -> &Path {
