@@ -84,6 +84,12 @@ impl RuntimeManager {
         }
     }
 
+    /// Pulls with `credentials` (node Docker config, pull records, verification policy).
+    pub fn with_credentials(mut self, credentials: super::images::CredentialSettings) -> Self {
+        self.image_manager.set_credentials(credentials);
+        self
+    }
+
     /// Calls `hook` whenever a sync or kill started or stopped a container or sandbox.
     pub fn on_runtime_change(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.changed = Some(Box::new(hook));

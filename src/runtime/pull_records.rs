@@ -1,0 +1,310 @@
+//! Which credentials pulled each image (upstream's image pull manager, KEP-2535, for
+//! `imagePullCredentialsVerificationPolicy`). A pod whose `IfNotPresent` image is
+//! already on the node may use it only if the image was pulled without credentials or
+//! with node-wide ones, or if the pod offers a credential that pulled it; otherwise
+//! the image is pulled again with the pod's credentials, so a pod without access to
+//! a private image cannot run it just because another pod pulled it.
+//!
+//! The decision ([`must_pull`]) is pure. The records sit behind one short lock (pod
+//! worker threads) and are written atomically to `<root-dir>/image_manager/
+//! pulled.json` so they survive restarts: only secret coordinates and SHA-256 hashes
+//! of credentials, never a credential.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::credentialprovider::{Credential, CredentialSource};
+
+/// Upstream's `imagePullCredentialsVerificationPolicy` values litelet implements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VerificationPolicy {
+    /// Any pod may use any image on the node (the pre-1.33 behaviour).
+    NeverVerify,
+    /// Images the kubelet did not pull (no record) need no check; the others do.
+    #[default]
+    NeverVerifyPreloadedImages,
+    /// Every image on the node needs a check, preloaded ones too.
+    AlwaysVerify,
+}
+
+impl std::str::FromStr for VerificationPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "NeverVerify" => Ok(Self::NeverVerify),
+            "NeverVerifyPreloadedImages" => Ok(Self::NeverVerifyPreloadedImages),
+            "AlwaysVerify" => Ok(Self::AlwaysVerify),
+            "NeverVerifyAllowlistedImages" => {
+                Err("NeverVerifyAllowlistedImages is not supported by litelet".into())
+            }
+            other => Err(format!(
+                "unknown imagePullCredentialsVerificationPolicy {other:?}"
+            )),
+        }
+    }
+}
+
+/// A secret that pulled an image, with the hash of the credential it gave.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SecretCoordinates {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub credential_hash: String,
+}
+
+/// How one image (by image ID) was pulled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRecord {
+    /// Pulled without credentials or with the node's: every pod may use it.
+    #[serde(default)]
+    pub node_wide: bool,
+    #[serde(default)]
+    pub secrets: BTreeSet<SecretCoordinates>,
+}
+
+/// True when an image present on the node must be pulled again (with `offered`, the
+/// pod's matching credentials) before the pod may use it.
+pub fn must_pull(
+    policy: VerificationPolicy,
+    record: Option<&PullRecord>,
+    offered: &[Credential],
+) -> bool {
+    let Some(record) = record else {
+        return policy == VerificationPolicy::AlwaysVerify;
+    };
+    if policy == VerificationPolicy::NeverVerify || record.node_wide {
+        return false;
+    }
+    let accepted = |cred: &Credential| match &cred.source {
+        CredentialSource::Node => true,
+        CredentialSource::Secret { .. } => {
+            // The same credential in another secret is as good (upstream matches hashes).
+            let hash = cred.hash();
+            record.secrets.iter().any(|s| s.credential_hash == hash)
+        }
+    };
+    !offered.iter().any(accepted)
+}
+
+/// The records, in memory and on disk.
+pub struct PullRecords {
+    path: Option<PathBuf>,
+    records: Mutex<BTreeMap<String, PullRecord>>,
+}
+
+impl PullRecords {
+    /// Records kept only in memory (tests, standalone use).
+    pub fn in_memory() -> PullRecords {
+        PullRecords {
+            path: None,
+            records: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The records under `root_dir`; an unreadable file starts empty, with a warning.
+    pub fn load(root_dir: &Path) -> PullRecords {
+        let path = root_dir.join("image_manager").join("pulled.json");
+        let records = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                log::warn!(
+                    "ignoring damaged image pull records {}: {e}",
+                    path.display()
+                );
+                BTreeMap::new()
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => {
+                log::warn!("cannot read image pull records {}: {e}", path.display());
+                BTreeMap::new()
+            }
+        };
+        PullRecords {
+            path: Some(path),
+            records: Mutex::new(records),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PullRecord>> {
+        // Each update is one insert: a panic elsewhere leaves no half-written record.
+        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, image_id: &str) -> Option<PullRecord> {
+        self.lock().get(image_id).cloned()
+    }
+
+    /// Notes that `image_id` was pulled with `credential` (`None`: anonymously).
+    pub fn record(&self, image_id: &str, credential: Option<&Credential>) {
+        let snapshot = {
+            let mut records = self.lock();
+            let record = records.entry(image_id.to_owned()).or_default();
+            let changed = match credential.map(|c| &c.source) {
+                None | Some(CredentialSource::Node) => {
+                    !std::mem::replace(&mut record.node_wide, true)
+                }
+                Some(CredentialSource::Secret {
+                    namespace,
+                    name,
+                    uid,
+                }) => record.secrets.insert(SecretCoordinates {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    credential_hash: credential.map(Credential::hash).unwrap_or_default(),
+                }),
+            };
+            if !changed {
+                return;
+            }
+            records.clone()
+        };
+        if let Some(path) = &self.path {
+            if let Err(e) = write_atomic(path, &snapshot) {
+                log::warn!("cannot write image pull records {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+fn write_atomic(path: &Path, records: &BTreeMap<String, PullRecord>) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let bytes = serde_json::to_vec_pretty(records).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret_cred(name: &str, password: &str) -> Credential {
+        Credential {
+            username: "u".into(),
+            password: password.into(),
+            source: CredentialSource::Secret {
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+        }
+    }
+
+    #[test]
+    fn verification_decisions() {
+        use VerificationPolicy::*;
+        let good = secret_cred("good", "right");
+        let same_elsewhere = secret_cred("copy", "right");
+        let wrong = secret_cred("bad", "wrong");
+        let records = PullRecords::in_memory();
+        records.record("sha256:private", Some(&good));
+        records.record("sha256:public", None);
+        let private = records.get("sha256:private");
+        let public = records.get("sha256:public");
+        let cases: [(
+            &str,
+            VerificationPolicy,
+            Option<&PullRecord>,
+            Vec<Credential>,
+            bool,
+        ); 9] = [
+            (
+                "preloaded image, default policy",
+                NeverVerifyPreloadedImages,
+                None,
+                vec![],
+                false,
+            ),
+            (
+                "preloaded image, always verify",
+                AlwaysVerify,
+                None,
+                vec![],
+                true,
+            ),
+            (
+                "anonymous pull is for everyone",
+                NeverVerifyPreloadedImages,
+                public.as_ref(),
+                vec![],
+                false,
+            ),
+            (
+                "secret pull, pod without credentials",
+                NeverVerifyPreloadedImages,
+                private.as_ref(),
+                vec![],
+                true,
+            ),
+            (
+                "secret pull, pod with the same secret",
+                NeverVerifyPreloadedImages,
+                private.as_ref(),
+                vec![good.clone()],
+                false,
+            ),
+            (
+                "secret pull, same credential in another secret",
+                NeverVerifyPreloadedImages,
+                private.as_ref(),
+                vec![same_elsewhere],
+                false,
+            ),
+            (
+                "secret pull, wrong credential",
+                NeverVerifyPreloadedImages,
+                private.as_ref(),
+                vec![wrong.clone()],
+                true,
+            ),
+            (
+                "secret pull, never verify",
+                NeverVerify,
+                private.as_ref(),
+                vec![],
+                false,
+            ),
+            (
+                "node credentials are for every pod",
+                AlwaysVerify,
+                private.as_ref(),
+                vec![Credential {
+                    source: CredentialSource::Node,
+                    ..wrong
+                }],
+                false,
+            ),
+        ];
+        for (name, policy, record, offered, want) in cases {
+            assert_eq!(must_pull(policy, record, &offered), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn records_survive_a_restart_and_hold_no_credential() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = PullRecords::load(dir.path());
+        records.record("sha256:img", Some(&secret_cred("s", "hunter2")));
+        let text = std::fs::read_to_string(dir.path().join("image_manager/pulled.json")).unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+        let again = PullRecords::load(dir.path());
+        let record = again.get("sha256:img").unwrap();
+        assert!(!record.node_wide);
+        assert_eq!(record.secrets.len(), 1);
+        assert!(!must_pull(
+            VerificationPolicy::NeverVerifyPreloadedImages,
+            Some(&record),
+            &[secret_cred("s", "hunter2")]
+        ));
+    }
+}
