@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
-use super::pull_records::{must_pull, PullRecords, VerificationPolicy};
+use super::pull_records::{must_pull, PullRecords, Pulled, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
@@ -196,7 +196,10 @@ impl ImageManager {
                     } else {
                         response.image_ref
                     };
-                    self.credentials.records.record(&reference, credential);
+                    let repository = normalize_repository(image);
+                    self.credentials
+                        .records
+                        .record(&reference, &repository, credential);
                     return Ok(reference);
                 }
                 Err(err) => errors.push(describe_pull_error(&err, credential.is_some())),
@@ -265,12 +268,17 @@ impl ImageManager {
             (_, Some(reference)) => {
                 // IfNotPresent on a present image: may this pod use it?
                 let policy = self.credentials.policy;
-                let record = self.credentials.records.get(reference);
-                let check = policy != VerificationPolicy::NeverVerify
-                    && (record.is_some() || policy == VerificationPolicy::AlwaysVerify);
+                let pulled = self
+                    .credentials
+                    .records
+                    .get(reference, &normalize_repository(&image));
+                let check = match pulled {
+                    Pulled::Never => policy == VerificationPolicy::AlwaysVerify,
+                    _ => policy != VerificationPolicy::NeverVerify,
+                };
                 check && {
                     let offered = self.credentials_for(pod, &image, secrets);
-                    let pull = must_pull(policy, record.as_ref(), &offered);
+                    let pull = must_pull(policy, &pulled, &offered);
                     credentials = Some(offered);
                     pull
                 }

@@ -57,7 +57,7 @@ pub struct SecretCoordinates {
     pub credential_hash: String,
 }
 
-/// How one image (by image ID) was pulled.
+/// How one repository of an image (by image ID) was pulled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PullRecord {
     /// Pulled without credentials or with the node's: every pod may use it.
@@ -67,17 +67,30 @@ pub struct PullRecord {
     pub secrets: BTreeSet<SecretCoordinates>,
 }
 
+/// What the records say about one image and repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pulled {
+    /// litelet never pulled this image (by ID): preloaded or pulled by someone else.
+    Never,
+    /// litelet pulled the image, but never under this repository name.
+    OtherRepository,
+    /// How this repository of the image was pulled.
+    As(PullRecord),
+}
+
 /// True when an image present on the node must be pulled again (with `offered`, the
 /// pod's matching credentials) before the pod may use it.
-pub fn must_pull(
-    policy: VerificationPolicy,
-    record: Option<&PullRecord>,
-    offered: &[Credential],
-) -> bool {
-    let Some(record) = record else {
-        return policy == VerificationPolicy::AlwaysVerify;
+pub fn must_pull(policy: VerificationPolicy, pulled: &Pulled, offered: &[Credential]) -> bool {
+    if policy == VerificationPolicy::NeverVerify {
+        return false;
+    }
+    let record = match pulled {
+        Pulled::Never => return policy == VerificationPolicy::AlwaysVerify,
+        // As upstream: the same content under another name proves nothing.
+        Pulled::OtherRepository => return true,
+        Pulled::As(record) => record,
     };
-    if policy == VerificationPolicy::NeverVerify || record.node_wide {
+    if record.node_wide {
         return false;
     }
     let accepted = |cred: &Credential| match &cred.source {
@@ -91,10 +104,13 @@ pub fn must_pull(
     !offered.iter().any(accepted)
 }
 
+/// Image ID → repository (no tag or digest) → how it was pulled.
+type Records = BTreeMap<String, BTreeMap<String, PullRecord>>;
+
 /// The records, in memory and on disk.
 pub struct PullRecords {
     path: Option<PathBuf>,
-    records: Mutex<BTreeMap<String, PullRecord>>,
+    records: Mutex<Records>,
 }
 
 impl PullRecords {
@@ -129,20 +145,32 @@ impl PullRecords {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PullRecord>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Records> {
         // Each update is one insert: a panic elsewhere leaves no half-written record.
         self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn get(&self, image_id: &str) -> Option<PullRecord> {
-        self.lock().get(image_id).cloned()
+    /// What is known of `repository` (normalised, no tag) as image `image_id`.
+    pub fn get(&self, image_id: &str, repository: &str) -> Pulled {
+        match self.lock().get(image_id) {
+            None => Pulled::Never,
+            Some(by_repo) => match by_repo.get(repository) {
+                None => Pulled::OtherRepository,
+                Some(record) => Pulled::As(record.clone()),
+            },
+        }
     }
 
-    /// Notes that `image_id` was pulled with `credential` (`None`: anonymously).
-    pub fn record(&self, image_id: &str, credential: Option<&Credential>) {
+    /// Notes that `repository` was pulled as `image_id` with `credential` (`None`:
+    /// anonymously).
+    pub fn record(&self, image_id: &str, repository: &str, credential: Option<&Credential>) {
         let snapshot = {
             let mut records = self.lock();
-            let record = records.entry(image_id.to_owned()).or_default();
+            let record = records
+                .entry(image_id.to_owned())
+                .or_default()
+                .entry(repository.to_owned())
+                .or_default();
             let changed = match credential.map(|c| &c.source) {
                 None | Some(CredentialSource::Node) => {
                     !std::mem::replace(&mut record.node_wide, true)
@@ -171,7 +199,7 @@ impl PullRecords {
     }
 }
 
-fn write_atomic(path: &Path, records: &BTreeMap<String, PullRecord>) -> std::io::Result<()> {
+fn write_atomic(path: &Path, records: &Records) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let bytes = serde_json::to_vec_pretty(records).map_err(std::io::Error::other)?;
@@ -207,86 +235,92 @@ mod tests {
         let same_elsewhere = secret_cred("copy", "right");
         let wrong = secret_cred("bad", "wrong");
         let records = PullRecords::in_memory();
-        records.record("sha256:private", Some(&good));
-        records.record("sha256:public", None);
-        let private = records.get("sha256:private");
-        let public = records.get("sha256:public");
-        let cases: [(
-            &str,
-            VerificationPolicy,
-            Option<&PullRecord>,
-            Vec<Credential>,
-            bool,
-        ); 9] = [
+        records.record("sha256:private", "reg.io/app", Some(&good));
+        records.record("sha256:public", "reg.io/pub", None);
+        let private = records.get("sha256:private", "reg.io/app");
+        let public = records.get("sha256:public", "reg.io/pub");
+        let renamed = records.get("sha256:private", "mirror.io/app");
+        let preloaded = records.get("sha256:other", "reg.io/app");
+        assert_eq!(preloaded, Pulled::Never);
+        assert_eq!(renamed, Pulled::OtherRepository);
+        let node = Credential {
+            source: CredentialSource::Node,
+            ..wrong.clone()
+        };
+        let cases = [
             (
                 "preloaded image, default policy",
                 NeverVerifyPreloadedImages,
-                None,
+                &preloaded,
                 vec![],
                 false,
             ),
             (
                 "preloaded image, always verify",
                 AlwaysVerify,
-                None,
+                &preloaded,
                 vec![],
                 true,
             ),
             (
                 "anonymous pull is for everyone",
                 NeverVerifyPreloadedImages,
-                public.as_ref(),
+                &public,
                 vec![],
                 false,
             ),
             (
                 "secret pull, pod without credentials",
                 NeverVerifyPreloadedImages,
-                private.as_ref(),
+                &private,
                 vec![],
                 true,
             ),
             (
                 "secret pull, pod with the same secret",
                 NeverVerifyPreloadedImages,
-                private.as_ref(),
+                &private,
                 vec![good.clone()],
                 false,
             ),
             (
                 "secret pull, same credential in another secret",
                 NeverVerifyPreloadedImages,
-                private.as_ref(),
+                &private,
                 vec![same_elsewhere],
                 false,
             ),
             (
                 "secret pull, wrong credential",
                 NeverVerifyPreloadedImages,
-                private.as_ref(),
-                vec![wrong.clone()],
+                &private,
+                vec![wrong],
                 true,
             ),
             (
                 "secret pull, never verify",
                 NeverVerify,
-                private.as_ref(),
+                &private,
                 vec![],
                 false,
             ),
             (
                 "node credentials are for every pod",
                 AlwaysVerify,
-                private.as_ref(),
-                vec![Credential {
-                    source: CredentialSource::Node,
-                    ..wrong
-                }],
+                &private,
+                vec![node],
                 false,
             ),
+            (
+                "same content under another name",
+                NeverVerifyPreloadedImages,
+                &renamed,
+                vec![good],
+                true,
+            ),
         ];
-        for (name, policy, record, offered, want) in cases {
-            assert_eq!(must_pull(policy, record, &offered), want, "{name}");
+        for (name, policy, pulled, offered, want) in cases {
+            assert_eq!(must_pull(policy, pulled, &offered), want, "{name}");
         }
     }
 
@@ -294,16 +328,22 @@ mod tests {
     fn records_survive_a_restart_and_hold_no_credential() {
         let dir = tempfile::tempdir().unwrap();
         let records = PullRecords::load(dir.path());
-        records.record("sha256:img", Some(&secret_cred("s", "hunter2")));
+        records.record(
+            "sha256:img",
+            "reg.io/app",
+            Some(&secret_cred("s", "hunter2")),
+        );
         let text = std::fs::read_to_string(dir.path().join("image_manager/pulled.json")).unwrap();
         assert!(!text.contains("hunter2"), "{text}");
         let again = PullRecords::load(dir.path());
-        let record = again.get("sha256:img").unwrap();
+        let Pulled::As(record) = again.get("sha256:img", "reg.io/app") else {
+            panic!("the record is gone after a reload");
+        };
         assert!(!record.node_wide);
         assert_eq!(record.secrets.len(), 1);
         assert!(!must_pull(
             VerificationPolicy::NeverVerifyPreloadedImages,
-            Some(&record),
+            &Pulled::As(record),
             &[secret_cred("s", "hunter2")]
         ));
     }
