@@ -273,7 +273,9 @@ impl ImageManager {
                     .records
                     .get(reference, &normalize_repository(&image));
                 let check = match pulled {
-                    Pulled::Never => policy == VerificationPolicy::AlwaysVerify,
+                    Pulled::Never | Pulled::OtherRepository => {
+                        policy == VerificationPolicy::AlwaysVerify
+                    }
                     _ => policy != VerificationPolicy::NeverVerify,
                 };
                 check && {

@@ -85,9 +85,12 @@ pub fn must_pull(policy: VerificationPolicy, pulled: &Pulled, offered: &[Credent
         return false;
     }
     let record = match pulled {
-        Pulled::Never => return policy == VerificationPolicy::AlwaysVerify,
-        // As upstream: the same content under another name proves nothing.
-        Pulled::OtherRepository => return true,
+        // Upstream re-verifies an image ID it pulled once even under a name it never
+        // pulled; litelet does not: the runtime knows that name only because someone
+        // else put the image there, so it is preloaded under it.
+        Pulled::Never | Pulled::OtherRepository => {
+            return policy == VerificationPolicy::AlwaysVerify
+        }
         Pulled::As(record) => record,
     };
     if record.node_wide {
@@ -312,8 +315,15 @@ mod tests {
                 false,
             ),
             (
-                "same content under another name",
+                "same content preloaded under another name",
                 NeverVerifyPreloadedImages,
+                &renamed,
+                vec![],
+                false,
+            ),
+            (
+                "another name, always verify",
+                AlwaysVerify,
                 &renamed,
                 vec![good],
                 true,
