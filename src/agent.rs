@@ -37,7 +37,7 @@ use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
-use crate::runtime::pull_records::{PullRecords, VerificationPolicy};
+use crate::runtime::pull_records::PullRecords;
 use crate::server::{self, ServerContext};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
@@ -187,7 +187,7 @@ pub fn run(
                         .as_deref(),
                 ),
                 records: PullRecords::load(&root_dir),
-                policy: VerificationPolicy::default(),
+                policy: flags.image_pull_credentials_verification_policy,
             })
             .on_runtime_change(move || nudge.nudge()),
     );

@@ -2,7 +2,8 @@
 //! and htpasswd auth (`support::registry`), litelet as a node of the real
 //! kube-apiserver (pull secrets read through the Node authorizer), the real
 //! ServiceAccount admission copying a service account's pull secrets into pods, and
-//! containerd pulling with the credentials litelet hands it as CRI `AuthConfig`.
+//! containerd pulling with the credentials litelet hands it as CRI `AuthConfig`, and
+//! the node-wide Docker config under the root dir.
 //! Skips loudly without root, the assets or the registry unless CI=true.
 
 mod support;
@@ -187,6 +188,24 @@ fn pods_pull_private_images_with_their_pull_secrets_or_service_account_and_fail_
         },
     );
 
+    // Two matching credentials: the wrong one fails, the next one is tried.
+    cp.create(
+        &pods,
+        &pod(
+            "second-try",
+            &node.name,
+            &image,
+            "Always",
+            &["wrongcred", "regcred"],
+        ),
+    );
+    node.wait_pod(
+        NS,
+        "second-try",
+        "running with the second credential",
+        running,
+    );
+
     // A service account's pull secret: the ServiceAccount admission copies it into
     // the pod, and the pull uses it.
     cp.create(
@@ -233,6 +252,21 @@ fn pods_pull_private_images_with_their_pull_secrets_or_service_account_and_fail_
         &pod("preloaded", &node.name, BUSYBOX, "IfNotPresent", &[]),
     );
     node.wait_pod(NS, "preloaded", "running from the preloaded image", running);
+    // The node-wide Docker config under the root dir serves pods without secrets
+    // (read at each pull: no restart needed).
+    let auth = base64(b"puller:s3cret-pw");
+    std::fs::write(
+        node.root().join("config.json"),
+        json!({"auths": {registry.host.clone(): {"auth": auth}}}).to_string(),
+    )
+    .expect("write the node's config.json");
+    cp.create(&pods, &pod("node-wide", &node.name, &image, "Always", &[]));
+    node.wait_pod(
+        NS,
+        "node-wide",
+        "running with the node's credentials",
+        running,
+    );
     assert!(
         !node.log().contains("s3cret-pw"),
         "litelet logged the registry password"
