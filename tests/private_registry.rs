@@ -172,6 +172,10 @@ fn pods_pull_private_images_with_their_pull_secrets_or_service_account_and_fail_
         reason == "ErrImagePull" && message.contains("authentication required")
     });
     assert!(waiting(&p).1.contains("401"), "{:?}", waiting(&p));
+    eprintln!("no-secret: {}", waiting(&p).1);
+    if let Some((_, pulled)) = seen.iter().find(|(r, _)| r == "Pulled") {
+        eprintln!("with-secret: {pulled}");
+    }
 
     // A wrong password: refused likewise.
     cp.create(
