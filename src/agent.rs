@@ -188,6 +188,7 @@ pub fn run(
                 ),
                 records: PullRecords::load(&root_dir),
                 policy: flags.image_pull_credentials_verification_policy,
+                allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
             .on_runtime_change(move || nudge.nudge()),
     );

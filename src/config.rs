@@ -213,6 +213,11 @@ pub struct Flags {
     pub image_pull_credentials_verification_policy:
         crate::runtime::pull_records::VerificationPolicy,
 
+    /// Images `NeverVerifyAllowlistedImages` does not check. Config file only
+    /// (`preloadedImagesVerificationAllowlist`), as upstream.
+    #[arg(skip)]
+    pub preloaded_images_verification_allowlist: Vec<String>,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',

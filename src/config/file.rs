@@ -139,6 +139,8 @@ pub struct KubeletConfiguration {
     pub node_labels: Option<String>,
     pub image_pull_credentials_verification_policy:
         Option<crate::runtime::pull_records::VerificationPolicy>,
+    /// Each entry checked by `pull_records::check_allowlist_entry`.
+    pub preloaded_images_verification_allowlist: Option<Vec<String>>,
     /// Each entry checked like `--allowed-unsafe-sysctls`.
     pub allowed_unsafe_sysctls: Option<Vec<String>>,
 }
@@ -323,6 +325,9 @@ impl Reader {
                 "imagePullCredentialsVerificationPolicy" => {
                     c.image_pull_credentials_verification_policy = self.parsed(f, v)
                 }
+                "preloadedImagesVerificationAllowlist" => {
+                    c.preloaded_images_verification_allowlist = self.allowlist(f, v)
+                }
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
             }
@@ -506,6 +511,20 @@ impl Reader {
         }
     }
 
+    /// Image repositories, each checked as upstream validates the allowlist.
+    fn allowlist(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+        let list: Vec<String> = self.get(field, value)?;
+        let bad: Vec<String> = list
+            .iter()
+            .filter_map(|e| crate::runtime::pull_records::check_allowlist_entry(e).err())
+            .collect();
+        if bad.is_empty() {
+            return Some(list);
+        }
+        self.bad(field, bad.join("; "));
+        None
+    }
+
     /// A list of sysctl names or prefixes, each namespaced (as the flag).
     fn sysctls(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
         let list: Vec<String> = self.get(field, value)?;
@@ -594,6 +613,9 @@ impl KubeletConfiguration {
         // No flag, as upstream.
         if let Some(policy) = self.image_pull_credentials_verification_policy {
             flags.image_pull_credentials_verification_policy = policy;
+        }
+        if let Some(list) = self.preloaded_images_verification_allowlist {
+            flags.preloaded_images_verification_allowlist = list;
         }
         set!("kube_reserved", self.kube_reserved.map(Some) => flags.kube_reserved);
         set!("system_reserved", self.system_reserved.map(Some) => flags.system_reserved);

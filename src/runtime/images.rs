@@ -15,7 +15,9 @@ use std::time::{Instant, SystemTime};
 use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
-use super::pull_records::{must_pull, PullRecords, Pulled, VerificationPolicy};
+use super::pull_records::{
+    is_allowlisted, must_pull, requires_verification, PullRecords, VerificationPolicy,
+};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
@@ -44,6 +46,8 @@ pub struct CredentialSettings {
     pub node_config: NodeDockerConfig,
     pub records: PullRecords,
     pub policy: VerificationPolicy,
+    /// `preloadedImagesVerificationAllowlist` (for `NeverVerifyAllowlistedImages`).
+    pub allowlist: Vec<String>,
 }
 
 impl Default for CredentialSettings {
@@ -52,6 +56,7 @@ impl Default for CredentialSettings {
             node_config: NodeDockerConfig::default(),
             records: PullRecords::in_memory(),
             policy: VerificationPolicy::default(),
+            allowlist: Vec::new(),
         }
     }
 }
@@ -268,19 +273,12 @@ impl ImageManager {
             (_, Some(reference)) => {
                 // IfNotPresent on a present image: may this pod use it?
                 let policy = self.credentials.policy;
-                let pulled = self
-                    .credentials
-                    .records
-                    .get(reference, &normalize_repository(&image));
-                let check = match pulled {
-                    Pulled::Never | Pulled::OtherRepository => {
-                        policy == VerificationPolicy::AlwaysVerify
-                    }
-                    _ => policy != VerificationPolicy::NeverVerify,
-                };
-                check && {
+                let repository = normalize_repository(&image);
+                let pulled = self.credentials.records.get(reference, &repository);
+                let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
+                requires_verification(policy, allowlisted, &pulled) && {
                     let offered = self.credentials_for(pod, &image, secrets);
-                    let pull = must_pull(policy, &pulled, &offered);
+                    let pull = must_pull(policy, allowlisted, &pulled, &offered);
                     credentials = Some(offered);
                     pull
                 }

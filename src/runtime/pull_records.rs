@@ -5,7 +5,7 @@
 //! the image is pulled again with the pod's credentials, so a pod without access to
 //! a private image cannot run it just because another pod pulled it.
 //!
-//! The decision ([`must_pull`]) is pure. The records sit behind one short lock (pod
+//! The decisions ([`requires_verification`], [`must_pull`], the allowlist) are pure. The records sit behind one short lock (pod
 //! worker threads) and are written atomically to `<root-dir>/image_manager/
 //! pulled.json` so they survive restarts: only secret coordinates and SHA-256 hashes
 //! of credentials, never a credential.
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::credentialprovider::{Credential, CredentialSource};
 
-/// Upstream's `imagePullCredentialsVerificationPolicy` values litelet implements.
+/// Upstream's `imagePullCredentialsVerificationPolicy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VerificationPolicy {
     /// Any pod may use any image on the node (the pre-1.33 behaviour).
@@ -27,6 +27,8 @@ pub enum VerificationPolicy {
     /// Images the kubelet did not pull (no record) need no check; the others do.
     #[default]
     NeverVerifyPreloadedImages,
+    /// Images on `preloadedImagesVerificationAllowlist` need no check; others do.
+    NeverVerifyAllowlistedImages,
     /// Every image on the node needs a check, preloaded ones too.
     AlwaysVerify,
 }
@@ -37,15 +39,41 @@ impl std::str::FromStr for VerificationPolicy {
         match s {
             "NeverVerify" => Ok(Self::NeverVerify),
             "NeverVerifyPreloadedImages" => Ok(Self::NeverVerifyPreloadedImages),
+            "NeverVerifyAllowlistedImages" => Ok(Self::NeverVerifyAllowlistedImages),
             "AlwaysVerify" => Ok(Self::AlwaysVerify),
-            "NeverVerifyAllowlistedImages" => {
-                Err("NeverVerifyAllowlistedImages is not supported by litelet".into())
-            }
             other => Err(format!(
                 "unknown imagePullCredentialsVerificationPolicy {other:?}"
             )),
         }
     }
+}
+
+/// Checks one `preloadedImagesVerificationAllowlist` entry: a repository with its
+/// registry host, no tag or digest, optionally ending in `/*` (every repository
+/// under that path).
+pub fn check_allowlist_entry(entry: &str) -> Result<(), String> {
+    let path = entry.strip_suffix("/*").unwrap_or(entry);
+    let last = path.rsplit('/').next().unwrap_or(path);
+    if path.is_empty() || !path.contains('/') {
+        return Err(format!("{entry:?}: must name a registry host and a path"));
+    }
+    if path.contains('*') || path.contains(char::is_whitespace) {
+        return Err(format!(
+            "{entry:?}: a wildcard is allowed only as a final \"/*\""
+        ));
+    }
+    if path.contains('@') || last.contains(':') {
+        return Err(format!("{entry:?}: must not have a tag or digest"));
+    }
+    Ok(())
+}
+
+/// True when `repository` (normalised, no tag) is on `allowlist`.
+pub fn is_allowlisted(allowlist: &[String], repository: &str) -> bool {
+    allowlist.iter().any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => repository.starts_with(prefix),
+        None => repository == entry,
+    })
 }
 
 /// A secret that pulled an image, with the hash of the credential it gave.
@@ -78,20 +106,38 @@ pub enum Pulled {
     As(PullRecord),
 }
 
-/// True when an image present on the node must be pulled again (with `offered`, the
-/// pod's matching credentials) before the pod may use it.
-pub fn must_pull(policy: VerificationPolicy, pulled: &Pulled, offered: &[Credential]) -> bool {
-    if policy == VerificationPolicy::NeverVerify {
-        return false;
-    }
-    let record = match pulled {
+/// True when a present image's use by a pod must be checked against the records
+/// (upstream RequireCredentialVerificationForImage).
+pub fn requires_verification(
+    policy: VerificationPolicy,
+    allowlisted: bool,
+    pulled: &Pulled,
+) -> bool {
+    match policy {
+        VerificationPolicy::NeverVerify => false,
+        VerificationPolicy::AlwaysVerify => true,
         // Upstream re-verifies an image ID it pulled once even under a name it never
         // pulled; litelet does not: the runtime knows that name only because someone
         // else put the image there, so it is preloaded under it.
-        Pulled::Never | Pulled::OtherRepository => {
-            return policy == VerificationPolicy::AlwaysVerify
-        }
-        Pulled::As(record) => record,
+        VerificationPolicy::NeverVerifyPreloadedImages => matches!(pulled, Pulled::As(_)),
+        VerificationPolicy::NeverVerifyAllowlistedImages => !allowlisted,
+    }
+}
+
+/// True when an image present on the node must be pulled again (with `offered`, the
+/// pod's matching credentials) before the pod may use it.
+pub fn must_pull(
+    policy: VerificationPolicy,
+    allowlisted: bool,
+    pulled: &Pulled,
+    offered: &[Credential],
+) -> bool {
+    if !requires_verification(policy, allowlisted, pulled) {
+        return false;
+    }
+    let Pulled::As(record) = pulled else {
+        // Never pulled by litelet under this name: nothing proves the pod's access.
+        return true;
     };
     if record.node_wide {
         return false;
@@ -330,8 +376,49 @@ mod tests {
             ),
         ];
         for (name, policy, pulled, offered, want) in cases {
-            assert_eq!(must_pull(policy, pulled, &offered), want, "{name}");
+            assert_eq!(must_pull(policy, false, pulled, &offered), want, "{name}");
         }
+        // The allowlist exempts what it names, pulled by litelet or not.
+        let allow = NeverVerifyAllowlistedImages;
+        assert!(!must_pull(allow, true, &private, &[]), "allowlisted");
+        assert!(
+            must_pull(allow, false, &private, &[]),
+            "not allowlisted, secret pull"
+        );
+        assert!(
+            must_pull(allow, false, &preloaded, &[]),
+            "not allowlisted, preloaded"
+        );
+    }
+
+    #[test]
+    fn allowlist_entries_and_matching() {
+        for good in [
+            "registry.k8s.io/pause",
+            "reg.io:5000/team/*",
+            "localhost/litelet/busybox",
+        ] {
+            assert_eq!(check_allowlist_entry(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "busybox",
+            "reg.io/app:1",
+            "reg.io/app@sha256:ab",
+            "reg.io/*/app",
+            "*",
+            "",
+        ] {
+            assert!(check_allowlist_entry(bad).is_err(), "{bad}");
+        }
+        let list = vec![
+            "registry.k8s.io/pause".to_owned(),
+            "reg.io/team/*".to_owned(),
+        ];
+        assert!(is_allowlisted(&list, "registry.k8s.io/pause"));
+        assert!(!is_allowlisted(&list, "registry.k8s.io/pause2"));
+        assert!(is_allowlisted(&list, "reg.io/team/app"));
+        assert!(is_allowlisted(&list, "reg.io/team/a/b"));
+        assert!(!is_allowlisted(&list, "reg.io/teamwork"));
     }
 
     #[test]
@@ -353,6 +440,7 @@ mod tests {
         assert_eq!(record.secrets.len(), 1);
         assert!(!must_pull(
             VerificationPolicy::NeverVerifyPreloadedImages,
+            false,
             &Pulled::As(record),
             &[secret_cred("s", "hunter2")]
         ));

@@ -451,11 +451,24 @@ fn image_pull_credentials_verification_policy_is_read_and_checked() {
         VerificationPolicy::AlwaysVerify
     );
     let field = "imagePullCredentialsVerificationPolicy";
-    let found = problems(&format!("{field}: NeverVerifyAllowlistedImages\n"));
+    let file = temp_config(
+        "imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\n\
+         preloadedImagesVerificationAllowlist: [registry.k8s.io/pause, reg.io/team/*]\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(
+        flags.image_pull_credentials_verification_policy,
+        VerificationPolicy::NeverVerifyAllowlistedImages
+    );
+    assert_eq!(
+        flags.preloaded_images_verification_allowlist,
+        ["registry.k8s.io/pause", "reg.io/team/*"]
+    );
+    let found = problems("preloadedImagesVerificationAllowlist: [reg.io/app:1]\n");
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].field, field);
+    assert_eq!(found[0].field, "preloadedImagesVerificationAllowlist");
     assert!(
-        matches!(&found[0].kind, ProblemKind::BadValue(why) if why.contains("not supported by litelet")),
+        matches!(&found[0].kind, ProblemKind::BadValue(why) if why.contains("tag or digest")),
         "{found:?}"
     );
     let found = problems(&format!("{field}: Sometimes\n"));
