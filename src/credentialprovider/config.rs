@@ -4,8 +4,6 @@
 //! An entry's `auth` (base64 of `username:password`) wins over its
 //! `username`/`password`, as upstream's DockerConfigEntry decoding does.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 
 use super::CredentialError;
@@ -103,8 +101,9 @@ fn entries(
     Ok(out)
 }
 
-/// The entries as a map (for tests and callers that want lookup by key).
-pub fn as_map(config: &DockerConfig) -> BTreeMap<&str, &DockerConfigEntry> {
+/// The entries as a map.
+#[cfg(test)]
+fn as_map(config: &DockerConfig) -> std::collections::BTreeMap<&str, &DockerConfigEntry> {
     config.iter().map(|(k, v)| (k.as_str(), v)).collect()
 }
 

@@ -15,9 +15,7 @@ use std::time::{Instant, SystemTime};
 use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
-use super::pull_records::{
-    is_allowlisted, must_pull, requires_verification, PullRecords, VerificationPolicy,
-};
+use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
@@ -276,7 +274,9 @@ impl ImageManager {
                 let repository = normalize_repository(&image);
                 let pulled = self.credentials.records.get(reference, &repository);
                 let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
-                requires_verification(policy, allowlisted, &pulled) && {
+                // Offered credentials can only lift the need to pull: read secrets
+                // only when the image would be pulled without them.
+                must_pull(policy, allowlisted, &pulled, &[]) && {
                     let offered = self.credentials_for(pod, &image, secrets);
                     let pull = must_pull(policy, allowlisted, &pulled, &offered);
                     credentials = Some(offered);
