@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what building and testing litelet needs and this
 # machine lacks: cmake (grpcio builds gRPC core), a C toolchain, and for the
-# real-runtime tests containerd, runc, static busybox and the CNI plugins.
+# real-runtime tests containerd, runc, static busybox and the CNI plugins, and for the
+# private-registry tests docker-registry and htpasswd.
 # Does nothing when all is present; needs root (or sudo) otherwise.
 set -euo pipefail
 needed=()
@@ -18,6 +19,9 @@ have_cmd runc || needed+=(runc)
 have_pkg busybox-static || needed+=(busybox-static)
 [ -x /usr/lib/cni/bridge ] || needed+=(containernetworking-plugins)
 have_cmd file || needed+=(file)
+# The private-registry tests: a real distribution registry with htpasswd (bcrypt) auth.
+have_cmd docker-registry || needed+=(docker-registry)
+have_cmd htpasswd || needed+=(apache2-utils)
 
 if [ ${#needed[@]} -eq 0 ]; then
   exit 0

@@ -12,6 +12,7 @@ use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
 use crate::config::{CgroupDriver, Flags};
+use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
@@ -34,7 +35,9 @@ use crate::runtime::dns::{DnsSettings, ResolvConf};
 use crate::runtime::gc::GcPolicy;
 use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
+use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
+use crate::runtime::pull_records::PullRecords;
 use crate::server::{self, ServerContext};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
@@ -242,6 +245,17 @@ pub fn run(
     let marks = cache.clone();
     let manager = Arc::new(
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
+            .with_credentials(CredentialSettings {
+                node_config: NodeDockerConfig::for_root_dir(
+                    &root_dir,
+                    std::env::var_os("HOME")
+                        .map(std::path::PathBuf::from)
+                        .as_deref(),
+                ),
+                records: PullRecords::load(&root_dir),
+                policy: flags.image_pull_credentials_verification_policy,
+                allowlist: flags.preloaded_images_verification_allowlist.clone(),
+            })
             .on_runtime_change(move |change| {
                 marks.runtime_changed(change.uid, std::time::Instant::now());
                 if change.lifecycle {

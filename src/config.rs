@@ -212,6 +212,18 @@ pub struct Flags {
     #[arg(skip = crate::node::config::DEFAULT_NODE_STATUS_REPORT_FREQUENCY)]
     pub node_status_report_frequency: Duration,
 
+    /// Whether a pod may use an image already on the node that was pulled with
+    /// credentials it does not offer. Config file only
+    /// (`imagePullCredentialsVerificationPolicy`), as upstream.
+    #[arg(skip)]
+    pub image_pull_credentials_verification_policy:
+        crate::runtime::pull_records::VerificationPolicy,
+
+    /// Images `NeverVerifyAllowlistedImages` does not check. Config file only
+    /// (`preloadedImagesVerificationAllowlist`), as upstream.
+    #[arg(skip)]
+    pub preloaded_images_verification_allowlist: Vec<String>,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',

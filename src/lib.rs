@@ -8,6 +8,7 @@ pub mod agent;
 pub mod api;
 pub mod cgroups;
 pub mod config;
+pub mod credentialprovider;
 pub mod cri;
 pub mod events;
 pub mod kubelet;

@@ -96,7 +96,7 @@ impl Harness {
             volumes: &self.volumes,
             env: &env,
             config_source: &NoConfigSource,
-            pull_auth: None,
+            pull_secrets: None,
             cgroups: None,
         };
         self.manager

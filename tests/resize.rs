@@ -101,7 +101,7 @@ impl Rig {
             volumes: &volumes,
             env: &env,
             config_source: &NoConfigSource,
-            pull_auth: None,
+            pull_secrets: None,
             cgroups: self.cgroups.as_ref(),
         };
         self.manager

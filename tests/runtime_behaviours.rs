@@ -93,7 +93,7 @@ impl Harness {
             volumes: &volumes,
             env: &env,
             config_source: &NoConfigSource,
-            pull_auth: None,
+            pull_secrets: None,
             cgroups: None,
         };
         self.manager

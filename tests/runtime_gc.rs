@@ -598,7 +598,7 @@ fn gc_against_real_containerd() {
         volumes: &volumes,
         env: &env,
         config_source: &NoConfigSource,
-        pull_auth: None,
+        pull_secrets: None,
         cgroups: None,
     };
     // Two dead instances: the first run and its immediate restart.

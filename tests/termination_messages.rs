@@ -73,7 +73,7 @@ impl Harness {
             volumes: &volumes,
             env: &env,
             config_source: &NoConfigSource,
-            pull_auth: None,
+            pull_secrets: None,
             cgroups: None,
         };
         let ok = wait_until(Duration::from_secs(30), || {

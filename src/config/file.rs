@@ -139,6 +139,10 @@ pub struct KubeletConfiguration {
     pub register_with_taints: Option<String>,
     /// litelet's extension: upstream has `--node-labels` only as a flag.
     pub node_labels: Option<String>,
+    pub image_pull_credentials_verification_policy:
+        Option<crate::runtime::pull_records::VerificationPolicy>,
+    /// Each entry checked by `pull_records::check_allowlist_entry`.
+    pub preloaded_images_verification_allowlist: Option<Vec<String>>,
     /// Each entry checked like `--allowed-unsafe-sysctls`.
     pub allowed_unsafe_sysctls: Option<Vec<String>>,
 }
@@ -321,6 +325,12 @@ impl Reader {
                 "nodeLabels" => c.node_labels = self.pairs(f, v, "=", node::parse_node_labels),
                 "registerWithTaints" => c.register_with_taints = self.taints(v),
                 "allowedUnsafeSysctls" => c.allowed_unsafe_sysctls = self.sysctls(f, v),
+                "imagePullCredentialsVerificationPolicy" => {
+                    c.image_pull_credentials_verification_policy = self.parsed(f, v)
+                }
+                "preloadedImagesVerificationAllowlist" => {
+                    c.preloaded_images_verification_allowlist = self.allowlist(f, v)
+                }
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
             }
@@ -488,6 +498,36 @@ impl Reader {
         None
     }
 
+    /// A string parsed with `T::from_str`, whose error names what is wrong.
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &mut self,
+        field: &str,
+        value: &Value,
+    ) -> Option<T> {
+        let text: String = self.get(field, value)?;
+        match text.parse() {
+            Ok(parsed) => Some(parsed),
+            Err(why) => {
+                self.bad(field, why);
+                None
+            }
+        }
+    }
+
+    /// Image repositories, each checked as upstream validates the allowlist.
+    fn allowlist(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+        let list: Vec<String> = self.get(field, value)?;
+        let bad: Vec<String> = list
+            .iter()
+            .filter_map(|e| crate::runtime::pull_records::check_allowlist_entry(e).err())
+            .collect();
+        if bad.is_empty() {
+            return Some(list);
+        }
+        self.bad(field, bad.join("; "));
+        None
+    }
+
     /// A list of sysctl names or prefixes, each namespaced (as the flag).
     fn sysctls(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
         let list: Vec<String> = self.get(field, value)?;
@@ -573,6 +613,13 @@ impl KubeletConfiguration {
             .or(update_set.then_some(flags.node_status_update_frequency))
         {
             flags.node_status_report_frequency = report;
+        }
+        // No flag, as upstream.
+        if let Some(policy) = self.image_pull_credentials_verification_policy {
+            flags.image_pull_credentials_verification_policy = policy;
+        }
+        if let Some(list) = self.preloaded_images_verification_allowlist {
+            flags.preloaded_images_verification_allowlist = list;
         }
         set!("kube_reserved", self.kube_reserved.map(Some) => flags.kube_reserved);
         set!("system_reserved", self.system_reserved.map(Some) => flags.system_reserved);

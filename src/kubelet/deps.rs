@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use crate::api::pod::Pod;
+use crate::credentialprovider::PullSecret;
 use crate::prober::ProbeManager;
 use crate::runtime::actions;
 use crate::runtime::env::{ConfigSource, NoConfigSource};
@@ -19,6 +20,13 @@ pub trait PodVolumes: Send + Sync {
     fn teardown(&self, uid: &str) -> Result<(), String>;
     /// Where configMap and secret references in env are read from.
     fn config_source(&self) -> &dyn ConfigSource;
+    /// Image pull secret `name` of `pod`, or `None` when it does not exist.
+    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, String> {
+        let _ = pod;
+        Err(format!(
+            "secret {name:?} cannot be read: litelet runs without an API server"
+        ))
+    }
 }
 
 /// Runs probes for pods and reports their results.

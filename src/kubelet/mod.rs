@@ -18,6 +18,7 @@ pub mod gc_loop;
 mod housekeeping;
 pub mod mirror;
 mod pod_manager;
+pub mod pull_secrets;
 pub mod runtime_state;
 pub mod snapshot;
 pub mod syncer;

@@ -340,12 +340,13 @@ impl PodSyncer for KubeletSyncer {
             node_allocatable: self.allocatable.clone(),
             services: self.service_env(pod),
         };
+        let pull_secrets = super::pull_secrets::VolumePullSecrets(self.volumes.as_ref());
         let inputs = SyncInputs {
             cgroup_parent,
             volumes: &volumes,
             env: &env,
             config_source: self.volumes.config_source(),
-            pull_auth: None,
+            pull_secrets: Some(&pull_secrets),
             cgroups: self.cgroups.as_deref(),
         };
         let probes = self.probes.action_results(pod.uid());

@@ -1,8 +1,13 @@
 //! Makes sure a container's image is present before it is created (upstream
-//! EnsureImageExists): default tag, pull policy, per-image pull back-off, events.
+//! EnsureImageExists): default tag, pull policy, per-image pull back-off, events, and
+//! registry credentials: the pod's pull secrets, then the node's Docker config, matched
+//! to the image (`credentialprovider`) and tried in order until one pull succeeds.
+//! An image already present that was pulled with a secret is checked against the
+//! pod's credentials first (`pull_records.rs`).
 //!
-//! Called from pod worker threads; the back-off table is the one piece of shared state
-//! and sits behind a short lock never held across a CRI call.
+//! Called from pod worker threads; the back-off table and the pull records are the
+//! shared state, each behind a short lock never held across a CRI call. Secrets are
+//! read only when a pull or a check needs them. No credential is ever logged.
 
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
@@ -10,8 +15,11 @@ use std::time::{Instant, SystemTime};
 use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
+use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
+use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
+use crate::credentialprovider::{keyring_from_secrets, Credential, NodeDockerConfig, PullSecret};
 use crate::cri::{pb, CriError, ImageClient};
 use crate::events::{EventType, Recorder};
 use crate::status::containers::{
@@ -21,11 +29,42 @@ use crate::status::containers::{
 /// The waiting reason when the runtime cannot tell whether the image is present.
 pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
 
+/// The event reason when a pull secret cannot be read or used (upstream's name).
+pub const FAILED_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
+
+/// Reads a pod's image pull secrets from the API server (the kubelet implements it).
+pub trait PullSecretSource: Send + Sync {
+    /// The pod's pull secrets that exist, in `imagePullSecrets` order, and the names
+    /// of those that could not be read (missing, forbidden, API failure).
+    fn pull_secrets(&self, pod: &Pod) -> (Vec<PullSecret>, Vec<String>);
+}
+
+/// How pulls find credentials and whether present images are checked.
+pub struct CredentialSettings {
+    pub node_config: NodeDockerConfig,
+    pub records: PullRecords,
+    pub policy: VerificationPolicy,
+    /// `preloadedImagesVerificationAllowlist` (for `NeverVerifyAllowlistedImages`).
+    pub allowlist: Vec<String>,
+}
+
+impl Default for CredentialSettings {
+    fn default() -> Self {
+        CredentialSettings {
+            node_config: NodeDockerConfig::default(),
+            records: PullRecords::in_memory(),
+            policy: VerificationPolicy::default(),
+            allowlist: Vec::new(),
+        }
+    }
+}
+
 /// Pulls images and remembers which pulls failed recently.
 pub struct ImageManager {
     client: ImageClient,
     backoff: Mutex<Backoff>,
     recorder: Recorder,
+    credentials: CredentialSettings,
 }
 
 /// Adds `:latest` to a reference with neither tag nor digest; rejects malformed names
@@ -84,7 +123,92 @@ impl ImageManager {
             client,
             backoff: Mutex::new(Backoff::default()),
             recorder,
+            credentials: CredentialSettings::default(),
         }
+    }
+
+    /// Uses `credentials` for pulls and checks of present images.
+    pub fn set_credentials(&mut self, credentials: CredentialSettings) {
+        self.credentials = credentials;
+    }
+
+    /// The credentials for `image`, pod secrets first: unreadable or malformed secrets
+    /// become one warning event each and are skipped.
+    fn credentials_for(
+        &self,
+        pod: &Pod,
+        image: &str,
+        secrets: Option<&dyn PullSecretSource>,
+    ) -> Vec<Credential> {
+        let (found, missing) = match secrets {
+            Some(source) if !pod.spec.image_pull_secrets.is_empty() => source.pull_secrets(pod),
+            _ => (Vec::new(), Vec::new()),
+        };
+        if !missing.is_empty() {
+            let message = format!(
+                "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                missing.join(", ")
+            );
+            self.recorder
+                .pod(pod, EventType::Warning, FAILED_PULL_SECRET, message);
+        }
+        let (pod_keyring, problems) = keyring_from_secrets(&found);
+        for problem in problems {
+            let message =
+                format!("Unable to use image pull secret: {problem}; trying the other credentials");
+            self.recorder
+                .pod(pod, EventType::Warning, FAILED_PULL_SECRET, message);
+        }
+        let node_keyring = self.credentials.node_config.read();
+        lookup_union(&[&pod_keyring, &node_keyring], &normalize_repository(image))
+    }
+
+    /// Pulls `image` with each credential in turn (anonymously when there is none)
+    /// until one succeeds; records which one did. The error joins every attempt's.
+    fn pull(
+        &self,
+        image: &str,
+        credentials: &[Credential],
+        sandbox_config: &pb::PodSandboxConfig,
+    ) -> Result<String, String> {
+        let request = |auth: Option<pb::AuthConfig>| pb::PullImageRequest {
+            image: MessageField::some(pb::ImageSpec {
+                image: image.to_owned(),
+                ..Default::default()
+            }),
+            auth: auth.into(),
+            sandbox_config: MessageField::some(sandbox_config.clone()),
+            ..Default::default()
+        };
+        let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
+            vec![None]
+        } else {
+            credentials.iter().map(Some).collect()
+        };
+        let mut errors = Vec::new();
+        for credential in attempts {
+            let auth = credential.map(|c| pb::AuthConfig {
+                username: c.username.clone(),
+                password: c.password.clone(),
+                ..Default::default()
+            });
+            match self.client.pull_image(&request(auth)) {
+                Ok(response) => {
+                    let reference = if response.image_ref.is_empty() {
+                        image.to_owned()
+                    } else {
+                        response.image_ref
+                    };
+                    let repository = normalize_repository(image);
+                    self.credentials
+                        .records
+                        .record(&reference, &repository, credential);
+                    return Ok(reference);
+                }
+                Err(err) => errors.push(describe_pull_error(&err, credential.is_some())),
+            }
+        }
+        Err(errors.join("; "))
     }
 
     fn image_ref(&self, image: &str) -> Result<Option<String>, CriError> {
@@ -125,7 +249,7 @@ impl ImageManager {
         pod: &Pod,
         container: &Container,
         sandbox_config: &pb::PodSandboxConfig,
-        auth: Option<&pb::AuthConfig>,
+        secrets: Option<&dyn PullSecretSource>,
     ) -> Result<String, Failure> {
         let name = &container.name;
         let raw = container.image.as_deref().unwrap_or("");
@@ -140,10 +264,25 @@ impl ImageManager {
                 .container(pod, name, EventType::Warning, "InspectFailed", &message);
             Failure::new(IMAGE_INSPECT_ERROR, message)
         })?;
-        let should_pull = match pull_policy(container) {
-            ImagePullPolicy::Never => false,
-            ImagePullPolicy::Always => true,
-            _ => present.is_none(),
+        let mut credentials = None;
+        let should_pull = match (pull_policy(container), &present) {
+            (ImagePullPolicy::Never, _) => false,
+            (ImagePullPolicy::Always, _) | (_, None) => true,
+            (_, Some(reference)) => {
+                // IfNotPresent on a present image: may this pod use it?
+                let policy = self.credentials.policy;
+                let repository = normalize_repository(&image);
+                let pulled = self.credentials.records.get(reference, &repository);
+                let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
+                // Offered credentials can only lift the need to pull: read secrets
+                // only when the image would be pulled without them.
+                must_pull(policy, allowlisted, &pulled, &[]) && {
+                    let offered = self.credentials_for(pod, &image, secrets);
+                    let pull = must_pull(policy, allowlisted, &pulled, &offered);
+                    credentials = Some(offered);
+                    pull
+                }
+            }
         };
         if !should_pull {
             return match present {
@@ -185,17 +324,9 @@ impl ImageManager {
             format!("Pulling image {raw:?}"),
         );
         let started = Instant::now();
-        let pulled = self.client.pull_image(&pb::PullImageRequest {
-            image: MessageField::some(pb::ImageSpec {
-                image: image.clone(),
-                ..Default::default()
-            }),
-            auth: auth.cloned().into(),
-            sandbox_config: MessageField::some(sandbox_config.clone()),
-            ..Default::default()
-        });
-        match pulled {
-            Ok(response) => {
+        let credentials = credentials.unwrap_or_else(|| self.credentials_for(pod, &image, secrets));
+        match self.pull(&image, &credentials, sandbox_config) {
+            Ok(reference) => {
                 let message = format!(
                     "Successfully pulled image {raw:?} in {:?}",
                     started.elapsed()
@@ -203,11 +334,7 @@ impl ImageManager {
                 self.recorder
                     .container(pod, name, EventType::Normal, "Pulled", message);
                 self.lock_backoff().gc(SystemTime::now());
-                Ok(if response.image_ref.is_empty() {
-                    image
-                } else {
-                    response.image_ref
-                })
+                Ok(reference)
             }
             Err(err) => {
                 let message = format!("Failed to pull image {raw:?}: {err}");
@@ -222,6 +349,26 @@ impl ImageManager {
 
     fn lock_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         self.backoff.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The runtime's pull error, saying plainly when the registry refused the credentials
+/// (or their absence), since runtimes bury that in a long resolver message.
+fn describe_pull_error(err: &CriError, with_credentials: bool) -> String {
+    let text = err.to_string();
+    let lower = text.to_ascii_lowercase();
+    let refused = lower.contains("401 unauthorized")
+        || lower.contains("403 forbidden")
+        || lower.contains("authorization failed")
+        || lower.contains("unauthorized");
+    match (refused, with_credentials) {
+        (true, true) => {
+            format!("authentication failed: the registry refused the credentials: {text}")
+        }
+        (true, false) => {
+            format!("authentication required: the registry refused an anonymous pull: {text}")
+        }
+        (false, _) => text,
     }
 }
 

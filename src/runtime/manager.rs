@@ -97,6 +97,12 @@ impl RuntimeManager {
         }
     }
 
+    /// Pulls with `credentials` (node Docker config, pull records, verification policy).
+    pub fn with_credentials(mut self, credentials: super::images::CredentialSettings) -> Self {
+        self.image_manager.set_credentials(credentials);
+        self
+    }
+
     /// Calls `hook` whenever a sync or kill tried to change a pod in the runtime.
     pub fn on_runtime_change(
         mut self,

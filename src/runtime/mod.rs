@@ -24,6 +24,7 @@ pub mod manager;
 pub mod model;
 pub mod nonroot;
 pub mod profiles;
+pub mod pull_records;
 pub mod result;
 pub mod sandbox;
 pub mod sync;

@@ -50,8 +50,9 @@ pub struct SyncInputs<'a> {
     pub volumes: &'a BTreeMap<String, PathBuf>,
     pub env: &'a EnvContext,
     pub config_source: &'a dyn ConfigSource,
-    /// Registry credentials for pulls, from the pod's imagePullSecrets.
-    pub pull_auth: Option<&'a pb::AuthConfig>,
+    /// Reads the pod's imagePullSecrets when a pull needs credentials (`None`:
+    /// standalone, only the node's Docker config counts).
+    pub pull_secrets: Option<&'a dyn super::images::PullSecretSource>,
     /// The pod cgroup manager, for in-place resize (RESIZE); `None` when litelet does
     /// not manage pod cgroups (containers are then resized alone).
     pub cgroups: Option<&'a PodCgroupManager>,
@@ -503,7 +504,7 @@ impl RuntimeManager {
     ) -> Result<(), Failure> {
         let image_ref =
             self.image_manager
-                .ensure_image(pod, container, config, inputs.pull_auth)?;
+                .ensure_image(pod, container, config, inputs.pull_secrets)?;
         self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status
             .newest(&container.name)

@@ -44,6 +44,10 @@ pub struct ObjectData {
     pub files: BTreeMap<String, Vec<u8>>,
     /// Keys usable as environment values (configMap `data` only; secret values as text).
     pub env: BTreeMap<String, String>,
+    /// A secret's `type` (pull secrets must be a Docker config type).
+    pub secret_type: Option<String>,
+    /// The object's UID (pull records name the secret that pulled an image by it).
+    pub uid: String,
 }
 
 /// What a read found: the data, or `None` when the object does not exist.
@@ -209,6 +213,8 @@ fn fetch(
             ObjectData {
                 files: cm.decoded().map_err(decode_failed)?,
                 env: cm.data,
+                secret_type: None,
+                uid: cm.metadata.uid.clone().unwrap_or_default(),
             }
         }
         ObjectKind::Secret => {
@@ -221,7 +227,12 @@ fn fetch(
                 .iter()
                 .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
                 .collect();
-            ObjectData { files, env }
+            ObjectData {
+                files,
+                env,
+                secret_type: secret.type_.clone(),
+                uid: secret.metadata.uid.clone().unwrap_or_default(),
+            }
         }
     };
     Ok(Some(Arc::new(data)))

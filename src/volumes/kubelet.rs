@@ -1,13 +1,17 @@
 //! The kubelet's volume seam (`kubelet::deps::PodVolumes`) implemented by the
 //! `VolumeManager`, so the syncer's pod workers set up and tear down real volumes.
 //! Errors become their messages (the syncer records the FailedMount event); env
-//! references go through the manager's node-wide `ConfigSource`.
+//! references go through the manager's node-wide `ConfigSource`; image pull secrets
+//! through the same per-pod object cache as secret volumes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
+use super::cache::ObjectKind;
 use super::VolumeManager;
 use crate::api::pod::Pod;
+use crate::credentialprovider::PullSecret;
 use crate::kubelet::deps::PodVolumes;
 use crate::runtime::env::ConfigSource;
 
@@ -22,5 +26,25 @@ impl PodVolumes for VolumeManager {
 
     fn config_source(&self) -> &dyn ConfigSource {
         self
+    }
+
+    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, String> {
+        let found = self
+            .objects
+            .get(
+                ObjectKind::Secret,
+                pod.namespace(),
+                name,
+                pod.uid(),
+                Instant::now(),
+            )
+            .map_err(|err| err.to_string())?;
+        Ok(found.map(|data| PullSecret {
+            namespace: pod.namespace().to_owned(),
+            name: name.to_owned(),
+            uid: data.uid.clone(),
+            type_: data.secret_type.clone(),
+            data: data.files.clone(),
+        }))
     }
 }

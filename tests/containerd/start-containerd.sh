@@ -49,6 +49,16 @@ oom_score = 0
     conf_dir = "$dir/cni"
 TOML
 
+# Registry hosts (LITELET_REGISTRY_HOSTS=DIR of <host>/hosts.toml): how the CRI plugin
+# reaches a private test registry (its https endpoint and CA; loopback hosts would
+# otherwise be tried over plain http).
+if [ -n "${LITELET_REGISTRY_HOSTS:-}" ]; then
+  cat >> "$dir/config.toml" <<TOML
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$LITELET_REGISTRY_HOSTS"
+TOML
+fi
+
 # A pod network when asked (LITELET_CNI_SUBNET=a.b.c.0/24, LITELET_CNI_BRIDGE=name):
 # a private bridge with host-local addresses, no masquerade (nothing leaves the host).
 # Without it the runtime reports NetworkReady=false and only host-network pods run.

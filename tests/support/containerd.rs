@@ -39,22 +39,36 @@ impl Containerd {
     /// Starts containerd for `test`, or returns None (after a loud message) when this
     /// machine cannot run it and we are not in CI.
     pub fn start(test: &str) -> Option<Containerd> {
-        Self::start_with(test, None)
+        Self::start_with(test, None, None)
     }
 
     /// Like [`Containerd::start`], with a pod network: a private bridge and a /24 of
     /// `10.89.0.0/16` for this instance (so the runtime reports NetworkReady, as a
     /// node's runtime must for the node to be Ready). The bridge goes on drop.
     pub fn start_with_pod_network(test: &str) -> Option<Containerd> {
+        Self::start_with_pod_network_and_registries(test, None)
+    }
+
+    /// Like [`Containerd::start_with_pod_network`]; the CRI plugin reaches registries
+    /// as the containerd hosts directory `registry_hosts` says (a test registry's
+    /// https endpoint and CA, see `support::registry`).
+    pub fn start_with_pod_network_and_registries(
+        test: &str,
+        registry_hosts: Option<&Path>,
+    ) -> Option<Containerd> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static NEXT: AtomicU32 = AtomicU32::new(0);
         // Offset by PID so test binaries run one after another rarely reuse a subnet
         // whose bridge a killed run left behind.
         let n = (std::process::id() * 7 + NEXT.fetch_add(1, Ordering::Relaxed)) % 250 + 1;
-        Self::start_with(test, Some(n))
+        Self::start_with(test, Some(n), registry_hosts)
     }
 
-    fn start_with(test: &str, network: Option<u32>) -> Option<Containerd> {
+    fn start_with(
+        test: &str,
+        network: Option<u32>,
+        registry_hosts: Option<&Path>,
+    ) -> Option<Containerd> {
         if !nix::unistd::geteuid().is_root() {
             return skip(test, "needs root");
         }
@@ -83,6 +97,9 @@ impl Containerd {
                     "LITELET_CNI_BRIDGE",
                     format!("lt{}-{n}", std::process::id() % 100_000),
                 );
+        }
+        if let Some(hosts) = registry_hosts {
+            cmd.env("LITELET_REGISTRY_HOSTS", hosts);
         }
         let output = cmd.output().expect("run start-containerd.sh");
         if !output.status.success() {

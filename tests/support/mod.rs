@@ -10,6 +10,7 @@ pub mod fake_api;
 pub mod fake_cri;
 pub mod https;
 pub mod real_node;
+pub mod registry;
 pub mod tcp_proxy;
 
 use std::time::{Duration, Instant};

@@ -42,9 +42,20 @@ impl RealNode {
     /// Starts containerd and litelet as node `name` (skips loudly outside CI when
     /// this machine cannot).
     pub fn start(test: &str, name: &str, extra: &[&str]) -> Option<RealNode> {
+        Self::start_with_registries(test, name, extra, None)
+    }
+
+    /// Like [`RealNode::start`], the runtime reaching registries as the containerd
+    /// hosts directory `registry_hosts` says (see `support::registry`).
+    pub fn start_with_registries(
+        test: &str,
+        name: &str,
+        extra: &[&str],
+        registry_hosts: Option<&Path>,
+    ) -> Option<RealNode> {
         let cp = ControlPlane::shared(test)?;
         // The node name keeps the socket path short (unix sockets allow 108 bytes).
-        let containerd = Containerd::start_with_pod_network(name)?;
+        let containerd = Containerd::start_with_pod_network_and_registries(name, registry_hosts)?;
         let dir = tempfile::tempdir().expect("node temp dir");
         std::fs::create_dir_all(dir.path().join("manifests")).expect("manifests dir");
         cp.write_node_kubeconfig(name, &dir.path().join("kubeconfig"));

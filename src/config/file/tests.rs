@@ -4,6 +4,7 @@ use clap::CommandFactory;
 
 use super::*;
 use crate::config::LoadError;
+use crate::runtime::pull_records::VerificationPolicy;
 
 const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
 
@@ -433,5 +434,46 @@ fn node_server_auth_fields() {
     assert_eq!(
         fields,
         ["authentication.webhook.enabled", "authorization.mode"]
+    );
+}
+
+#[test]
+fn image_pull_credentials_verification_policy_is_read_and_checked() {
+    let flags = Flags::try_load_from(["litelet"]).unwrap();
+    assert_eq!(
+        flags.image_pull_credentials_verification_policy,
+        VerificationPolicy::NeverVerifyPreloadedImages
+    );
+    let file = temp_config("imagePullCredentialsVerificationPolicy: AlwaysVerify\n");
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(
+        flags.image_pull_credentials_verification_policy,
+        VerificationPolicy::AlwaysVerify
+    );
+    let field = "imagePullCredentialsVerificationPolicy";
+    let file = temp_config(
+        "imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\n\
+         preloadedImagesVerificationAllowlist: [registry.k8s.io/pause, reg.io/team/*]\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(
+        flags.image_pull_credentials_verification_policy,
+        VerificationPolicy::NeverVerifyAllowlistedImages
+    );
+    assert_eq!(
+        flags.preloaded_images_verification_allowlist,
+        ["registry.k8s.io/pause", "reg.io/team/*"]
+    );
+    let found = problems("preloadedImagesVerificationAllowlist: [reg.io/app:1]\n");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].field, "preloadedImagesVerificationAllowlist");
+    assert!(
+        matches!(&found[0].kind, ProblemKind::BadValue(why) if why.contains("tag or digest")),
+        "{found:?}"
+    );
+    let found = problems(&format!("{field}: Sometimes\n"));
+    assert!(
+        matches!(&found[0].kind, ProblemKind::BadValue(why) if why.contains("unknown")),
+        "{found:?}"
     );
 }
