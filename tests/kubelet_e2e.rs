@@ -788,8 +788,11 @@ fn b52_a_failing_liveness_probe_restarts_the_container_once() {
     let litelet = Litelet::start(&cri, Some(&api), None, &[]);
     let mut pod = new_pod("lively", true);
     pod["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    // The initial delay gives the test time to make the probe pass again before the
+    // restarted container's first probe (the restart no longer waits for a relist).
     pod["spec"]["containers"][0]["livenessProbe"] = json!({
         "exec": {"command": ["cat", "/tmp/healthy"]},
+        "initialDelaySeconds": 2,
         "periodSeconds": 1,
         "failureThreshold": 1,
     });
