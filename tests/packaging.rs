@@ -135,7 +135,11 @@ fn package_script_resolves_the_target_dir_to_an_absolute_path() {
     assert_eq!(Path::new(&empty), repo.join("target"), "empty");
 
     let relative = package_target_dir(&tmp, Some("rel/../tgt"));
-    assert_eq!(Path::new(&relative), tmp.join("tgt"), "relative to the caller");
+    assert_eq!(
+        Path::new(&relative),
+        tmp.join("tgt"),
+        "relative to the caller"
+    );
 
     let absolute = package_target_dir(repo, Some("/var/tmp/litelet-t"));
     assert_eq!(absolute, "/var/tmp/litelet-t");

@@ -177,9 +177,7 @@ fn may_hold_head(buf: &[u8], scanned: usize) -> bool {
         return !buf.is_empty();
     }
     let from = scanned.saturating_sub(3);
-    buf[from..]
-        .windows(2)
-        .any(|w| w == b"\n\n" || w == b"\n\r")
+    buf[from..].windows(2).any(|w| w == b"\n\n" || w == b"\n\r")
 }
 
 /// Parses a complete head: the request, the head's length and the body's length.
