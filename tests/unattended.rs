@@ -108,3 +108,80 @@ fn unpullable_image_is_retried_on_the_backoff_schedule_with_matching_reasons() {
         );
     }
 }
+
+// Issue 23 item 3: a CPU limit of 2^63-1 (or 1e400) failed at the cgroup write
+// (the kernel's largest CFS quota is 2^44-1 µs) and was then reported as "Pod
+// resize failed" on a pod never resized. It is clamped to that largest quota.
+#[test]
+fn absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors() {
+    let Some(node) = RealNode::start(
+        "absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors",
+        "rn-absurd",
+        &[],
+    ) else {
+        return;
+    };
+    node.wait_ready();
+    let ns = "absurd";
+    node.cp.namespace(ns);
+    for (name, limit) in [("huge", "9223372036854775807"), ("e400", "1e400")] {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "nodeName": node.name,
+                "hostNetwork": true,
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "main",
+                    "image": support::containerd::BUSYBOX,
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "16Mi"},
+                        "limits": {"cpu": limit, "memory": "9223372036854775807"}
+                    }
+                }]
+            }
+        });
+        node.cp
+            .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod);
+    }
+    for name in ["huge", "e400"] {
+        node.wait_pod(ns, name, "Running", |p| {
+            container_status(p, "main").is_some_and(|c| c["state"]["running"].is_object())
+        });
+    }
+    // A few syncs later: no resize wording, no resize condition, no failed update.
+    std::thread::sleep(Duration::from_secs(5));
+    let events = node
+        .cp
+        .get(&format!("/api/v1/namespaces/{ns}/events"))
+        .expect("events");
+    let bad: Vec<String> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| {
+            let text = format!("{} {}", e["reason"], e["message"]).to_lowercase();
+            text.contains("resize") || text.contains("failed")
+        })
+        .map(|e| format!("{}: {}", e["reason"], e["message"]))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}\nlitelet log:\n{}", node.tail());
+    for name in ["huge", "e400"] {
+        let pod = node
+            .cp
+            .get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
+            .expect("pod");
+        let conditions = pod["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .all(|c| !c["type"].as_str().unwrap_or("").starts_with("PodResize")),
+            "{name}: {conditions:?}"
+        );
+    }
+}
