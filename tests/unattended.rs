@@ -185,3 +185,93 @@ fn absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors() {
         );
     }
 }
+
+/// A static pod manifest in `ns` named `name` whose container has `resources`.
+fn static_manifest(ns: &str, name: &str, resources: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {}\n    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n    resources: {resources}\n",
+        support::containerd::BUSYBOX
+    )
+}
+
+// Issue 23 item 2: a static pod the API server would refuse (here a negative CPU
+// limit, and a 1 MiB annotation) ran anyway, with no mirror pod. Now its file is
+// skipped with one error naming the file and the field, and nothing runs from it,
+// while a valid neighbour runs with its mirror pod.
+#[test]
+fn an_invalid_static_pod_runs_nothing_and_is_reported_with_file_and_field() {
+    let Some(node) = RealNode::start(
+        "an_invalid_static_pod_runs_nothing_and_is_reported_with_file_and_field",
+        "rn-static",
+        &[],
+    ) else {
+        return;
+    };
+    node.wait_ready();
+    let ns = "static-check";
+    node.cp.namespace(ns);
+    let dir = node.manifests();
+    let negative = static_manifest(ns, "negcpu", "{limits: {cpu: \"-1\"}}");
+    std::fs::write(dir.join("negcpu.yaml"), negative).expect("write manifest");
+    let big = static_manifest(ns, "bigann", "{}").replace(
+        "  namespace:",
+        &format!(
+            "  annotations: {{blob: {}}}\n  namespace:",
+            "x".repeat(1 << 20)
+        ),
+    );
+    std::fs::write(dir.join("bigann.yaml"), big).expect("write manifest");
+    std::fs::write(
+        dir.join("good.yaml"),
+        static_manifest(ns, "good", "{limits: {cpu: 100m, memory: 32Mi}}"),
+    )
+    .expect("write manifest");
+
+    node.wait_pod(ns, &format!("good-{}", node.name), "Running", |p| {
+        p["status"]["phase"] == "Running"
+    });
+    let log = node.log();
+    for (file, field) in [
+        ("negcpu.yaml", "spec.containers[0].resources.limits.cpu"),
+        ("bigann.yaml", "metadata.annotations"),
+    ] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(file) && l.contains(field))
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "no error naming {file} and {field}:\n{log}"
+        );
+    }
+    // Nothing from the invalid files: no mirror pod and no sandbox in the runtime.
+    for name in ["negcpu", "bigann"] {
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}-{}", node.name);
+        assert!(node.cp.get(&path).is_none(), "{name} has a mirror pod");
+    }
+    let sandboxes = sandbox_names(&node);
+    assert!(
+        sandboxes.iter().any(|n| n.starts_with("good-")),
+        "{sandboxes:?}"
+    );
+    assert!(
+        sandboxes
+            .iter()
+            .all(|n| !n.starts_with("negcpu") && !n.starts_with("bigann")),
+        "{sandboxes:?}"
+    );
+}
+
+/// Names of the pod sandboxes the node's containerd holds.
+fn sandbox_names(node: &RealNode) -> Vec<String> {
+    use litelet::cri::{self, pb, ConnectOptions, Endpoint};
+    let endpoint = Endpoint::parse(&node.containerd.endpoint()).expect("endpoint");
+    let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
+    let list = runtime
+        .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
+        .expect("list sandboxes");
+    list.items
+        .into_iter()
+        .map(|s| s.metadata.name.clone())
+        .collect()
+}
