@@ -12,11 +12,24 @@
 # Installs the Debian packages it uses (file, rpm, lintian, systemd for systemd-analyze)
 # when missing, non-interactively. Output goes to $CARGO_TARGET_DIR/packages (or
 # target/packages). Needs root (or sudo) for apt-get, dpkg --root and chroot.
+#
+#   scripts/package.sh target-dir   prints the resolved (absolute) target dir
 set -euo pipefail
-cd "$(dirname "$0")/.."
+
+# The target dir is made absolute once, before the cd: a relative CARGO_TARGET_DIR
+# means the caller's directory, and dpkg --root, chroot and rpmbuild all need
+# absolute paths (a relative --root makes dpkg fail to run the maintainer scripts).
+# Exported so cargo builds into the same place.
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  TARGET_DIR=$(realpath -m -- "$CARGO_TARGET_DIR")
+else
+  TARGET_DIR=$(realpath -m -- "$SCRIPT_DIR/../target")
+fi
+export CARGO_TARGET_DIR="$TARGET_DIR"
+cd "$SCRIPT_DIR/.."
 
 TRIPLE=x86_64-unknown-linux-gnu
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
 BIN="$TARGET_DIR/$TRIPLE/dist/litelet"
 OUT="$TARGET_DIR/packages"
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
@@ -252,5 +265,6 @@ case "${1:-}" in
   deb) build_deb ;;
   rpm) build_rpm ;;
   check) run_checks ;;
-  *) die "usage: $0 static|deb|rpm|check" ;;
+  target-dir) echo "$TARGET_DIR" ;;
+  *) die "usage: $0 static|deb|rpm|check|target-dir" ;;
 esac

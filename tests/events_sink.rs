@@ -1,7 +1,9 @@
 //! The `events` thread (`status::events`) against the fake API server: identical events
 //! become one Event whose count grows, a crash loop is capped by the per-object spam
-//! filter, node events reference the node, an expired event is created again, and a
-//! failing API server costs events, never the thread.
+//! filter, node events reference the node, an expired event is created again, an
+//! event the server refuses costs that event, never the thread, and the events of an
+//! API server outage wait in a bounded buffer and are sent when it is back, with the
+//! drops told once.
 //!
 //! Events are processed in order by one thread, so a final "marker" event that shows
 //! up on the server proves every earlier one was handled (sent or dropped).
@@ -38,9 +40,13 @@ impl Drop for Sink {
 }
 
 fn start(fake: &FakeApi) -> Sink {
+    start_with(fake, Options::new("node-1"))
+}
+
+fn start_with(fake: &FakeApi, options: Options) -> Sink {
     let (tx, rx) = crossbeam_channel::bounded(1000);
     let (shutdown, shutdown_rx) = crossbeam_channel::bounded(0);
-    let handle = event_sink::spawn(fake.client(), Options::new("node-1"), rx, shutdown_rx).unwrap();
+    let handle = event_sink::spawn(fake.client(), options, rx, shutdown_rx).unwrap();
     Sink {
         recorder: Recorder::new(tx),
         shutdown: Some(shutdown),
@@ -186,10 +192,10 @@ fn an_expired_event_is_created_again() {
 }
 
 #[test]
-fn a_failing_api_server_costs_events_not_the_thread() {
+fn an_event_the_api_server_refuses_is_dropped_not_the_thread() {
     let fake = FakeApi::start();
     let sink = start(&fake);
-    fake.inject(Fail::status(500).always().verb("create"));
+    fake.inject(Fail::status(422).always().verb("create"));
     let web = pod("web");
     sink.recorder
         .pod(&web, EventType::Warning, "Failed", "lost");
@@ -204,4 +210,89 @@ fn a_failing_api_server_costs_events_not_the_thread() {
         .len()
         == 1));
     assert_eq!(about(&events(&fake, "prod"), "web")[0].count, Some(1));
+}
+
+/// Log lines of the `events` thread, captured for the outage test.
+mod captured_log {
+    use std::sync::{Mutex, Once};
+
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static INSTALL: Once = Once::new();
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, meta: &log::Metadata) -> bool {
+            meta.target().starts_with("litelet::status::events") && meta.level() <= log::Level::Info
+        }
+        fn log(&self, record: &log::Record) {
+            if self.enabled(record.metadata()) {
+                let line = format!("{} {}", record.level(), record.args());
+                LINES.lock().unwrap().push(line);
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    pub fn install() {
+        INSTALL.call_once(|| {
+            log::set_boxed_logger(Box::new(Capture)).expect("no other logger");
+            log::set_max_level(log::LevelFilter::Info);
+        });
+    }
+
+    pub fn lines_with(part: &str) -> Vec<String> {
+        let lines = LINES.lock().unwrap();
+        lines.iter().filter(|l| l.contains(part)).cloned().collect()
+    }
+}
+
+// Issue 23 item 5: events raised during an API outage vanished without a word.
+#[test]
+fn events_of_an_outage_wait_in_a_bounded_buffer_and_the_drops_are_logged_once() {
+    captured_log::install();
+    let fake = FakeApi::start();
+    let mut options = Options::new("node-1");
+    options.outage_buffer = 5;
+    options.retry_initial = Duration::from_millis(100);
+    options.retry_max = Duration::from_millis(400);
+    let sink = start_with(&fake, options);
+    fake.inject(Fail::status(503).always());
+    for i in 0..8 {
+        sink.recorder.pod(
+            &pod(&format!("outage-{i}")),
+            EventType::Warning,
+            "Failed",
+            "during the outage",
+        );
+    }
+    // Retried with back-off while the server is down.
+    assert!(wait_until(LONG, || requests(&fake, "create") >= 3));
+    let started = captured_log::lines_with("API server unavailable");
+    assert_eq!(started.len(), 1, "{started:?}");
+    fake.clear_faults();
+    assert!(wait_until(LONG, || !captured_log::lines_with(
+        "answering again"
+    )
+    .is_empty()));
+    flush(&fake, &sink, "after-outage");
+    // The oldest three did not fit; the five newest arrive, in order.
+    let stored = events(&fake, "prod");
+    let names: Vec<&str> = stored
+        .iter()
+        .filter_map(|e| e.involved_object.name.as_deref())
+        .filter(|n| n.starts_with("outage-"))
+        .collect();
+    assert_eq!(
+        names,
+        ["outage-3", "outage-4", "outage-5", "outage-6", "outage-7"],
+        "{:?}",
+        captured_log::lines_with("")
+    );
+    let summary = captured_log::lines_with("answering again");
+    assert_eq!(summary.len(), 1, "{summary:?}");
+    assert!(
+        summary[0].contains("5 delayed events sent") && summary[0].contains("3 dropped"),
+        "{summary:?}"
+    );
 }

@@ -100,3 +100,48 @@ fn a_bad_config_file_is_refused_by_name() {
         assert!(err.contains(field), "{err}");
     }
 }
+
+/// `scripts/package.sh target-dir` run from `cwd` with `CARGO_TARGET_DIR` set to `dir`
+/// (or unset).
+fn package_target_dir(cwd: &Path, dir: Option<&str>) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/package.sh");
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script).arg("target-dir").current_dir(cwd);
+    match dir {
+        Some(d) => cmd.env("CARGO_TARGET_DIR", d),
+        None => cmd.env_remove("CARGO_TARGET_DIR"),
+    };
+    let out = cmd.output().expect("run scripts/package.sh");
+    assert!(
+        out.status.success(),
+        "package.sh target-dir: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+// Issue 23 item 7: dpkg --root got a relative path from a fresh clone's default
+// target dir and could not run the maintainer scripts.
+#[test]
+fn package_script_resolves_the_target_dir_to_an_absolute_path() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = std::env::temp_dir().join(format!("litelet-pkgdir-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+
+    let default = package_target_dir(&tmp, None);
+    assert_eq!(Path::new(&default), repo.join("target"), "unset");
+
+    let empty = package_target_dir(&tmp, Some(""));
+    assert_eq!(Path::new(&empty), repo.join("target"), "empty");
+
+    let relative = package_target_dir(&tmp, Some("rel/../tgt"));
+    assert_eq!(
+        Path::new(&relative),
+        tmp.join("tgt"),
+        "relative to the caller"
+    );
+
+    let absolute = package_target_dir(repo, Some("/var/tmp/litelet-t"));
+    assert_eq!(absolute, "/var/tmp/litelet-t");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -326,3 +326,49 @@ fn lifecycle_against_real_containerd() {
     drop(containerd);
     support::containerd::remove_cgroup_tree(&parent);
 }
+
+// Issue 23 item 4: with a real runtime, a pull that cannot succeed fails with
+// ErrImagePull and arms upstream's back-off (10 s, then 20 s); the syncs in between
+// wait with ImagePullBackOff and say when the next attempt is due.
+#[test]
+fn unpullable_image_on_real_containerd_backs_off_10s_then_20s() {
+    let test = "unpullable_image_on_real_containerd_backs_off_10s_then_20s";
+    let Some(containerd) = support::containerd::Containerd::start(test) else {
+        return;
+    };
+    let h = Harness::new(&containerd.endpoint(), "");
+    let mut pod = pod(&format!("uid-nopull-{}", std::process::id()), "exit 0");
+    pod.spec.init_containers.clear();
+    pod.spec.containers[0].image = Some("127.0.0.1:1/litelet/nope:1".into());
+    let secs = Duration::from_secs;
+
+    let first = h.sync(&pod);
+    let failure = first
+        .failures()
+        .next()
+        .map(|(_, f)| f.clone())
+        .expect("failure");
+    assert_eq!(failure.reason, "ErrImagePull", "{first}");
+    assert_eq!(failure.retry_in, Some(secs(10)), "{first}");
+
+    let waiting = h.sync(&pod);
+    let failure = waiting
+        .failures()
+        .next()
+        .map(|(_, f)| f.clone())
+        .expect("failure");
+    assert_eq!(failure.reason, "ImagePullBackOff", "{waiting}");
+    let left = failure.retry_in.expect("a back-off says when it ends");
+    assert!(left > secs(8) && left <= secs(10), "{left:?}");
+
+    std::thread::sleep(left + Duration::from_millis(100));
+    let second = h.sync(&pod);
+    let failure = second
+        .failures()
+        .next()
+        .map(|(_, f)| f.clone())
+        .expect("failure");
+    assert_eq!(failure.reason, "ErrImagePull", "{second}");
+    assert_eq!(failure.retry_in, Some(secs(20)), "{second}");
+    assert_eq!(second.retry_in(), Some(secs(20)));
+}

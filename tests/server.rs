@@ -481,7 +481,7 @@ fn malformed_paths_and_parameters_get_400_with_a_message() {
         .write_all(b"NOT HTTP AT ALL\r\n\r\n")
         .unwrap();
     assert_eq!(https::read_answer(&mut reader).unwrap().status, 400);
-    let big = "x".repeat(20 * 1024);
+    let big = "x".repeat(1100 * 1024);
     let answer = node.get_with(None, "GET", "/pods", &[("X-Big", &big)]);
     assert_eq!(answer.status, 431);
 }
@@ -902,4 +902,36 @@ fn kubectl_raw_requests_with_a_client_certificate() {
         "via-kubectl\n"
     );
     assert!(kubectl("/metrics").contains("kubelet_runtime_operations_total"));
+}
+
+// Issue 23 item 6: Go's default header limit (1 MiB) is the node server's too.
+#[test]
+fn request_heads_up_to_one_mebibyte_are_accepted() {
+    let node = start(open_setup());
+    let big = "x".repeat(1000 * 1024);
+    let answer = node.get_with(None, "GET", "/pods", &[("X-Big", &big)]);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    // Past the limit: a 431 the client can read, not a connection reset.
+    let huge = "x".repeat(1100 * 1024);
+    let answer = node.get_with(None, "GET", "/pods", &[("X-Big", &huge)]);
+    assert_eq!(answer.status, 431, "{}", answer.text());
+}
+
+// Issue 23 item 6: a plain POST to /portForward (no SPDY or WebSocket upgrade) is a
+// bad request, as upstream's streaming server answers it; it was an empty 200.
+#[test]
+fn port_forward_without_an_upgrade_is_a_bad_request() {
+    let node = start(open_setup());
+    let log = node.dir.path().join("logs/pf.log");
+    write_log(&log, &[]);
+    run_pod(&node, "ns", "pf", "uid-pf", &[("c", &log, true)]);
+    // Nothing listens there: the request must be refused before any proxying.
+    node.cri.state().streaming_url = Some("http://127.0.0.1:1".into());
+    let answer = node.get_with(None, "POST", "/portForward/ns/pf?port=80", &[]);
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(
+        answer.text().contains("missing upgrade headers"),
+        "{}",
+        answer.text()
+    );
 }

@@ -26,6 +26,11 @@ pub const MILLI_CPU_TO_CPU: u64 = 1000;
 pub const DEFAULT_QUOTA_PERIOD_US: u64 = 100_000;
 /// Smallest CFS quota the kernel accepts: 1 ms.
 pub const MIN_QUOTA_US: u64 = 1000;
+/// Largest CFS quota the kernel accepts (`max_cfs_runtime`: 2^44 − 1 µs, over 200
+/// days per period); a larger one fails with EINVAL. CPU limits beyond it (1e400,
+/// 2^63 − 1 CPUs) are clamped to it, which is no limit in practice, rather than fail
+/// at the cgroup write.
+pub const MAX_QUOTA_US: u64 = (1 << 44) - 1;
 /// CFS period bounds the kernel accepts: 1 ms to 1 s.
 pub const MIN_PERIOD_US: u64 = 1000;
 pub const MAX_PERIOD_US: u64 = 1_000_000;
@@ -89,16 +94,14 @@ pub fn weight_to_shares(weight: u64) -> u64 {
         + ((weight - MIN_WEIGHT) * (MAX_SHARES - MIN_SHARES)).div_ceil(MAX_WEIGHT - MIN_WEIGHT)
 }
 
-/// Milli-CPU (a limit) → CFS quota for `period_us`: `milli * period / 1000`, at least
-/// 1 ms. No limit (zero or negative) is an unlimited quota.
+/// Milli-CPU (a limit) → CFS quota for `period_us`: `milli * period / 1000`, within
+/// [1 ms, [`MAX_QUOTA_US`]]. No limit (zero or negative) is an unlimited quota.
 pub fn milli_cpu_to_quota(milli_cpu: i64, period_us: u64) -> Limit {
     if milli_cpu <= 0 {
         return Limit::Unlimited;
     }
     let quota = i128::from(milli_cpu) * i128::from(period_us) / i128::from(MILLI_CPU_TO_CPU);
-    // v1 writes the quota as a signed number.
-    let max = i128::from(i64::MAX);
-    let clamped = quota.clamp(i128::from(MIN_QUOTA_US), max);
+    let clamped = quota.clamp(i128::from(MIN_QUOTA_US), i128::from(MAX_QUOTA_US));
     Limit::Value(u64::try_from(clamped).unwrap_or(u64::MAX))
 }
 
@@ -253,7 +256,10 @@ mod tests {
             (11, Limit::Value(1100)),
             (500, Limit::Value(50_000)),
             (2000, Limit::Value(200_000)),
-            (i64::MAX, Limit::Value(i64::MAX as u64)),
+            (i64::MAX, Limit::Value(MAX_QUOTA_US)),
+            // About 175.9 million CPUs and more: the kernel's largest quota.
+            (175_921_860_444, Limit::Value(17_592_186_044_400)),
+            (175_921_860_445, Limit::Value(MAX_QUOTA_US)),
         ];
         for (milli, want) in cases {
             assert_eq!(milli_cpu_to_quota(milli, period), want, "{milli}m");

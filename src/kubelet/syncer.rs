@@ -16,7 +16,7 @@ use crate::api::quantity::Quantity;
 use crate::cgroups::manager::PodCgroupManager;
 use crate::cgroups::qos::pod_qos;
 use crate::events::{EventType, Recorder};
-use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, UpdateType};
+use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, Synced, UpdateType};
 use crate::resize::{sync as resize_sync, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::env::EnvContext;
@@ -132,12 +132,13 @@ impl KubeletSyncer {
             .unwrap_or_default()
     }
 
-    fn set_reasons(&self, uid: &str, reasons: BTreeMap<String, WaitingReason>) {
+    /// Keeps the last sync's waiting reasons of a pod; true when they changed.
+    fn set_reasons(&self, uid: &str, reasons: BTreeMap<String, WaitingReason>) -> bool {
         let mut all = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
         if reasons.is_empty() {
-            all.remove(uid);
+            all.remove(uid).is_some()
         } else {
-            all.insert(uid.to_owned(), reasons);
+            all.insert(uid.to_owned(), reasons.clone()).as_ref() != Some(&reasons)
         }
     }
 
@@ -288,7 +289,7 @@ impl PodSyncer for KubeletSyncer {
         pod: &Pod,
         mirror: Option<&Pod>,
         runtime: &PodRuntimeStatus,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Synced, SyncError> {
         // RESIZE: resize admission first; everything below runs the allocated pod.
         let allocated;
         let pod = match &self.resize {
@@ -309,7 +310,7 @@ impl PodSyncer for KubeletSyncer {
         };
         self.status.set_pod_status(pod, api.clone());
         if phase_terminal {
-            return Ok(true);
+            return Ok(Synced::from(true));
         }
         if let (Some(problem), false) = (self.runtime_state.network_error(), host_network) {
             let message = format!("network is not ready: {problem}");
@@ -351,7 +352,8 @@ impl PodSyncer for KubeletSyncer {
         };
         let probes = self.probes.action_results(pod.uid());
         let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
-        self.set_reasons(pod.uid(), outcome.container_errors());
+        let reasons_changed = self.set_reasons(pod.uid(), outcome.container_errors());
+        let mut reported = false;
         if let Some((resize, cache)) = &self.resize {
             // RESIZE: report the new resources now, not at the next periodic sync.
             let (manager, recorder) = (&self.runtime, &self.recorder);
@@ -366,11 +368,24 @@ impl PodSyncer for KubeletSyncer {
             if let Some(fresh) = fresh {
                 let api = self.api_status(pod, &fresh, false, false);
                 self.status.set_pod_status(pod, api);
+                reported = true;
             }
         }
+        if reasons_changed && !reported {
+            // Report this sync's waiting reasons now (ErrImagePull right after the
+            // failed pull, ImagePullBackOff once waiting), not one sync later.
+            let api = self.api_status(pod, runtime, false, false);
+            self.status.set_pod_status(pod, api);
+        }
         self.probes.update_pod(pod, runtime, &probe_ip);
+        let retry_in = outcome.retry_in();
         if outcome.is_ok() || outcome.only_backoff() {
-            Ok(false)
+            Ok(Synced {
+                terminal: false,
+                retry_in,
+            })
+        } else if let Some(after) = retry_in {
+            Err(SyncError::RetryAfter(outcome.to_string(), after))
         } else {
             Err(SyncError::Other(outcome.to_string()))
         }

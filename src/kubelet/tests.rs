@@ -15,7 +15,7 @@ use crate::api::pod::PodStatus;
 use crate::api::quantity::Quantity;
 use crate::cri::{ConnectOptions, Endpoint};
 use crate::pleg::{LastRelist, PlegHealth};
-use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, WorkerTimings};
+use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, Synced, WorkerTimings};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::manager::{RuntimeConditions, RuntimeSettings};
@@ -52,10 +52,10 @@ impl PodSyncer for RecordingSyncer {
         pod: &Pod,
         _: Option<&Pod>,
         _: &PodRuntimeStatus,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Synced, SyncError> {
         let call = Call::Sync(pod.uid().into(), update_type);
         self.calls.lock().unwrap().push(call);
-        Ok(false)
+        Ok(Synced::default())
     }
 
     fn sync_terminating_pod(

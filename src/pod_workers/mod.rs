@@ -26,7 +26,8 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 pub use cancel::Cancel;
 pub use grace::effective_grace_period;
 pub use types::{
-    KillPodOptions, PodWorkerSync, StatusFn, SyncError, UpdatePodOptions, UpdateType, WorkType,
+    KillPodOptions, PodWorkerSync, StatusFn, SyncError, Synced, UpdatePodOptions, UpdateType,
+    WorkType,
 };
 pub use work_queue::{jitter, WorkQueue};
 
@@ -42,7 +43,8 @@ const WORKER_STACK: usize = 512 * 1024;
 /// What the pod workers call to act on a pod (upstream podSyncer). Called from the
 /// pods' worker threads, concurrently for different pods.
 pub trait PodSyncer: Send + Sync {
-    /// Makes the pod run as specified; Ok(true) when it reached a terminal phase.
+    /// Makes the pod run as specified; says whether it reached a terminal phase and
+    /// when a back-off it waits for ends.
     fn sync_pod(
         &self,
         cancel: &Cancel,
@@ -50,7 +52,7 @@ pub trait PodSyncer: Send + Sync {
         pod: &Pod,
         mirror: Option<&Pod>,
         status: &PodRuntimeStatus,
-    ) -> Result<bool, SyncError>;
+    ) -> Result<Synced, SyncError>;
     /// Stops every container of the pod within the grace period.
     fn sync_terminating_pod(
         &self,

@@ -101,7 +101,7 @@ impl PodSyncer for FakeSyncer {
         pod: &Pod,
         _: Option<&Pod>,
         _: &PodRuntimeStatus,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Synced, SyncError> {
         self.record(Call::Sync {
             uid: pod.uid().into(),
             update_type,
@@ -113,6 +113,7 @@ impl PodSyncer for FakeSyncer {
             .unwrap()
             .pop_front()
             .unwrap_or(Ok(false))
+            .map(Synced::from)
     }
 
     fn sync_terminating_pod(
@@ -1255,4 +1256,117 @@ fn issue_18_a_pod_litelet_changed_waits_for_a_status_taken_after_the_change() {
     wait("the update synced on the fresh status", || {
         h.count(|c| matches!(c, Call::Sync { version, .. } if version == "v2")) == 1
     });
+}
+
+/// Syncs of a pod whose image cannot be pulled, until `until` seconds: each sync
+/// either pulls (and fails: ErrImagePull) or waits for the pull back-off
+/// (ImagePullBackOff), and is requeued by `requeue_delay` with the given jitter.
+/// Returns (second, waiting reason) per sync.
+fn image_pull_syncs(until: u64, jitter: f64) -> Vec<(u64, &'static str)> {
+    use crate::runtime::backoff::{image_pull_key, Backoff};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let t = |s: u64| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s);
+    let timings = WorkerTimings::default();
+    let mut backoff = Backoff::default();
+    let key = image_pull_key("uid", "127.0.0.1:1/nope:1");
+    let mut now = 0;
+    let mut syncs = Vec::new();
+    while now <= until {
+        let at: SystemTime = t(now);
+        let (reason, synced, error) = match backoff.remaining_since_update(&key, at) {
+            Some(left) => {
+                let synced = Synced {
+                    terminal: false,
+                    retry_in: Some(left),
+                };
+                ("ImagePullBackOff", Some(synced), None)
+            }
+            None => {
+                backoff.next(&key, at, at);
+                let error = SyncError::RetryAfter("pull failed".into(), backoff.get(&key));
+                ("ErrImagePull", None, Some(error))
+            }
+        };
+        syncs.push((now, reason));
+        let delay = worker::requeue_delay(
+            &timings,
+            false,
+            error.as_ref(),
+            synced.and_then(|s| s.retry_in),
+            |d| d.mul_f64(jitter),
+        );
+        now += delay.as_secs();
+    }
+    syncs
+}
+
+// Issue 23 item 4: pulls were 69, 82 and 95 s apart (the resync period decided).
+#[test]
+fn image_pull_attempts_follow_the_backoff_sequence() {
+    for jitter in [1.0, 1.5] {
+        let syncs = image_pull_syncs(1500, jitter);
+        let pulls: Vec<u64> = syncs
+            .iter()
+            .filter(|(_, r)| *r == "ErrImagePull")
+            .map(|(s, _)| *s)
+            .collect();
+        let gaps: Vec<u64> = pulls.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(
+            gaps[..7],
+            [10, 20, 40, 80, 160, 300, 300],
+            "jitter {jitter}: {syncs:?}"
+        );
+    }
+}
+
+#[test]
+fn image_pull_reasons_are_err_image_pull_after_a_pull_and_backoff_while_waiting() {
+    // (second, reason) with no jitter: a pull fails (ErrImagePull); the next sync,
+    // the back-off period later, still waits (ImagePullBackOff) until the back-off
+    // ends; a wait never outlasts the resync period.
+    let expected = [
+        (0, "ErrImagePull"),
+        (10, "ErrImagePull"),
+        (20, "ImagePullBackOff"),
+        (30, "ErrImagePull"),
+        (40, "ImagePullBackOff"),
+        (70, "ErrImagePull"),
+        (80, "ImagePullBackOff"),
+        (140, "ImagePullBackOff"),
+        (150, "ErrImagePull"),
+        (160, "ImagePullBackOff"),
+        (220, "ImagePullBackOff"),
+        (280, "ImagePullBackOff"),
+        (310, "ErrImagePull"),
+    ];
+    assert_eq!(image_pull_syncs(310, 1.0), expected);
+}
+
+#[test]
+fn requeue_delay_table() {
+    let t = WorkerTimings::default();
+    let secs = Duration::from_secs;
+    let retry = SyncError::RetryAfter("x".into(), secs(20));
+    let other = SyncError::Other("x".into());
+    let net = SyncError::NetworkNotReady("x".into());
+    // (phase transition, error, back-off hint, expected delay with no jitter)
+    let cases: [(bool, Option<&SyncError>, Option<Duration>, Duration); 8] = [
+        (true, Some(&other), Some(secs(3)), Duration::ZERO),
+        (false, None, None, secs(60)),
+        (false, None, Some(secs(7)), secs(7)),
+        (false, None, Some(secs(300)), secs(60)),
+        (false, Some(&net), None, secs(1)),
+        (false, Some(&other), None, secs(10)),
+        (false, Some(&retry), None, secs(10)),
+        (
+            false,
+            Some(&SyncError::RetryAfter("x".into(), secs(4))),
+            None,
+            secs(4),
+        ),
+    ];
+    for (i, (transition, error, hint, want)) in cases.into_iter().enumerate() {
+        let got = worker::requeue_delay(&t, transition, error, hint, |d| d);
+        assert_eq!(got, want, "case {i}");
+    }
 }

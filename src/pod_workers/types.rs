@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -114,6 +114,25 @@ pub struct PodWorkerSync {
     pub is_static: bool,
 }
 
+/// What a successful `sync_pod` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// The pod reached a terminal phase.
+    pub terminal: bool,
+    /// A step waits for a back-off that ends this far ahead (an image pull): sync
+    /// again then rather than after the resync period.
+    pub retry_in: Option<Duration>,
+}
+
+impl From<bool> for Synced {
+    fn from(terminal: bool) -> Synced {
+        Synced {
+            terminal,
+            retry_in: None,
+        }
+    }
+}
+
 /// Why a sync function failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SyncError {
@@ -121,6 +140,8 @@ pub enum SyncError {
     Canceled,
     /// The pod network is not ready (retried after about a second).
     NetworkNotReady(String),
+    /// Failed steps that a back-off allows again this far ahead (a failed image pull).
+    RetryAfter(String, Duration),
     Other(String),
 }
 
@@ -129,7 +150,7 @@ impl fmt::Display for SyncError {
         match self {
             SyncError::Canceled => f.write_str("context canceled"),
             SyncError::NetworkNotReady(msg) => write!(f, "network is not ready: {msg}"),
-            SyncError::Other(msg) => f.write_str(msg),
+            SyncError::RetryAfter(msg, _) | SyncError::Other(msg) => f.write_str(msg),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::cancel::Cancel;
-use super::types::{StatusFn, SyncError, UpdatePodOptions, WorkType};
+use super::types::{StatusFn, SyncError, Synced, UpdatePodOptions, WorkType};
 use super::work_queue::jitter;
 use super::{PodWorkers, State};
 use crate::api::pod::Pod;
@@ -25,7 +25,7 @@ enum Start {
 
 /// What a successful sync means for the state machine.
 enum Done {
-    Synced { terminal: bool },
+    Synced(Synced),
     Terminating,
     TerminatingRuntime,
     Terminated,
@@ -49,6 +49,7 @@ impl PodWorkers {
             crate::metrics::POD_WORKER_DURATION
                 .observe_duration(&[work.name()], sync_started.elapsed());
             let mut phase_transition = false;
+            let mut retry_in = None;
             let error = match result {
                 Ok(Done::Terminated) => {
                     self.complete_terminated(uid);
@@ -63,22 +64,26 @@ impl PodWorkers {
                     phase_transition = true;
                     None
                 }
-                Ok(Done::Synced { terminal }) => {
-                    if terminal {
+                Ok(Done::Synced(synced)) => {
+                    if synced.terminal {
                         self.complete_sync(uid);
                         phase_transition = true;
                     }
+                    retry_in = synced.retry_in;
                     None
                 }
                 Err(err) => {
                     match &err {
                         SyncError::Canceled => log::debug!("pod {uid}: sync canceled"),
+                        SyncError::RetryAfter(msg, after) => {
+                            log::error!("error syncing pod {uid}, retry in {after:?}: {msg}")
+                        }
                         other => log::error!("error syncing pod {uid}, skipping: {other}"),
                     }
                     Some(err)
                 }
             };
-            self.complete_work(uid, phase_transition, error.as_ref());
+            self.complete_work(uid, phase_transition, error.as_ref(), retry_in);
         }
     }
 
@@ -121,7 +126,7 @@ impl PodWorkers {
                     update.mirror_pod.as_ref(),
                     &status,
                 )
-                .map(|terminal| Done::Synced { terminal }),
+                .map(Done::Synced),
         }
     }
 
@@ -321,14 +326,15 @@ impl PodWorkers {
     }
 
     /// Requeues the pod (upstream completeWork) and re-signals a pending update.
-    fn complete_work(&self, uid: &str, phase_transition: bool, error: Option<&SyncError>) {
+    fn complete_work(
+        &self,
+        uid: &str,
+        phase_transition: bool,
+        error: Option<&SyncError>,
+        retry_in: Option<Duration>,
+    ) {
         let t = &self.inner.timings;
-        let delay = match error {
-            _ if phase_transition => Duration::ZERO,
-            None => jitter(t.resync, 0.5),
-            Some(SyncError::NetworkNotReady(_)) => jitter(t.network_backoff, 0.5),
-            Some(_) => jitter(t.backoff, 0.5),
-        };
+        let delay = requeue_delay(t, phase_transition, error, retry_in, |d| jitter(d, 0.5));
         self.inner.queue.enqueue(uid, delay);
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -343,4 +349,28 @@ impl PodWorkers {
             status.working = false;
         }
     }
+}
+
+/// How long until the pod is synced again (pure; `jitter` spreads a base delay).
+///
+/// Upstream's shape: at once after a phase change, about a second when the network
+/// is not ready, the back-off period after a failure, the resync period otherwise.
+/// A back-off that ends sooner brings the sync forward, so a failed image pull is
+/// retried when its back-off (10 s doubling to 300 s) ends, not at the next resync.
+pub(super) fn requeue_delay(
+    t: &super::WorkerTimings,
+    phase_transition: bool,
+    error: Option<&SyncError>,
+    retry_in: Option<Duration>,
+    jitter: impl Fn(Duration) -> Duration,
+) -> Duration {
+    let (base, hint) = match error {
+        _ if phase_transition => return Duration::ZERO,
+        None => (t.resync, retry_in),
+        Some(SyncError::NetworkNotReady(_)) => (t.network_backoff, None),
+        Some(SyncError::RetryAfter(_, after)) => (t.backoff, Some(*after)),
+        Some(_) => (t.backoff, None),
+    };
+    let base = jitter(base);
+    hint.map_or(base, |h| h.min(base))
 }

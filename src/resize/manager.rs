@@ -42,6 +42,9 @@ pub const RESIZE_COMPLETED: &str = "ResizeCompleted";
 pub const RESIZE_DEFERRED: &str = "ResizeDeferred";
 pub const RESIZE_INFEASIBLE: &str = "ResizeInfeasible";
 pub const RESIZE_ERROR: &str = "ResizeError";
+/// Applying a container's resources failed while no resize was in progress (the
+/// runtime reported other values than the pod asks for): not worded as a resize.
+pub const FAILED_UPDATE_RESOURCES: &str = "FailedUpdateResources";
 /// The `PodResizeInProgress` reason while the last attempt failed.
 pub const REASON_ERROR: &str = "Error";
 
@@ -413,6 +416,15 @@ impl ResizeManager {
             return Vec::new();
         };
         let mut events = Vec::new();
+        if let (Actuation::Failed(message), None) = (&actuation, &entry.in_progress) {
+            // No resize was accepted: the pod's resources were being put right, so
+            // say that, and leave the resize conditions alone.
+            return vec![ResizeEvent {
+                kind: EventType::Warning,
+                reason: FAILED_UPDATE_RESOURCES,
+                message: format!("Failed to apply the container resources: {message}"),
+            }];
+        }
         match actuation {
             Actuation::None => {}
             Actuation::Applied => entry.error = None,

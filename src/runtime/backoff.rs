@@ -93,12 +93,19 @@ impl Backoff {
     /// True when `event_time` is less than the current delay after the last update
     /// (image pulls: `event_time` is now, the last update the last failed pull).
     pub fn is_in_backoff_since_update(&self, key: &str, event_time: SystemTime) -> bool {
-        match self.entries.get(key) {
-            Some(e) if !self.expired(event_time, e) => {
-                nanos_between(e.last_update, event_time) < as_nanos(e.delay)
-            }
-            _ => false,
+        self.remaining_since_update(key, event_time).is_some()
+    }
+
+    /// How long `key` still waits at `event_time`, counted from its last update (image
+    /// pulls); None when it is not in back-off.
+    pub fn remaining_since_update(&self, key: &str, event_time: SystemTime) -> Option<Duration> {
+        let e = self.entries.get(key)?;
+        if self.expired(event_time, e) {
+            return None;
         }
+        let left = as_nanos(e.delay) - nanos_between(e.last_update, event_time);
+        let left = u64::try_from(left).ok().filter(|n| *n > 0)?;
+        Some(Duration::from_nanos(left).min(e.delay))
     }
 
     /// Forgets `key`.

@@ -309,12 +309,12 @@ impl ImageManager {
 
         let key = image_pull_key(pod.uid(), raw);
         let now = SystemTime::now();
-        let backing_off = self.lock_backoff().is_in_backoff_since_update(&key, now);
-        if backing_off {
+        let waiting = self.lock_backoff().remaining_since_update(&key, now);
+        if let Some(left) = waiting {
             let message = format!("Back-off pulling image {raw:?}");
             self.recorder
                 .container(pod, name, EventType::Normal, "BackOff", &message);
-            return Err(Failure::new(IMAGE_PULL_BACK_OFF, message));
+            return Err(Failure::new(IMAGE_PULL_BACK_OFF, message).retry_in(left));
         }
         self.recorder.container(
             pod,
@@ -341,8 +341,12 @@ impl ImageManager {
                 self.recorder
                     .container(pod, name, EventType::Warning, "Failed", &message);
                 let now = SystemTime::now();
-                self.lock_backoff().next(&key, now, now);
-                Err(Failure::new(ERR_IMAGE_PULL, message))
+                let delay = {
+                    let mut backoff = self.lock_backoff();
+                    backoff.next(&key, now, now);
+                    backoff.get(&key)
+                };
+                Err(Failure::new(ERR_IMAGE_PULL, message).retry_in(delay))
             }
         }
     }

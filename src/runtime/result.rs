@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use crate::status::containers::{SyncError, CRASH_LOOP_BACK_OFF, IMAGE_PULL_BACK_OFF};
 
@@ -26,6 +27,8 @@ pub enum SyncAction {
 pub struct Failure {
     pub reason: &'static str,
     pub message: String,
+    /// When a back-off decides the next attempt: how long until it may be made.
+    pub retry_in: Option<Duration>,
 }
 
 impl Failure {
@@ -33,6 +36,15 @@ impl Failure {
         Failure {
             reason,
             message: message.into(),
+            retry_in: None,
+        }
+    }
+
+    /// The same failure, whose step may be tried again in `delay`.
+    pub fn retry_in(self, delay: Duration) -> Failure {
+        Failure {
+            retry_in: Some(delay),
+            ..self
         }
     }
 }
@@ -119,6 +131,17 @@ impl SyncOutcome {
     pub fn only_backoff(&self) -> bool {
         self.failures()
             .all(|(_, f)| f.reason == CRASH_LOOP_BACK_OFF || f.reason == IMAGE_PULL_BACK_OFF)
+    }
+
+    /// The earliest moment a failed step may be tried again, when every failure comes
+    /// from a back-off that knows it (image pulls); None otherwise, or with no failure.
+    pub fn retry_in(&self) -> Option<Duration> {
+        let mut earliest: Option<Duration> = None;
+        for (_, f) in self.failures() {
+            let d = f.retry_in?;
+            earliest = Some(earliest.map_or(d, |e| e.min(d)));
+        }
+        earliest
     }
 
     /// Start failures by container name, as status generation wants them.

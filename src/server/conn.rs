@@ -140,6 +140,8 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
     };
     let mut buf = Vec::new();
     let mut first = true;
+    // Set when a request was refused unread: the client may still be sending it.
+    let mut drain = false;
     loop {
         if shared.stopping.load(Ordering::Relaxed) {
             break;
@@ -176,6 +178,7 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
                     true,
                     false,
                 );
+                drain = true;
                 break;
             }
         };
@@ -204,7 +207,37 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
         s.conn.send_close_notify();
         let _ = s.conn.complete_io(&mut s.sock);
     }
+    if drain {
+        drain_input(transport.socket());
+    }
     let _ = transport.socket().shutdown(std::net::Shutdown::Both);
+}
+
+/// Longest a refused request's remaining bytes are read and dropped before closing.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+/// Most bytes dropped that way.
+const DRAIN_BYTES: usize = 4 << 20;
+
+/// Closing a socket with unread input makes the kernel send a reset, and the client
+/// then loses the answer it has not read yet (e.g. the 431 for an oversized head).
+/// So, as Go's server does, stop writing, then read and drop what the client is still
+/// sending, for a bounded time and size.
+fn drain_input(socket: &TcpStream) {
+    let _ = socket.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + DRAIN_TIME;
+    let mut sink = [0u8; 16 * 1024];
+    let mut total = 0;
+    let mut reader = socket;
+    while total < DRAIN_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || socket.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match reader.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => total += n,
+        }
+    }
 }
 
 /// Completes the TLS handshake within `timeout`; None when it fails.

@@ -115,10 +115,16 @@ pub fn read_request(
     set_deadline: &mut dyn FnMut(std::time::Duration) -> io::Result<()>,
 ) -> Result<Request, ReadError> {
     let mut chunk = [0u8; 4096];
+    // Bytes already known to hold no end of head: with heads up to 1 MiB, parsing
+    // again after every 4 KiB read would be quadratic.
+    let mut scanned = 0;
     let (mut req, head_len, body_len) = loop {
-        if let Some(parsed) = parse_head(buf)? {
-            break parsed;
+        if may_hold_head(buf, scanned) {
+            if let Some(parsed) = parse_head(buf)? {
+                break parsed;
+            }
         }
+        scanned = buf.len();
         if buf.len() >= limits.max_header_bytes {
             return Err(ReadError::HeadTooLarge(limits.max_header_bytes));
         }
@@ -161,6 +167,17 @@ pub fn read_request(
     }
     req.body = buf.drain(..body_len).collect();
     Ok(req)
+}
+
+/// True when `buf` may hold a complete head: a blank line ends in the bytes after
+/// `scanned` (or the buffer is non-empty and was never scanned, so a malformed start
+/// line is reported early).
+fn may_hold_head(buf: &[u8], scanned: usize) -> bool {
+    if scanned == 0 {
+        return !buf.is_empty();
+    }
+    let from = scanned.saturating_sub(3);
+    buf[from..].windows(2).any(|w| w == b"\n\n" || w == b"\n\r")
 }
 
 /// Parses a complete head: the request, the head's length and the body's length.
@@ -397,6 +414,34 @@ mod tests {
         assert_eq!(req.param("x"), Some("a b c"));
         assert_eq!(req.header("HOST"), Some("h"));
         assert_eq!(rest, b"NEXT");
+    }
+
+    /// Hands out at most `step` bytes per read, as a slow client's packets.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_head_split_across_reads_at_any_point_is_found() {
+        let head = b"GET /pods HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n\r\nNEXT";
+        for step in 1..8 {
+            let mut r = Trickle { data: head, step };
+            let mut buf = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let req = read_request(&mut r, &mut buf, LIMITS, deadline, &mut |_| Ok(()));
+            assert_eq!(req.unwrap().header("x-a"), Some("1"), "step {step}");
+            assert!(b"NEXT".starts_with(&buf), "step {step}");
+        }
     }
 
     #[test]

@@ -78,7 +78,8 @@ impl Default for Limits {
         Limits {
             max_connections: 64,
             max_healthz_connections: 8,
-            max_header_bytes: 16 * 1024,
+            // Go's http.DefaultMaxHeaderBytes, which upstream's node server keeps.
+            max_header_bytes: 1 << 20,
             max_body_bytes: 64 * 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),

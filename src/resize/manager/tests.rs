@@ -315,3 +315,23 @@ fn a_resize_waits_for_a_batch_of_additions_and_sees_it() {
     let _batch = m.admission_lock();
     assert_eq!(cpu_of(&m.allocated_pod(&pod("a", "100m", 1))), "500m");
 }
+
+// Issue 23 item 3: a pod never resized whose resources failed to apply (an absurd
+// CPU limit the cgroup write refused) was told "Pod resize failed".
+#[test]
+fn a_failure_to_apply_resources_without_a_resize_is_not_called_a_resize() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let v1 = pod("a", "100m", 1);
+    m.record_admitted(&v1).unwrap();
+    m.sync(&v1, now()).unwrap();
+    let failed = Actuation::Failed("updating resources of container c: invalid argument".into());
+    let events = m.observe(&v1, &runtime_of(&v1), failed, now());
+    assert_eq!(reasons(&events), [FAILED_UPDATE_RESOURCES]);
+    assert!(
+        !events[0].message.to_lowercase().contains("resize"),
+        "{:?}",
+        events[0].message
+    );
+    assert!(m.conditions("a").is_empty(), "{:?}", m.conditions("a"));
+}

@@ -233,6 +233,13 @@ fn proxy_or_error(
     buf: &mut Vec<u8>,
 ) -> Reply {
     match url {
+        // Upstream's streaming server refuses a request that asks for no SPDY or
+        // WebSocket upgrade with 400; proxying it would answer whatever the runtime
+        // makes of a plain request (an empty 200 from containerd).
+        Ok(_) if !req.is_upgrade() => Reply::Full(Response::text(
+            400,
+            "unable to upgrade: missing upgrade headers in request",
+        )),
         Ok(url) => proxy(shared, req, &url, transport, buf),
         Err(resp) => Reply::Full(resp),
     }

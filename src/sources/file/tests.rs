@@ -569,3 +569,160 @@ fn oversized_manifest_is_a_read_error() {
         "{errors:?}"
     );
 }
+
+// Issue 23 item 2: static pods are validated as the API server validates a pod
+// create; before, `limits.cpu: "-1"` ran as BestEffort, `-1Gi` ran with no limit and
+// a 1 MiB annotation was accepted (its mirror pod then got a 422).
+#[test]
+fn static_pods_are_validated_as_the_api_server_would() {
+    let c = "  containers:\n";
+    let with_resources = |resources: &str| {
+        pod_with(&format!(
+            "{c}  - name: a\n    image: x\n    resources: {resources}\n"
+        ))
+    };
+    let big = "v".repeat(1024 * 1024);
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            with_resources("{limits: {cpu: \"-1\"}}"),
+            "spec.containers[0].resources.limits.cpu",
+            "-1: must be greater than or equal to 0",
+        ),
+        (
+            with_resources("{limits: {memory: \"-1Gi\"}}"),
+            "spec.containers[0].resources.limits.memory",
+            "must be greater than or equal to 0",
+        ),
+        (
+            with_resources("{requests: {memory: \"-5\"}}"),
+            "spec.containers[0].resources.requests.memory",
+            "must be greater than or equal to 0",
+        ),
+        (
+            with_resources("{requests: {cpu: \"2\"}, limits: {cpu: \"1\"}}"),
+            "spec.containers[0].resources.requests.cpu",
+            "must be less than or equal to the cpu limit of 1",
+        ),
+        (
+            with_resources("{limits: {gpu: \"1\"}}"),
+            "spec.containers[0].resources.limits.gpu",
+            "unsupported resource \"gpu\"",
+        ),
+        (
+            with_resources("{limits: {example.com/dongle: 500m}}"),
+            "spec.containers[0].resources.limits.example.com/dongle",
+            "whole number",
+        ),
+        (
+            with_resources("{requests: {example.com/dongle: \"1\"}}"),
+            "spec.containers[0].resources.limits",
+            "a limit must be set for example.com/dongle",
+        ),
+        (
+            pod_with(&format!(
+                "  resources: {{limits: {{cpu: \"-2\"}}}}\n{c}  - {{name: a, image: x}}\n"
+            )),
+            "spec.resources.limits.cpu",
+            "must be greater than or equal to 0",
+        ),
+        (
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {{big: {big}}}\nspec: {{containers: [{{name: a, image: x}}]}}\n"
+            ),
+            "metadata.annotations",
+            "more than the limit of 262144",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {\"-no\": x}\nspec: {containers: [{name: a, image: x}]}\n".into(),
+            "metadata.annotations",
+            "key \"-no\"",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {app: \"not ok!\"}\nspec: {containers: [{name: a, image: x}]}\n".into(),
+            "metadata.labels[app]",
+            "value \"not ok!\"",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {\"Bad_Domain/app\": x}\nspec: {containers: [{name: a, image: x}]}\n".into(),
+            "metadata.labels",
+            "key \"Bad_Domain/app\"",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    ports: [{{containerPort: 80, name: web}}, {{containerPort: 81, name: web}}]\n"
+            )),
+            "spec.containers[0].ports[1].name",
+            "duplicate port name \"web\"",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    ports: [{{containerPort: 80, name: a-very-long-port-name}}]\n"
+            )),
+            "spec.containers[0].ports[0].name",
+            "at most 15",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    ports: [{{containerPort: 80, hostPort: 8080}}]\n  - name: b\n    image: x\n    ports: [{{containerPort: 81, hostPort: 8080}}]\n"
+            )),
+            "spec.containers[1].ports[0].hostPort",
+            "duplicate host port 8080/TCP",
+        ),
+        (
+            pod_with(&format!(
+                "  volumes: [{{name: v, emptyDir: {{}}}}]\n{c}  - name: a\n    image: x\n    volumeMounts: [{{name: v, mountPath: /d}}, {{name: v, mountPath: /d}}]\n"
+            )),
+            "spec.containers[0].volumeMounts[1].mountPath",
+            "must be unique",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    volumeDevices: [{{name: disk, devicePath: /dev/x}}]\n"
+            )),
+            "spec.containers[0].volumeDevices[0].name",
+            "no volume named \"disk\"",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    env: [{{name: \"A=B\", value: x}}]\n"
+            )),
+            "spec.containers[0].env[0].name",
+            "other than '='",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    readinessProbe: {{exec: {{command: [\"true\"]}}, periodSeconds: -1}}\n"
+            )),
+            "spec.containers[0].readinessProbe.periodSeconds",
+            "must be greater than or equal to 0",
+        ),
+        (
+            pod_with(&format!(
+                "{c}  - name: a\n    image: x\n    livenessProbe: {{exec: {{command: [\"true\"]}}, successThreshold: 2}}\n"
+            )),
+            "spec.containers[0].livenessProbe.successThreshold",
+            "must be 1",
+        ),
+        (
+            pod_with(&format!("  activeDeadlineSeconds: 0\n{c}  - {{name: a, image: x}}\n")),
+            "spec.activeDeadlineSeconds",
+            "must be greater than 0",
+        ),
+        (
+            pod_with(&format!(
+                "  initContainers: [{{name: i, image: x, restartPolicy: Sometimes}}]\n{c}  - {{name: a, image: x}}\n"
+            )),
+            "spec.initContainers[0].restartPolicy",
+            "\"Sometimes\"",
+        ),
+    ];
+    for (text, field, reason) in &cases {
+        check_field_error(text, field, reason);
+    }
+    // What the API server accepts passes: annotations just under the cap, a request
+    // equal to its limit, a whole extended resource, a valid named port.
+    let fits = "v".repeat(200 * 1024);
+    one(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {{app: web, example.com/tier: \"\"}}\n  annotations: {{note: {fits}}}\nspec:\n  containers:\n  - name: a\n    image: x\n    ports: [{{containerPort: 80, name: http, hostPort: 8080}}, {{containerPort: 80, protocol: UDP, hostPort: 8080}}]\n    resources: {{requests: {{cpu: 500m, example.com/dongle: 2}}, limits: {{cpu: 500m, memory: 1Gi, example.com/dongle: 2}}}}\n"
+    ));
+}
