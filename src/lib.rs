@@ -11,6 +11,7 @@ pub mod config;
 pub mod cri;
 pub mod events;
 pub mod kubelet;
+pub mod logs;
 pub mod metrics;
 pub mod node;
 pub mod pleg;

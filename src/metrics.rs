@@ -286,9 +286,14 @@ pub static HTTP_REJECTED_CONNECTIONS: Family = Family::counter(
     "Connections closed at once because the server was at its connection limit.",
     &["server"],
 );
+pub static LOG_ROTATIONS: Family = Family::counter(
+    "litelet_container_log_rotations_total",
+    "Container log files rotated by the log manager.",
+    &[],
+);
 
 /// Every family, in rendering order.
-pub fn families() -> [&'static Family; 12] {
+pub fn families() -> [&'static Family; 13] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -302,6 +307,7 @@ pub fn families() -> [&'static Family; 12] {
         &POD_RESIZES,
         &HTTP_REQUESTS,
         &HTTP_REJECTED_CONNECTIONS,
+        &LOG_ROTATIONS,
     ]
 }
 
@@ -323,6 +329,11 @@ pub fn cri_call(op: &str, took: Duration, ok: bool) {
     if !ok {
         CRI_ERRORS.inc(&[op]);
     }
+}
+
+/// One container log rotated (`logs::manager`).
+pub fn log_rotated() {
+    LOG_ROTATIONS.inc(&[]);
 }
 
 /// One PLEG relist: its duration and the running pods and containers it saw.

@@ -1,0 +1,280 @@
+//! The log manager's threads (upstream containerLogManager.Start): the `log-rotate`
+//! timer lists the running containers every `containerLogMonitorInterval` and queues
+//! each one not already queued; `containerLogMaxWorkers` threads named `log-rot-N`
+//! take containers off the queue, ask the runtime for the log path and rotate it
+//! ([`super::rotate`]).
+//!
+//! Channels: `shutdown` (disconnects on SIGTERM) ends the timer, which drops the work
+//! sender, which ends the workers after their current container. The queued set is
+//! one small mutex, never held across I/O. Idle cost: one ListContainers per interval
+//! plus one ContainerStatus and one stat per running container.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{select, tick, unbounded, Receiver, Sender};
+use protobuf::MessageField;
+
+use super::policy::RotatePolicy;
+use super::rotate::{rotate_if_needed, Rotated};
+use super::LogManagerError;
+use crate::cri::{pb, CriError, RuntimeClient};
+
+/// The runtime calls the log manager makes.
+pub trait LogRuntime: Send + Sync + 'static {
+    /// IDs of the running containers (only they write; upstream rotates no others).
+    fn running_containers(&self) -> Result<Vec<String>, CriError>;
+    /// The container's log path as the runtime reports it.
+    fn log_path(&self, id: &str) -> Result<String, CriError>;
+    /// CRI ReopenContainerLog.
+    fn reopen(&self, id: &str) -> Result<(), CriError>;
+}
+
+impl LogRuntime for RuntimeClient {
+    fn running_containers(&self) -> Result<Vec<String>, CriError> {
+        let filter = pb::ContainerFilter {
+            state: MessageField::some(pb::ContainerStateValue {
+                state: pb::ContainerState::CONTAINER_RUNNING.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let resp = self.list_containers(&pb::ListContainersRequest {
+            filter: MessageField::some(filter),
+            ..Default::default()
+        })?;
+        Ok(resp.containers.into_iter().map(|c| c.id).collect())
+    }
+
+    fn log_path(&self, id: &str) -> Result<String, CriError> {
+        let resp = self.container_status(&pb::ContainerStatusRequest {
+            container_id: id.to_owned(),
+            ..Default::default()
+        })?;
+        Ok(resp.status.log_path.clone())
+    }
+
+    fn reopen(&self, id: &str) -> Result<(), CriError> {
+        self.reopen_container_log(&pb::ReopenContainerLogRequest {
+            container_id: id.to_owned(),
+            ..Default::default()
+        })
+        .map(|_| ())
+    }
+}
+
+/// The log manager's settings, resolved from the flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogManagerConfig {
+    pub policy: RotatePolicy,
+    pub workers: usize,
+    pub interval: Duration,
+    /// Only log files below this directory are touched.
+    pub pod_logs_dir: PathBuf,
+}
+
+/// Starts the timer and the workers; `None` when rotation is off. The handle joins
+/// the timer thread.
+pub fn spawn(
+    config: LogManagerConfig,
+    runtime: Arc<dyn LogRuntime>,
+    shutdown: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    log::info!(
+        "container log rotation: max size {} bytes, {} files, {} worker(s), every {:?}",
+        config.policy.max_size,
+        config.policy.max_files,
+        config.workers,
+        config.interval
+    );
+    let (work_tx, work_rx) = unbounded::<String>();
+    let queued = Arc::new(Mutex::new(HashSet::new()));
+    let config = Arc::new(config);
+    for n in 1..=config.workers.max(1) {
+        let worker = Worker {
+            config: config.clone(),
+            runtime: runtime.clone(),
+            queued: queued.clone(),
+        };
+        let work = work_rx.clone();
+        std::thread::Builder::new()
+            .name(format!("log-rot-{n}"))
+            .stack_size(256 * 1024)
+            .spawn(move || worker.run(work))?;
+    }
+    let interval = config.interval;
+    std::thread::Builder::new()
+        .name("log-rotate".into())
+        .stack_size(256 * 1024)
+        .spawn(move || timer(interval, runtime, queued, work_tx, shutdown))
+}
+
+fn timer(
+    interval: Duration,
+    runtime: Arc<dyn LogRuntime>,
+    queued: Arc<Mutex<HashSet<String>>>,
+    work: Sender<String>,
+    shutdown: Receiver<()>,
+) {
+    let ticks = tick(interval);
+    loop {
+        select! {
+            recv(shutdown) -> _ => return,
+            recv(ticks) -> _ => {}
+        }
+        let ids = match runtime.running_containers() {
+            Ok(ids) => ids,
+            Err(err) => {
+                log::warn!("container log rotation: cannot list containers: {err}");
+                continue;
+            }
+        };
+        for id in ids {
+            // A container still queued from an earlier round is not queued twice.
+            let fresh = queued
+                .lock()
+                .map(|mut q| q.insert(id.clone()))
+                .unwrap_or(false);
+            if fresh && work.send(id).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+struct Worker {
+    config: Arc<LogManagerConfig>,
+    runtime: Arc<dyn LogRuntime>,
+    queued: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Worker {
+    fn run(self, work: Receiver<String>) {
+        for id in work {
+            if let Err(err) = self.process(&id) {
+                log::warn!("container log rotation: {err}");
+            }
+            if let Ok(mut q) = self.queued.lock() {
+                q.remove(&id);
+            }
+        }
+    }
+
+    fn process(&self, id: &str) -> Result<(), LogManagerError> {
+        let reported = match self.runtime.log_path(id) {
+            Ok(path) => path,
+            // Gone since the listing: nothing to rotate.
+            Err(err) if err.is_not_found() => return Ok(()),
+            Err(source) => {
+                return Err(LogManagerError::Runtime {
+                    id: id.to_owned(),
+                    step: "ContainerStatus",
+                    source,
+                })
+            }
+        };
+        if reported.is_empty() {
+            return Ok(());
+        }
+        let path = safe_path(&self.config.pod_logs_dir, &reported).ok_or_else(|| {
+            LogManagerError::UnsafePath {
+                id: id.to_owned(),
+                path: reported.clone(),
+            }
+        })?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let reopen = || self.runtime.reopen(id);
+        if let Rotated::Yes { to, size } =
+            rotate_if_needed(&path, &self.config.policy, now, id, &reopen)?
+        {
+            crate::metrics::log_rotated();
+            log::debug!(
+                "container {id}: rotated {} ({size} bytes) to {to}",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `reported` as an absolute path strictly below `root` with no `..`, else None.
+fn safe_path(root: &Path, reported: &str) -> Option<PathBuf> {
+    let path = Path::new(reported);
+    if !path.is_absolute() {
+        return None;
+    }
+    crate::runtime::gc::container_log_file(root, reported)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    struct FakeRuntime {
+        logs: PathBuf,
+        reopened: Mutex<Vec<String>>,
+    }
+
+    impl LogRuntime for FakeRuntime {
+        fn running_containers(&self) -> Result<Vec<String>, CriError> {
+            Ok(vec!["c1".into(), "evil".into(), "gone".into()])
+        }
+        fn log_path(&self, id: &str) -> Result<String, CriError> {
+            match id {
+                "c1" => Ok(self.logs.join("pod/c/0.log").display().to_string()),
+                "evil" => Ok(format!("{}/../etc/passwd", self.logs.display())),
+                _ => Err(CriError::NotFound {
+                    op: "container_status",
+                    message: id.into(),
+                }),
+            }
+        }
+        fn reopen(&self, id: &str) -> Result<(), CriError> {
+            self.reopened.lock().unwrap().push(id.to_owned());
+            fs::write(self.logs.join("pod/c/0.log"), b"").unwrap();
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn workers_rotate_listed_containers_and_refuse_paths_outside_the_logs_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().to_owned();
+        fs::create_dir_all(logs.join("pod/c")).unwrap();
+        fs::write(logs.join("pod/c/0.log"), vec![b'x'; 100]).unwrap();
+        let runtime = Arc::new(FakeRuntime {
+            logs: logs.clone(),
+            reopened: Mutex::new(Vec::new()),
+        });
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let config = LogManagerConfig {
+            policy: RotatePolicy {
+                max_size: 50,
+                max_files: 2,
+            },
+            workers: 2,
+            interval: Duration::from_millis(20),
+            pod_logs_dir: logs.clone(),
+        };
+        let handle = spawn(config, runtime.clone(), stop_rx).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while runtime.reopened.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never rotated");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(stop_tx);
+        handle.join().unwrap();
+        assert_eq!(*runtime.reopened.lock().unwrap(), ["c1"]);
+        let files = fs::read_dir(logs.join("pod/c")).unwrap().count();
+        assert_eq!(files, 2, "the live file and one rotated copy");
+        assert!(safe_path(&logs, "relative/0.log").is_none());
+    }
+}
