@@ -23,6 +23,9 @@ use super::rotate::{rotate_if_needed, Rotated};
 use super::LogManagerError;
 use crate::cri::{pb, CriError, RuntimeClient};
 
+/// Stack of a `log-rot-N` worker.
+const WORKER_STACK: usize = 2 * 1024 * 1024;
+
 /// The runtime calls the log manager makes.
 pub trait LogRuntime: Send + Sync + 'static {
     /// IDs of the running containers (only they write; upstream rotates no others).
@@ -102,7 +105,9 @@ pub fn spawn(
         let work = work_rx.clone();
         std::thread::Builder::new()
             .name(format!("log-rot-{n}"))
-            .stack_size(256 * 1024)
+            // The deflate state is a few hundred KiB and an unoptimised build moves
+            // it through the stack; only the pages touched count.
+            .stack_size(WORKER_STACK)
             .spawn(move || worker.run(work))?;
     }
     let interval = config.interval;
