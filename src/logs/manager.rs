@@ -9,7 +9,7 @@
 //! one small mutex, never held across I/O. Idle cost: one ListContainers per interval
 //! plus one ContainerStatus and one stat per running container.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -22,6 +22,7 @@ use super::policy::RotatePolicy;
 use super::rotate::{rotate_if_needed, Rotated};
 use super::LogManagerError;
 use crate::cri::{pb, CriError, RuntimeClient};
+use crate::runtime::{gc, labels};
 
 /// Stack of a `log-rot-N` worker.
 const WORKER_STACK: usize = 2 * 1024 * 1024;
@@ -31,7 +32,7 @@ pub trait LogRuntime: Send + Sync + 'static {
     /// IDs of the running containers (only they write; upstream rotates no others).
     fn running_containers(&self) -> Result<Vec<String>, CriError>;
     /// The container's log path as the runtime reports it.
-    fn log_path(&self, id: &str) -> Result<String, CriError>;
+    fn log_path(&self, id: &str) -> Result<LogPath, CriError>;
     /// CRI ReopenContainerLog.
     fn reopen(&self, id: &str) -> Result<(), CriError>;
 }
@@ -52,12 +53,25 @@ impl LogRuntime for RuntimeClient {
         Ok(resp.containers.into_iter().map(|c| c.id).collect())
     }
 
-    fn log_path(&self, id: &str) -> Result<String, CriError> {
+    fn log_path(&self, id: &str) -> Result<LogPath, CriError> {
         let resp = self.container_status(&pb::ContainerStatusRequest {
             container_id: id.to_owned(),
             ..Default::default()
         })?;
-        Ok(resp.status.log_path.clone())
+        let labels = &resp.status.labels;
+        let label = |key: &str| labels.get(key).cloned();
+        let pod = match (
+            label(labels::POD_NAMESPACE),
+            label(labels::POD_NAME),
+            label(labels::POD_UID),
+        ) {
+            (Some(ns), Some(name), Some(uid)) => Some((ns, name, uid)),
+            _ => None,
+        };
+        Ok(LogPath {
+            reported: resp.status.log_path.clone(),
+            pod,
+        })
     }
 
     fn reopen(&self, id: &str) -> Result<(), CriError> {
@@ -66,6 +80,27 @@ impl LogRuntime for RuntimeClient {
             ..Default::default()
         })
         .map(|_| ())
+    }
+}
+
+/// Where the runtime says a container logs: containerd reports an absolute path; a
+/// relative one is below the pod's log directory, found from the pod labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogPath {
+    pub reported: String,
+    /// The pod's namespace, name and UID (the `io.kubernetes.pod.*` labels).
+    pub pod: Option<(String, String, String)>,
+}
+
+impl LogPath {
+    /// The file, if it is strictly below `root` (no `..`, no other directory).
+    pub fn resolve(&self, root: &Path) -> Option<PathBuf> {
+        if Path::new(&self.reported).is_absolute() {
+            return gc::container_log_file(root, &self.reported);
+        }
+        let (ns, name, uid) = self.pod.as_ref()?;
+        let dir = gc::pod_log_dir_of(root, ns, name, uid)?;
+        gc::container_log_file(&dir, &self.reported)
     }
 }
 
@@ -94,13 +129,13 @@ pub fn spawn(
         config.interval
     );
     let (work_tx, work_rx) = unbounded::<String>();
-    let queued = Arc::new(Mutex::new(HashSet::new()));
+    let shared = Arc::new(Mutex::new(Shared::default()));
     let config = Arc::new(config);
     for n in 1..=config.workers.max(1) {
         let worker = Worker {
             config: config.clone(),
             runtime: runtime.clone(),
-            queued: queued.clone(),
+            shared: shared.clone(),
         };
         let work = work_rx.clone();
         std::thread::Builder::new()
@@ -114,13 +149,13 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("log-rotate".into())
         .stack_size(256 * 1024)
-        .spawn(move || timer(interval, runtime, queued, work_tx, shutdown))
+        .spawn(move || timer(interval, runtime, shared, work_tx, shutdown))
 }
 
 fn timer(
     interval: Duration,
     runtime: Arc<dyn LogRuntime>,
-    queued: Arc<Mutex<HashSet<String>>>,
+    shared: Arc<Mutex<Shared>>,
     work: Sender<String>,
     shutdown: Receiver<()>,
 ) {
@@ -137,13 +172,18 @@ fn timer(
                 continue;
             }
         };
-        for id in ids {
-            // A container still queued from an earlier round is not queued twice.
-            let fresh = queued
-                .lock()
-                .map(|mut q| q.insert(id.clone()))
-                .unwrap_or(false);
-            if fresh && work.send(id).is_err() {
+        let fresh: Vec<String> = match shared.lock() {
+            Ok(mut shared) => {
+                shared.failing.retain(|id, _| ids.contains(id));
+                // A container still queued from an earlier round is not queued twice.
+                ids.into_iter()
+                    .filter(|id| shared.queued.insert(id.clone()))
+                    .collect()
+            }
+            Err(_) => return,
+        };
+        for id in fresh {
+            if work.send(id).is_err() {
                 return;
             }
         }
@@ -153,17 +193,37 @@ fn timer(
 struct Worker {
     config: Arc<LogManagerConfig>,
     runtime: Arc<dyn LogRuntime>,
-    queued: Arc<Mutex<HashSet<String>>>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+/// State the timer and the workers share (one small lock, never held across I/O).
+#[derive(Default)]
+struct Shared {
+    /// Containers queued or being processed.
+    queued: HashSet<String>,
+    /// The last error per container, so a lasting failure is logged once.
+    failing: HashMap<String, String>,
 }
 
 impl Worker {
     fn run(self, work: Receiver<String>) {
         for id in work {
-            if let Err(err) = self.process(&id) {
-                log::warn!("container log rotation: {err}");
-            }
-            if let Ok(mut q) = self.queued.lock() {
-                q.remove(&id);
+            let result = self.process(&id).map_err(|e| e.to_string());
+            let mut shared = match self.shared.lock() {
+                Ok(shared) => shared,
+                Err(_) => return,
+            };
+            shared.queued.remove(&id);
+            match result {
+                // The same failure every interval is said once per container.
+                Err(err) if shared.failing.get(&id) != Some(&err) => {
+                    log::warn!("container log rotation: {err}");
+                    shared.failing.insert(id, err);
+                }
+                Err(err) => log::debug!("container log rotation: {err}"),
+                Ok(()) => {
+                    shared.failing.remove(&id);
+                }
             }
         }
     }
@@ -181,13 +241,13 @@ impl Worker {
                 })
             }
         };
-        if reported.is_empty() {
+        if reported.reported.is_empty() {
             return Ok(());
         }
-        let path = safe_path(&self.config.pod_logs_dir, &reported).ok_or_else(|| {
+        let path = reported.resolve(&self.config.pod_logs_dir).ok_or_else(|| {
             LogManagerError::UnsafePath {
                 id: id.to_owned(),
-                path: reported.clone(),
+                path: reported.reported.clone(),
             }
         })?;
         let now = SystemTime::now()
@@ -208,15 +268,6 @@ impl Worker {
     }
 }
 
-/// `reported` as an absolute path strictly below `root` with no `..`, else None.
-fn safe_path(root: &Path, reported: &str) -> Option<PathBuf> {
-    let path = Path::new(reported);
-    if !path.is_absolute() {
-        return None;
-    }
-    crate::runtime::gc::container_log_file(root, reported)
-}
-
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -232,10 +283,14 @@ mod tests {
         fn running_containers(&self) -> Result<Vec<String>, CriError> {
             Ok(vec!["c1".into(), "evil".into(), "gone".into()])
         }
-        fn log_path(&self, id: &str) -> Result<String, CriError> {
+        fn log_path(&self, id: &str) -> Result<LogPath, CriError> {
+            let path = |reported: String| LogPath {
+                reported,
+                pod: None,
+            };
             match id {
-                "c1" => Ok(self.logs.join("pod/c/0.log").display().to_string()),
-                "evil" => Ok(format!("{}/../etc/passwd", self.logs.display())),
+                "c1" => Ok(path(self.logs.join("pod/c/0.log").display().to_string())),
+                "evil" => Ok(path(format!("{}/../etc/passwd", self.logs.display()))),
                 _ => Err(CriError::NotFound {
                     op: "container_status",
                     message: id.into(),
@@ -280,6 +335,29 @@ mod tests {
         assert_eq!(*runtime.reopened.lock().unwrap(), ["c1"]);
         let files = fs::read_dir(logs.join("pod/c")).unwrap().count();
         assert_eq!(files, 2, "the live file and one rotated copy");
-        assert!(safe_path(&logs, "relative/0.log").is_none());
+    }
+
+    #[test]
+    fn relative_log_paths_resolve_below_the_pods_log_dir() {
+        let root = Path::new("/var/log/pods");
+        let pod = Some(("ns".to_owned(), "web".to_owned(), "u1".to_owned()));
+        let path = |reported: &str, pod: &Option<(String, String, String)>| {
+            LogPath {
+                reported: reported.into(),
+                pod: pod.clone(),
+            }
+            .resolve(root)
+        };
+        assert_eq!(
+            path("main/0.log", &pod),
+            Some(PathBuf::from("/var/log/pods/ns_web_u1/main/0.log"))
+        );
+        assert_eq!(path("main/0.log", &None), None, "no pod labels");
+        assert_eq!(path("../../x/0.log", &pod), None);
+        assert_eq!(
+            path("/var/log/pods/ns_web_u1/main/0.log", &None),
+            Some(PathBuf::from("/var/log/pods/ns_web_u1/main/0.log"))
+        );
+        assert_eq!(path("/etc/passwd", &None), None);
     }
 }

@@ -60,7 +60,7 @@ pub fn decide(
     }
     let rotate_to = format!("{live}.{}", timestamp(now));
     let rotated = rotated_names(live, siblings);
-    if rotated.iter().any(|n| *n == rotate_to) {
+    if rotated.contains(&rotate_to) {
         return Decision::NameTaken(rotate_to);
     }
     let (mut in_use, mut remove) = split_unused(&rotated);
