@@ -9,7 +9,7 @@
 use std::fs::{self, File};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -136,19 +136,12 @@ fn rename(from: &Path, to: &Path) -> Result<(), E> {
 
 /// Gzips `file` into `file.gz` through `file.tmp`, then removes `file`.
 pub fn compress(file: &Path) -> io::Result<()> {
-    let name = file.as_os_str().to_owned();
-    let tmp = Path::new(&{
-        let mut n = name.clone();
-        n.push(TMP_SUFFIX);
-        n
-    })
-    .to_owned();
-    let gz = Path::new(&{
-        let mut n = name;
-        n.push(COMPRESS_SUFFIX);
-        n
-    })
-    .to_owned();
+    let with = |suffix: &str| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let (tmp, gz) = (with(TMP_SUFFIX), with(COMPRESS_SUFFIX));
     let result = (|| {
         let mut src = File::open(file)?;
         let mode = src.metadata()?.permissions().mode();
