@@ -6,8 +6,9 @@
 //!
 //! Channels: `shutdown` (disconnects on SIGTERM) ends the timer, which drops the work
 //! sender, which ends the workers after their current container. The queued set is
-//! one small mutex, never held across I/O. Idle cost: one ListContainers per interval
-//! plus one ContainerStatus and one stat per running container.
+//! one small mutex, never held across I/O. Idle cost: one ListContainers and one stat
+//! per running container per interval; ContainerStatus once per container (its log
+//! path is kept while the container is listed).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -175,6 +176,7 @@ fn timer(
         let fresh: Vec<String> = match shared.lock() {
             Ok(mut shared) => {
                 shared.failing.retain(|id, _| ids.contains(id));
+                shared.paths.retain(|id, _| ids.contains(id));
                 // A container still queued from an earlier round is not queued twice.
                 ids.into_iter()
                     .filter(|id| shared.queued.insert(id.clone()))
@@ -203,6 +205,9 @@ struct Shared {
     queued: HashSet<String>,
     /// The last error per container, so a lasting failure is logged once.
     failing: HashMap<String, String>,
+    /// Each running container's log file: it never changes, so ContainerStatus is
+    /// asked once per container rather than every interval (upstream asks every time).
+    paths: HashMap<String, PathBuf>,
 }
 
 impl Worker {
@@ -229,27 +234,23 @@ impl Worker {
     }
 
     fn process(&self, id: &str) -> Result<(), LogManagerError> {
-        let reported = match self.runtime.log_path(id) {
-            Ok(path) => path,
-            // Gone since the listing: nothing to rotate.
-            Err(err) if err.is_not_found() => return Ok(()),
-            Err(source) => {
-                return Err(LogManagerError::Runtime {
-                    id: id.to_owned(),
-                    step: "ContainerStatus",
-                    source,
-                })
-            }
+        let known = self
+            .shared
+            .lock()
+            .ok()
+            .and_then(|s| s.paths.get(id).cloned());
+        let path = match known {
+            Some(path) => path,
+            None => match self.log_file(id)? {
+                Some(path) => {
+                    if let Ok(mut shared) = self.shared.lock() {
+                        shared.paths.insert(id.to_owned(), path.clone());
+                    }
+                    path
+                }
+                None => return Ok(()),
+            },
         };
-        if reported.reported.is_empty() {
-            return Ok(());
-        }
-        let path = reported.resolve(&self.config.pod_logs_dir).ok_or_else(|| {
-            LogManagerError::UnsafePath {
-                id: id.to_owned(),
-                path: reported.reported.clone(),
-            }
-        })?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -266,6 +267,32 @@ impl Worker {
         }
         Ok(())
     }
+
+    /// The container's log file from the runtime; None when it has none (or is gone).
+    fn log_file(&self, id: &str) -> Result<Option<PathBuf>, LogManagerError> {
+        let reported = match self.runtime.log_path(id) {
+            Ok(path) => path,
+            // Gone since the listing: nothing to rotate.
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(source) => {
+                return Err(LogManagerError::Runtime {
+                    id: id.to_owned(),
+                    step: "ContainerStatus",
+                    source,
+                })
+            }
+        };
+        if reported.reported.is_empty() {
+            return Ok(None);
+        }
+        let path = reported.resolve(&self.config.pod_logs_dir).ok_or_else(|| {
+            LogManagerError::UnsafePath {
+                id: id.to_owned(),
+                path: reported.reported.clone(),
+            }
+        })?;
+        Ok(Some(path))
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +304,7 @@ mod tests {
     struct FakeRuntime {
         logs: PathBuf,
         reopened: Mutex<Vec<String>>,
+        asked: Mutex<Vec<String>>,
     }
 
     impl LogRuntime for FakeRuntime {
@@ -284,6 +312,7 @@ mod tests {
             Ok(vec!["c1".into(), "evil".into(), "gone".into()])
         }
         fn log_path(&self, id: &str) -> Result<LogPath, CriError> {
+            self.asked.lock().unwrap().push(id.to_owned());
             let path = |reported: String| LogPath {
                 reported,
                 pod: None,
@@ -313,6 +342,7 @@ mod tests {
         let runtime = Arc::new(FakeRuntime {
             logs: logs.clone(),
             reopened: Mutex::new(Vec::new()),
+            asked: Mutex::new(Vec::new()),
         });
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let config = LogManagerConfig {
@@ -330,9 +360,17 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never rotated");
             std::thread::sleep(Duration::from_millis(10));
         }
+        // A few more rounds: the log path is asked for once per container.
+        std::thread::sleep(Duration::from_millis(200));
         drop(stop_tx);
         handle.join().unwrap();
         assert_eq!(*runtime.reopened.lock().unwrap(), ["c1"]);
+        let asked = runtime.asked.lock().unwrap();
+        assert_eq!(
+            asked.iter().filter(|id| *id == "c1").count(),
+            1,
+            "{asked:?}"
+        );
         let files = fs::read_dir(logs.join("pod/c")).unwrap().count();
         assert_eq!(files, 2, "the live file and one rotated copy");
     }
