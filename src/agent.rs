@@ -483,6 +483,13 @@ pub fn run(
         node_name: node.clone(),
     }
     .spawn(deaths_rx, shutdown.clone())?;
+    // Log rotation has threads of its own: a slow disk never delays the sync loop.
+    match flags.log_manager_config() {
+        Some(config) => {
+            crate::logs::manager::spawn(config, Arc::new(runtime.clone()), shutdown.clone())?;
+        }
+        None => log::info!("container log rotation is off (negative --container-log-max-size)"),
+    }
     let stats = start_stats(flags, &runtime, stats_images, cgroups_for_stats, &shutdown);
     let server = ServerContext {
         heartbeat: kubelet.heartbeat.clone(),

@@ -142,6 +142,25 @@ pub struct Flags {
     #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
     pub pod_logs_dir: PathBuf,
 
+    /// Rotate a container's log once it reaches this size (a quantity such as 10Mi);
+    /// a negative value turns rotation off.
+    #[arg(long, value_name = "QUANTITY", default_value = crate::logs::DEFAULT_MAX_SIZE, value_parser = log_max_size)]
+    pub container_log_max_size: String,
+
+    /// Log files kept per container, the live one included (at least 2).
+    #[arg(long, value_name = "N", default_value_t = crate::logs::DEFAULT_MAX_FILES, value_parser = clap::value_parser!(u32).range(2..))]
+    pub container_log_max_files: u32,
+
+    /// Threads rotating container logs. Config file only (`containerLogMaxWorkers`),
+    /// as upstream.
+    #[arg(skip = crate::logs::DEFAULT_MAX_WORKERS)]
+    pub container_log_max_workers: u32,
+
+    /// How often container log sizes are checked. Config file only
+    /// (`containerLogMonitorInterval`), as upstream.
+    #[arg(skip = crate::logs::DEFAULT_MONITOR_INTERVAL)]
+    pub container_log_monitor_interval: Duration,
+
     /// The host resolver configuration pods with dnsPolicy Default inherit.
     #[arg(long, value_name = "FILE", default_value = "/etc/resolv.conf")]
     pub resolv_conf: PathBuf,
@@ -373,6 +392,30 @@ fn unsafe_sysctl(text: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--container-log-max-size`, checked as upstream does at start-up.
+fn log_max_size(text: &str) -> Result<String, String> {
+    crate::logs::parse_max_size(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+impl Flags {
+    /// The log manager's settings; `None` when rotation is off (negative max size).
+    pub fn log_manager_config(&self) -> Option<crate::logs::LogManagerConfig> {
+        // Checked by the value parser and the config file reader.
+        let max_size = crate::logs::parse_max_size(&self.container_log_max_size).ok()??;
+        Some(crate::logs::LogManagerConfig {
+            policy: crate::logs::RotatePolicy {
+                max_size,
+                max_files: self.container_log_max_files as usize,
+            },
+            workers: self.container_log_max_workers.max(1) as usize,
+            interval: self.container_log_monitor_interval,
+            pod_logs_dir: self.pod_logs_dir.clone(),
+        })
+    }
+}
+
 /// Log level filter for `-v N`, used when RUST_LOG is unset.
 pub fn log_filter(verbosity: u8) -> log::LevelFilter {
     match verbosity {
@@ -517,6 +560,35 @@ mod tests {
             flags.authorization_mode,
             crate::server::authz::AuthorizationMode::AlwaysAllow
         );
+    }
+
+    #[test]
+    fn container_log_flags() {
+        let flags = Flags::try_parse_from(["litelet"]).unwrap();
+        let config = flags.log_manager_config().unwrap();
+        assert_eq!(config.policy.max_size, 10 * 1024 * 1024);
+        assert_eq!(config.policy.max_files, 5);
+        assert_eq!(config.workers, 1);
+        assert_eq!(config.interval, Duration::from_secs(10));
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--container-log-max-size=1Mi",
+            "--container-log-max-files=3",
+        ])
+        .unwrap();
+        let config = flags.log_manager_config().unwrap();
+        assert_eq!(
+            (config.policy.max_size, config.policy.max_files),
+            (1 << 20, 3)
+        );
+        let off = Flags::try_parse_from(["litelet", "--container-log-max-size=-1"]).unwrap();
+        assert!(off.log_manager_config().is_none());
+        for bad in [
+            ["litelet", "--container-log-max-files=1"],
+            ["litelet", "--container-log-max-size=lots"],
+        ] {
+            assert!(Flags::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod credentialprovider;
 pub mod cri;
 pub mod events;
 pub mod kubelet;
+pub mod logs;
 pub mod metrics;
 pub mod node;
 pub mod pleg;

@@ -293,8 +293,14 @@ pub static STATS_ROUND_DURATION: Family = Family::histogram(
     LATENCY_BUCKETS,
 );
 
+pub static LOG_ROTATIONS: Family = Family::counter(
+    "litelet_container_log_rotations_total",
+    "Container log files rotated by the log manager.",
+    &[],
+);
+
 /// Every family, in rendering order.
-pub fn families() -> [&'static Family; 13] {
+pub fn families() -> [&'static Family; 14] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -309,6 +315,7 @@ pub fn families() -> [&'static Family; 13] {
         &HTTP_REQUESTS,
         &HTTP_REJECTED_CONNECTIONS,
         &STATS_ROUND_DURATION,
+        &LOG_ROTATIONS,
     ]
 }
 
@@ -336,6 +343,11 @@ pub fn cri_call(op: &str, took: Duration, ok: bool) {
 pub fn stats_round(took: Duration, clean: bool) {
     let result = if clean { "ok" } else { "partial" };
     STATS_ROUND_DURATION.observe_duration(&[result], took);
+}
+
+/// One container log rotated (`logs::manager`).
+pub fn log_rotated() {
+    LOG_ROTATIONS.inc(&[]);
 }
 
 /// One PLEG relist: its duration and the running pods and containers it saw.

@@ -153,6 +153,11 @@ fn main() {
             scenarios::footprint(&settings, rows, 110, true)
         });
     }
+    if wants("logs") {
+        run("log manager idle", &mut rows, &|rows| {
+            scenarios::log_manager(&settings, rows)
+        });
+    }
     if wants("latency") {
         run("pod start and status latency", &mut rows, &|rows| {
             scenarios::pod_start_and_status(&settings, rows)

@@ -28,6 +28,14 @@ struct Bench {
 
 impl Bench {
     fn start(max_pods: usize, before_start: impl FnOnce(&FakeApi)) -> Bench {
+        Bench::start_with(max_pods, Vec::new(), before_start)
+    }
+
+    fn start_with(
+        max_pods: usize,
+        extra: Vec<String>,
+        before_start: impl FnOnce(&FakeApi),
+    ) -> Bench {
         let cri = FakeCri::start();
         let api = FakeApi::start();
         let pods = Timeline::follow(&api, "pods");
@@ -37,7 +45,7 @@ impl Bench {
             endpoint: cri.endpoint(),
             api: Some(&api),
             max_pods,
-            extra: Vec::new(),
+            extra,
         });
         Bench {
             litelet,
@@ -231,6 +239,74 @@ pub fn footprint(settings: &Settings, rows: &mut Vec<Row>, n: usize, probes: boo
         requests as f64 / minutes,
         "/min",
     ));
+}
+
+/// The container log manager's idle cost (issue 23): 110 idle pods with rotation off
+/// (`--container-log-max-size=-1`) and on (the defaults: checked every 10 s), the same
+/// window each; the difference is the log manager's (one ListContainers, and per
+/// running container one ContainerStatus and one stat, per interval).
+pub fn log_manager(settings: &Settings, rows: &mut Vec<Row>) {
+    let scenario = "log manager idle, 110 pods";
+    let n = 110;
+    let mut cpu = Vec::new();
+    for extra in [vec!["--container-log-max-size=-1".to_owned()], Vec::new()] {
+        let off = !extra.is_empty();
+        let bench = Bench::start_with(n, extra, |_| {});
+        bench.wait_node_ready();
+        let pods = names("logs", n);
+        let since = Instant::now();
+        bench.create(&pods, &PodShape::default());
+        bench.wait_running(&pods, since, WAIT);
+        std::thread::sleep(settings.settle);
+        let status_before = bench.cri.count("ContainerStatus");
+        let reopen_before = bench.cri.count("ReopenContainerLog");
+        let (first, last, _) =
+            observe(&bench.litelet, settings.idle_window, Duration::from_secs(5));
+        let minutes = settings.idle_window.as_secs_f64() / 60.0;
+        let label = if off { "rotation off" } else { "rotation on" };
+        let percent = cpu_percent(&first, &last);
+        cpu.push(percent);
+        rows.push(Row::new(
+            scenario,
+            &format!("CPU, {label}"),
+            percent,
+            "%core",
+        ));
+        rows.push(Row::new(
+            scenario,
+            &format!("threads, {label}"),
+            last.threads as f64,
+            "",
+        ));
+        rows.push(Row::new(
+            scenario,
+            &format!("RSS, {label}"),
+            last.rss_mib(),
+            "MiB",
+        ));
+        rows.push(Row::new(
+            scenario,
+            &format!("CRI ContainerStatus, {label}"),
+            (bench.cri.count("ContainerStatus") - status_before) as f64 / minutes,
+            "/min",
+        ));
+        if !off {
+            rows.push(Row::new(
+                scenario,
+                "CRI ReopenContainerLog (nothing to rotate)",
+                (bench.cri.count("ReopenContainerLog") - reopen_before) as f64 / minutes,
+                "/min",
+            ));
+        }
+    }
+    if let [off, on] = cpu[..] {
+        rows.push(Row::new(
+            scenario,
+            "CPU added by rotation",
+            on - off,
+            "%core",
+        ));
+    }
 }
 
 /// Pod start latency, one by one and all at once (item 3), and status latency (item 4).

@@ -145,6 +145,14 @@ pub struct KubeletConfiguration {
     pub preloaded_images_verification_allowlist: Option<Vec<String>>,
     /// Each entry checked like `--allowed-unsafe-sysctls`.
     pub allowed_unsafe_sysctls: Option<Vec<String>>,
+    /// A quantity, checked like `--container-log-max-size`.
+    pub container_log_max_size: Option<String>,
+    /// At least 2.
+    pub container_log_max_files: Option<u32>,
+    /// At least 1.
+    pub container_log_max_workers: Option<u32>,
+    /// Within 3 s and 300 s.
+    pub container_log_monitor_interval: Option<Duration>,
 }
 
 /// A taint of `registerWithTaints` (upstream's core/v1 Taint).
@@ -330,6 +338,12 @@ impl Reader {
                 }
                 "preloadedImagesVerificationAllowlist" => {
                     c.preloaded_images_verification_allowlist = self.allowlist(f, v)
+                }
+                "containerLogMaxSize" => c.container_log_max_size = self.log_max_size(f, v),
+                "containerLogMaxFiles" => c.container_log_max_files = self.at_least(f, v, 2),
+                "containerLogMaxWorkers" => c.container_log_max_workers = self.at_least(f, v, 1),
+                "containerLogMonitorInterval" => {
+                    c.container_log_monitor_interval = self.monitor_interval(f, v)
                 }
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
@@ -540,6 +554,41 @@ impl Reader {
         }
     }
 
+    fn log_max_size(&mut self, field: &str, value: &Value) -> Option<String> {
+        // A YAML number (`containerLogMaxSize: 1000`) is a quantity too.
+        let text = match value {
+            Value::Number(n) => n.to_string(),
+            _ => self.get::<String>(field, value)?,
+        };
+        match crate::logs::parse_max_size(&text) {
+            Ok(_) => Some(text),
+            Err(e) => {
+                self.bad(field, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn at_least(&mut self, field: &str, value: &Value, min: u32) -> Option<u32> {
+        let n: i64 = self.get(field, value)?;
+        match u32::try_from(n) {
+            Ok(v) if v >= min => Some(v),
+            _ => {
+                self.bad(field, format!("{n} must be at least {min}"));
+                None
+            }
+        }
+    }
+
+    fn monitor_interval(&mut self, field: &str, value: &Value) -> Option<Duration> {
+        let d = self.duration(field, value)?;
+        if d < crate::logs::MIN_MONITOR_INTERVAL || d > Duration::from_secs(300) {
+            self.bad(field, format!("{d:?} must be within 3s and 300s"));
+            return None;
+        }
+        Some(d)
+    }
+
     fn cross_checks(&mut self, c: &KubeletConfiguration) {
         if c.kube_api_qps.is_some_and(|q| !q.is_finite() || q < 0.0) {
             self.bad("kubeAPIQPS", "must be a non-negative number".into());
@@ -629,6 +678,17 @@ impl KubeletConfiguration {
         set!("node_labels", self.node_labels.map(Some) => flags.node_labels);
         set!("allowed_unsafe_sysctls", self.allowed_unsafe_sysctls
             => flags.allowed_unsafe_sysctls);
+        set!("container_log_max_size", self.container_log_max_size
+            => flags.container_log_max_size);
+        set!("container_log_max_files", self.container_log_max_files
+            => flags.container_log_max_files);
+        // No flags upstream: the file is the only source.
+        if let Some(workers) = self.container_log_max_workers {
+            flags.container_log_max_workers = workers;
+        }
+        if let Some(interval) = self.container_log_monitor_interval {
+            flags.container_log_monitor_interval = interval;
+        }
     }
 }
 
@@ -671,6 +731,8 @@ pub const APPLIED_IDS: &[&str] = &[
     "register_with_taints",
     "node_labels",
     "allowed_unsafe_sysctls",
+    "container_log_max_size",
+    "container_log_max_files",
 ];
 
 /// Top-level fields of upstream's KubeletConfiguration v1beta1 (Kubernetes 1.36), used

@@ -6,9 +6,15 @@
 //! [`LogReader::pump`] until the container stops or the client leaves.
 //!
 //! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader. Called on
-//! connection threads; each reader owns its file handle. Malformed lines are skipped
-//! (logged at debug), never fatal. A file that was rotated (new inode) or truncated is
-//! reopened from its start.
+//! connection threads; each reader owns its file handles. Malformed lines are skipped
+//! (logged at debug), never fatal.
+//!
+//! Rotation (`logs::manager` renames `0.log` to `0.log.<ts>` and the runtime starts a
+//! new `0.log`): a follower reads the old file to its end before it moves to the new
+//! one, so no line is lost or repeated; a truncated file is read again from its start.
+//! A `tailLines` larger than the live file takes the rest from the newest rotated copy
+//! (the plain one), so the tail right after a rotation is still the last N lines
+//! (upstream reads the live file only and returns fewer).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -98,9 +104,15 @@ pub fn render(line: &LogLine<'_>, timestamps: bool) -> Vec<u8> {
 /// The offset where the last `n` lines of `file` start (upstream
 /// FindTailLineStartIndex); reads backwards in blocks.
 pub fn tail_start(file: &mut File, n: u64) -> io::Result<u64> {
+    Ok(tail_lines_start(file, n)?.0)
+}
+
+/// [`tail_start`] and how many lines start there (fewer than `n` when the file
+/// is shorter).
+pub fn tail_lines_start(file: &mut File, n: u64) -> io::Result<(u64, u64)> {
     let len = file.metadata()?.len();
     if n == 0 {
-        return Ok(len);
+        return Ok((len, 0));
     }
     let mut pos = len;
     let mut newlines = 0u64;
@@ -123,11 +135,25 @@ pub fn tail_start(file: &mut File, n: u64) -> io::Result<u64> {
             }
             newlines += 1;
             if newlines == n {
-                return Ok(pos + i as u64 + 1);
+                return Ok((pos + i as u64 + 1, n));
             }
         }
     }
-    Ok(0)
+    Ok((0, newlines + u64::from(len > 0)))
+}
+
+/// The newest rotated copy of the live file at `path` when it is plain (not yet
+/// gzipped).
+fn newest_rotated(path: &Path) -> Option<PathBuf> {
+    let dir = path.parent()?;
+    let live = path.file_name()?.to_str()?;
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    let newest = crate::logs::policy::rotated_in_use(live, &names).pop()?;
+    (!newest.ends_with(crate::logs::policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
 }
 
 /// Why a pump stopped writing.
@@ -142,8 +168,13 @@ pub enum Pumped {
 /// Reads a CRI log file from an offset, applying the options.
 pub struct LogReader {
     path: PathBuf,
+    /// The file being read: the live one, or a rotated copy read before it.
     file: File,
+    /// The live file, when `file` is a rotated copy read first for the tail.
+    next: Option<File>,
+    /// The inode of the live file last opened at `path`.
     inode: u64,
+    /// Offset in `file`.
     pos: u64,
     pending: Vec<u8>,
     remaining: Option<u64>,
@@ -155,14 +186,25 @@ impl LogReader {
     pub fn open(path: &Path, options: LogOptions) -> io::Result<LogReader> {
         let mut file = File::open(path)?;
         let inode = file.metadata()?.ino();
-        let pos = match options.tail_lines {
-            Some(n) => tail_start(&mut file, n)?,
-            None => 0,
-        };
+        let mut next = None;
+        let mut pos = 0;
+        if let Some(n) = options.tail_lines {
+            let (start, found) = tail_lines_start(&mut file, n)?;
+            pos = start;
+            if found < n {
+                if let Some(mut older) = newest_rotated(path).and_then(|p| File::open(p).ok()) {
+                    let older_pos = tail_start(&mut older, n - found)?;
+                    file.seek(SeekFrom::Start(0))?;
+                    next = Some(std::mem::replace(&mut file, older));
+                    pos = older_pos;
+                }
+            }
+        }
         file.seek(SeekFrom::Start(pos))?;
         Ok(LogReader {
             path: path.to_owned(),
             file,
+            next,
             inode,
             pos,
             pending: Vec::new(),
@@ -173,12 +215,20 @@ impl LogReader {
 
     /// Sends every complete line now in the file to `out`.
     pub fn pump(&mut self, out: &mut dyn Write) -> io::Result<Pumped> {
-        self.check_rotation()?;
         let mut sent = false;
         let mut chunk = vec![0u8; 32 * 1024];
         loop {
             let n = self.file.read(&mut chunk)?;
             if n == 0 {
+                // Only at the end of a file: the old one is read out before moving on.
+                if let Some(live) = self.next.take() {
+                    self.file = live;
+                    self.pos = 0;
+                    continue;
+                }
+                if self.check_rotation()? {
+                    continue;
+                }
                 return Ok(Pumped::CaughtUp(sent));
             }
             self.pos += n as u64;
@@ -232,20 +282,27 @@ impl LogReader {
         }
     }
 
-    /// Reopens the file when it was replaced or truncated (log rotation).
-    fn check_rotation(&mut self) -> io::Result<()> {
+    /// At the end of the live file: moves to a new file at the path (rotated) or back
+    /// to the start (truncated); true when it did.
+    fn check_rotation(&mut self) -> io::Result<bool> {
+        // Between the rename and the runtime's reopen there is no file: keep waiting.
         let Ok(meta) = std::fs::metadata(&self.path) else {
-            return Ok(());
+            return Ok(false);
         };
-        if meta.ino() != self.inode || meta.len() < self.pos {
-            let mut file = File::open(&self.path)?;
+        if meta.ino() != self.inode {
+            let file = File::open(&self.path)?;
             self.inode = file.metadata()?.ino();
-            file.seek(SeekFrom::Start(0))?;
             self.file = file;
             self.pos = 0;
-            self.pending.clear();
+            return Ok(true);
         }
-        Ok(())
+        if meta.len() < self.pos {
+            self.file.seek(SeekFrom::Start(0))?;
+            self.pos = 0;
+            self.pending.clear();
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 
@@ -345,5 +402,60 @@ garbage\n\
         std::fs::write(&path, "2024-01-01T00:00:02Z stdout F new\n").unwrap();
         reader.pump(&mut out).unwrap();
         assert_eq!(out, b"a\nbc\nnew\n");
+    }
+
+    fn lines(range: std::ops::Range<u8>) -> Vec<u8> {
+        range
+            .map(|n| format!("2024-01-01T00:00:01Z stdout F {n}\n"))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    #[test]
+    fn follow_reads_the_old_file_out_across_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, lines(0..2)).unwrap();
+        let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
+        let mut out = Vec::new();
+        reader.pump(&mut out).unwrap();
+        // The runtime writes more, then the file is rotated and a new one started.
+        let mut old = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        old.write_all(&lines(2..4)).unwrap();
+        std::fs::rename(&path, dir.path().join("0.log.20240101-000001")).unwrap();
+        assert_eq!(reader.pump(&mut out).unwrap(), Pumped::CaughtUp(true));
+        old.write_all(&lines(4..5)).unwrap();
+        std::fs::write(&path, lines(5..7)).unwrap();
+        reader.pump(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "0\n1\n2\n3\n4\n5\n6\n");
+    }
+
+    #[test]
+    fn tail_takes_the_rest_from_the_newest_rotated_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(dir.path().join("0.log.20240101-000000.gz"), b"not read").unwrap();
+        std::fs::write(dir.path().join("0.log.20240101-000001"), lines(0..5)).unwrap();
+        std::fs::write(&path, lines(5..7)).unwrap();
+        let read = |n| {
+            let options = LogOptions {
+                tail_lines: Some(n),
+                ..Default::default()
+            };
+            let mut out = Vec::new();
+            LogReader::open(&path, options)
+                .unwrap()
+                .pump(&mut out)
+                .unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(read(2), "5\n6\n");
+        assert_eq!(read(4), "3\n4\n5\n6\n");
+        assert_eq!(read(100), "0\n1\n2\n3\n4\n5\n6\n");
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(read(1), "4\n", "an empty live file right after a rotation");
     }
 }

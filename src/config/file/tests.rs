@@ -477,3 +477,33 @@ fn image_pull_credentials_verification_policy_is_read_and_checked() {
         "{found:?}"
     );
 }
+
+#[test]
+fn container_log_fields_reach_the_log_manager() {
+    let file = temp_config(
+        "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMaxWorkers: 2\n\
+         containerLogMonitorInterval: 5s\n",
+    );
+    let config = load_with(&file, &[]).unwrap().log_manager_config().unwrap();
+    assert_eq!(config.policy.max_size, 1024 * 1024);
+    assert_eq!(config.policy.max_files, 3);
+    assert_eq!(config.workers, 2);
+    assert_eq!(config.interval, Duration::from_secs(5));
+    // The flag wins over the file.
+    let flags = load_with(&file, &["--container-log-max-files", "4"]).unwrap();
+    assert_eq!(flags.container_log_max_files, 4);
+    let found = problems(
+        "containerLogMaxSize: big\ncontainerLogMaxFiles: 1\ncontainerLogMaxWorkers: 0\n\
+         containerLogMonitorInterval: 1s\n",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "containerLogMaxSize",
+            "containerLogMaxFiles",
+            "containerLogMaxWorkers",
+            "containerLogMonitorInterval"
+        ]
+    );
+}

@@ -260,6 +260,19 @@ impl grpc::RuntimeService for FakeService {
         });
     }
 
+    fn reopen_container_log(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::ReopenContainerLogRequest,
+        sink: UnarySink<pb::ReopenContainerLogResponse>,
+    ) {
+        let id = req.container_id;
+        self.serve("ReopenContainerLog", id.clone(), &ctx, sink, |s| {
+            s.reopen_container_log(&id)
+                .map(|()| pb::ReopenContainerLogResponse::default())
+        });
+    }
+
     fn update_container_resources(
         &mut self,
         ctx: RpcContext,

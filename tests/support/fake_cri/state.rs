@@ -253,6 +253,37 @@ impl FakeState {
         }
     }
 
+    /// ReopenContainerLog as containerd: only a running container, and the log file
+    /// (`<sandbox log_directory>/<log_path>`) exists afterwards.
+    pub fn reopen_container_log(&mut self, id: &str) -> Result<(), RpcStatus> {
+        let c = self
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found("container", id))?;
+        if c.state != pb::ContainerState::CONTAINER_RUNNING {
+            return Err(RpcStatus::with_message(
+                RpcStatusCode::FAILED_PRECONDITION,
+                format!("container {id} is not running"),
+            ));
+        }
+        let dir = self
+            .sandboxes
+            .get(&c.sandbox_id)
+            .map(|s| s.config.log_directory.clone())
+            .unwrap_or_default();
+        if !dir.is_empty() && !c.config.log_path.is_empty() {
+            let file = std::path::Path::new(&dir).join(&c.config.log_path);
+            if let Some(parent) = file.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file);
+        }
+        Ok(())
+    }
+
     /// Number of sandboxes the runtime holds.
     /// The `io.kubernetes.pod.name` label of container `id`'s sandbox.
     pub fn pod_of_container(&self, id: &str) -> Option<String> {
