@@ -275,20 +275,7 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
     let running = node.wait_pod(ns, "elastic", "Running", |p| phase(p) == "Running");
     let uid = running["metadata"]["uid"].as_str().expect("uid").to_owned();
 
-    kubectl_ok(
-        &node,
-        &[
-            "patch",
-            "pod",
-            "elastic",
-            "-n",
-            ns,
-            "--subresource",
-            "resize",
-            "-p",
-            r#"{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}"#,
-        ],
-    );
+    resize_cpu(&node, ns, "elastic", "150m", "300m");
     let p = node.wait_pod(ns, "elastic", "the resize in status", |p| {
         container_status(p, "main").is_some_and(|c| c["resources"]["limits"]["cpu"] == "300m")
             && p["status"]["observedGeneration"] == p["metadata"]["generation"]
@@ -310,20 +297,7 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
     hog["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "1500m"}});
     node.cp.create(&pods_path(ns), &hog);
     node.wait_pod(ns, "hog", "Running", |p| phase(p) == "Running");
-    kubectl_ok(
-        &node,
-        &[
-            "patch",
-            "pod",
-            "elastic",
-            "-n",
-            ns,
-            "--subresource",
-            "resize",
-            "-p",
-            r#"{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"600m"},"limits":{"cpu":"600m"}}}]}}"#,
-        ],
-    );
+    resize_cpu(&node, ns, "elastic", "600m", "600m");
     let p = node.wait_pod(ns, "elastic", "PodResizePending Deferred", |p| {
         condition(&p["status"], "PodResizePending") == Some("True")
     });
@@ -344,6 +318,26 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
     assert_eq!(
         find_pod_cgroup_file(&uid, "cpu.cfs_quota_us").as_deref(),
         Some("60000")
+    );
+}
+
+/// `kubectl patch --subresource resize` of container `main`'s CPU.
+fn resize_cpu(node: &RealNode, ns: &str, pod: &str, request: &str, limit: &str) {
+    let patch = json!({"spec": {"containers": [{"name": "main", "resources": {
+        "requests": {"cpu": request}, "limits": {"cpu": limit}}}]}});
+    kubectl_ok(
+        node,
+        &[
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--subresource",
+            "resize",
+            "-p",
+            &patch.to_string(),
+        ],
     );
 }
 
