@@ -13,6 +13,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
+use support::containerd::remove_cgroup_tree;
 use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
 use support::wait_until;
@@ -24,23 +25,6 @@ struct Litelet {
     child: Child,
     dir: tempfile::TempDir,
     cgroup_root: String,
-}
-
-/// Removes a cgroup tree bottom-up in every v1 hierarchy.
-fn remove_cgroup_root(root: &str) {
-    fn remove(dir: &Path) {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten().filter(|e| e.path().is_dir()) {
-                remove(&entry.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
-        for controller in controllers.flatten() {
-            remove(&controller.path().join(root.trim_start_matches('/')));
-        }
-    }
 }
 
 /// Pod cgroups (`pod<uid>`) left anywhere under `root` in the cpu hierarchy.
@@ -173,7 +157,7 @@ impl Drop for Litelet {
         });
         let _ = self.child.kill();
         let _ = self.child.wait();
-        remove_cgroup_root(&self.cgroup_root);
+        remove_cgroup_tree(&self.cgroup_root);
     }
 }
 

@@ -22,7 +22,7 @@ use litelet::pleg::PlegHealth;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, ServerConfig, ServerContext};
 use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use support::https::{self, Pki};
 
 const NS: &str = "default";
@@ -285,20 +285,4 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     remove_cgroup_tree(&cgroup_parent);
     let _ = reader.get_mut().flush();
     let _ = reader.fill_buf();
-}
-
-/// Removes the test's cgroup parent from every v1 hierarchy (children first).
-fn remove_cgroup_tree(parent: &str) {
-    let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    for controller in controllers.flatten() {
-        let root = controller.path().join(parent.trim_start_matches('/'));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
-    }
 }

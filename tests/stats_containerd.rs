@@ -191,8 +191,6 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
             ..Default::default()
         });
         let _ = manager.remove_pod(&uid);
-        remove_cgroup_tree(&format!("{cgroup_root}/kubepods/besteffort"));
-        remove_cgroup_tree(&format!("{cgroup_root}/kubepods"));
         remove_cgroup_tree(&cgroup_root);
     };
     if !done {

@@ -137,19 +137,22 @@ impl Drop for Containerd {
     }
 }
 
-/// Removes a test's cgroup parent (and its direct children, the containers runc made)
-/// from every v1 hierarchy; what is still busy stays, harmlessly.
+/// Removes a test's cgroup parent and everything below it (bottom-up: runc's
+/// containers, litelet's `kubepods/<qos>/pod<uid>`) from every hierarchy; what is
+/// still busy stays, harmlessly.
 pub fn remove_cgroup_tree(parent: &str) {
+    fn remove(dir: &Path) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+                remove(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
     let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
         return;
     };
     for controller in controllers.flatten() {
-        let root = controller.path().join(parent.trim_start_matches('/'));
-        if let Ok(children) = std::fs::read_dir(&root) {
-            for child in children.flatten().filter(|c| c.path().is_dir()) {
-                let _ = std::fs::remove_dir(child.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&root);
+        remove(&controller.path().join(parent.trim_start_matches('/')));
     }
 }

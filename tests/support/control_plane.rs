@@ -19,8 +19,9 @@
 //! (the namespace, its `default` ServiceAccount and `kube-root-ca.crt`), and tests
 //! bind pods themselves with `spec.nodeName`.
 
+use super::free_port;
 use std::io::{BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -65,13 +66,6 @@ pub struct ControlPlane {
 
 /// The shared instance (None when it could not start and we may skip).
 static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 /// An address from 10.254.0.0/16 for this process, so test binaries running side by
 /// side do not remove each other's.

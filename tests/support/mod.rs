@@ -15,6 +15,15 @@ pub mod tcp_proxy;
 
 use std::time::{Duration, Instant};
 
+/// A port free on 127.0.0.1 right now (the kernel picks it; a race with another
+/// process binding it before the caller is possible but rare).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
 /// Polls `check` every 20 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

@@ -4,6 +4,7 @@
 //! the apiserver reaches its port for logs, exec and port-forward. Stopped (SIGTERM,
 //! then SIGKILL) and its cgroups removed on drop; the containerd goes with it.
 
+use super::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -29,13 +30,6 @@ pub struct RealNode {
     pub port: u16,
     pub healthz_port: u16,
     extra: Vec<String>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 impl RealNode {
@@ -272,12 +266,6 @@ impl Drop for RealNode {
         // exits), so the runtime tears their networks down before it goes.
         self.remove_sandboxes();
         remove_cgroup_tree(&self.cgroup_root);
-        // Pod cgroups sit two levels down (kubepods/<qos>/pod<uid>).
-        if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
-            for c in controllers.flatten() {
-                remove_tree(&c.path().join(self.cgroup_root.trim_start_matches('/')));
-            }
-        }
     }
 }
 
@@ -302,15 +290,6 @@ impl RealNode {
             });
         }
     }
-}
-
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
-            remove_tree(&entry.path());
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
 }
 
 /// The status of condition `kind` in an object's `status.conditions`.

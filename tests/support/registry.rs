@@ -5,6 +5,7 @@
 //! (`<host>/hosts.toml`: the https endpoint and the CA) for `ctr images push` and for
 //! the CRI plugin's `registry.config_path`. Stopped (by its PID) on drop.
 
+use super::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -20,13 +21,6 @@ pub struct Registry {
     pub host: String,
     pub user: String,
     pub password: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn have(tool: &str) -> bool {
