@@ -130,6 +130,11 @@ fn absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors() {
         return;
     };
     node.wait_ready();
+    // Containers of API pods wait for the first services list (as upstream, with a
+    // Failed event); let it land first so every event below is about the limits.
+    node.wait_for("the first services list", || {
+        node.log().contains("services: listed")
+    });
     let ns = "absurd";
     node.cp.namespace(ns);
     for (name, limit) in [("huge", "9223372036854775807"), ("e400", "1e400")] {
