@@ -18,6 +18,7 @@ pub mod node;
 pub mod pleg;
 pub mod pod_workers;
 pub mod prober;
+pub mod probe;
 pub mod process;
 pub mod resize;
 pub mod runtime;
