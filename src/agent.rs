@@ -18,7 +18,7 @@ use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
-use crate::kubelet::runtime_state::RuntimeState;
+use crate::runtime::state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
 use crate::kubelet::sysctls::{kernel_version, SysctlAllowlist};
 use crate::kubelet::{Kubelet, NodeView};

@@ -441,7 +441,7 @@ fn shutdown_ends_both_threads_even_mid_request() {
 
 #[test]
 fn host_inputs_follow_the_runtime() {
-    use litelet::kubelet::runtime_state::RuntimeState;
+    use litelet::runtime::state::RuntimeState;
     use litelet::node::{MachineReader, MachineRoots};
     use litelet::pleg::PlegHealth;
     use litelet::runtime::manager::RuntimeConditions;

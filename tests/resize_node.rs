@@ -22,7 +22,7 @@ use litelet::cgroups::PodCgroupManager;
 use litelet::events::{EventRecord, Recorder};
 use litelet::kubelet::deps::{NoProbes, NoVolumes};
 use litelet::kubelet::mirror::MirrorClient;
-use litelet::kubelet::runtime_state::RuntimeState;
+use litelet::runtime::state::RuntimeState;
 use litelet::kubelet::syncer::{KubeletSyncer, NodeFacts};
 use litelet::kubelet::{Kubelet, NodeView};
 use litelet::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};

@@ -19,7 +19,6 @@ mod housekeeping;
 pub mod mirror;
 mod pod_manager;
 pub mod pull_secrets;
-pub mod runtime_state;
 pub mod snapshot;
 pub mod syncer;
 
@@ -47,7 +46,7 @@ use crate::sources::{PodOperation, PodUpdate};
 use crate::status::manager::StatusManager;
 use deps::PodProbes;
 use mirror::MirrorClient;
-use runtime_state::RuntimeState;
+use crate::runtime::state::RuntimeState;
 
 /// Period of the work-queue check.
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);

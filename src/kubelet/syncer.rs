@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use super::deps::{PodProbes, PodVolumes};
 use super::mirror::{is_mirror_of, MirrorClient};
-use super::runtime_state::RuntimeState;
+use crate::runtime::state::RuntimeState;
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
 use crate::api::quantity::Quantity;

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use crate::cri::RuntimeClient;
-use crate::kubelet::runtime_state::RuntimeState;
+use crate::runtime::state::RuntimeState;
 use crate::node::machine::{MachineError, MachineInfo, MachineReader};
 use crate::node::status::Health;
 

@@ -27,5 +27,6 @@ pub mod profiles;
 pub mod pull_records;
 pub mod result;
 pub mod sandbox;
+pub mod state;
 pub mod sync;
 pub mod termination;
