@@ -4,6 +4,7 @@
 //! talk over crossbeam channels, the runtime is reached over blocking gRPC. See
 //! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
 
+pub mod admission;
 pub mod agent;
 pub mod api;
 pub mod cgroups;

@@ -12,7 +12,6 @@
 //! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
 //! but shutdown is read, as upstream does.
 
-mod admission;
 pub mod deps;
 pub mod gc_loop;
 mod housekeeping;
@@ -29,10 +28,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
-pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
-pub use admission::{admit, sysctls, NodeView, Rejection};
 pub use pod_manager::PodManager;
 
+use crate::admission::{admit, NodeView, Rejection};
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodPhase};
 use crate::cgroups::manager::PodCgroupManager;

@@ -28,7 +28,7 @@ use crate::api::pod::{Pod, PodCondition, PodPhase, POD_RESIZE_IN_PROGRESS, POD_R
 use crate::cgroups::pod_resources::pod_requests;
 use crate::config::CgroupDriver;
 use crate::events::EventType;
-use crate::kubelet::NodeView;
+use crate::admission::NodeView;
 use crate::runtime::model::PodRuntimeStatus;
 
 use super::admission::{can_resize, PendingReason, ResizeRequest, Verdict};
