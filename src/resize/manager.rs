@@ -34,7 +34,7 @@ use crate::runtime::model::PodRuntimeStatus;
 use super::admission::{can_resize, PendingReason, ResizeRequest, Verdict};
 use super::allocation::{allocated_pod, ContainerAllocation, PodAllocation};
 use super::checkpoint::{Allocations, Checkpoint, CheckpointError};
-use super::compute::containers_not_resized;
+use crate::runtime::resize::compute::containers_not_resized;
 
 /// Event reasons (upstream's names).
 pub const RESIZE_STARTED: &str = "ResizeStarted";

@@ -25,6 +25,7 @@ pub mod model;
 pub mod nonroot;
 pub mod profiles;
 pub mod pull_records;
+pub mod resize;
 pub mod result;
 pub mod sandbox;
 pub mod state;

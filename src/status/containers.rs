@@ -19,7 +19,7 @@
 //! 5. `started` and `ready` from the probe results (no probe → started/ready once
 //!    running); a regular init container is ready when it exited 0.
 //! 6. Regular and init containers report `allocatedResources` (the pod given is the
-//!    allocated pod) and, while running, `resources` (see `resize::report`).
+//!    allocated pod) and, while running, `resources` (see `runtime::resize::report`).
 //! 7. Regular and ephemeral statuses are sorted by name, init statuses follow the spec.
 
 use std::collections::BTreeMap;
@@ -188,7 +188,7 @@ fn convert(
         ..ContainerStatus::default()
     };
     if c.state == model::ContainerState::Running && kind != ContainerKind::Ephemeral {
-        st.resources = crate::resize::report::actual_resources(spec, c.resources.as_ref());
+        st.resources = crate::runtime::resize::report::actual_resources(spec, c.resources.as_ref());
     }
     let state = match c.state {
         model::ContainerState::Running => ContainerState {
@@ -417,7 +417,7 @@ pub fn container_statuses(
     // 6. What the node allocated (RESIZE).
     if kind != ContainerKind::Ephemeral {
         for (c, st) in specs.iter().zip(out.iter_mut()) {
-            st.allocated_resources = crate::resize::report::allocated_resources(c);
+            st.allocated_resources = crate::runtime::resize::report::allocated_resources(c);
         }
     }
 

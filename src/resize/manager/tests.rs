@@ -4,7 +4,7 @@
 use super::*;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::tests::container;
-use crate::resize::values::container_values;
+use crate::runtime::resize::values::container_values;
 use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
 
 const NOW: i64 = 1_000;
