@@ -5,9 +5,9 @@
 //! (SyncPod step 9 over `PodCgroupManager` and CRI) and [`report`]
 //! (`allocatedResources` and `resources` in container statuses).
 //!
-//! They live inside the runtime, not in `crate::resize`, because the runtime's sync
-//! calls them and `crate::resize` (allocations, admission, conditions) sits above the
-//! runtime: the layers stay one-way.
+//! They live inside the runtime, not in the top-level `resize` module, because the
+//! runtime's sync calls them and that module (allocations, admission, conditions) sits
+//! above the runtime: the layers stay one-way.
 
 pub mod apply;
 pub mod compute;
