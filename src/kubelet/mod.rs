@@ -40,11 +40,11 @@ use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkQueue};
 use crate::prober::{ProbeKind, ProbeUpdate};
 use crate::runtime::actions::ProbeResult;
 use crate::runtime::manager::RuntimeManager;
+use crate::runtime::state::RuntimeState;
 use crate::sources::{PodOperation, PodUpdate};
 use crate::status::manager::StatusManager;
 use deps::PodProbes;
 use mirror::MirrorClient;
-use crate::runtime::state::RuntimeState;
 
 /// Period of the work-queue check.
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);

@@ -54,4 +54,3 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("port {number} is out of range"))
 }
-

@@ -32,7 +32,7 @@ use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
 use crate::events::EventType;
 use crate::runtime::resize::RESIZE_ERROR;
-use crate::status::containers::{
+use crate::runtime::result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
 };
@@ -239,7 +239,12 @@ impl RuntimeManager {
         // Step 9 (RESIZE, upstream doPodResizeAction): resize in place, after init
         // and before regular containers start, so they start under the new pod
         // limits. The result goes into the outcome: never lost (quirk 1).
-        match crate::runtime::resize::apply::resize_pod(&self.runtime, inputs.cgroups, pod, &actions) {
+        match crate::runtime::resize::apply::resize_pod(
+            &self.runtime,
+            inputs.cgroups,
+            pod,
+            &actions,
+        ) {
             Ok(steps) if steps.is_empty() => {}
             Ok(_) => outcome.ok(SyncAction::ResizeContainers, pod.full_name()),
             Err(err) => {

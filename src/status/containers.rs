@@ -49,35 +49,6 @@ pub const MSG_LOST_AT_TERMINATION: &str =
 pub const MSG_LOST_WHILE_RUNNING: &str =
     "The container could not be located when the pod was deleted.  The container used to be Running";
 
-/// Waiting reasons a sync can leave on a container (the sync step's error name).
-pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
-pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
-pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
-pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
-pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
-pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
-pub const PRE_START_HOOK_ERROR: &str = "PreStartHookError";
-pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
-pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
-
-/// Why the last sync could not start a container (upstream's reason cache entry):
-/// `reason` is the short error name (see the constants above), `message` the detail.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SyncError {
-    pub reason: String,
-    pub message: String,
-}
-
-impl SyncError {
-    pub fn new(reason: &str, message: &str) -> Self {
-        Self {
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-        }
-    }
-}
-
 /// The latest probe results, keyed by the runtime's container ID (without the
 /// `<runtime>://` prefix). `true` is Success; Failure and Unknown are `false`. A
 /// container with a probe in its spec and no entry here has not been probed yet.
