@@ -23,7 +23,6 @@ pub mod authz;
 mod cache;
 pub mod conn;
 pub mod http;
-pub mod logs;
 pub mod routes;
 pub mod tls;
 pub mod x509;

@@ -5,8 +5,9 @@
 //! timestamps, limitBytes; follow is driven by the route, which calls
 //! [`LogReader::pump`] until the container stops or the client leaves.
 //!
-//! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader. Called on
-//! connection threads; each reader owns its file handles. Malformed lines are skipped
+//! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader (upstream
+//! `kuberuntime/logs`). Called on the server's connection threads (`kubectl logs`) and
+//! by the runtime's termination messages (`FallbackToLogsOnError`); each reader owns its file handles. Malformed lines are skipped
 //! (logged at debug), never fatal.
 //!
 //! Rotation (`logs::manager` renames `0.log` to `0.log.<ts>` and the runtime starts a
