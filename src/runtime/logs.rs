@@ -17,6 +17,8 @@
 //! (the plain one), so the tail right after a rotation is still the last N lines
 //! (upstream reads the live file only and returns fewer).
 
+pub mod policy;
+
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
@@ -153,8 +155,8 @@ fn newest_rotated(path: &Path) -> Option<PathBuf> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
-    let newest = crate::logs::policy::rotated_in_use(live, &names).pop()?;
-    (!newest.ends_with(crate::logs::policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
+    let newest = policy::rotated_in_use(live, &names).pop()?;
+    (!newest.ends_with(policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
 }
 
 /// Why a pump stopped writing.
