@@ -280,6 +280,24 @@ fn merged_gc_thresholds_are_checked() {
     assert!(load_with(&file, &[]).is_ok());
 }
 
+/// The flag and the file agree: `systemd` is refused by both with the same words
+/// (the flag used to be accepted and then half honoured).
+#[test]
+fn cgroup_driver_systemd_is_refused_by_flag_and_file_alike() {
+    use clap::Parser;
+    let err = Flags::try_parse_from(["litelet", "--cgroup-driver", "systemd"]).unwrap_err();
+    let flag_text = err.to_string();
+    let expected = super::super::unsupported_cgroup_driver("systemd");
+    assert!(flag_text.contains(&expected), "{flag_text}");
+    let found = problems("cgroupDriver: systemd\n");
+    assert!(
+        found.iter().any(|p| p.to_string().contains(&expected)),
+        "{found:?}"
+    );
+    let ok = Flags::try_parse_from(["litelet", "--cgroup-driver", "cgroupfs"]).unwrap();
+    assert_eq!(ok.cgroup_driver, crate::config::CgroupDriver::Cgroupfs);
+}
+
 #[test]
 fn a_bad_file_stops_loading() {
     let file = temp_config("cgroupDriver: systemd\n");
