@@ -183,7 +183,8 @@ pub fn run(
     std::fs::create_dir_all(root_dir.join("pods"))
         .map_err(|e| AgentError::Config(format!("cannot create {}: {e}", root_dir.display())))?;
     let pod_logs_dir = flags.pod_logs_dir.clone();
-    let node_config = NodeConfig::from_flags(flags, Some(&node))
+    let node_config = flags
+        .node_config(Some(&node))
         .map_err(|e| AgentError::Config(e.to_string()))?;
     let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
     let (machine, problems) = reader.read();
@@ -492,11 +493,7 @@ pub fn run(
         stats,
     };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
-    if let Err(err) = server::spawn(
-        server::config_from_flags(flags, &node),
-        server,
-        shutdown.clone(),
-    ) {
+    if let Err(err) = server::spawn(flags.server_config(&node), server, shutdown.clone()) {
         log::error!("node server disabled: {err}");
     }
     kubelet.resize = Some(resize);

@@ -8,6 +8,7 @@
 //! the `--config` file (see [`file`]) under it: a value from the file fills every flag
 //! the command line did not set. `Flags` stays the one struct the rest of litelet reads.
 
+pub mod components;
 pub mod file;
 
 use std::ffi::OsString;
@@ -389,7 +390,7 @@ impl RuntimeFlags {
 }
 
 /// A clap value parser that checks a node flag with `parse` and keeps its text
-/// (`node::NodeConfig::from_flags` parses it again into values).
+/// (`Flags::node_config` parses it again into values).
 fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
     parse: fn(&str) -> Result<T, E>,
 ) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {

@@ -379,7 +379,7 @@ registerWithTaints:
         flags.register_with_taints.as_deref(),
         Some("dedicated=edge:NoSchedule,gpu:NoExecute")
     );
-    let node = crate::node::config::NodeConfig::from_flags(&flags, Some("edge-1")).unwrap();
+    let node = flags.node_config(Some("edge-1")).unwrap();
     assert_eq!(node.register_with_taints.len(), 2);
     assert_eq!(node.node_status_report_frequency, Duration::from_secs(20));
 }
