@@ -1,3 +1,6 @@
+//! The KubeletConfiguration file: parsing, refusals with field names, and merging
+//! under the command line.
+
 use std::io::Write;
 
 use clap::CommandFactory;
