@@ -738,3 +738,34 @@ pub fn run(
     threads.join_within(SHUTDOWN_JOIN_LIMIT);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shutdown joins the threads that stop on the signal and gives up, without
+    /// hanging, on one that does not (blocked elsewhere), leaving it running.
+    #[test]
+    fn shutdown_joins_stopping_threads_and_leaves_a_stuck_one() {
+        let (shutdown_tx, shutdown) = bounded::<()>(0);
+        let mut threads = Threads::new(&shutdown);
+        let stopped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..3 {
+            let (rx, stopped) = (threads.shutdown(), stopped.clone());
+            threads.add(std::thread::spawn(move || {
+                let _ = rx.recv();
+                stopped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }));
+        }
+        let (_never_tx, never_rx) = bounded::<()>(0);
+        let stuck = std::thread::spawn(move || {
+            let _ = never_rx.recv();
+        });
+        threads.add(std::thread::spawn(|| {}));
+        drop(shutdown_tx);
+        let mut with_stuck = threads;
+        with_stuck.add(stuck);
+        with_stuck.join_within(Duration::from_secs(2));
+        assert_eq!(stopped.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+}
