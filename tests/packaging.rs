@@ -83,6 +83,17 @@ fn unit_starts_the_packaged_binary_after_the_runtime() {
     assert!(has("WantedBy=multi-user.target"));
 }
 
+/// Memory per pod (issue 18): one thread per pod worker, so glibc's per-thread cache
+/// of freed chunks would cost about 110 KiB a pod; the unit turns it off.
+#[test]
+fn unit_turns_off_the_per_thread_malloc_cache() {
+    let unit = repo_file("packaging/litelet.service");
+    assert!(unit
+        .lines()
+        .map(str::trim)
+        .any(|l| l == "Environment=GLIBC_TUNABLES=glibc.malloc.tcache_count=0"));
+}
+
 #[test]
 fn a_bad_config_file_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -529,9 +529,20 @@ pub struct ObjectMeta {
     pub owner_references: Vec<OwnerReference>,
     #[serde(deserialize_with = "nullable", skip_serializing_if = "is_default")]
     pub finalizers: Vec<String>,
-    /// Fields not modelled here (managedFields, selfLink, ...), kept verbatim.
-    #[serde(flatten)]
+    /// Fields not modelled here (selfLink, ...), kept verbatim. `managedFields` is
+    /// dropped on decoding: nothing here reads it, litelet only PATCHes or creates
+    /// (an update without it keeps the server's), and its field trees were the
+    /// largest part of every pod copy held per pod (issue 18).
+    #[serde(flatten, deserialize_with = "without_managed_fields")]
     pub extra: Map<String, Value>,
+}
+
+/// `deserialize_with` for [`ObjectMeta::extra`]: the unmodelled keys minus
+/// `managedFields`.
+fn without_managed_fields<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    let mut extra = Map::deserialize(d)?;
+    extra.remove("managedFields");
+    Ok(extra)
 }
 
 impl ObjectMeta {
@@ -850,7 +861,7 @@ mod tests {
     }
 
     #[test]
-    fn object_meta_round_trip_keeps_unknown() {
+    fn object_meta_round_trip_keeps_unknown_but_drops_managed_fields() {
         let json = serde_json::json!({
             "name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
             "generation": 3, "creationTimestamp": "2024-01-02T03:04:05Z",
@@ -863,14 +874,14 @@ mod tests {
         assert_eq!(m.label("app"), Some("x"));
         assert!(m.annotations.is_empty());
         assert_eq!(m.owner_references[0].controller, Some(true));
-        assert!(m.extra.contains_key("managedFields"));
         m.labels.insert("b".into(), "y".into());
         let out = serde_json::to_value(&m).unwrap();
-        assert_eq!(out["managedFields"][0]["manager"], "kubectl");
         assert_eq!(out["selfLink"], "/x");
         assert_eq!(out["labels"]["b"], "y");
         assert!(out.get("annotations").is_none());
         assert_eq!(serde_json::to_string(&ObjectMeta::default()).unwrap(), "{}");
+        assert!(!m.extra.contains_key("managedFields"));
+        assert!(out.get("managedFields").is_none());
     }
 
     #[test]

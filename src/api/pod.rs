@@ -1576,10 +1576,8 @@ mod tests {
 
         // Every modelled key was recognised: only genuinely unknown ones are extra.
         assert!(pod.extra.is_empty() && pod.status.extra.is_empty());
-        assert_eq!(
-            pod.metadata.extra.keys().collect::<Vec<_>>(),
-            ["managedFields"]
-        );
+        // managedFields is dropped on decoding (never read; the biggest part of a copy).
+        assert!(pod.metadata.extra.is_empty());
         assert_eq!(
             pod.spec.extra.keys().collect::<Vec<_>>(),
             ["serviceAccount"]
