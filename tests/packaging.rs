@@ -84,7 +84,7 @@ fn unit_starts_the_packaged_binary_after_the_runtime() {
 }
 
 /// Memory per pod (issue 18): one thread per pod worker, so glibc's per-thread cache
-/// of freed chunks would cost about 110 KiB a pod; the unit turns it off.
+/// of freed chunks would cost about 75 KiB a pod; the unit turns it off.
 #[test]
 fn unit_turns_off_the_per_thread_malloc_cache() {
     let unit = repo_file("packaging/litelet.service");
