@@ -402,6 +402,8 @@ pub fn run(
         &node,
         allocatable.clone(),
     ));
+    // CSI node plugins: the `plugins` thread registers drivers from plugins_registry.
+    volumes.spawn_plugin_watcher(shutdown.clone())?;
     let mut syncer = KubeletSyncer::new(
         manager.clone(),
         status.clone(),

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
+pub use admission::affinity::matches_node; // VOLUMES: a local PV's node affinity
 pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
 pub use admission::{admit, sysctls, NodeView, Rejection};
 pub use pod_manager::PodManager;

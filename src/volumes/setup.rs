@@ -19,12 +19,15 @@ use std::time::{Instant, SystemTime};
 
 use super::atomic::{self, FileProjection, Payload};
 use super::cache::ObjectKind;
+use super::csi::mounter::CsiVolume;
+use super::csi::plan;
 use super::error::VolumeError;
 use super::paths::{
     clean_file_path, volume_dir, PLUGIN_CONFIG_MAP, PLUGIN_DOWNWARD_API, PLUGIN_EMPTY_DIR,
     PLUGIN_PROJECTED, PLUGIN_SECRET,
 };
 use super::payload::{self, mode_bits, KeySource, DEFAULT_MODE};
+use super::pv::{Claims, CsiSource, PvSource};
 use super::token::TokenSpec;
 use super::{hostpath, mount, VolumeManager};
 use crate::api::pod::{
@@ -40,6 +43,12 @@ enum Source<'a> {
     Secret(&'a SecretVolumeSource),
     DownwardApi(&'a DownwardApiVolumeSource),
     Projected(&'a ProjectedVolumeSource),
+    /// persistentVolumeClaim: the claim's name and the pod's readOnly.
+    Claim(&'a str, bool),
+    /// Generic ephemeral: the claim `<pod>-<volume>`, owned by the pod.
+    Ephemeral,
+    /// Inline CSI ephemeral volume (`csi` in the pod spec).
+    InlineCsi(&'a serde_json::Value),
     Unsupported(String),
 }
 
@@ -62,8 +71,14 @@ fn classify(v: &Volume) -> Source<'_> {
     if let Some(s) = &v.projected {
         return Source::Projected(s);
     }
-    if v.persistent_volume_claim.is_some() {
-        return Source::Unsupported("persistentVolumeClaim".into());
+    if let Some(c) = &v.persistent_volume_claim {
+        return Source::Claim(&c.claim_name, c.read_only.unwrap_or(false));
+    }
+    if v.extra.contains_key("ephemeral") {
+        return Source::Ephemeral;
+    }
+    if let Some(csi) = v.extra.get("csi") {
+        return Source::InlineCsi(csi);
     }
     match v.extra.keys().next() {
         Some(kind) => Source::Unsupported(kind.clone()),
@@ -75,10 +90,16 @@ fn classify(v: &Volume) -> Source<'_> {
 /// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
 /// containers always get them read-only, whatever the volumeMount says.
 pub fn forces_read_only(v: &Volume) -> bool {
-    matches!(
-        classify(v),
-        Source::ConfigMap(_) | Source::Secret(_) | Source::DownwardApi(_) | Source::Projected(_)
-    )
+    match classify(v) {
+        Source::ConfigMap(_)
+        | Source::Secret(_)
+        | Source::DownwardApi(_)
+        | Source::Projected(_) => true,
+        // A claim mounted readOnly in the pod spec is read-only in every container.
+        Source::Claim(_, read_only) => read_only,
+        Source::InlineCsi(csi) => csi["readOnly"] == true,
+        _ => false,
+    }
 }
 
 /// Creates `dir` (mode `mode`, parents 0750) and tells whether it is new.
@@ -206,7 +227,85 @@ impl VolumeManager {
                 };
                 self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
             }
+            Source::Claim(claim, read_only) => {
+                self.claim_volume(pod, claim, None, read_only, fs_group)
+            }
+            Source::Ephemeral => {
+                let claim = format!("{}-{}", pod.name(), name);
+                self.claim_volume(pod, &claim, Some(uid), false, fs_group)
+            }
+            Source::InlineCsi(raw) => {
+                let src: CsiSource =
+                    serde_json::from_value(raw.clone()).map_err(|e| VolumeError::Decode {
+                        kind: "csi volume source",
+                        namespace: pod.namespace().to_owned(),
+                        name: name.clone(),
+                        message: e.to_string(),
+                    })?;
+                let vol = CsiVolume {
+                    driver: &src.driver,
+                    handle: plan::ephemeral_handle(uid, name),
+                    read_only: src.read_only.unwrap_or(false),
+                    fs_type: src.fs_type.as_deref().unwrap_or(""),
+                    attributes: &src.volume_attributes,
+                    access_mode: None,
+                    ephemeral: true,
+                    dir: volume_dir(&self.root, uid, plan::PLUGIN_CSI, name)?,
+                    spec_name: name,
+                };
+                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+            }
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
+        }
+    }
+
+    /// A volume backed by claim `claim` (owned by pod `owner` for generic ephemeral
+    /// volumes): resolved to its PV, then set up by the PV's source.
+    fn claim_volume(
+        &self,
+        pod: &Pod,
+        claim: &str,
+        owner: Option<&str>,
+        read_only: bool,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let Some(api) = &self.api else {
+            return Err(VolumeError::NoApiServer {
+                kind: "persistentVolumeClaim",
+                name: claim.to_owned(),
+            });
+        };
+        let claims = Claims {
+            api,
+            node: &self.node_name,
+        };
+        let resolved = claims.resolve(pod.namespace(), claim, owner)?;
+        match &resolved.source {
+            PvSource::HostPath { path, type_ } => {
+                let path = PathBuf::from(path);
+                hostpath::check(&path, type_.as_deref())?;
+                Ok(path)
+            }
+            PvSource::Local { path } => {
+                let path = PathBuf::from(path);
+                // A local volume is a disk or folder prepared by the admin: it must exist.
+                hostpath::check(&path, Some("Directory"))?;
+                Ok(path)
+            }
+            PvSource::Csi(src) => {
+                let vol = CsiVolume {
+                    driver: &src.driver,
+                    handle: src.volume_handle.clone(),
+                    read_only: read_only || resolved.read_only,
+                    fs_type: src.fs_type.as_deref().unwrap_or(""),
+                    attributes: &src.volume_attributes,
+                    access_mode: resolved.access_modes.first().map(String::as_str),
+                    ephemeral: false,
+                    dir: volume_dir(&self.root, pod.uid(), plan::PLUGIN_CSI, &resolved.pv_name)?,
+                    spec_name: &resolved.pv_name,
+                };
+                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+            }
         }
     }
 
