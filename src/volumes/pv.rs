@@ -258,7 +258,7 @@ pub fn local_fits_node(
     }});
     let mut probe = crate::api::pod::Pod::default();
     probe.spec.affinity = Some(affinity);
-    if crate::kubelet::matches_node(&probe, node, labels) {
+    if crate::admission::affinity::matches_node(&probe, node, labels) {
         return Ok(());
     }
     Err(ClaimError::WrongNode {

@@ -27,10 +27,18 @@ fn bound_to(ns: &str, name: &str, uid: &str) -> PersistentVolume {
     )
 }
 
+/// Name, claim, its PV, and the expected result (or a part of the error).
+type Case = (
+    &'static str,
+    Claim,
+    Option<PersistentVolume>,
+    Result<(), &'static str>,
+);
+
 #[test]
 fn a_claim_is_usable_only_when_bound_both_ways() {
     let good = bound_to("ns", "data", "u1");
-    let cases: Vec<(&str, Claim, Option<PersistentVolume>, Result<(), &str>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "bound",
             claim("Bound", "pv1", "u1"),
