@@ -7,8 +7,11 @@
 //! annotation, topology label); a PVC bound to a CSI PV is staged and published for
 //! a pod, survives the pod (a second pod reads what the first wrote) and a litelet
 //! restart in the middle, and is unpublished and unstaged when its pods are gone; an
-//! inline CSI ephemeral volume lives and dies with its pod; `local` and `hostPath`
-//! PVs are mounted; an unbound claim keeps its pod waiting with a FailedMount event.
+//! inline CSI ephemeral volume lives and dies with its pod; the driver is
+//! deregistered when its registrar goes; `local` and `hostPath` PVs and a generic
+//! ephemeral volume's claim are mounted; an unbound claim, a local PV of another
+//! node and an ephemeral claim the pod does not own keep their pods waiting with a
+//! FailedMount event.
 //! Nothing stays mounted under the node's root dir at the end. Skips loudly without
 //! the assets or root unless CI=true.
 
@@ -180,12 +183,25 @@ fn claim_volume(claim: &str) -> Value {
 /// Creates PV `pv` (with `source`, e.g. `{"csi": {...}}`) and PVC `claim` and binds
 /// them as the PV controller would: claimRef with the claim's UID, phase Bound.
 fn bound_claim(node: &RealNode, ns: &str, claim: &str, pv: &str, source: Value) {
+    owned_bound_claim(node, ns, claim, pv, source, json!([]));
+}
+
+/// [`bound_claim`] with the claim's `ownerReferences` (a generic ephemeral volume's
+/// claim is controlled by its pod).
+fn owned_bound_claim(
+    node: &RealNode,
+    ns: &str,
+    claim: &str,
+    pv: &str,
+    source: Value,
+    owners: Value,
+) {
     let cp = node.cp;
     let pvc = cp.create(
         &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims"),
         &json!({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim},
+            "metadata": {"name": claim, "ownerReferences": owners},
             "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
                      "storageClassName": "",
                      "resources": {"requests": {"storage": "1Mi"}}},
@@ -270,6 +286,8 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     let Some(mut node) = RealNode::start(test, "csi1", &[]) else {
         return;
     };
+    // litelet makes plugins_registry at start-up; the registrar needs it to listen.
+    node.wait_ready();
     let Some(plugin) = CsiPlugin::start(test, &node) else {
         return;
     };
@@ -419,7 +437,25 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     node.wait_for("nothing mounted under the root dir", || {
         mounts_under(&node.root()).is_empty()
     });
-    drop(plugin);
+
+    // The registrar goes (SIGTERM removes its socket): the driver is deregistered.
+    let mut plugin = plugin;
+    plugin.registrar = None;
+    node.wait_for("CSINode without the driver", || {
+        cp.get(&csi_node).is_some_and(|c| {
+            c["spec"]["drivers"]
+                .as_array()
+                .is_none_or(|d| d.iter().all(|d| d["name"] != DRIVER))
+        })
+    });
+    let n = node.node_object().expect("node");
+    assert!(
+        n["metadata"]["annotations"]
+            .get("csi.volume.kubernetes.io/nodeid")
+            .is_none(),
+        "nodeid annotation removed: {}",
+        n["metadata"]["annotations"]
+    );
 }
 
 #[test]
@@ -469,6 +505,38 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
                 "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                          "resources": {"requests": {"storage": "1Mi"}}}}),
     );
+    // Generic ephemeral volumes: the claim `<pod>-<volume>` must be controlled by
+    // the pod (the test plays the ephemeral-volume controller and the binder).
+    let template = json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "resources": {"requests": {"storage": "1Mi"}}}}}});
+    let eph_dir = node.dir().join("eph-dir");
+    for name in ["eph", "not-mine"] {
+        let created = cp.create(
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            &pod(
+                ns,
+                name,
+                &node.name,
+                &format!("echo {name} > /data/{name}; sleep 3600 & wait"),
+                template.clone(),
+                "Never",
+            ),
+        );
+        let owners = match name {
+            "eph" => json!([{"apiVersion": "v1", "kind": "Pod", "name": name,
+                             "uid": created["metadata"]["uid"], "controller": true}]),
+            _ => json!([]),
+        };
+        owned_bound_claim(
+            &node,
+            ns,
+            &format!("{name}-data"),
+            &format!("pv-{name}"),
+            json!({"hostPath": {"path": eph_dir, "type": "DirectoryOrCreate"}}),
+            owners,
+        );
+    }
     for (name, claim) in [
         ("on-local", "local"),
         ("on-hostpath", "hostpath"),
@@ -489,8 +557,11 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
     }
     node.wait_pod(ns, "on-local", "Running", |p| phase(p) == "Running");
     node.wait_pod(ns, "on-hostpath", "Running", |p| phase(p) == "Running");
-    node.wait_for("files on the local and hostPath volumes", || {
-        local_dir.join("on-local").is_file() && host_dir.join("on-hostpath").is_file()
+    node.wait_pod(ns, "eph", "Running", |p| phase(p) == "Running");
+    node.wait_for("files on the local, hostPath and ephemeral volumes", || {
+        local_dir.join("on-local").is_file()
+            && host_dir.join("on-hostpath").is_file()
+            && eph_dir.join("eph").is_file()
     });
     node.wait_for("FailedMount events for the waiting pods", || {
         events(&node, ns, "unbound", "FailedMount")
@@ -499,14 +570,24 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
             && events(&node, ns, "wrong-node", "FailedMount")
                 .iter()
                 .any(|m| m.contains("node affinity does not match"))
+            && events(&node, ns, "not-mine", "FailedMount")
+                .iter()
+                .any(|m| m.contains("was not created for pod"))
     });
-    for name in ["wrong-node", "unbound"] {
+    for name in ["wrong-node", "unbound", "not-mine"] {
         let p = cp
             .get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
             .expect("pod");
         assert_eq!(phase(&p), "Pending", "{name}: {p}");
     }
-    for name in ["on-local", "on-hostpath", "wrong-node", "unbound"] {
+    for name in [
+        "on-local",
+        "on-hostpath",
+        "wrong-node",
+        "unbound",
+        "eph",
+        "not-mine",
+    ] {
         delete_pod(&node, ns, name);
     }
     assert!(
