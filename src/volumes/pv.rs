@@ -148,6 +148,8 @@ pub struct Resolved {
     /// The PV's own readOnly (csi.readOnly); the pod's claim readOnly is added by
     /// the caller.
     pub read_only: bool,
+    /// The PV's `mountOptions` (CSI: the capability's mount flags).
+    pub mount_options: Vec<String>,
 }
 
 /// The claim must be Bound to a PV whose claimRef names it, UID included (a PV
@@ -235,6 +237,7 @@ pub fn source_of(pv: &PersistentVolume) -> Result<Resolved, ClaimError> {
         source,
         access_modes: spec.access_modes.clone(),
         read_only,
+        mount_options: spec.mount_options.clone(),
     })
 }
 

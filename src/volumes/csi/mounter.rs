@@ -62,6 +62,8 @@ pub struct CsiVolume<'a> {
     pub handle: String,
     pub read_only: bool,
     pub fs_type: &'a str,
+    /// Mount flags (a PV's `mountOptions`).
+    pub mount_flags: &'a [String],
     pub attributes: &'a std::collections::BTreeMap<String, String>,
     /// The PV's first access mode (None for inline volumes).
     pub access_mode: Option<&'a str>,
@@ -133,7 +135,7 @@ impl Mounter {
             vol.access_mode,
             caps.contains(&NodeCapability::SingleNodeMultiWriter),
         );
-        let capability = capability(mode, vol.fs_type);
+        let capability = capability(mode, vol.fs_type, vol.mount_flags);
 
         let mut publish_context = HashMap::new();
         let mut attachment_id = String::new();
@@ -294,6 +296,7 @@ impl Mounter {
 fn capability(
     mode: pb::volume_capability::access_mode::Mode,
     fs_type: &str,
+    mount_flags: &[String],
 ) -> pb::VolumeCapability {
     use pb::volume_capability::{AccessMode, Access_type, MountVolume};
     pb::VolumeCapability {
@@ -304,6 +307,7 @@ fn capability(
         .into(),
         access_type: Some(Access_type::Mount(MountVolume {
             fs_type: fs_type.to_owned(),
+            mount_flags: mount_flags.to_vec(),
             ..Default::default()
         })),
         ..Default::default()
