@@ -4,8 +4,8 @@
 //! containers would run on a node (both from `KUBEBUILDER_ASSETS`).
 //!
 //! Proven here: the plugin watcher registers the driver (CSINode entry, nodeid
-//! annotation, topology label); a PVC bound to a CSI PV is staged and published for
-//! a pod, survives the pod (a second pod reads what the first wrote) and a litelet
+//! annotation, topology label); a PVC bound to a CSI PV waits for its
+//! VolumeAttachment (attachRequired), is staged and published for a pod, survives the pod (a second pod reads what the first wrote) and a litelet
 //! restart in the middle, and is unpublished and unstaged when its pods are gone; an
 //! inline CSI ephemeral volume lives and dies with its pod; the driver is
 //! deregistered when its registrar goes; `local` and `hostPath` PVs and a generic
@@ -298,7 +298,7 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
         "/apis/storage.k8s.io/v1/csidrivers",
         &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
                 "metadata": {"name": DRIVER},
-                "spec": {"attachRequired": false, "podInfoOnMount": true,
+                "spec": {"attachRequired": true, "podInfoOnMount": true,
                          "volumeLifecycleModes": ["Persistent", "Ephemeral"],
                          "fsGroupPolicy": "File"}}),
     );
@@ -350,6 +350,25 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
             claim_volume("data"),
             "Never",
         ),
+    );
+    // attachRequired: the pod waits until the VolumeAttachment says attached (the
+    // test plays the external-attacher).
+    node.wait_for("a FailedMount event: not attached yet", || {
+        events(&node, ns, "writer", "FailedMount")
+            .iter()
+            .any(|m| m.contains("is not attached to this node yet"))
+    });
+    let attachment = litelet::volumes::csi::plan::attachment_name(&volume_id, DRIVER, &node.name);
+    cp.create(
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                "metadata": {"name": attachment},
+                "spec": {"attacher": DRIVER, "nodeName": node.name,
+                         "source": {"persistentVolumeName": "pv-csi-1"}}}),
+    );
+    cp.patch(
+        &format!("/apis/storage.k8s.io/v1/volumeattachments/{attachment}/status"),
+        &json!({"status": {"attached": true}}),
     );
     let writer = node.wait_pod(ns, "writer", "Running", |p| phase(p) == "Running");
     let on_driver = plugin.state.join(&volume_id).join("hello");

@@ -116,6 +116,24 @@ impl Mounter {
         }
     }
 
+    /// VolumeAttachment `name`, `None` while there is none. The Node authorizer only
+    /// shows a node the attachments made for it, so one not created yet is refused
+    /// (403, "no relationship found"), not missing: both mean "not attached yet".
+    fn attachment(&self, name: &str) -> Result<Option<Value>, CsiMountError> {
+        let path = format!("/apis/storage.k8s.io/v1/volumeattachments/{name}");
+        match &self.api {
+            Some(api) => match api.get::<Value>(&path) {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
+                Err(e) => Err(CsiMountError::Api {
+                    what: format!("VolumeAttachment {name}"),
+                    source: Box::new(e),
+                }),
+            },
+            None => Ok(None),
+        }
+    }
+
     /// Sets `vol` up for `pod`; returns the path to give the containers.
     pub fn set_up(
         &self,
@@ -141,10 +159,7 @@ impl Mounter {
         let mut attachment_id = String::new();
         if policy.attach_required && !vol.ephemeral {
             attachment_id = plan::attachment_name(&vol.handle, vol.driver, &self.node);
-            let va = self.get(
-                format!("VolumeAttachment {attachment_id}"),
-                &format!("/apis/storage.k8s.io/v1/volumeattachments/{attachment_id}"),
-            )?;
+            let va = self.attachment(&attachment_id)?;
             let attached = va.as_ref().is_some_and(|v| v["status"]["attached"] == true);
             if !attached {
                 return Err(CsiMountError::NotAttached {
