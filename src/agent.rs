@@ -13,7 +13,7 @@ use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
-use crate::config::{CgroupDriver, Flags};
+use crate::config::Flags;
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
@@ -183,7 +183,8 @@ pub fn run(
     std::fs::create_dir_all(root_dir.join("pods"))
         .map_err(|e| AgentError::Config(format!("cannot create {}: {e}", root_dir.display())))?;
     let pod_logs_dir = flags.pod_logs_dir.clone();
-    let node_config = NodeConfig::from_flags(flags, Some(&node))
+    let node_config = flags
+        .node_config(Some(&node))
         .map_err(|e| AgentError::Config(e.to_string()))?;
     let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
     let (machine, problems) = reader.read();
@@ -265,33 +266,22 @@ pub fn run(
             }),
     );
 
-    // RESIZE: litelet writes pod cgroups only through cgroupfs.
-    let cgroups = if flags.cgroup_driver == CgroupDriver::Systemd {
-        log::warn!("pod cgroups disabled: litelet manages them only with --cgroup-driver=cgroupfs");
-        None
-    } else {
-        match PodCgroupManager::from_system(ManagerConfig {
-            cgroup_root: flags.cgroup_root.clone(),
-            ..Default::default()
-        })
-        .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
-        {
-            Ok(m) => Some(Arc::new(m)),
-            Err(err) => {
-                log::warn!("pod cgroups disabled: {err}");
-                None
-            }
+    // litelet writes pod cgroups through cgroupfs (the only --cgroup-driver it accepts).
+    let cgroups = match PodCgroupManager::from_system(ManagerConfig {
+        cgroup_root: flags.cgroup_root.clone(),
+        ..Default::default()
+    })
+    .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
+    {
+        Ok(m) => Some(Arc::new(m)),
+        Err(err) => {
+            log::warn!("pod cgroups disabled: {err}");
+            None
         }
     };
 
     // RESIZE: allocations (the checkpoint under --root-dir), resize admission.
-    let (resize, problem) = ResizeManager::open(
-        &root_dir,
-        ResizeConfig {
-            node: view.clone(),
-            driver: flags.cgroup_driver,
-        },
-    );
+    let (resize, problem) = ResizeManager::open(&root_dir, ResizeConfig { node: view.clone() });
     if let Some(problem) = problem {
         log::error!("{problem}; pods are admitted at their spec");
     }
@@ -505,11 +495,7 @@ pub fn run(
         stats,
     };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
-    if let Err(err) = server::spawn(
-        server::config_from_flags(flags, &node),
-        server,
-        shutdown.clone(),
-    ) {
+    if let Err(err) = server::spawn(flags.server_config(&node), server, shutdown.clone()) {
         log::error!("node server disabled: {err}");
     }
     kubelet.resize = Some(resize);

@@ -94,13 +94,7 @@ impl Node {
             node.allocatable
                 .insert(k.into(), Quantity::parse(v).unwrap());
         }
-        let (resize, problem) = ResizeManager::open(
-            root,
-            ResizeConfig {
-                node: node.clone(),
-                driver: Default::default(),
-            },
-        );
+        let (resize, problem) = ResizeManager::open(root, ResizeConfig { node: node.clone() });
         assert!(problem.is_none(), "{problem:?}");
         let resize = Arc::new(resize);
         let cache = PodStatusCache::new();

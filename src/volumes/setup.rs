@@ -87,21 +87,6 @@ fn classify(v: &Volume) -> Source<'_> {
     }
 }
 
-/// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
-/// containers always get them read-only, whatever the volumeMount says.
-pub fn forces_read_only(v: &Volume) -> bool {
-    match classify(v) {
-        Source::ConfigMap(_)
-        | Source::Secret(_)
-        | Source::DownwardApi(_)
-        | Source::Projected(_) => true,
-        // A claim mounted readOnly in the pod spec is read-only in every container.
-        Source::Claim(_, read_only) => read_only,
-        Source::InlineCsi(csi) => csi["readOnly"] == true,
-        _ => false,
-    }
-}
-
 /// Creates `dir` (mode `mode`, parents 0750) and tells whether it is new.
 fn make_dir(dir: &Path, mode: u32) -> Result<bool, VolumeError> {
     if let Some(parent) = dir.parent() {
@@ -503,6 +488,94 @@ mod tests {
             ..Default::default()
         });
         pod
+    }
+
+    /// `Volume::forces_read_only` (in api, so the runtime can ask without importing this
+    /// module) says read-only exactly for the sources this module writes itself, and
+    /// for claims and inline CSI volumes the pod spec marks readOnly.
+    #[test]
+    fn forced_read_only_matches_the_kubelet_written_sources() {
+        use super::{classify, Source};
+        use crate::api::pod::{
+            ConfigMapVolumeSource, DownwardApiVolumeSource, HostPathVolumeSource,
+            ProjectedVolumeSource, SecretVolumeSource,
+        };
+        let empty = || Some(EmptyDirVolumeSource::default());
+        let host = || {
+            Some(HostPathVolumeSource {
+                path: "/x".into(),
+                ..Default::default()
+            })
+        };
+        let cm = || Some(ConfigMapVolumeSource::default());
+        let claim = |read_only| Volume {
+            persistent_volume_claim: Some(crate::api::pod::PersistentVolumeClaimVolumeSource {
+                claim_name: "c".into(),
+                read_only,
+            }),
+            ..Default::default()
+        };
+        let extra = |key: &str, value| {
+            let mut v = Volume::default();
+            v.extra.insert(key.into(), value);
+            v
+        };
+        let volumes = [
+            Volume::default(),
+            Volume {
+                empty_dir: empty(),
+                ..Default::default()
+            },
+            Volume {
+                host_path: host(),
+                ..Default::default()
+            },
+            Volume {
+                config_map: cm(),
+                ..Default::default()
+            },
+            Volume {
+                secret: Some(SecretVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                downward_api: Some(DownwardApiVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                projected: Some(ProjectedVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                empty_dir: empty(),
+                config_map: cm(),
+                ..Default::default()
+            },
+            Volume {
+                host_path: host(),
+                config_map: cm(),
+                ..Default::default()
+            },
+            claim(Some(true)),
+            claim(Some(false)),
+            claim(None),
+            extra("csi", serde_json::json!({"driver": "d", "readOnly": true})),
+            extra("csi", serde_json::json!({"driver": "d"})),
+            extra("ephemeral", serde_json::json!({"volumeClaimTemplate": {}})),
+        ];
+        for v in &volumes {
+            let written = match classify(v) {
+                Source::ConfigMap(_)
+                | Source::Secret(_)
+                | Source::DownwardApi(_)
+                | Source::Projected(_) => true,
+                Source::Claim(_, read_only) => read_only,
+                Source::InlineCsi(csi) => csi["readOnly"] == true,
+                _ => false,
+            };
+            assert_eq!(v.forces_read_only(), written, "{v:?}");
+        }
+        assert_eq!(volumes.iter().filter(|v| v.forces_read_only()).count(), 6);
     }
 
     /// Sets the pod's volumes up under a fresh root; returns (mode bits, gid).
