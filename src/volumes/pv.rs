@@ -57,6 +57,8 @@ pub struct PvSpec {
     pub csi: Option<CsiSource>,
     pub node_affinity: Option<VolumeNodeAffinity>,
     pub mount_options: Vec<String>,
+    /// `Filesystem` (default) or `Block` (raw block devices: not supported).
+    pub volume_mode: Option<String>,
     /// Other sources (nfs, iscsi, ...): their keys name what is unsupported.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -207,6 +209,12 @@ pub fn check_ephemeral_owner(claim: &Claim, pod_uid: &str) -> Result<(), ClaimEr
 pub fn source_of(pv: &PersistentVolume) -> Result<Resolved, ClaimError> {
     let pv_name = pv.metadata.name.clone().unwrap_or_default();
     let spec = &pv.spec;
+    if spec.volume_mode.as_deref() == Some("Block") {
+        return Err(ClaimError::UnsupportedSource {
+            pv: pv_name,
+            kinds: "volumeMode Block".into(),
+        });
+    }
     let (source, read_only) = if let Some(h) = &spec.host_path {
         let source = PvSource::HostPath {
             path: h.path.clone(),

@@ -159,6 +159,8 @@ fn pv_sources_resolve_or_name_what_is_unsupported() {
     assert_eq!(csi.volume_attributes["k"], "v");
     let err = source_of(&pv(json!({"nfs": {"server": "s", "path": "/"}}))).unwrap_err();
     assert!(err.to_string().contains("(nfs)"), "{err}");
+    let err = source_of(&pv(json!({"csi": {"driver": "d"}, "volumeMode": "Block"}))).unwrap_err();
+    assert!(err.to_string().contains("(volumeMode Block)"), "{err}");
     let err = source_of(&pv(json!({}))).unwrap_err();
     assert!(err.to_string().contains("(none)"), "{err}");
 }
