@@ -70,7 +70,7 @@ pub struct ContainerContext<'a> {
     pub hosts_file: Option<&'a Path>,
     /// The machine's memory, for the Burstable oom_score_adj.
     pub memory_capacity: i64,
-    /// False with `--cpu-cfs-quota=false`: no CFS quota is set.
+    /// False: no CFS quota is set for a CPU limit (see `RuntimeSettings`).
     pub enforce_cpu_limits: bool,
     /// For an ephemeral container: the container whose PID namespace it joins.
     pub target_container_id: Option<&'a str>,
