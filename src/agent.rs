@@ -635,7 +635,7 @@ pub fn run(
         allocatable.clone(),
     ));
     // CSI node plugins: the `plugins` thread registers drivers from plugins_registry.
-    volumes.spawn_plugin_watcher(shutdown.clone())?;
+    threads.add(volumes.spawn_plugin_watcher(threads.shutdown())?);
     let mut syncer = KubeletSyncer::new(
         rt.manager.clone(),
         status.clone(),

@@ -11,7 +11,7 @@
 //! upstream's "false" causes) while the node is merely cut off. A socket that goes
 //! away deregisters its driver (Node annotation and CSINode entry).
 //!
-//! The watch is only a prompt: every wake-up (event, or the 2 s poll timeout)
+//! The watch is only a prompt: every wake-up (event, or the 1 s poll timeout)
 //! reconciles the folder's listing against what is registered, so a missed event or
 //! a watch that cannot be set up only delays things. Shutdown: the `shutdown`
 //! receiver disconnecting ends the loop within one poll timeout.
@@ -39,7 +39,7 @@ pub fn registry_dir(root: &Path) -> PathBuf {
     root.join("plugins_registry")
 }
 
-const POLL: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why one registration attempt failed.
