@@ -284,7 +284,7 @@ fn active_deadline_exceeded(
 impl PodSyncer for KubeletSyncer {
     fn sync_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         _update_type: UpdateType,
         pod: &Pod,
         mirror: Option<&Pod>,
@@ -349,9 +349,15 @@ impl PodSyncer for KubeletSyncer {
             config_source: self.volumes.config_source(),
             pull_secrets: Some(&pull_secrets),
             cgroups: self.cgroups.as_deref(),
+            cancel: cancel.clone(),
         };
         let probes = self.probes.action_results(pod.uid());
         let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
+        if cancel.is_cancelled() {
+            // A cancelled sync's half-done steps are no waiting reasons; the update
+            // that cancelled it runs next.
+            return Err(SyncError::Canceled);
+        }
         let reasons_changed = self.set_reasons(pod.uid(), outcome.container_errors());
         let mut reported = false;
         if let Some((resize, cache)) = &self.resize {
@@ -393,7 +399,7 @@ impl PodSyncer for KubeletSyncer {
 
     fn sync_terminating_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         grace: Option<i64>,
@@ -405,9 +411,13 @@ impl PodSyncer for KubeletSyncer {
         }
         self.status.set_pod_status(pod, api);
         self.probes.stop_liveness_and_startup(pod);
-        let killed = self
-            .runtime
-            .kill_pod(Some(pod), &runtime.to_running_pod(), grace);
+        let killed =
+            self.runtime
+                .kill_pod_cancellable(Some(pod), &runtime.to_running_pod(), grace, cancel);
+        if cancel.is_cancelled() {
+            // A shorter grace period (or a kill) replaced this one; it runs next.
+            return Err(SyncError::Canceled);
+        }
         if !killed.is_ok() {
             let message = format!("error killing pod: {killed}");
             self.recorder
@@ -443,10 +453,15 @@ impl PodSyncer for KubeletSyncer {
 
     fn sync_terminating_runtime_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         running: &RunningPod,
     ) -> Result<(), SyncError> {
-        let killed = self.runtime.kill_pod(None, running, Some(1));
+        let killed = self
+            .runtime
+            .kill_pod_cancellable(None, running, Some(1), cancel);
+        if cancel.is_cancelled() {
+            return Err(SyncError::Canceled);
+        }
         if killed.is_ok() {
             Ok(())
         } else {

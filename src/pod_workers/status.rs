@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::cancel::Cancel;
+use crate::runtime::cancel::Cancel;
 use super::types::{KillPodOptions, StatusFn, UpdatePodOptions, WorkType};
 
 #[derive(Default)]

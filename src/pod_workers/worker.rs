@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::cancel::Cancel;
+use crate::runtime::cancel::Cancel;
 use super::types::{StatusFn, SyncError, Synced, UpdatePodOptions, WorkType};
 use super::work_queue::jitter;
 use super::{PodWorkers, State};
