@@ -21,8 +21,8 @@ use litelet::api::pod::{
 use litelet::cri::{self, pb, ConnectOptions, CriError, Endpoint};
 use litelet::events::{EventObject, EventRecord, EventType, Recorder};
 use litelet::runtime::actions::{ProbeResult, ProbeResults};
-use litelet::runtime::env::{EnvContext, NoConfigSource};
 use litelet::runtime::cancel::Cancel;
+use litelet::runtime::env::{EnvContext, NoConfigSource};
 use litelet::runtime::hooks::{CriHookRunner, HookCall, HookError, HookRunner};
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};

@@ -26,9 +26,9 @@ mod client;
 mod endpoint;
 mod error;
 
+pub use cancellable::POLL as CANCEL_POLL;
 pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};
 pub use endpoint::Endpoint;
-pub use cancellable::POLL as CANCEL_POLL;
 pub use error::CriError;
 pub use generated::api as pb;
 pub use generated::api_grpc as grpc;

@@ -161,6 +161,52 @@ mod tests {
     use crate::api::pod::{ContainerPort, HttpGetAction, IntOrString};
     use std::io::{Read, Write};
 
+    /// Issue 17 part 3: a sleep hook is a wait the pod worker's token ends.
+    #[test]
+    fn a_sleep_hook_ends_when_its_sync_is_cancelled() {
+        let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/cri.sock").unwrap();
+        let (runtime, _) = crate::cri::connect(&endpoint, &Default::default());
+        let runner = CriHookRunner::new(runtime);
+        let handler = LifecycleHandler {
+            sleep: Some(crate::api::pod::SleepAction { seconds: 60 }),
+            ..Default::default()
+        };
+        let (pod, container) = (Pod::default(), Container::default());
+        let call = HookCall {
+            pod: &pod,
+            pod_ip: "",
+            container: &container,
+            container_id: "c1",
+            handler: &handler,
+        };
+        let cancel = Cancel::new();
+        let canceller = cancel.clone();
+        let started = std::time::Instant::now();
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            canceller.cancel();
+        });
+        let got = runner.run(&call, Duration::from_secs(60), &cancel);
+        waker.join().unwrap();
+        assert_eq!(got, Err(HookError::Cancelled));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "woken, not waited out"
+        );
+        let short = LifecycleHandler {
+            sleep: Some(crate::api::pod::SleepAction { seconds: 0 }),
+            ..Default::default()
+        };
+        let call = HookCall {
+            handler: &short,
+            ..call
+        };
+        assert_eq!(
+            runner.run(&call, Duration::from_secs(1), &Cancel::new()),
+            Ok(())
+        );
+    }
+
     #[test]
     fn named_and_numbered_ports() {
         let container = Container {

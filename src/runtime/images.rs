@@ -348,7 +348,10 @@ impl ImageManager {
         let started = Instant::now();
         let credentials = credentials.unwrap_or_else(|| self.credentials_for(pod, &image, secrets));
         if cancel.is_cancelled() {
-            return Err(Failure::new(PULL_CANCELLED, "sync cancelled before the pull"));
+            return Err(Failure::new(
+                PULL_CANCELLED,
+                "sync cancelled before the pull",
+            ));
         }
         match self.pull(&image, &credentials, sandbox_config, cancel) {
             Ok(reference) => {

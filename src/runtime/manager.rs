@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::backoff::Backoff;
-use super::dns::DnsSettings;
 use super::cancel::Cancel;
+use super::dns::DnsSettings;
 use super::hooks::HookRunner;
 use super::images::ImageManager;
 use super::inspect;

@@ -288,9 +288,9 @@ impl RuntimeManager {
         let pod_ip = status.ips.first().map(String::as_str).unwrap_or("");
         if actions.kill_pod {
             // The whole pod goes: containers_to_kill is moot (upstream ignores it too).
-            let killed = self
-                .killer(cancel)
-                .kill_pod(Some(pod), pod_ip, &status.to_running_pod(), None);
+            let killed =
+                self.killer(cancel)
+                    .kill_pod(Some(pod), pod_ip, &status.to_running_pod(), None);
             let ok = killed.is_ok();
             outcome.extend(killed);
             if !ok {
@@ -523,9 +523,13 @@ impl RuntimeManager {
         env: &EnvContext,
         inputs: &SyncInputs<'_>,
     ) -> Result<(), Failure> {
-        let image_ref =
-            self.image_manager
-                .ensure_image(pod, container, config, inputs.pull_secrets, &inputs.cancel)?;
+        let image_ref = self.image_manager.ensure_image(
+            pod,
+            container,
+            config,
+            inputs.pull_secrets,
+            &inputs.cancel,
+        )?;
         self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status
             .newest(&container.name)
