@@ -4,7 +4,7 @@
 //! Called from pod worker threads (and from the kill path's per-container threads).
 //! A hook never runs longer than the timeout it is given, and a sleep hook ends when
 //! the pod worker's [`Cancel`] token fires; its failure is a [`HookError`].
-//! The HTTP GET and port resolution are the probes' (`prober::http`), so hooks and
+//! The HTTP GET and port resolution are the probes' (`probe::http`), so hooks and
 //! probes build URLs, follow redirects and bound bodies the same way.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::cancel::Cancel;
 use crate::api::pod::{Container, LifecycleHandler, Pod};
 use crate::cri::{pb, CriError, RuntimeClient};
-use crate::prober::http::{self, HttpClient};
+use crate::probe::http::{self, HttpClient};
 
 /// Why a lifecycle hook failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,7 +78,7 @@ impl CriHookRunner {
 
 /// Resolves a port given as a number or as the name of one of the container's ports
 /// (shared with probes).
-pub use crate::prober::resolve_port;
+pub use crate::probe::resolve_port;
 
 /// The user agent of hook requests (upstream sends `kube-lifecycle/<major>.<minor>`).
 pub const HOOK_USER_AGENT: &str = "kube-lifecycle/litelet";
