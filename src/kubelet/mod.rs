@@ -19,6 +19,7 @@ pub mod mirror;
 mod pod_manager;
 pub mod pull_secrets;
 pub mod snapshot;
+pub mod sync_error;
 pub mod syncer;
 
 use std::collections::HashSet;

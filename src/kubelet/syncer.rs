@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use super::deps::{PodProbes, PodVolumes};
 use super::mirror::{is_mirror_of, MirrorClient};
+use super::sync_error::PodSyncError;
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
 use crate::api::quantity::Quantity;
@@ -22,7 +23,7 @@ use crate::runtime::env::EnvContext;
 use crate::runtime::envvars::ServiceEnv;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
-use crate::runtime::result::SyncError as WaitingReason;
+use crate::runtime::result::WaitingReason;
 use crate::runtime::state::RuntimeState;
 use crate::runtime::sync::SyncInputs;
 use crate::sources::services::ServiceStore;
@@ -175,7 +176,7 @@ impl KubeletSyncer {
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         api: &PodStatus,
-    ) -> Result<String, SyncError> {
+    ) -> Result<String, PodSyncError> {
         let Some(cgroups) = &self.cgroups else {
             return Ok(String::new());
         };
@@ -200,14 +201,14 @@ impl KubeletSyncer {
             .ensure_pod(pod)
             .and_then(|_| cgroups.pod_cgroup_name(pod));
         created.map_err(|err| {
-            let message = format!("unable to ensure pod container exists: {err}");
+            let err = PodSyncError::PodCgroup(err);
             self.recorder.pod(
                 pod,
                 EventType::Warning,
                 "FailedToCreatePodContainer",
-                &message,
+                err.to_string(),
             );
-            SyncError::Other(message)
+            err
         })
     }
 
@@ -236,7 +237,7 @@ impl KubeletSyncer {
         }
     }
 
-    fn make_pod_dirs(&self, pod: &Pod) -> Result<(), SyncError> {
+    fn make_pod_dirs(&self, pod: &Pod) -> Result<(), PodSyncError> {
         use std::os::unix::fs::DirBuilderExt;
         let base = self.node.root_dir.join("pods").join(pod.uid());
         for dir in [base.join("volumes"), base.join("plugins")] {
@@ -245,14 +246,14 @@ impl KubeletSyncer {
                 .mode(0o750)
                 .create(&dir)
                 .map_err(|err| {
-                    let message = format!("error making pod data directories: {err}");
+                    let err = PodSyncError::PodDirs(err);
                     self.recorder.pod(
                         pod,
                         EventType::Warning,
                         "FailedToMakePodDataDirectories",
-                        &message,
+                        err.to_string(),
                     );
-                    SyncError::Other(message)
+                    err
                 })?;
         }
         Ok(())
@@ -295,7 +296,7 @@ impl PodSyncer for KubeletSyncer {
         let pod = match &self.resize {
             Some((resize, _)) => {
                 allocated = resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
-                    .map_err(SyncError::Other)?;
+                    .map_err(PodSyncError::from)?;
                 &allocated
             }
             None => pod,
@@ -316,16 +317,19 @@ impl PodSyncer for KubeletSyncer {
             let message = format!("network is not ready: {problem}");
             self.recorder
                 .pod(pod, EventType::Warning, "NetworkNotReady", &message);
-            return Err(SyncError::NetworkNotReady(problem));
+            return Err(PodSyncError::NetworkNotReady(problem).into());
         }
         let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
         self.sync_mirror_pod(pod, mirror);
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
-            let message = format!("Unable to attach or mount volumes: {err}");
-            self.recorder
-                .pod(pod, EventType::Warning, "FailedMountVolume", &message);
-            SyncError::Other(message)
+            self.recorder.pod(
+                pod,
+                EventType::Warning,
+                "FailedMountVolume",
+                err.to_string(),
+            );
+            PodSyncError::from(err)
         })?;
         let probe_ip = pod_ips.first().cloned().unwrap_or_else(|| {
             if host_network {
@@ -390,10 +394,8 @@ impl PodSyncer for KubeletSyncer {
                 terminal: false,
                 retry_in,
             })
-        } else if let Some(after) = retry_in {
-            Err(SyncError::RetryAfter(outcome.to_string(), after))
         } else {
-            Err(SyncError::Other(outcome.to_string()))
+            Err(PodSyncError::Runtime { outcome, retry_in }.into())
         }
     }
 
@@ -419,29 +421,25 @@ impl PodSyncer for KubeletSyncer {
             return Err(SyncError::Canceled);
         }
         if !killed.is_ok() {
-            let message = format!("error killing pod: {killed}");
+            let err = PodSyncError::Kill(killed);
             self.recorder
-                .pod(pod, EventType::Warning, "FailedToKillPod", &message);
-            return Err(SyncError::Other(message));
+                .pod(pod, EventType::Warning, "FailedToKillPod", err.to_string());
+            return Err(err.into());
         }
         self.probes.remove_pod(pod);
         // Trust, but verify: ask the runtime directly, not the cache.
         let fresh = self
             .runtime
             .pod_status(pod.uid(), pod.name(), pod.namespace())
-            .map_err(|err| {
-                SyncError::Other(format!("unable to read pod status after kill: {err}"))
-            })?;
-        let still: Vec<&str> = fresh
+            .map_err(PodSyncError::StatusAfterKill)?;
+        let still: Vec<String> = fresh
             .containers
             .iter()
             .filter(|c| c.state == crate::runtime::model::ContainerState::Running)
-            .map(|c| c.id.as_str())
+            .map(|c| c.id.clone())
             .collect();
         if !still.is_empty() {
-            return Err(SyncError::Other(format!(
-                "detected running containers after a successful KillPod, CRI violation: {still:?}"
-            )));
+            return Err(PodSyncError::StillRunning(still).into());
         }
         let mut api = self.api_status(pod, &fresh, true, true);
         if let Some(edit) = &status_fn {
@@ -471,9 +469,7 @@ impl PodSyncer for KubeletSyncer {
                 running.name,
                 running.uid
             );
-            Err(SyncError::Other(format!(
-                "error killing orphaned pod: {killed}"
-            )))
+            Err(PodSyncError::KillOrphan(killed).into())
         }
     }
 
@@ -487,11 +483,11 @@ impl PodSyncer for KubeletSyncer {
         self.status.set_pod_status(pod, api);
         self.volumes
             .teardown(pod.uid())
-            .map_err(|err| SyncError::Other(format!("unmounting volumes: {err}")))?;
+            .map_err(PodSyncError::from)?;
         if let Some(cgroups) = &self.cgroups {
             cgroups
                 .remove_pod(pod.uid())
-                .map_err(|err| SyncError::Other(format!("removing pod cgroup: {err}")))?;
+                .map_err(PodSyncError::RemovePodCgroup)?;
         }
         self.set_reasons(pod.uid(), BTreeMap::new());
         if let Some((resize, _)) = &self.resize {

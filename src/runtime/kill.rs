@@ -22,7 +22,7 @@ use super::actions::KillReason;
 use super::cancel::Cancel;
 use super::hooks::{HookCall, HookRunner};
 use super::inspect;
-use super::labels::ContainerInfo;
+use super::labels::{ContainerInfo, LabelError};
 use super::model::{ContainerState, RunningPod};
 use super::result::{Failure, SyncAction, SyncOutcome};
 use crate::api::pod::{Container, LifecycleHandler, Pod};
@@ -159,6 +159,17 @@ impl TerminationOrdering {
     }
 }
 
+/// Why the spec of a container to kill cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KillError {
+    /// ContainerStatus failed (other than NotFound, which means nothing to stop).
+    #[error(transparent)]
+    Status(#[from] CriError),
+    /// The labels litelet wrote at create time do not restore the spec.
+    #[error("container {id}: {source}")]
+    Labels { id: String, source: LabelError },
+}
+
 /// Stops containers and pods through CRI.
 pub struct Killer<'a> {
     pub runtime: &'a RuntimeClient,
@@ -186,7 +197,7 @@ impl Killer<'_> {
         pod: Option<&Pod>,
         container_id: &str,
         name: &str,
-    ) -> Result<Option<(Pod, Container)>, String> {
+    ) -> Result<Option<(Pod, Container)>, KillError> {
         if let Some(pod) = pod {
             if let Some(container) = find_container(pod, name) {
                 return Ok(Some((pod.clone(), container.clone())));
@@ -198,10 +209,13 @@ impl Killer<'_> {
         }) {
             Ok(response) => response.status.unwrap_or_default(),
             Err(err) if err.is_not_found() => return Ok(None),
-            Err(err) => return Err(err.to_string()),
+            Err(err) => return Err(err.into()),
         };
         let info = ContainerInfo::from_labels_and_annotations(&status.labels, &status.annotations)
-            .map_err(|err| format!("container {container_id}: {err}"))?;
+            .map_err(|source| KillError::Labels {
+                id: container_id.to_owned(),
+                source,
+            })?;
         Ok(Some(info.restore_pod_and_container()))
     }
 
@@ -240,7 +254,7 @@ impl Killer<'_> {
         // StopContainer answering NotFound, the kill has nothing left to do.
         let Some((pod, container)) = self
             .specs(pod, request.container_id, request.name)
-            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err))?
+            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err.to_string()))?
         else {
             return Ok(());
         };

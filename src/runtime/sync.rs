@@ -582,7 +582,7 @@ impl RuntimeManager {
                 "Failed",
                 format!("Error: {err}"),
             );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string())
         })?;
         let created = self.runtime.create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_owned(),
