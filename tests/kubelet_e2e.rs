@@ -1118,3 +1118,47 @@ fn a_second_delete_with_a_shorter_grace_shortens_the_running_kill() {
         "stopped with the shorter grace only: {stops:?}"
     );
 }
+
+/// Issue 17 part 4: housekeeping only plans; the orphaned mirror pod's DELETE, which
+/// the API client retries through an outage, runs on the `gc` thread. The sync loop
+/// keeps turning: no housekeeping round takes a second (litelet logs any that does),
+/// and the mirror goes once the API server is back.
+#[test]
+fn an_api_outage_with_an_orphaned_mirror_pod_never_stalls_the_sync_loop() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    api.create("nodes", "", node_json());
+    let manifests = tempfile::tempdir().unwrap();
+    let path = manifests.path().join("orphan.yaml");
+    std::fs::write(&path, manifest("orphan", "")).unwrap();
+    let litelet = Litelet::start(&cri, Some(&api), Some(manifests.path()), &[]);
+    let name = format!("orphan-{NODE}");
+    litelet.wait_for("the mirror pod", || {
+        api.get("pods", "default", &name).is_some()
+    });
+    litelet.wait_for("the static pod to run", || {
+        containers_of(&cri, &name).iter().any(running)
+    });
+    api.inject(Fail::status(503).always());
+    std::fs::remove_file(&path).unwrap();
+    let delete_path = format!("/pods/{name}");
+    let deletes = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.verb == "delete" && r.path.ends_with(&delete_path))
+            .count()
+    };
+    litelet.wait_for("the orphaned mirror's DELETE to be tried", || deletes() > 0);
+    // Several housekeeping rounds (every 2 s) while the DELETE is retried.
+    std::thread::sleep(Duration::from_secs(8));
+    let log = litelet.log();
+    assert!(
+        !log.contains("housekeeping took"),
+        "a housekeeping round stalled the sync loop:\n{}",
+        litelet.tail()
+    );
+    api.clear_faults();
+    litelet.wait_for("the orphaned mirror pod to be deleted", || {
+        api.get("pods", "default", &name).is_none()
+    });
+}
