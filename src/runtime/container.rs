@@ -15,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use protobuf::{EnumOrUnknown, MessageField};
 
-use super::env::{container_env, expand, ConfigSource, EnvContext};
+use super::env::{container_env, expand, ConfigSource, EnvContext, EnvError};
 use super::hash::ContainerHashes;
 use super::labels;
 use super::profiles;
@@ -122,11 +122,11 @@ pub fn linux_resources(ctx: &ContainerContext<'_>) -> pb::LinuxContainerResource
 
 /// Why a container's CreateContainer config cannot be built (the container's
 /// `CreateContainerConfigError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ContainerConfigError {
     /// An env var's source cannot be resolved (configMap, secret, field, resource).
-    #[error("{0}")]
-    Env(String),
+    #[error(transparent)]
+    Env(#[from] EnvError),
     /// The seccomp or AppArmor profile is invalid or unavailable.
     #[error("{0}")]
     Profile(String),
@@ -371,8 +371,7 @@ pub fn container_config(
     ctx: &ContainerContext<'_>,
 ) -> Result<pb::ContainerConfig, ContainerConfigError> {
     let container = ctx.container;
-    let env = container_env(ctx.pod, container, ctx.env, ctx.config_source)
-        .map_err(ContainerConfigError::Env)?;
+    let env = container_env(ctx.pod, container, ctx.env, ctx.config_source)?;
     let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let command = container
         .command
@@ -610,11 +609,9 @@ mod tests {
 
         container.volume_mounts[0].name = "missing".into();
         let err = build(&pod_with(container), &volumes).unwrap_err();
-        assert_eq!(
-            err,
-            ContainerConfigError::VolumeNotReady {
-                name: "missing".into()
-            }
+        assert!(
+            matches!(&err, ContainerConfigError::VolumeNotReady { name } if name == "missing"),
+            "{err}"
         );
         assert!(err
             .to_string()
