@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::actions::KillReason;
 use super::cancel::Cancel;
-use super::hooks::{HookCall, HookRunner};
+use super::hooks::{HookCall, HookError, HookRunner};
 use super::inspect;
 use super::labels::{ContainerInfo, LabelError};
 use super::model::{ContainerState, RunningPod};
@@ -282,21 +282,25 @@ impl Killer<'_> {
                 container_id: request.container_id,
                 handler,
             };
-            if let Err(err) = self.hooks.run(&hook, budget, self.cancel) {
-                log::warn!(
-                    "pod {} ({}): container {}: PreStopHook failed: {err}",
-                    pod.full_name(),
-                    pod.uid(),
-                    request.name
-                );
-                // As upstream, no hook output in the event (it may hold secrets).
-                self.recorder.container(
-                    &pod,
-                    request.name,
-                    EventType::Warning,
-                    "FailedPreStopHook",
-                    "PreStopHook failed",
-                );
+            match self.hooks.run(&hook, budget, self.cancel) {
+                // A cancelled hook did not fail: the kill was cancelled (see below).
+                Ok(()) | Err(HookError::Cancelled) => {}
+                Err(err) => {
+                    log::warn!(
+                        "pod {} ({}): container {}: PreStopHook failed: {err}",
+                        pod.full_name(),
+                        pod.uid(),
+                        request.name
+                    );
+                    // As upstream, no hook output in the event (it may hold secrets).
+                    self.recorder.container(
+                        &pod,
+                        request.name,
+                        EventType::Warning,
+                        "FailedPreStopHook",
+                        "PreStopHook failed",
+                    );
+                }
             }
             grace -= started.elapsed().as_secs() as i64;
         }
@@ -304,6 +308,17 @@ impl Killer<'_> {
             let started = Instant::now();
             ordering.wait_for_turn(request.name, Duration::from_secs(grace as u64), self.cancel);
             grace -= started.elapsed().as_secs() as i64;
+        }
+        if self.cancel.is_cancelled() {
+            // A shorter grace period (or shutdown of the sync) replaced this kill: the
+            // stop with the old period must not be sent; the worker kills again.
+            if let Some(ordering) = ordering {
+                ordering.terminated(request.name);
+            }
+            return Err(Failure::new(
+                KILL_CANCELLED,
+                format!("stopping container {:?}: kill cancelled", request.name),
+            ));
         }
         // The 2 s floor protects the pod's own grace; an explicit override (eviction,
         // a runtime-only pod's 1 s) is honoured as given.
