@@ -698,6 +698,7 @@ pub fn run(
     });
     threads.add(
         GcLoop {
+            cleaner: kubelet.cleaner(),
             manager: rt.manager.clone(),
             workers,
             sources_ready: kubelet.sources_ready_flag(),
