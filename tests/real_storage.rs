@@ -258,8 +258,8 @@ fn mounts_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Node events about `pod` whose reason starts with `reason` (upstream's reason is
-/// `FailedMount`; litelet's syncer says `FailedMountVolume`, the Go constant's name).
+/// Node events about `pod` whose reason starts with `reason` (volume set-up failures
+/// are `FailedMount`, as upstream).
 fn events(node: &RealNode, ns: &str, pod: &str, reason: &str) -> Vec<String> {
     let list = node
         .cp

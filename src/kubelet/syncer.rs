@@ -326,7 +326,7 @@ impl PodSyncer for KubeletSyncer {
             self.recorder.pod(
                 pod,
                 EventType::Warning,
-                "FailedMountVolume",
+                "FailedMount",
                 err.to_string(),
             );
             PodSyncError::from(err)
