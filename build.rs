@@ -4,7 +4,8 @@
 //! Each entry of [`PROTOS`] lands in `$OUT_DIR/<name>/`: the messages from
 //! protobuf-codegen 3 (pure mode), the service stubs from grpcio-compiler, and a
 //! `mod.rs` listing both that the owning module includes (`src/cri/mod.rs`,
-//! `src/prober/grpc_health.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
+//! `src/prober/grpc_health.rs`,
+//! `src/volumes/csi/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
 //! so each parsed descriptor is re-encoded and decoded as the protobuf 2 type before
 //! its service generator runs.
 
@@ -32,6 +33,19 @@ const PROTOS: &[Proto] = &[
         name: "grpc_health",
         dir: "proto/grpc",
         file: "health.proto",
+    },
+    // CSI spec v1.12.0 (package csi.v1): what the volume manager calls on drivers.
+    Proto {
+        name: "csi",
+        dir: "proto/csi",
+        file: "csi.proto",
+    },
+    // Kubelet plugin registration v1 (package pluginregistration): what the plugin
+    // watcher calls on each registration socket.
+    Proto {
+        name: "pluginregistration",
+        dir: "proto/pluginregistration",
+        file: "api.proto",
     },
 ];
 

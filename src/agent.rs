@@ -634,6 +634,8 @@ pub fn run(
         &node,
         allocatable.clone(),
     ));
+    // CSI node plugins: the `plugins` thread registers drivers from plugins_registry.
+    threads.add(volumes.spawn_plugin_watcher(threads.shutdown())?);
     let mut syncer = KubeletSyncer::new(
         rt.manager.clone(),
         status.clone(),
@@ -696,6 +698,7 @@ pub fn run(
     });
     threads.add(
         GcLoop {
+            cleaner: kubelet.cleaner(),
             manager: rt.manager.clone(),
             workers,
             sources_ready: kubelet.sources_ready_flag(),

@@ -345,7 +345,8 @@ fn bad_sources_block_only_their_volume_and_pod() {
         "volume \"locked\": secret shop/locked is forbidden for this node",
         "is not a Directory (File)",
         "volume \"escape\": invalid file path \"../../../../x\": must not contain '..'",
-        "volume \"pvc\": volume type persistentVolumeClaim is not supported",
+        // A claim that does not exist: the pod waits for it (it is supported now).
+        "volume \"pvc\": get persistentVolumeClaim shop/data",
         "volume \"bundle\": volume type projected source clusterTrustBundle is not supported",
     ];
     for (msg, want) in messages.iter().zip(expect) {

@@ -834,17 +834,27 @@ pub struct Volume {
 }
 
 impl Volume {
-    /// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
-    /// containers always get them read-only, whatever the volumeMount says. The source
-    /// is the first one set in `volumes::setup`'s order (emptyDir and hostPath first),
-    /// so both agree even on a volume that names two sources.
+    /// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected),
+    /// a claim with `readOnly` and an inline CSI volume with `readOnly`: containers
+    /// always get them read-only, whatever the volumeMount says. The source is the
+    /// first one set in `volumes::setup`'s order (emptyDir and hostPath first), so
+    /// both agree even on a volume that names two sources.
     pub fn forces_read_only(&self) -> bool {
-        self.empty_dir.is_none()
-            && self.host_path.is_none()
-            && (self.config_map.is_some()
-                || self.secret.is_some()
-                || self.downward_api.is_some()
-                || self.projected.is_some())
+        if self.empty_dir.is_some() || self.host_path.is_some() {
+            return false;
+        }
+        if self.config_map.is_some()
+            || self.secret.is_some()
+            || self.downward_api.is_some()
+            || self.projected.is_some()
+        {
+            return true;
+        }
+        if let Some(claim) = &self.persistent_volume_claim {
+            return claim.read_only == Some(true);
+        }
+        !self.extra.contains_key("ephemeral")
+            && self.extra.get("csi").is_some_and(|c| c["readOnly"] == true)
     }
 }
 

@@ -122,6 +122,13 @@ pub enum VolumeError {
     /// gone with their tmpfs: they are never written to disk).
     #[error("{source}; the API server is unreachable and this node keeps no copy: waiting for it")]
     Unreachable { source: Box<VolumeError> },
+    /// A persistentVolumeClaim (or generic ephemeral) volume is not usable yet:
+    /// the claim is unbound, its PV names another claim, or it cannot be read.
+    #[error(transparent)]
+    Claim(#[from] super::pv::ResolveError),
+    /// A CSI driver step failed (not registered, not attached, a call failed).
+    #[error(transparent)]
+    Csi(#[from] super::csi::mounter::CsiMountError),
     /// A directory still has a mount under it; it is left in place.
     #[error("{path} still has a mount at {mount}; not removed")]
     StillMounted { path: PathBuf, mount: PathBuf },

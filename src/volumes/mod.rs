@@ -29,12 +29,14 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod csi;
 pub mod error;
 pub mod hostpath;
 mod kubelet;
 pub mod mount;
 pub mod paths;
 pub mod payload;
+pub mod pv;
 mod setup;
 pub mod source;
 pub mod token;
@@ -67,23 +69,55 @@ pub struct VolumeManager {
     /// Mount tmpfs where upstream does, and shared mounts for propagation (needs
     /// root); off for unprivileged runs.
     mounts: bool,
+    /// The API client for claims and volumes (`None` standalone).
+    api: Option<ApiClient>,
+    /// CSI drivers registered by the plugin watcher, and the calls on them.
+    csi: csi::mounter::Mounter,
 }
 
 impl VolumeManager {
     /// A manager for `root_dir`; `client` is `None` in standalone mode (then
     /// configMap, secret and token volumes fail with a clear message).
     pub fn new(root_dir: impl Into<PathBuf>, client: Option<ApiClient>, node_name: &str) -> Self {
+        let root_dir: PathBuf = root_dir.into();
         Self {
-            root: root_dir.into(),
+            root: root_dir.clone(),
             node_name: node_name.to_owned(),
             objects: ObjectCache::new(client.clone(), DEFAULT_TTL),
-            tokens: TokenManager::new(client),
+            tokens: TokenManager::new(client.clone()),
+            csi: csi::mounter::Mounter {
+                root: root_dir.clone(),
+                node: node_name.to_owned(),
+                drivers: csi::Drivers::default(),
+                api: client.clone(),
+            },
+            api: client,
             node: Mutex::new(EnvContext {
                 node_name: node_name.to_owned(),
                 ..EnvContext::default()
             }),
             mounts: true,
         }
+    }
+
+    /// Starts the `plugins` thread: the CSI plugin watcher on
+    /// `<root>/plugins_registry`, which registers drivers for this manager.
+    pub fn spawn_plugin_watcher(
+        &self,
+        shutdown: crossbeam_channel::Receiver<()>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        csi::watcher::spawn(
+            &self.root,
+            &self.node_name,
+            self.api.clone(),
+            self.csi.drivers.clone(),
+            shutdown,
+        )
+    }
+
+    /// Names of the CSI drivers registered now.
+    pub fn csi_drivers(&self) -> Vec<String> {
+        self.csi.drivers.names()
     }
 
     /// How long a configMap or secret copy is served before it is read again.
@@ -187,7 +221,15 @@ impl VolumeManager {
                 }
             };
             for name in entries {
-                if let Err(e) = remove_tree(&plugin_dir.join(&name)) {
+                let dir = plugin_dir.join(&name);
+                if plugin == csi::plan::PLUGIN_CSI {
+                    // The driver unmounts (and unstages) its own volumes.
+                    if let Err(e) = self.csi.tear_down(&dir) {
+                        failures.push(e.in_volume(&name));
+                        continue;
+                    }
+                }
+                if let Err(e) = remove_tree(&dir) {
                     failures.push(e.in_volume(&name));
                 }
             }

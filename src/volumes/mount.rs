@@ -85,6 +85,12 @@ fn read_mountinfo() -> Result<Vec<MountEntry>, VolumeError> {
     Ok(parse_mountinfo(&text))
 }
 
+/// True when `path` is a mount point in this mount namespace (a bind mount of the
+/// same file system included, which [`is_separate_fs`] cannot see).
+pub fn is_mount_point(path: &Path) -> Result<bool, VolumeError> {
+    Ok(read_mountinfo()?.iter().any(|e| e.mount_point == path))
+}
+
 /// True when `dir` is the root of a file system other than its parent's (our tmpfs
 /// mounts always are: each tmpfs has its own device).
 pub fn is_separate_fs(dir: &Path) -> Result<bool, VolumeError> {

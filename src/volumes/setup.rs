@@ -19,12 +19,15 @@ use std::time::{Instant, SystemTime};
 
 use super::atomic::{self, FileProjection, Payload};
 use super::cache::ObjectKind;
+use super::csi::mounter::CsiVolume;
+use super::csi::plan;
 use super::error::VolumeError;
 use super::paths::{
     clean_file_path, volume_dir, PLUGIN_CONFIG_MAP, PLUGIN_DOWNWARD_API, PLUGIN_EMPTY_DIR,
     PLUGIN_PROJECTED, PLUGIN_SECRET,
 };
 use super::payload::{self, mode_bits, KeySource, DEFAULT_MODE};
+use super::pv::{Claims, CsiSource, PvSource};
 use super::token::TokenSpec;
 use super::{hostpath, mount, VolumeManager};
 use crate::api::pod::{
@@ -40,6 +43,12 @@ enum Source<'a> {
     Secret(&'a SecretVolumeSource),
     DownwardApi(&'a DownwardApiVolumeSource),
     Projected(&'a ProjectedVolumeSource),
+    /// persistentVolumeClaim: the claim's name and the pod's readOnly.
+    Claim(&'a str, bool),
+    /// Generic ephemeral: the claim `<pod>-<volume>`, owned by the pod.
+    Ephemeral,
+    /// Inline CSI ephemeral volume (`csi` in the pod spec).
+    InlineCsi(&'a serde_json::Value),
     Unsupported(String),
 }
 
@@ -62,8 +71,14 @@ fn classify(v: &Volume) -> Source<'_> {
     if let Some(s) = &v.projected {
         return Source::Projected(s);
     }
-    if v.persistent_volume_claim.is_some() {
-        return Source::Unsupported("persistentVolumeClaim".into());
+    if let Some(c) = &v.persistent_volume_claim {
+        return Source::Claim(&c.claim_name, c.read_only.unwrap_or(false));
+    }
+    if v.extra.contains_key("ephemeral") {
+        return Source::Ephemeral;
+    }
+    if let Some(csi) = v.extra.get("csi") {
+        return Source::InlineCsi(csi);
     }
     match v.extra.keys().next() {
         Some(kind) => Source::Unsupported(kind.clone()),
@@ -197,7 +212,87 @@ impl VolumeManager {
                 };
                 self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
             }
+            Source::Claim(claim, read_only) => {
+                self.claim_volume(pod, claim, None, read_only, fs_group)
+            }
+            Source::Ephemeral => {
+                let claim = format!("{}-{}", pod.name(), name);
+                self.claim_volume(pod, &claim, Some(uid), false, fs_group)
+            }
+            Source::InlineCsi(raw) => {
+                let src: CsiSource =
+                    serde_json::from_value(raw.clone()).map_err(|e| VolumeError::Decode {
+                        kind: "csi volume source",
+                        namespace: pod.namespace().to_owned(),
+                        name: name.clone(),
+                        message: e.to_string(),
+                    })?;
+                let vol = CsiVolume {
+                    driver: &src.driver,
+                    handle: plan::ephemeral_handle(uid, name),
+                    read_only: src.read_only.unwrap_or(false),
+                    fs_type: src.fs_type.as_deref().unwrap_or(""),
+                    mount_flags: &[],
+                    attributes: &src.volume_attributes,
+                    access_mode: None,
+                    ephemeral: true,
+                    dir: volume_dir(&self.root, uid, plan::PLUGIN_CSI, name)?,
+                    spec_name: name,
+                };
+                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+            }
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
+        }
+    }
+
+    /// A volume backed by claim `claim` (owned by pod `owner` for generic ephemeral
+    /// volumes): resolved to its PV, then set up by the PV's source.
+    fn claim_volume(
+        &self,
+        pod: &Pod,
+        claim: &str,
+        owner: Option<&str>,
+        read_only: bool,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let Some(api) = &self.api else {
+            return Err(VolumeError::NoApiServer {
+                kind: "persistentVolumeClaim",
+                name: claim.to_owned(),
+            });
+        };
+        let claims = Claims {
+            api,
+            node: &self.node_name,
+        };
+        let resolved = claims.resolve(pod.namespace(), claim, owner)?;
+        match &resolved.source {
+            PvSource::HostPath { path, type_ } => {
+                let path = PathBuf::from(path);
+                hostpath::check(&path, type_.as_deref())?;
+                Ok(path)
+            }
+            PvSource::Local { path } => {
+                let path = PathBuf::from(path);
+                // A local volume is a disk or folder prepared by the admin: it must exist.
+                hostpath::check(&path, Some("Directory"))?;
+                Ok(path)
+            }
+            PvSource::Csi(src) => {
+                let vol = CsiVolume {
+                    driver: &src.driver,
+                    handle: src.volume_handle.clone(),
+                    read_only: read_only || resolved.read_only,
+                    fs_type: src.fs_type.as_deref().unwrap_or(""),
+                    mount_flags: &resolved.mount_options,
+                    attributes: &src.volume_attributes,
+                    access_mode: resolved.access_modes.first().map(String::as_str),
+                    ephemeral: false,
+                    dir: volume_dir(&self.root, pod.uid(), plan::PLUGIN_CSI, &resolved.pv_name)?,
+                    spec_name: &resolved.pv_name,
+                };
+                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+            }
         }
     }
 
@@ -396,7 +491,8 @@ mod tests {
     }
 
     /// `Volume::forces_read_only` (in api, so the runtime can ask without importing this
-    /// module) says read-only exactly for the sources this module writes itself.
+    /// module) says read-only exactly for the sources this module writes itself, and
+    /// for claims and inline CSI volumes the pod spec marks readOnly.
     #[test]
     fn forced_read_only_matches_the_kubelet_written_sources() {
         use super::{classify, Source};
@@ -412,6 +508,18 @@ mod tests {
             })
         };
         let cm = || Some(ConfigMapVolumeSource::default());
+        let claim = |read_only| Volume {
+            persistent_volume_claim: Some(crate::api::pod::PersistentVolumeClaimVolumeSource {
+                claim_name: "c".into(),
+                read_only,
+            }),
+            ..Default::default()
+        };
+        let extra = |key: &str, value| {
+            let mut v = Volume::default();
+            v.extra.insert(key.into(), value);
+            v
+        };
         let volumes = [
             Volume::default(),
             Volume {
@@ -448,18 +556,26 @@ mod tests {
                 config_map: cm(),
                 ..Default::default()
             },
+            claim(Some(true)),
+            claim(Some(false)),
+            claim(None),
+            extra("csi", serde_json::json!({"driver": "d", "readOnly": true})),
+            extra("csi", serde_json::json!({"driver": "d"})),
+            extra("ephemeral", serde_json::json!({"volumeClaimTemplate": {}})),
         ];
         for v in &volumes {
-            let written = matches!(
-                classify(v),
+            let written = match classify(v) {
                 Source::ConfigMap(_)
-                    | Source::Secret(_)
-                    | Source::DownwardApi(_)
-                    | Source::Projected(_)
-            );
+                | Source::Secret(_)
+                | Source::DownwardApi(_)
+                | Source::Projected(_) => true,
+                Source::Claim(_, read_only) => read_only,
+                Source::InlineCsi(csi) => csi["readOnly"] == true,
+                _ => false,
+            };
             assert_eq!(v.forces_read_only(), written, "{v:?}");
         }
-        assert_eq!(volumes.iter().filter(|v| v.forces_read_only()).count(), 4);
+        assert_eq!(volumes.iter().filter(|v| v.forces_read_only()).count(), 6);
     }
 
     /// Sets the pod's volumes up under a fresh root; returns (mode bits, gid).

@@ -1,0 +1,398 @@
+//! Node-side CSI volume operations (upstream `csi_attacher.go` MountDevice /
+//! UnmountDevice and `csi_mounter.go` SetUp / TearDown), run by pod worker
+//! threads from `VolumeManager::setup_pod` and `teardown_pod`.
+//!
+//! Set-up: the driver must be registered; its `CSIDriver` object decides the rest
+//! ([`DriverPolicy`]). attachRequired: the VolumeAttachment must say attached (its
+//! metadata becomes the publish context). STAGE_UNSTAGE: NodeStageVolume on the
+//! global staging path. Then `vol_data.json` is written (before NodePublishVolume,
+//! so a crash in between still leaves a record to tear down from) and
+//! NodePublishVolume on `<volume dir>/mount`, skipped when already mounted unless
+//! the driver requires republishing. Tear-down reads `vol_data.json` (so it works
+//! after a litelet restart), NodeUnpublishVolume, and NodeUnstageVolume once no
+//! other pod's volume on the node uses the same staged volume. A failure leaves the
+//! record in place; the caller retries at its next pass.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::client::{CsiClient, NodeCapability, VOLUME_TIMEOUT};
+use super::plan::{self, DriverPolicy, PodInfo, VolData, PLUGIN_CSI, VOL_DATA};
+use super::{pb, CsiError, Drivers};
+use crate::api::pod::Pod;
+use crate::api::{ApiClient, ApiError};
+use crate::volumes::error::VolumeError;
+use crate::volumes::mount;
+
+/// A CSI step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CsiMountError {
+    /// No registration socket announced the driver (yet).
+    #[error("CSI driver {0} is not registered on this node: waiting for it")]
+    NotRegistered(String),
+    /// The driver's call failed (deadline included).
+    #[error("CSI driver {driver}: {source}")]
+    Call { driver: String, source: CsiError },
+    /// Reading the CSIDriver object or the VolumeAttachment failed.
+    #[error("get {what}: {source}")]
+    Api { what: String, source: Box<ApiError> },
+    /// attachRequired and the VolumeAttachment is missing or not attached yet.
+    #[error(
+        "volume {handle} is not attached to this node yet (VolumeAttachment {attachment}): waiting"
+    )]
+    NotAttached { handle: String, attachment: String },
+    /// The record beside a mount point cannot be read or written.
+    #[error("{step} {path}: {message}")]
+    Record {
+        step: &'static str,
+        path: PathBuf,
+        message: String,
+    },
+}
+
+/// One CSI volume of a pod, as set up.
+pub struct CsiVolume<'a> {
+    pub driver: &'a str,
+    /// The driver's volume id (for an inline volume: made from pod UID and name).
+    pub handle: String,
+    pub read_only: bool,
+    pub fs_type: &'a str,
+    /// Mount flags (a PV's `mountOptions`).
+    pub mount_flags: &'a [String],
+    pub attributes: &'a std::collections::BTreeMap<String, String>,
+    /// The PV's first access mode (None for inline volumes).
+    pub access_mode: Option<&'a str>,
+    pub ephemeral: bool,
+    /// The volume's folder: `<root>/pods/<uid>/volumes/kubernetes.io~csi/<spec name>`.
+    pub dir: PathBuf,
+    /// The spec name (PV name, or the pod's volume name for inline volumes).
+    pub spec_name: &'a str,
+}
+
+/// Talks to registered drivers for pod volumes.
+pub struct Mounter {
+    pub root: PathBuf,
+    pub node: String,
+    pub drivers: Drivers,
+    pub api: Option<ApiClient>,
+}
+
+fn call_err(driver: &str) -> impl Fn(CsiError) -> CsiMountError + '_ {
+    move |source| CsiMountError::Call {
+        driver: driver.to_owned(),
+        source,
+    }
+}
+
+fn io_err<'a>(step: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> VolumeError + 'a {
+    move |e| VolumeError::io(step, path, e)
+}
+
+impl Mounter {
+    fn client(&self, driver: &str) -> Result<CsiClient, CsiMountError> {
+        let found = self
+            .drivers
+            .get(driver)
+            .ok_or_else(|| CsiMountError::NotRegistered(driver.to_owned()))?;
+        Ok(CsiClient::new(&found.endpoint, VOLUME_TIMEOUT))
+    }
+
+    fn get(&self, what: String, path: &str) -> Result<Option<Value>, CsiMountError> {
+        let Some(api) = &self.api else {
+            return Ok(None);
+        };
+        match api.get::<Value>(path) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(CsiMountError::Api {
+                what,
+                source: Box::new(e),
+            }),
+        }
+    }
+
+    /// VolumeAttachment `name`, `None` while there is none. The Node authorizer only
+    /// shows a node the attachments made for it, so one not created yet is refused
+    /// (403, "no relationship found"), not missing: both mean "not attached yet".
+    fn attachment(&self, name: &str) -> Result<Option<Value>, CsiMountError> {
+        let path = format!("/apis/storage.k8s.io/v1/volumeattachments/{name}");
+        match &self.api {
+            Some(api) => match api.get::<Value>(&path) {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
+                Err(e) => Err(CsiMountError::Api {
+                    what: format!("VolumeAttachment {name}"),
+                    source: Box::new(e),
+                }),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Sets `vol` up for `pod`; returns the path to give the containers.
+    pub fn set_up(
+        &self,
+        pod: &Pod,
+        service_account: &str,
+        fs_group: Option<u32>,
+        vol: &CsiVolume<'_>,
+    ) -> Result<PathBuf, VolumeError> {
+        let client = self.client(vol.driver)?;
+        let object = self.get(
+            format!("CSIDriver {}", vol.driver),
+            &format!("/apis/storage.k8s.io/v1/csidrivers/{}", vol.driver),
+        )?;
+        let policy = DriverPolicy::from_object(object.as_ref());
+        let caps = client.node_capabilities().map_err(call_err(vol.driver))?;
+        let mode = plan::access_mode(
+            vol.access_mode,
+            caps.contains(&NodeCapability::SingleNodeMultiWriter),
+        );
+        let capability = capability(mode, vol.fs_type, vol.mount_flags);
+
+        let mut publish_context = HashMap::new();
+        let mut attachment_id = String::new();
+        if policy.attach_required && !vol.ephemeral {
+            attachment_id = plan::attachment_name(&vol.handle, vol.driver, &self.node);
+            let va = self.attachment(&attachment_id)?;
+            let attached = va.as_ref().is_some_and(|v| v["status"]["attached"] == true);
+            if !attached {
+                return Err(CsiMountError::NotAttached {
+                    handle: vol.handle.clone(),
+                    attachment: attachment_id,
+                }
+                .into());
+            }
+            if let Some(Value::Object(meta)) = va.map(|v| v["status"]["attachmentMetadata"].clone())
+            {
+                for (k, v) in meta {
+                    publish_context.insert(k, v.as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+
+        let staging = (caps.contains(&NodeCapability::StageUnstage) && !vol.ephemeral)
+            .then(|| plan::staging_path(&self.root, vol.driver, &vol.handle));
+        if let Some(staging) = &staging {
+            fs::create_dir_all(staging).map_err(io_err("create dir", staging))?;
+            let req = pb::NodeStageVolumeRequest {
+                volume_id: vol.handle.clone(),
+                publish_context: publish_context.clone(),
+                staging_target_path: staging.display().to_string(),
+                volume_capability: Some(capability.clone()).into(),
+                volume_context: vol.attributes.clone().into_iter().collect(),
+                ..Default::default()
+            };
+            client.stage(&req).map_err(call_err(vol.driver))?;
+        }
+
+        fs::create_dir_all(&vol.dir).map_err(io_err("create dir", &vol.dir))?;
+        let record = VolData {
+            attachment_id,
+            driver_name: vol.driver.to_owned(),
+            node_name: self.node.clone(),
+            spec_vol_id: vol.spec_name.to_owned(),
+            volume_handle: vol.handle.clone(),
+            volume_lifecycle_mode: if vol.ephemeral {
+                "Ephemeral"
+            } else {
+                "Persistent"
+            }
+            .into(),
+        };
+        write_record(&vol.dir, &record)?;
+
+        let target = plan::target_path(&vol.dir);
+        let mounted = mount::is_mount_point(&target)?;
+        if !mounted || policy.requires_republish {
+            let info = PodInfo {
+                name: pod.name(),
+                namespace: pod.namespace(),
+                uid: pod.uid(),
+                service_account,
+            };
+            let context = plan::volume_context(
+                vol.attributes,
+                policy.pod_info_on_mount.then_some(&info),
+                vol.ephemeral,
+            );
+            let req = pb::NodePublishVolumeRequest {
+                volume_id: vol.handle.clone(),
+                publish_context,
+                staging_target_path: staging
+                    .as_ref()
+                    .map(|s| s.display().to_string())
+                    .unwrap_or_default(),
+                target_path: target.display().to_string(),
+                volume_capability: Some(capability).into(),
+                readonly: vol.read_only,
+                volume_context: context.into_iter().collect(),
+                ..Default::default()
+            };
+            client.publish(&req).map_err(call_err(vol.driver))?;
+        }
+        if !mounted
+            && !vol.read_only
+            && policy.applies_fs_group(vol.fs_type, vol.access_mode, vol.ephemeral)
+        {
+            if let Some(gid) = fs_group {
+                give_to_group(&target, gid)?;
+            }
+        }
+        Ok(target)
+    }
+
+    /// Tears down the CSI volume in `dir` (a folder under `kubernetes.io~csi`):
+    /// unpublish, unstage when no other pod uses the staged volume. A folder with
+    /// no record (set-up failed before it) is left for the caller to remove.
+    pub fn tear_down(&self, dir: &Path) -> Result<(), VolumeError> {
+        let Some(record) = read_record(dir)? else {
+            return Ok(());
+        };
+        let client = self.client(&record.driver_name)?;
+        let target = plan::target_path(dir);
+        client
+            .unpublish(&record.volume_handle, &target.display().to_string())
+            .map_err(call_err(&record.driver_name))?;
+        // The driver must have unmounted it; refuse to go on over a live mount.
+        mount::ensure_nothing_mounted(dir)?;
+        if record.ephemeral() {
+            return Ok(());
+        }
+        let staging = plan::staging_path(&self.root, &record.driver_name, &record.volume_handle);
+        if !staging.exists() || self.staged_volume_in_use(dir, &record)? {
+            return Ok(());
+        }
+        let caps = client
+            .node_capabilities()
+            .map_err(call_err(&record.driver_name))?;
+        if caps.contains(&NodeCapability::StageUnstage) {
+            client
+                .unstage(&record.volume_handle, &staging.display().to_string())
+                .map_err(call_err(&record.driver_name))?;
+        }
+        mount::ensure_nothing_mounted(&staging)?;
+        let _ = fs::remove_dir(&staging);
+        if let Some(parent) = staging.parent() {
+            let _ = fs::remove_dir(parent);
+        }
+        Ok(())
+    }
+
+    /// True when another pod's CSI volume record (other than `dir`'s) names the same
+    /// driver and volume handle.
+    fn staged_volume_in_use(&self, dir: &Path, record: &VolData) -> Result<bool, VolumeError> {
+        let pods = self.root.join("pods");
+        for pod in read_names(&pods)? {
+            let plugin = pods.join(pod).join("volumes").join(PLUGIN_CSI);
+            for vol in read_names(&plugin)? {
+                let other = plugin.join(vol);
+                if other == dir {
+                    continue;
+                }
+                if let Ok(Some(r)) = read_record(&other) {
+                    if r.driver_name == record.driver_name
+                        && r.volume_handle == record.volume_handle
+                    {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn capability(
+    mode: pb::volume_capability::access_mode::Mode,
+    fs_type: &str,
+    mount_flags: &[String],
+) -> pb::VolumeCapability {
+    use pb::volume_capability::{AccessMode, Access_type, MountVolume};
+    pb::VolumeCapability {
+        access_mode: Some(AccessMode {
+            mode: mode.into(),
+            ..Default::default()
+        })
+        .into(),
+        access_type: Some(Access_type::Mount(MountVolume {
+            fs_type: fs_type.to_owned(),
+            mount_flags: mount_flags.to_vec(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+fn read_names(dir: &Path) -> Result<Vec<String>, VolumeError> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(VolumeError::io("read dir", dir, e)),
+    }
+}
+
+/// Writes `vol_data.json` atomically (temp file, fsync, rename).
+fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
+    let path = dir.join(VOL_DATA);
+    let record_err = |step, message: String| CsiMountError::Record {
+        step,
+        path: path.clone(),
+        message,
+    };
+    let bytes = serde_json::to_vec(record).map_err(|e| record_err("encode", e.to_string()))?;
+    let tmp = dir.join(format!(".{VOL_DATA}.tmp"));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| record_err("write", e.to_string()))
+}
+
+/// The record in `dir`, `None` if there is none.
+pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
+    let path = dir.join(VOL_DATA);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(CsiMountError::Record {
+                step: "read",
+                path,
+                message: e.to_string(),
+            })
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| CsiMountError::Record {
+            step: "decode",
+            path,
+            message: e.to_string(),
+        })
+}
+
+/// Gives the volume's top directory to `gid` with setgid and group write (upstream
+/// SetVolumeOwnership, top level only: the files a driver provides are its own).
+fn give_to_group(target: &Path, gid: u32) -> Result<(), VolumeError> {
+    nix::unistd::chown(target, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| {
+        VolumeError::io("chown", target, std::io::Error::from_raw_os_error(e as i32))
+    })?;
+    let mode = fs::metadata(target)
+        .map_err(io_err("stat", target))?
+        .permissions()
+        .mode();
+    fs::set_permissions(target, fs::Permissions::from_mode((mode & 0o7777) | 0o2070))
+        .map_err(io_err("chmod", target))
+}
