@@ -530,9 +530,9 @@ pub struct ObjectMeta {
     #[serde(deserialize_with = "nullable", skip_serializing_if = "is_default")]
     pub finalizers: Vec<String>,
     /// Fields not modelled here (selfLink, ...), kept verbatim. `managedFields` is
-    /// dropped on decoding: nothing here reads it, litelet only PATCHes or creates
-    /// (an update without it keeps the server's), and its field trees were the
-    /// largest part of every pod copy held per pod (issue 18).
+    /// dropped on decoding: nothing here reads it, an update without it (the Lease
+    /// PUT) keeps the server's entries, and its field trees were the largest part of
+    /// every pod copy held per pod (issue 18).
     #[serde(flatten, deserialize_with = "without_managed_fields")]
     pub extra: Map<String, Value>,
 }
