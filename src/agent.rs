@@ -184,6 +184,9 @@ pub fn run(
     let pod_logs_dir = flags.pod_logs_dir.clone();
     let node_config = NodeConfig::from_flags(flags, Some(&node))
         .map_err(|e| AgentError::Config(e.to_string()))?;
+    let eviction_config =
+        crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
+    let pressure = crate::eviction::Pressure::new();
     let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
     let (machine, problems) = reader.read();
     for problem in problems {
@@ -303,7 +306,8 @@ pub fn run(
 
     // Node registration, status and lease (only with an API server).
     if let Some(client) = &api {
-        let inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
+        let mut inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
+        inputs.health = pressure.wrap_health(inputs.health);
         crate::node::start(
             client,
             node_config.clone(),
@@ -439,6 +443,8 @@ pub fn run(
     let _ = workers_cell.set(workers.clone());
     let (gc_manager, gc_workers, gc_recorder) =
         (manager.clone(), workers.clone(), recorder.clone());
+    let (evict_manager, evict_workers, evict_recorder) =
+        (manager.clone(), workers.clone(), recorder.clone());
 
     let server_status = status.clone();
     let cgroups_for_stats = cgroups.clone();
@@ -491,6 +497,26 @@ pub fn run(
         None => log::info!("container log rotation is off (negative --container-log-max-size)"),
     }
     let stats = start_stats(flags, &runtime, stats_images, cgroups_for_stats, &shutdown);
+    kubelet.extra_admission = Some(Arc::new(pressure.clone()));
+    match &stats {
+        Some(store) => {
+            crate::eviction::EvictionManager {
+                config: eviction_config,
+                stats: store.clone(),
+                pods: kubelet.snapshot.clone(),
+                workers: evict_workers,
+                runtime: evict_manager,
+                recorder: evict_recorder,
+                node_name: node.clone(),
+                root_dir: flags.root_dir.clone(),
+                sources_ready: kubelet.sources_ready.clone(),
+                pressure,
+                period: crate::eviction::manager::PERIOD,
+            }
+            .spawn(shutdown.clone())?;
+        }
+        None => log::warn!("eviction disabled: no usage stats"),
+    }
     let server = ServerContext {
         heartbeat: kubelet.heartbeat.clone(),
         pleg: pleg_health,

@@ -97,7 +97,8 @@ fn ports_conflict(a: &(String, String, i32), b: &(String, String, i32)) -> bool 
     a.0 == b.0 && a.2 == b.2 && (a.1 == b.1 || wildcard(&a.1) || wildcard(&b.1))
 }
 
-fn tolerates(pod: &Pod, taint: &Taint) -> bool {
+/// Whether one of the pod's tolerations tolerates `taint`.
+pub fn tolerates(pod: &Pod, taint: &Taint) -> bool {
     pod.spec.tolerations.iter().any(|t| {
         let effect_ok = t.effect.as_ref().is_none_or(|e| *e == taint.effect);
         let key = t.key.as_deref().unwrap_or("");

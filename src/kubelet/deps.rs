@@ -97,3 +97,10 @@ impl PodProbes for ProbeManager {
         ProbeManager::status_results(self, uid)
     }
 }
+
+/// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
+/// the eviction manager's refuses pods under node pressure). Implementations read
+/// shared state only: this runs on the sync loop.
+pub trait PodAdmitHandler: Send + Sync {
+    fn admit(&self, pod: &Pod) -> Result<(), super::Rejection>;
+}

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
 pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
-pub use admission::{admit, sysctls, NodeView, Rejection};
+pub use admission::{admit, sysctls, tolerates as taint_tolerated, NodeView, Rejection};
 pub use pod_manager::PodManager;
 
 use crate::api::meta::Time;
@@ -101,6 +101,8 @@ pub struct Kubelet {
     /// The PLEG's last relist: housekeeping reads the runtime's pods from it when it is
     /// fresh instead of listing the runtime again.
     pub last_relist: Option<crate::pleg::LastRelist>,
+    /// Checked before the built-in admission (the eviction manager's pressure check).
+    pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
 }
 
 /// The events the loop reacts to.
@@ -182,6 +184,7 @@ impl Kubelet {
             snapshot_published: Instant::now(),
             resize: None,
             last_relist: None,
+            extra_admission: None,
         }
     }
 
@@ -416,6 +419,8 @@ impl Kubelet {
             // never counts against itself (upstream takes that list before AddPod).
             let admitted = if self.workers.is_pod_termination_requested(pod.uid()) {
                 Ok(None)
+            } else if let Some(Err(rejection)) = self.extra_admission.as_ref().map(|h| h.admit(&pod)) {
+                Err(rejection)
             } else {
                 let active = self.active_pods(self.pods.pods());
                 // RESIZE: every pod counts at its allocated resources (the checkpoint
