@@ -5,7 +5,8 @@
 //!    threshold met earlier stays met until its minimum reclaim is also available;
 //! 2. when each was first seen met (soft thresholds wait out their grace period);
 //! 3. the node conditions they drive, each kept true until it has not been seen for
-//!    the pressure transition period;
+//!    the pressure transition period (and always while it is seen, even with a zero
+//!    period: upstream's strict `< period` then never reports the condition);
 //! 4. the thresholds to act on now (grace period over), most urgent first: memory,
 //!    then the others in configuration order (upstream byEvictionPriority).
 //!
@@ -100,9 +101,13 @@ impl State {
             self.condition_last_observed
                 .insert(thresholds[i].signal.condition(), now);
         }
+        // Seen this round, or within the transition period. (Upstream keeps only the
+        // latter, so a zero period never reports a condition at all.)
         self.condition_last_observed.retain(|_, seen| {
-            now.duration_since(*seen)
-                .map_or(true, |since| since < transition)
+            *seen == now
+                || now
+                    .duration_since(*seen)
+                    .map_or(true, |since| since < transition)
         });
         let conditions = self.condition_last_observed.keys().copied().collect();
         let mut act_on: Vec<usize> = self
