@@ -339,7 +339,8 @@ impl Reader {
                     c.eviction_soft = self.pairs(f, v, "<", node::parse_eviction_hard)
                 }
                 "evictionSoftGracePeriod" => {
-                    c.eviction_soft_grace_period = self.pairs(f, v, "=", super::eviction_grace_periods)
+                    c.eviction_soft_grace_period =
+                        self.pairs(f, v, "=", super::eviction_grace_periods)
                 }
                 "evictionMinimumReclaim" => {
                     c.eviction_minimum_reclaim =

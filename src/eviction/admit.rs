@@ -75,7 +75,10 @@ impl Pressure {
     }
 
     /// Wraps the node thread's health function so it reports these conditions.
-    pub fn wrap_health(&self, mut inner: crate::node::inputs::HealthFn) -> crate::node::inputs::HealthFn {
+    pub fn wrap_health(
+        &self,
+        mut inner: crate::node::inputs::HealthFn,
+    ) -> crate::node::inputs::HealthFn {
         let me = self.clone();
         Box::new(move || {
             let mut h = inner();

@@ -92,9 +92,9 @@ impl Signal {
     pub fn resource(self) -> &'static str {
         match self {
             Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => "memory",
-            Signal::NodeFsInodesFree | Signal::ImageFsInodesFree | Signal::ContainerFsInodesFree => {
-                "inodes"
-            }
+            Signal::NodeFsInodesFree
+            | Signal::ImageFsInodesFree
+            | Signal::ContainerFsInodesFree => "inodes",
             Signal::PidAvailable => "pids",
             _ => "ephemeral-storage",
         }
@@ -233,10 +233,7 @@ pub fn parse_minimum_reclaim(text: &str) -> Result<BTreeMap<Signal, Value>, Evic
     Ok(out)
 }
 
-fn thresholds(
-    flag: &'static str,
-    text: &str,
-) -> Result<Vec<(Signal, Value)>, EvictionConfigError> {
+fn thresholds(flag: &'static str, text: &str) -> Result<Vec<(Signal, Value)>, EvictionConfigError> {
     let parsed = parse_eviction_hard(text)
         .map_err(|source| EvictionConfigError::Threshold { flag, source })?;
     parsed

@@ -149,7 +149,9 @@ impl EvictionManager {
             "EvictionThresholdMet",
             format!("Attempting to reclaim {resource}"),
         );
-        if t.signal.condition() == Condition::DiskPressure && self.reclaims_node_level(sample, t.signal) {
+        if t.signal.condition() == Condition::DiskPressure
+            && self.reclaims_node_level(sample, t.signal)
+        {
             self.reclaim_disk(image_gc);
             *acted_at = Some(SystemTime::now());
             if self.disk_relieved(sample, &obs, t.signal) {
@@ -186,7 +188,11 @@ impl EvictionManager {
         rank::rank(t.signal, &mut candidates);
         for c in &candidates {
             if is_critical(c.pod) {
-                log::warn!("eviction: cannot evict critical pod {}", c.pod.full_name());
+                log::warn!(
+                    "eviction: cannot evict critical pod {}/{}",
+                    c.pod.namespace(),
+                    c.pod.name()
+                );
                 continue;
             }
             let containers = by_uid(c.pod.uid()).map(container_usage).unwrap_or_default();
@@ -229,8 +235,11 @@ impl EvictionManager {
             log::warn!("eviction: removing dead containers: {e}");
         }
         if let Some(gc) = image_gc {
-            let report =
-                gc.delete_unused(&self.runtime.images, &self.runtime.runtime, SystemTime::now());
+            let report = gc.delete_unused(
+                &self.runtime.images,
+                &self.runtime.runtime,
+                SystemTime::now(),
+            );
             log::info!(
                 "eviction: removed {} unused images ({} bytes)",
                 report.removed.len(),
@@ -286,16 +295,29 @@ impl EvictionManager {
 
     fn evict(&self, pod: &Pod, message: String, grace: i64) {
         log::info!(
-            "eviction: evicting pod {} ({}): {message}",
-            pod.full_name(),
+            "eviction: evicting pod {}/{} ({}): {message}",
+            pod.namespace(),
+            pod.name(),
             pod.uid()
         );
         self.recorder
             .pod(pod, EventType::Warning, REASON, message.clone());
-        let edit: StatusFn = Arc::new(move |status: &mut PodStatus| evicted_status(status, &message));
-        match self.workers.kill_pod_now(pod, true, Some(grace), Some(edit)) {
-            Ok(()) => log::info!("eviction: pod {} is evicted", pod.full_name()),
-            Err(e) => log::error!("eviction: pod {} failed to evict: {e}", pod.full_name()),
+        let edit: StatusFn =
+            Arc::new(move |status: &mut PodStatus| evicted_status(status, &message));
+        match self
+            .workers
+            .kill_pod_now(pod, true, Some(grace), Some(edit))
+        {
+            Ok(()) => log::info!(
+                "eviction: pod {}/{} is evicted",
+                pod.namespace(),
+                pod.name()
+            ),
+            Err(e) => log::error!(
+                "eviction: pod {}/{} failed to evict: {e}",
+                pod.namespace(),
+                pod.name()
+            ),
         }
     }
 }

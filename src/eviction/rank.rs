@@ -79,8 +79,7 @@ fn compare(signal: Signal, a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
     let by_priority = priority(a.pod).cmp(&priority(b.pod));
     if signal == Signal::PidAvailable {
         return by_priority.then_with(|| {
-            missing_first(ua, ub)
-                .unwrap_or_else(|| ub.map(|u| u.0).cmp(&ua.map(|u| u.0)))
+            missing_first(ua, ub).unwrap_or_else(|| ub.map(|u| u.0).cmp(&ua.map(|u| u.0)))
         });
     }
     let exceeds = |u: Option<(i64, i64)>| u.is_some_and(|(used, req)| used > req);

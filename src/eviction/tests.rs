@@ -49,7 +49,10 @@ fn config_defaults_are_upstreams_hard_thresholds() {
             Signal::ImageFsAvailable
         ])
     );
-    assert!(c.thresholds.iter().all(|t| t.hard && t.grace_period.is_zero()));
+    assert!(c
+        .thresholds
+        .iter()
+        .all(|t| t.hard && t.grace_period.is_zero()));
 }
 
 #[test]
@@ -64,7 +67,14 @@ fn config_table() {
         Result<usize, &'static str>,
     );
     let cases: &[Case] = &[
-        ("hard replaces the defaults", Some("memory.available<1Gi"), None, None, None, Ok(1)),
+        (
+            "hard replaces the defaults",
+            Some("memory.available<1Gi"),
+            None,
+            None,
+            None,
+            Ok(1),
+        ),
         (
             "soft with its grace period",
             Some("pid.available<100"),
@@ -105,7 +115,14 @@ fn config_table() {
             Some("nodefs.available=-1Gi"),
             Err("eviction-minimum-reclaim"),
         ),
-        ("bad hard threshold", Some("nodefs.available>1Gi"), None, None, None, Err("eviction-hard")),
+        (
+            "bad hard threshold",
+            Some("nodefs.available>1Gi"),
+            None,
+            None,
+            None,
+            Err("eviction-hard"),
+        ),
     ];
     for (name, hard, soft, grace, reclaim, want) in cases {
         let f = EvictionFlags {
@@ -137,7 +154,10 @@ fn minimum_reclaim_attaches_to_hard_and_soft_thresholds() {
     let c = EvictionConfig::from_flags(&f).unwrap();
     assert_eq!(c.thresholds.len(), 2);
     for t in &c.thresholds {
-        assert_eq!(t.min_reclaim, Some(Value::Quantity("500Mi".parse().unwrap())));
+        assert_eq!(
+            t.min_reclaim,
+            Some(Value::Quantity("500Mi".parse().unwrap()))
+        );
     }
     assert_eq!(c.thresholds[1].grace_period, Duration::from_secs(30));
     assert!(!c.thresholds[1].hard);
@@ -174,13 +194,21 @@ fn signals_from_a_sample() {
         errors: vec![],
     };
     let obs = observe(&sample);
-    let o = |available, capacity| Some(Observation { available, capacity });
+    let o = |available, capacity| {
+        Some(Observation {
+            available,
+            capacity,
+        })
+    };
     assert_eq!(obs.get(&Signal::MemoryAvailable).copied(), o(7_000, 10_000));
     assert_eq!(obs.get(&Signal::NodeFsAvailable).copied(), o(100, 1_000));
     assert_eq!(obs.get(&Signal::NodeFsInodesFree).copied(), o(5, 50));
     // No dedicated image filesystem: imagefs is nodefs.
     assert_eq!(obs.get(&Signal::ImageFsAvailable).copied(), o(100, 1_000));
-    assert_eq!(obs.get(&Signal::PidAvailable).copied(), o(4_194_000, 4_194_304));
+    assert_eq!(
+        obs.get(&Signal::PidAvailable).copied(),
+        o(4_194_000, 4_194_304)
+    );
     assert_eq!(obs.get(&Signal::AllocatableMemoryAvailable), None);
 
     // A number the sampler could not read leaves its signal out.
@@ -354,7 +382,10 @@ fn rounds_table() {
         "percentages are of the capacity",
         &[threshold(NodeFsAvailable, "10%", 0, None)],
         0,
-        &[(0, disk(99), &[DiskPressure], &[0]), (10, disk(101), &[], &[])],
+        &[
+            (0, disk(99), &[DiskPressure], &[0]),
+            (10, disk(101), &[], &[]),
+        ],
     );
     check_rounds(
         "a signal without an observation never meets its threshold",
@@ -439,7 +470,10 @@ fn ranking_table() {
         "disk: ephemeral-storage requests count",
         NodeFsAvailable,
         &[
-            (pod("requested", 0, &[("ephemeral-storage", "1Gi")]), usage(0, 500, 1)),
+            (
+                pod("requested", 0, &[("ephemeral-storage", "1Gi")]),
+                usage(0, 500, 1),
+            ),
             (pod("writer", 0, &[]), usage(0, 100, 1)),
         ],
         &["writer", "requested"],
@@ -515,8 +549,18 @@ fn admission_table() {
             &best_effort,
             Some("The node had condition: [MemoryPressure]. "),
         ),
-        ("memory pressure admits Burstable", &[MemoryPressure], &burstable, None),
-        ("memory pressure admits a tolerating BestEffort", &[MemoryPressure], &tolerating, None),
+        (
+            "memory pressure admits Burstable",
+            &[MemoryPressure],
+            &burstable,
+            None,
+        ),
+        (
+            "memory pressure admits a tolerating BestEffort",
+            &[MemoryPressure],
+            &tolerating,
+            None,
+        ),
         (
             "disk pressure refuses all",
             &[DiskPressure],
@@ -535,8 +579,18 @@ fn admission_table() {
             &burstable,
             Some("The node had condition: [MemoryPressure DiskPressure]. "),
         ),
-        ("critical priority is admitted", &[DiskPressure], &critical, None),
-        ("a static pod is admitted", &[DiskPressure, PidPressure], &static_pod, None),
+        (
+            "critical priority is admitted",
+            &[DiskPressure],
+            &critical,
+            None,
+        ),
+        (
+            "a static pod is admitted",
+            &[DiskPressure, PidPressure],
+            &static_pod,
+            None,
+        ),
     ];
     for (name, conds, pod, want) in cases {
         let conds: BTreeSet<Condition> = conds.iter().copied().collect();

@@ -419,7 +419,9 @@ impl Kubelet {
             // never counts against itself (upstream takes that list before AddPod).
             let admitted = if self.workers.is_pod_termination_requested(pod.uid()) {
                 Ok(None)
-            } else if let Some(Err(rejection)) = self.extra_admission.as_ref().map(|h| h.admit(&pod)) {
+            } else if let Some(Err(rejection)) =
+                self.extra_admission.as_ref().map(|h| h.admit(&pod))
+            {
                 Err(rejection)
             } else {
                 let active = self.active_pods(self.pods.pods());

@@ -400,7 +400,10 @@ evictionMaxPodGracePeriod: 20
         "evictionSoftGracePeriod: {memory.available: soon}\nevictionMinimumReclaim: {pid.available: -1}\n",
     );
     let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
-    assert_eq!(fields, ["evictionSoftGracePeriod", "evictionMinimumReclaim"]);
+    assert_eq!(
+        fields,
+        ["evictionSoftGracePeriod", "evictionMinimumReclaim"]
+    );
 }
 
 #[test]
