@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded};
 
+use crate::admission::sysctls::{kernel_version, SysctlAllowlist};
+use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
@@ -18,10 +20,8 @@ use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
-use crate::kubelet::runtime_state::RuntimeState;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
-use crate::kubelet::sysctls::{kernel_version, SysctlAllowlist};
-use crate::kubelet::{Kubelet, NodeView};
+use crate::kubelet::Kubelet;
 use crate::node::register;
 use crate::node::status as node_status;
 use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs};
@@ -38,6 +38,7 @@ use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
+use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
 use crate::sources::{self, SOURCE_API, SOURCE_FILE};
 use crate::status::events;

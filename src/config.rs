@@ -429,7 +429,7 @@ pub fn eviction_config(
 
 /// One `--allowed-unsafe-sysctls` entry, checked as upstream does at start-up.
 fn unsafe_sysctl(text: &str) -> Result<String, String> {
-    crate::kubelet::sysctls::SysctlAllowlist::new(None, &[text.to_owned()])
+    crate::admission::sysctls::SysctlAllowlist::new(None, &[text.to_owned()])
         .map(|_| text.to_owned())
         .map_err(|e| e.to_string())
 }

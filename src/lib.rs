@@ -4,6 +4,7 @@
 //! talk over crossbeam channels, the runtime is reached over blocking gRPC. See
 //! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
 
+pub mod admission;
 pub mod agent;
 pub mod api;
 pub mod cgroups;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod node;
 pub mod pleg;
 pub mod pod_workers;
+pub mod probe;
 pub mod prober;
 pub mod process;
 pub mod resize;

@@ -87,6 +87,12 @@ impl PlegHealth {
     }
 }
 
+impl crate::runtime::state::HealthCheck for PlegHealth {
+    fn check(&self, now: Instant, started: Instant) -> Result<(), String> {
+        PlegHealth::check(self, now, started)
+    }
+}
+
 /// The runtime's pods as the last successful relist saw them, and when: for readers
 /// that can live with a list up to a relist period old (housekeeping), so one CRI
 /// listing per second is shared instead of repeated, and for [`PlegHealth`]. Cloning

@@ -441,10 +441,10 @@ fn shutdown_ends_both_threads_even_mid_request() {
 
 #[test]
 fn host_inputs_follow_the_runtime() {
-    use litelet::kubelet::runtime_state::RuntimeState;
     use litelet::node::{MachineReader, MachineRoots};
     use litelet::pleg::PlegHealth;
     use litelet::runtime::manager::RuntimeConditions;
+    use litelet::runtime::state::RuntimeState;
     use std::time::Instant;
     use support::fake_cri::FakeCri;
 

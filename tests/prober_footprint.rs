@@ -17,7 +17,7 @@ use litelet::api::pod::{
 };
 use litelet::cri::pb;
 use litelet::events::Recorder;
-use litelet::prober::http::{HttpClient, HttpTarget};
+use litelet::probe::http::{HttpClient, HttpTarget};
 use litelet::prober::{ProbeManager, ProberConfig, PROBE_USER_AGENT};
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use protobuf::MessageField;

@@ -565,7 +565,7 @@ impl Reader {
     /// A list of sysctl names or prefixes, each namespaced (as the flag).
     fn sysctls(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
         let list: Vec<String> = self.get(field, value)?;
-        match crate::kubelet::sysctls::SysctlAllowlist::new(None, &list) {
+        match crate::admission::sysctls::SysctlAllowlist::new(None, &list) {
             Ok(_) => Some(list),
             Err(e) => {
                 self.bad(field, e.to_string());

@@ -9,10 +9,10 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
+use crate::admission::{tolerates as taint_tolerated, Rejection};
 use crate::api::node::{Taint, TaintEffect};
 use crate::api::pod::Pod;
 use crate::cgroups::qos::{pod_qos, QosClass};
-use crate::kubelet::{taint_tolerated, Rejection};
 
 use super::config::Condition;
 use super::rank::is_critical;

@@ -146,7 +146,7 @@ pub struct EvictionConfig {
 /// Upstream's `--eviction-pressure-transition-period` default.
 pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 
-/// The flag texts, as [`crate::config::Flags`] holds them.
+/// The flag texts, as the command line and config file give them.
 #[derive(Clone, Debug)]
 pub struct EvictionFlags<'a> {
     /// `None`: upstream's defaults.

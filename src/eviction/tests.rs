@@ -24,6 +24,19 @@ fn at(s: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_000 + s)
 }
 
+/// The few Go durations these tests use (`30s`, `1m`, `1m30s`); the real parser is
+/// the flag layer's, above this module.
+fn duration(text: &str) -> Result<Duration, String> {
+    let (m, rest) = text.split_once('m').unwrap_or(("0", text));
+    let s = rest
+        .strip_suffix('s')
+        .unwrap_or(if rest.is_empty() { "0" } else { "x" });
+    match (m.parse::<u64>(), s.parse::<u64>()) {
+        (Ok(m), Ok(s)) => Ok(Duration::from_secs(m * 60 + s)),
+        _ => Err(format!("invalid duration {text:?}")),
+    }
+}
+
 fn flags<'a>() -> EvictionFlags<'a> {
     EvictionFlags {
         hard: None,
@@ -32,7 +45,7 @@ fn flags<'a>() -> EvictionFlags<'a> {
         minimum_reclaim: None,
         pressure_transition_period: Duration::from_secs(300),
         max_pod_grace_period_seconds: 0,
-        duration: crate::config::parse_duration,
+        duration,
     }
 }
 

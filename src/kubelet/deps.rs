@@ -102,5 +102,5 @@ impl PodProbes for ProbeManager {
 /// the eviction manager's refuses pods under node pressure). Implementations read
 /// shared state only: this runs on the sync loop.
 pub trait PodAdmitHandler: Send + Sync {
-    fn admit(&self, pod: &Pod) -> Result<(), super::Rejection>;
+    fn admit(&self, pod: &Pod) -> Result<(), crate::admission::Rejection>;
 }

@@ -12,14 +12,12 @@
 //! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
 //! but shutdown is read, as upstream does.
 
-mod admission;
 pub mod deps;
 pub mod gc_loop;
 mod housekeeping;
 pub mod mirror;
 mod pod_manager;
 pub mod pull_secrets;
-pub mod runtime_state;
 pub mod snapshot;
 pub mod syncer;
 
@@ -30,10 +28,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
-pub use admission::fits as admission_fits; // RESIZE: resize admission checks the fit alone
-pub use admission::{admit, sysctls, tolerates as taint_tolerated, NodeView, Rejection};
 pub use pod_manager::PodManager;
 
+use crate::admission::{admit, NodeView, Rejection};
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodPhase};
 use crate::cgroups::manager::PodCgroupManager;
@@ -43,11 +40,11 @@ use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkQueue};
 use crate::prober::{ProbeKind, ProbeUpdate};
 use crate::runtime::actions::ProbeResult;
 use crate::runtime::manager::RuntimeManager;
+use crate::runtime::state::RuntimeState;
 use crate::sources::{PodOperation, PodUpdate};
 use crate::status::manager::StatusManager;
 use deps::PodProbes;
 use mirror::MirrorClient;
-use runtime_state::RuntimeState;
 
 /// Period of the work-queue check.
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);

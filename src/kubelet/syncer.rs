@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 
 use super::deps::{PodProbes, PodVolumes};
 use super::mirror::{is_mirror_of, MirrorClient};
-use super::runtime_state::RuntimeState;
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
 use crate::api::quantity::Quantity;
@@ -23,9 +22,10 @@ use crate::runtime::env::EnvContext;
 use crate::runtime::envvars::ServiceEnv;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
+use crate::runtime::result::SyncError as WaitingReason;
+use crate::runtime::state::RuntimeState;
 use crate::runtime::sync::SyncInputs;
 use crate::sources::services::ServiceStore;
-use crate::status::containers::SyncError as WaitingReason;
 use crate::status::generate::{generate_pod_status, Eviction, PodStatusInput};
 use crate::status::manager::StatusManager;
 

@@ -10,9 +10,9 @@
 use std::time::Instant;
 
 use crate::cri::RuntimeClient;
-use crate::kubelet::runtime_state::RuntimeState;
 use crate::node::machine::{MachineError, MachineInfo, MachineReader};
 use crate::node::status::Health;
+use crate::runtime::state::RuntimeState;
 
 /// Reads the machine (facts and the problems met).
 pub type MachineFn = Box<dyn FnMut() -> (MachineInfo, Vec<MachineError>) + Send>;

@@ -18,7 +18,7 @@
 //! allocatable, conditions, change detection, the PATCH body), `register.rs` (the Node
 //! to create and the label reconcile), `lease.rs::desired_lease`. The rest of litelet
 //! feeds the status through `NodeInputs` (`inputs.rs`; `from_host` reads the shared
-//! `kubelet::runtime_state::RuntimeState`).
+//! `runtime::state::RuntimeState`).
 //!
 //! At idle, with default periods, the two threads send 6 lease PUTs a minute plus one
 //! status PATCH every 5 minutes: 6.2 requests a minute.

@@ -14,8 +14,10 @@ use std::time::Duration;
 use crate::api::pod::{Container, IntOrString, Probe};
 use crate::cri::RuntimeClient;
 
-use super::http::{HttpClient, HttpTarget};
-use super::{exec, grpc, http, tcp, Attempt, PROBE_USER_AGENT};
+use crate::probe::http::{self, HttpClient, HttpTarget};
+use crate::probe::resolve_port;
+
+use super::{exec, grpc, tcp, Attempt, PROBE_USER_AGENT};
 
 /// One resolved probe attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,34 +36,6 @@ pub enum Action {
         port: u16,
         service: String,
     },
-}
-
-/// Resolves a port given as a number or as the name of one of the container's ports
-/// (upstream tries the name first, then a number written as a string).
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
-    let number = match port {
-        IntOrString::Int(n) => *n,
-        IntOrString::String(name) => {
-            let named = container
-                .ports
-                .iter()
-                .find(|p| p.name.as_deref() == Some(name.as_str()))
-                .map(|p| p.container_port);
-            match named.or_else(|| name.parse::<i32>().ok()) {
-                Some(n) => n,
-                None => {
-                    return Err(format!(
-                        "port {name:?} is not a named port of container {:?}",
-                        container.name
-                    ))
-                }
-            }
-        }
-    };
-    u16::try_from(number)
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("port {number} is out of range"))
 }
 
 fn host_or_pod_ip(host: Option<&str>, pod_ip: &str) -> Result<String, String> {

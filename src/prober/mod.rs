@@ -1,5 +1,5 @@
-//! Liveness, readiness and startup probes (upstream `pkg/kubelet/prober` and
-//! `pkg/probe`), and the HTTP GET that lifecycle hooks share with them.
+//! Liveness, readiness and startup probes (upstream `pkg/kubelet/prober`); what they
+//! share with lifecycle hooks (attempt outcome, HTTP GET) is below in `crate::probe`.
 //!
 //! Threads: one `probe-timer` thread owns every probe's state (a min-heap of due
 //! attempts) and hands attempts to a small pool of `probe-N` threads that grows while
@@ -13,34 +13,30 @@
 //! Files: `manager.rs` (the handle and the timer loop), `pool.rs` (attempt threads),
 //! `worker.rs` (pure per-probe decisions: timing, thresholds, startup gating),
 //! `results.rs` (the shared results cache), `action.rs` (turns a probe spec into an
-//! action and runs it), and one file per kind: `exec.rs`, `http.rs`, `tcp.rs`,
-//! `grpc.rs` (with the generated `grpc_health` code). `docs/prober.md` explains the
+//! action and runs it), and one file per kind: `exec.rs`, `tcp.rs`, `grpc.rs` (with
+//! the generated `grpc_health` code); HTTP GET is `crate::probe::http`, shared with hooks. `docs/prober.md` explains the
 //! design and its measured footprint.
 
 mod action;
 mod exec;
 mod grpc;
 pub mod grpc_health;
-pub mod http;
 mod manager;
 mod pool;
 mod results;
 mod tcp;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod worker;
 
 use std::time::Duration;
 
-pub use action::resolve_port;
+pub use crate::probe::{Attempt, MAX_OUTPUT};
 pub use manager::{ProbeManager, ProberStats};
 pub use results::ProbeUpdate;
 
 /// The user agent of probe requests (upstream sends `kube-probe/<major>.<minor>`).
 pub const PROBE_USER_AGENT: &str = "kube-probe/litelet";
-
-/// The most output an attempt keeps: exec output and HTTP bodies are cut here.
-pub const MAX_OUTPUT: usize = 10 * 1024;
 
 /// Which of a container's three probes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -80,21 +76,6 @@ impl std::fmt::Display for ProbeKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// What one probe attempt found, before thresholds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    /// Healthy; the output (exec stdout, HTTP body) for debug logs.
-    Success(String),
-    /// Counted as a success, with a warning event (an HTTP redirect to another host).
-    Warning(String),
-    /// Unhealthy, with the reason for the event.
-    Failure(String),
-    /// The probe could not be run (the runtime is unreachable, the container is
-    /// already gone): reported in an event and otherwise ignored, as upstream ignores
-    /// prober errors.
-    Unknown(String),
 }
 
 /// Tunables of the prober threads.

@@ -21,12 +21,12 @@
 
 use std::fmt;
 
+use crate::admission::{fits as admission_fits, NodeView};
 use crate::api::pod::Pod;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::{cpu_milli, memory_bytes, pod_requests};
 use crate::cgroups::qos::{compute_pod_qos, pod_qos, QosClass};
 use crate::config::CgroupDriver;
-use crate::kubelet::{admission_fits, NodeView};
 
 use super::allocation::ContainerAllocation;
 

@@ -23,18 +23,18 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::admission::NodeView;
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{Pod, PodCondition, PodPhase, POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING};
 use crate::cgroups::pod_resources::pod_requests;
 use crate::config::CgroupDriver;
 use crate::events::EventType;
-use crate::kubelet::NodeView;
 use crate::runtime::model::PodRuntimeStatus;
 
 use super::admission::{can_resize, PendingReason, ResizeRequest, Verdict};
 use super::allocation::{allocated_pod, ContainerAllocation, PodAllocation};
 use super::checkpoint::{Allocations, Checkpoint, CheckpointError};
-use super::compute::containers_not_resized;
+use crate::runtime::resize::compute::containers_not_resized;
 
 /// Event reasons (upstream's names).
 pub const RESIZE_STARTED: &str = "ResizeStarted";

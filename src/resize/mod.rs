@@ -3,14 +3,14 @@
 //! writes, and what the status reports. Design note: `docs/resize.md`.
 //!
 //! - pure: [`allocation`] (allocated resources, the allocated pod), [`admission`]
-//!   (Infeasible / Deferred / fits), [`values`] (cgroup-unit values and conversions),
-//!   [`compute`] (per container: update in place, restart, or nothing; the body of
-//!   `runtime::actions`' resize seam), [`plan`] (the ordered writes), [`report`]
-//!   (`allocatedResources` and `resources` in container statuses);
+//!   (Infeasible / Deferred / fits);
 //! - state and I/O: [`checkpoint`] (the atomic allocation file under `--root-dir`),
 //!   [`manager`] ([`ResizeManager`]: allocations, conditions, admission lock),
-//!   [`apply`] (SyncPod step 9 over `PodCgroupManager` and CRI), [`sync`] (the
-//!   kubelet's pod sync around the runtime sync).
+//!   [`sync`] (the kubelet's pod sync around the runtime sync).
+//!
+//! The per-container decisions, the write order and the status report the runtime's
+//! sync needs are below, in `crate::runtime::resize` (values, compute, plan, apply,
+//! report), so that the runtime never imports this module.
 //!
 //! Threads: the sync loop (pod additions, retries, housekeeping) and pod workers
 //! (resize admission, actuation, status); see each file. No thread or channel of its
@@ -18,14 +18,9 @@
 
 pub mod admission;
 pub mod allocation;
-pub mod apply;
 pub mod checkpoint;
-pub mod compute;
 pub mod manager;
-pub mod plan;
-pub mod report;
 pub mod sync;
-pub mod values;
 
 pub use admission::{PendingReason, Verdict};
 pub use allocation::PodAllocation;

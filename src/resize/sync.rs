@@ -23,9 +23,6 @@ use crate::runtime::result::{SyncAction, SyncOutcome};
 
 use super::manager::{Actuation, ResizeEvent, ResizeManager};
 
-/// The waiting-reason-style name of a failed resize step in a `SyncOutcome`.
-pub const RESIZE_ERROR: &str = "ResizeError";
-
 fn record(recorder: &Recorder, pod: &Pod, events: Vec<ResizeEvent>) {
     for e in events {
         recorder.pod(pod, e.kind, e.reason, e.message);

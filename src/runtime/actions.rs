@@ -23,7 +23,7 @@
 //! In-place resize (RESIZE): for pods other than static pods, a change of resources
 //! alone is not a definition change (the hash without resources is compared); each
 //! running regular container and started sidecar goes through [`resize_hook`], which
-//! asks `resize::compute` (pure, spec section 5.1) whether to update it in place
+//! asks `runtime::resize::compute` (pure, spec section 5.1) whether to update it in place
 //! (`containers_to_update`, decreases first) or restart it (`update_pod_resources`).
 //! The pod passed in is the *allocated* pod: its spec carries the resources admitted
 //! by `resize::ResizeManager`, not necessarily the ones the API asks for.
@@ -337,7 +337,7 @@ fn resize_hook(
     if !resizable(pod) {
         return ResizeDecision::Keep;
     }
-    crate::resize::compute::container_resize(container, target, status, actions)
+    crate::runtime::resize::compute::container_resize(container, target, status, actions)
 }
 
 /// True when a running container was created from another spec. For a resizable pod

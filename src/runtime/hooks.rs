@@ -3,14 +3,14 @@
 //!
 //! Called from pod worker threads (and from the kill path's per-container threads).
 //! A hook never runs longer than the timeout it is given; its failure is a message.
-//! The HTTP GET and port resolution are the probes' (`prober::http`), so hooks and
+//! The HTTP GET and port resolution are the probes' (`probe::http`), so hooks and
 //! probes build URLs, follow redirects and bound bodies the same way.
 
 use std::time::Duration;
 
 use crate::api::pod::{Container, LifecycleHandler, Pod};
 use crate::cri::{pb, RuntimeClient};
-use crate::prober::http::{self, HttpClient};
+use crate::probe::http::{self, HttpClient};
 
 /// Runs hooks; a trait so the kill and start paths can be tested without a runtime.
 pub trait HookRunner: Send + Sync {
@@ -43,7 +43,7 @@ impl CriHookRunner {
 
 /// Resolves a port given as a number or as the name of one of the container's ports
 /// (shared with probes).
-pub use crate::prober::resolve_port;
+pub use crate::probe::resolve_port;
 
 /// The user agent of hook requests (upstream sends `kube-lifecycle/<major>.<minor>`).
 pub const HOOK_USER_AGENT: &str = "kube-lifecycle/litelet";

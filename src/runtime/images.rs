@@ -22,7 +22,7 @@ use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
 use crate::credentialprovider::{keyring_from_secrets, Credential, NodeDockerConfig, PullSecret};
 use crate::cri::{pb, CriError, ImageClient};
 use crate::events::{EventType, Recorder};
-use crate::status::containers::{
+use crate::runtime::result::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
 };
 

@@ -9,7 +9,35 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::status::containers::{SyncError, CRASH_LOOP_BACK_OFF, IMAGE_PULL_BACK_OFF};
+/// Waiting reasons a sync can leave on a container (the sync step's error name).
+pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
+pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
+pub const PRE_START_HOOK_ERROR: &str = "PreStartHookError";
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+
+/// Why the last sync could not start a container (upstream's reason cache entry):
+/// `reason` is the short error name (see the constants above; status generation turns it into the
+/// container's Waiting state), `message` the detail.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncError {
+    pub reason: String,
+    pub message: String,
+}
+
+impl SyncError {
+    pub fn new(reason: &str, message: &str) -> Self {
+        Self {
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        }
+    }
+}
 
 /// The kind of step (upstream SyncAction).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

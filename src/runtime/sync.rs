@@ -1,6 +1,6 @@
 //! SyncPod over CRI (upstream kuberuntime SyncPod): computes the pod's actions and
 //! carries them out in upstream's order — kill what must go, create the sandbox,
-//! start ephemeral, init, resize in place (`resize::apply`), then regular
+//! start ephemeral, init, resize in place (`runtime::resize::apply`), then regular
 //! containers — each start guarded by the crash-loop back-off and followed by the
 //! postStart hook.
 //!
@@ -31,8 +31,8 @@ use crate::api::pod::{Container, Pod};
 use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
 use crate::events::EventType;
-use crate::resize::sync::RESIZE_ERROR;
-use crate::status::containers::{
+use crate::runtime::resize::RESIZE_ERROR;
+use crate::runtime::result::{
     CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR,
     POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
 };
@@ -239,7 +239,12 @@ impl RuntimeManager {
         // Step 9 (RESIZE, upstream doPodResizeAction): resize in place, after init
         // and before regular containers start, so they start under the new pod
         // limits. The result goes into the outcome: never lost (quirk 1).
-        match crate::resize::apply::resize_pod(&self.runtime, inputs.cgroups, pod, &actions) {
+        match crate::runtime::resize::apply::resize_pod(
+            &self.runtime,
+            inputs.cgroups,
+            pod,
+            &actions,
+        ) {
             Ok(steps) if steps.is_empty() => {}
             Ok(_) => outcome.ok(SyncAction::ResizeContainers, pod.full_name()),
             Err(err) => {

@@ -19,7 +19,7 @@
 //! 5. `started` and `ready` from the probe results (no probe → started/ready once
 //!    running); a regular init container is ready when it exited 0.
 //! 6. Regular and init containers report `allocatedResources` (the pod given is the
-//!    allocated pod) and, while running, `resources` (see `resize::report`).
+//!    allocated pod) and, while running, `resources` (see `runtime::resize::report`).
 //! 7. Regular and ephemeral statuses are sorted by name, init statuses follow the spec.
 
 use std::collections::BTreeMap;
@@ -48,35 +48,6 @@ pub const MSG_LOST_AT_TERMINATION: &str =
 /// Message of a last state made up for a Running container that vanished.
 pub const MSG_LOST_WHILE_RUNNING: &str =
     "The container could not be located when the pod was deleted.  The container used to be Running";
-
-/// Waiting reasons a sync can leave on a container (the sync step's error name).
-pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
-pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
-pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
-pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
-pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
-pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
-pub const PRE_START_HOOK_ERROR: &str = "PreStartHookError";
-pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
-pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
-
-/// Why the last sync could not start a container (upstream's reason cache entry):
-/// `reason` is the short error name (see the constants above), `message` the detail.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SyncError {
-    pub reason: String,
-    pub message: String,
-}
-
-impl SyncError {
-    pub fn new(reason: &str, message: &str) -> Self {
-        Self {
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-        }
-    }
-}
 
 /// The latest probe results, keyed by the runtime's container ID (without the
 /// `<runtime>://` prefix). `true` is Success; Failure and Unknown are `false`. A
@@ -188,7 +159,7 @@ fn convert(
         ..ContainerStatus::default()
     };
     if c.state == model::ContainerState::Running && kind != ContainerKind::Ephemeral {
-        st.resources = crate::resize::report::actual_resources(spec, c.resources.as_ref());
+        st.resources = crate::runtime::resize::report::actual_resources(spec, c.resources.as_ref());
     }
     let state = match c.state {
         model::ContainerState::Running => ContainerState {
@@ -417,7 +388,7 @@ pub fn container_statuses(
     // 6. What the node allocated (RESIZE).
     if kind != ContainerKind::Ephemeral {
         for (c, st) in specs.iter().zip(out.iter_mut()) {
-            st.allocated_resources = crate::resize::report::allocated_resources(c);
+            st.allocated_resources = crate::runtime::resize::report::allocated_resources(c);
         }
     }
 

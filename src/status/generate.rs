@@ -25,9 +25,10 @@ use super::conditions::{
     carry_transition_times, containers_ready, initialized, is_owned_by_kubelet, pod_ready,
     ready_to_start_containers, replace_or_append, scheduled,
 };
-use super::containers::{container_statuses, ContainerKind, ProbeResults, SyncError};
+use super::containers::{container_statuses, ContainerKind, ProbeResults};
 use super::is_terminal_phase;
 use super::phase::pod_phase;
+use crate::runtime::result::SyncError;
 
 /// A decision to fail the pod with a reason (upstream pod sync handlers' `ShouldEvict`,
 /// e.g. `DeadlineExceeded` when activeDeadlineSeconds passed).

@@ -44,7 +44,7 @@ pub mod terminate;
 pub mod transition;
 
 pub use conditions::{is_owned_by_kubelet, is_shared_with_kubelet};
-pub use containers::{ProbeResults, SyncError};
+pub use containers::ProbeResults;
 pub use generate::{generate_pod_status, Eviction, PodStatusInput};
 pub use manager::{PodHooks, StatusManager};
 pub use merge::merge_pod_status;

@@ -4,8 +4,8 @@
 use super::*;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::tests::container;
-use crate::resize::values::container_values;
 use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
+use crate::runtime::resize::values::container_values;
 
 const NOW: i64 = 1_000;
 

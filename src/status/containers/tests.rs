@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::api::pod::{EphemeralContainer, Pod, Probe, RestartPolicy, VolumeMountStatus};
 use crate::runtime::model::{self, PodRuntimeStatus};
+use crate::runtime::result::{
+    SyncError, CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_ERROR, ERR_IMAGE_PULL, RUN_CONTAINER_ERROR,
+};
 use crate::status::generate::PodStatusInput;
 
 const SEC: i64 = 1_000_000_000;

@@ -9,7 +9,7 @@ use crate::api::pod::{
     POD_READY_TO_START_CONTAINERS, POD_RESIZE_PENDING, POD_SCHEDULED,
 };
 use crate::runtime::model::{self, SandboxStatus};
-use crate::status::containers::CRASH_LOOP_BACK_OFF;
+use crate::runtime::result::CRASH_LOOP_BACK_OFF;
 
 const NOW: i64 = 5000;
 const SEC: i64 = 1_000_000_000;

@@ -6,13 +6,13 @@ use super::*;
 use crate::api::pod::{Container, ContainerResizePolicy, Pod, ResizeRestartPolicy, RestartPolicy};
 use crate::cgroups::convert::{resource_config_for_pod, PodCgroupOptions};
 use crate::cgroups::pod_resources::tests::container;
-use crate::resize::values::container_values;
 use crate::runtime::actions::{compute_pod_actions, PodActions, ProbeResults};
 use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{
     ContainerResources, ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
     SandboxStatus,
 };
+use crate::runtime::resize::values::container_values;
 use proptest::prelude::*;
 
 const MI: u64 = 1 << 20;

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::pod::{Container, HttpGetAction, UriScheme};
 
-use super::action::resolve_port;
-use super::{Attempt, MAX_OUTPUT};
+use super::{resolve_port, Attempt, MAX_OUTPUT};
 
 /// Redirects followed before giving up, as Go's client.
 pub const MAX_REDIRECTS: usize = 10;

@@ -8,6 +8,9 @@
 //! count, cpu, memory, ephemeral-storage and any other requested resource
 //! (`OutOf<name>`).
 //!
+//! Below both of its callers: the sync loop admits new pods with [`admit`], and resize
+//! admission (`resize::admission`) checks the fit alone with [`fits`].
+//!
 //! The node's labels and taints are the API server's (the `node-watch` thread's
 //! `NodeLister`) once known, else the ones litelet registers the node with: the sync
 //! loop builds the [`NodeView`] for each batch of additions.

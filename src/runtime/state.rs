@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, tick, Receiver};
 
-use crate::pleg::PlegHealth;
 use crate::runtime::manager::{RuntimeConditions, RuntimeManager};
 
 /// How often the runtime is asked for its status.
@@ -27,23 +26,30 @@ struct Inner {
     network_error: Option<String>,
 }
 
+/// A health check that gates pod work besides the runtime's own status: the PLEG's
+/// (`pleg::PlegHealth`). A trait so that this module, below the PLEG, does not import it.
+pub trait HealthCheck: Send + Sync {
+    /// Fails with a message when unhealthy at `now`; `started` is when litelet started.
+    fn check(&self, now: Instant, started: Instant) -> Result<(), String>;
+}
+
 /// Shared by the runtime-up thread (writer), the sync loop, pod workers and the node.
 #[derive(Clone)]
 pub struct RuntimeState {
     inner: Arc<Mutex<Inner>>,
-    pleg: PlegHealth,
+    pleg: Arc<dyn HealthCheck>,
     started: Instant,
 }
 
 impl RuntimeState {
-    pub fn new(pleg: PlegHealth) -> RuntimeState {
+    pub fn new(pleg: impl HealthCheck + 'static) -> RuntimeState {
         RuntimeState {
             inner: Arc::new(Mutex::new(Inner {
                 last_ok: None,
                 runtime_error: None,
                 network_error: Some("network state unknown".into()),
             })),
-            pleg,
+            pleg: Arc::new(pleg),
             started: Instant::now(),
         }
     }
@@ -138,6 +144,7 @@ impl RuntimeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pleg::PlegHealth;
 
     fn conditions(runtime: bool, network: bool) -> RuntimeConditions {
         RuntimeConditions {
