@@ -218,6 +218,13 @@ pub fn run(
         }
         None => Recorder::log_only(),
     };
+    // Upstream's first node event (kubelet Run).
+    recorder.node(
+        &node,
+        crate::events::EventType::Normal,
+        "Starting",
+        "Starting kubelet.",
+    );
 
     let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
     let settings = RuntimeSettings {
@@ -279,7 +286,17 @@ pub fn run(
         })
         .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
         {
-            Ok(m) => Some(Arc::new(m)),
+            Ok(m) => {
+                // Upstream's container manager says so once the pod cgroups hold the
+                // node's allocatable.
+                recorder.node(
+                    &node,
+                    crate::events::EventType::Normal,
+                    "NodeAllocatableEnforced",
+                    "Updated Node Allocatable limit across pods",
+                );
+                Some(Arc::new(m))
+            }
             Err(err) => {
                 log::warn!("pod cgroups disabled: {err}");
                 None
@@ -309,6 +326,7 @@ pub fn run(
     if let Some(client) = &api {
         let mut inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
         inputs.health = pressure.wrap_health(inputs.health);
+        inputs.images = Some(crate::node::inputs::images_from(stats_images.clone()));
         crate::node::start(
             client,
             node_config.clone(),

@@ -61,6 +61,24 @@ fn disk_pressure_evicts_the_pod_filling_nodefs_and_clears_after_the_transition_p
     let stamp = |what: &str| eprintln!("[{:>5.1} s] {what}", t0.elapsed().as_secs_f64());
     node.wait_ready();
     assert_eq!(disk_pressure(&node).as_deref(), Some("False"));
+    // status.images: the runtime's images, largest first (busybox beats pause).
+    node.wait_for("status.images on the Node", || {
+        node.node_object().is_some_and(|n| {
+            let images = n["status"]["images"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let sizes: Vec<i64> = images
+                .iter()
+                .filter_map(|i| i["sizeBytes"].as_i64())
+                .collect();
+            images.iter().any(|i| {
+                i["names"]
+                    .as_array()
+                    .is_some_and(|names| names.iter().any(|n| n == BUSYBOX))
+            }) && sizes.windows(2).all(|w| w[0] >= w[1])
+        })
+    });
     stamp("node Ready, DiskPressure False");
     node.cp.namespace(NS);
     let sleeper = "trap 'exit 0' TERM; while true; do sleep 1; done";
@@ -124,6 +142,29 @@ fn disk_pressure_evicts_the_pod_filling_nodefs_and_clears_after_the_transition_p
         .flatten()
         .any(|e| e["reason"] == "Evicted" && e["type"] == "Warning");
     assert!(evicted, "no Evicted event for hog: {events:#}");
+
+    // Upstream's node events: at start, and for the condition's transitions.
+    let node_events = node
+        .cp
+        .get(&format!(
+            "/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind=Node,involvedObject.name={}",
+            node.name
+        ))
+        .unwrap_or(Value::Null);
+    let reasons: Vec<&str> = node_events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    for want in [
+        "Starting",
+        "NodeAllocatableEnforced",
+        "NodeHasDiskPressure",
+        "EvictionThresholdMet",
+    ] {
+        assert!(reasons.contains(&want), "no {want} node event: {reasons:?}");
+    }
 
     // The evicted pod's volume is removed; the condition ends after the transition
     // period, and the quiet pod was never touched.

@@ -199,6 +199,7 @@ impl EvictionManager {
             let message = rank::message(t.signal, level, obs_t, c.pod, &containers);
             let grace = self.grace_period(c.pod, t.hard);
             self.evict(c.pod, message, grace);
+            crate::metrics::evicted(t.signal.as_str());
             *acted_at = Some(SystemTime::now());
             return;
         }

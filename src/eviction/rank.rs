@@ -7,7 +7,7 @@
 //!   the same with `ephemeral-storage` requests (inodes have no request);
 //! - PIDs: lower priority, then the most processes.
 //!
-//! A pod without usage numbers sorts first, as upstream. Critical pods (static,
+//! A pod without usage numbers sorts last (upstream: first; see `missing_last`). Critical pods (static,
 //! mirror, or priority ≥ 2000000000) are never evicted ([`is_critical`]).
 
 use std::cmp::Ordering;
@@ -62,11 +62,14 @@ fn usage_and_request(signal: Signal, c: &Candidate<'_>) -> Option<(i64, i64)> {
     }
 }
 
-/// Missing numbers first (upstream cmpBool(!p1Found, !p2Found)).
-fn missing_first(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<Ordering> {
+/// Missing numbers last. Upstream puts them first, but it measures afresh for every
+/// round; litelet's sample can be 10 s old, and a pod missing from it is almost always
+/// one that started since — evicting it first would kill the newest pod, not the one
+/// using the resource.
+fn missing_last(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<Ordering> {
     match (a.is_none(), b.is_none()) {
         (false, false) => None,
-        (x, y) => Some(y.cmp(&x)),
+        (x, y) => Some(x.cmp(&y)),
     }
 }
 
@@ -79,16 +82,16 @@ fn compare(signal: Signal, a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
     let by_priority = priority(a.pod).cmp(&priority(b.pod));
     if signal == Signal::PidAvailable {
         return by_priority.then_with(|| {
-            missing_first(ua, ub).unwrap_or_else(|| ub.map(|u| u.0).cmp(&ua.map(|u| u.0)))
+            missing_last(ua, ub).unwrap_or_else(|| ub.map(|u| u.0).cmp(&ua.map(|u| u.0)))
         });
     }
     let exceeds = |u: Option<(i64, i64)>| u.is_some_and(|(used, req)| used > req);
-    missing_first(ua, ub)
+    missing_last(ua, ub)
         .unwrap_or_else(|| exceeds(ub).cmp(&exceeds(ua)))
         .then(by_priority)
         .then_with(|| {
             let over = |u: Option<(i64, i64)>| u.map_or(0, |(used, req)| used - req);
-            missing_first(ua, ub).unwrap_or_else(|| over(ub).cmp(&over(ua)))
+            missing_last(ua, ub).unwrap_or_else(|| over(ub).cmp(&over(ua)))
         })
 }
 

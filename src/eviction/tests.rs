@@ -471,13 +471,13 @@ fn ranking_table() {
         &["big", "besteffort", "small"],
     );
     check_rank(
-        "a pod without stats goes first",
+        "a pod without stats (newer than the sample) goes last",
         MemoryAvailable,
         &[
-            (pod("measured", 0, &[]), usage(900, 0, 1)),
-            (pod("unknown", 100, &[]), None),
+            (pod("unknown", -100, &[]), None),
+            (pod("measured", 0, &[]), usage(1, 0, 1)),
         ],
-        &["unknown", "measured"],
+        &["measured", "unknown"],
     );
     check_rank(
         "disk: ephemeral-storage requests count",
