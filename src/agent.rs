@@ -3,17 +3,19 @@
 //! the sync loop — then waits for shutdown. Wiring only; every part lives elsewhere.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 
 use crate::admission::sysctls::{kernel_version, SysctlAllowlist};
 use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
-use crate::config::{CgroupDriver, Flags};
+use crate::config::Flags;
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
@@ -21,13 +23,13 @@ use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
 use crate::kubelet::mirror::MirrorClient;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
-use crate::kubelet::Kubelet;
+use crate::kubelet::{Kubelet, KubeletDeps};
 use crate::node::register;
 use crate::node::status as node_status;
-use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs};
-use crate::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
+use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs, NodeLister};
+use crate::pleg::{LastRelist, Pleg, PlegHealth, PodLifecycleEvent, EVENT_CHANNEL_CAPACITY};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
-use crate::prober::ProbeManager;
+use crate::prober::{ProbeManager, ProbeUpdate};
 use crate::process::Shutdown;
 use crate::resize::{ResizeConfig, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
@@ -40,9 +42,9 @@ use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
 use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
-use crate::sources::{self, SOURCE_API, SOURCE_FILE};
+use crate::sources::{self, PodUpdate, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
-use crate::status::manager::{PodHooks, StatusManager};
+use crate::status::manager::{PodHooks, StatusManager, UnstartedStatusManager};
 use crate::volumes::VolumeManager;
 
 /// A failure that stops the agent from starting.
@@ -138,7 +140,7 @@ fn start_stats(
     runtime: &RuntimeClient,
     images: cri::ImageClient,
     cgroups: Option<Arc<PodCgroupManager>>,
-    shutdown: &Shutdown,
+    threads: &mut Threads,
 ) -> Option<crate::stats::StatsStore> {
     let reader = match crate::stats::cgroup::reader_from_system() {
         Ok(reader) => reader,
@@ -161,9 +163,12 @@ fn start_stats(
         collector,
         store.clone(),
         crate::stats::DEFAULT_PERIOD,
-        shutdown.clone(),
+        threads.shutdown(),
     ) {
-        Ok(_) => Some(store),
+        Ok(handle) => {
+            threads.add(handle);
+            Some(store)
+        }
         Err(err) => {
             log::error!("usage stats disabled: {err}");
             None
@@ -171,83 +176,175 @@ fn start_stats(
     }
 }
 
-/// Starts every thread and runs the sync loop on the calling thread until shutdown.
-pub fn run(
-    flags: &Flags,
-    runtime: RuntimeClient,
-    images: cri::ImageClient,
+/// How long shutdown waits for the started threads to end; one still blocked in I/O
+/// after that (an API request in flight) is named in the log and left to the process
+/// exit. Containers stay running either way.
+const SHUTDOWN_JOIN_LIMIT: Duration = Duration::from_secs(3);
+
+/// The threads the agent started, joined at shutdown, and the shutdown signal each
+/// is given.
+struct Threads {
     shutdown: Shutdown,
-) -> Result<(), AgentError> {
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    fn new(shutdown: &Shutdown) -> Self {
+        Threads {
+            shutdown: shutdown.clone(),
+            handles: Vec::new(),
+        }
+    }
+
+    /// The shutdown signal for a new thread.
+    fn shutdown(&self) -> Shutdown {
+        self.shutdown.clone()
+    }
+
+    fn add(&mut self, handle: JoinHandle<()>) {
+        self.handles.push(handle);
+    }
+
+    /// Joins every thread that ends within `limit` of the first call.
+    fn join_within(self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut pending = self.handles;
+        while !pending.is_empty() && Instant::now() < deadline {
+            let (done, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|h| h.is_finished());
+            for handle in done {
+                let name = handle.thread().name().unwrap_or("?").to_owned();
+                if handle.join().is_err() {
+                    log::error!("thread {name} panicked");
+                }
+            }
+            pending = rest;
+            if !pending.is_empty() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if !pending.is_empty() {
+            let names: Vec<&str> = pending
+                .iter()
+                .map(|h| h.thread().name().unwrap_or("?"))
+                .collect();
+            log::warn!("shutdown: threads still running after {limit:?}: {names:?}");
+        }
+    }
+}
+
+/// The machine and the node as resolved once at start: name, directories, the node's
+/// config and facts, and the view admission starts from.
+struct Host {
+    node: String,
+    root_dir: PathBuf,
+    node_config: NodeConfig,
+    reader: MachineReader,
+    machine: MachineInfo,
+    /// Computed once; the sync loop and resize admission share it.
+    view: NodeView,
+}
+
+fn resolve_host(flags: &Flags) -> Result<Host, AgentError> {
     let node = node_name(flags);
     let root_dir = flags.root_dir.clone();
     std::fs::create_dir_all(root_dir.join("pods"))
         .map_err(|e| AgentError::Config(format!("cannot create {}: {e}", root_dir.display())))?;
-    let pod_logs_dir = flags.pod_logs_dir.clone();
-    let node_config = NodeConfig::from_flags(flags, Some(&node))
+    let node_config = flags
+        .node_config(Some(&node))
         .map_err(|e| AgentError::Config(e.to_string()))?;
-    let eviction_config =
-        crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
-    let pressure = crate::eviction::Pressure::new();
     let reader = MachineReader::new(MachineRoots::host(), &root_dir, node_config.node_ip);
     let (machine, problems) = reader.read();
     for problem in problems {
         log::warn!("machine facts: {problem}");
     }
-    let memory = machine.memory_bytes.map(|b| b as i64).unwrap_or(0);
     let view = node_view(&node, &node_config, &machine, flags)?;
-    let api = match &flags.kubeconfig {
-        Some(path) => {
-            let mut config =
-                kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
-            config.qps = flags.kube_api_qps;
-            config.burst = flags.kube_api_burst;
-            Some(ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?)
-        }
-        None => None,
-    };
-    let recorder = match &api {
-        Some(client) => {
-            let (event_tx, event_rx) = bounded(1000);
-            events::spawn(
-                client.with_own_limit(flags.event_qps, flags.event_burst),
-                events::Options::new(&node),
-                event_rx,
-                shutdown.clone(),
-            )?;
-            Recorder::new(event_tx)
-        }
-        None => Recorder::log_only(),
-    };
-    // Upstream's first node event (kubelet Run).
-    recorder.node(
-        &node,
-        crate::events::EventType::Normal,
-        "Starting",
-        "Starting kubelet.",
-    );
+    Ok(Host {
+        node,
+        root_dir,
+        node_config,
+        reader,
+        machine,
+        view,
+    })
+}
 
+fn api_client(flags: &Flags) -> Result<Option<ApiClient>, AgentError> {
+    let Some(path) = &flags.kubeconfig else {
+        return Ok(None);
+    };
+    let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
+    config.qps = flags.kube_api_qps;
+    config.burst = flags.kube_api_burst;
+    Ok(Some(
+        ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?,
+    ))
+}
+
+/// Starts the `events` thread (with an API server) and returns the recorder.
+fn start_events(
+    flags: &Flags,
+    host: &Host,
+    api: Option<&ApiClient>,
+    threads: &mut Threads,
+) -> Result<Recorder, AgentError> {
+    let Some(client) = api else {
+        return Ok(Recorder::log_only());
+    };
+    let (event_tx, event_rx) = bounded(1000);
+    threads.add(events::spawn(
+        client.with_own_limit(flags.event_qps, flags.event_burst),
+        events::Options::new(&host.node),
+        event_rx,
+        threads.shutdown(),
+    )?);
+    Ok(Recorder::new(event_tx))
+}
+
+/// The runtime side, started: the runtime manager, the PLEG and its cache, the
+/// runtime-up gate, pod cgroups and the resize allocations.
+struct RuntimeParts {
+    manager: Arc<RuntimeManager>,
+    cache: PodStatusCache,
+    pleg_events: Receiver<PodLifecycleEvent>,
+    pleg_health: PlegHealth,
+    last_relist: LastRelist,
+    runtime_state: RuntimeState,
+    cgroups: Option<Arc<PodCgroupManager>>,
+    resize: Arc<ResizeManager>,
+    /// Container ID prefix in statuses, e.g. `containerd`.
+    runtime_name: String,
+}
+
+fn start_runtime(
+    flags: &Flags,
+    host: &Host,
+    runtime: &RuntimeClient,
+    images: cri::ImageClient,
+    recorder: &Recorder,
+    threads: &mut Threads,
+) -> Result<RuntimeParts, AgentError> {
+    let root_dir = &host.root_dir;
     let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
     let settings = RuntimeSettings {
         root_dir: root_dir.clone(),
-        pod_logs_dir,
+        pod_logs_dir: flags.pod_logs_dir.clone(),
         dns: DnsSettings {
             cluster_dns: flags.cluster_dns.clone(),
             cluster_domain: flags.cluster_domain.clone(),
             host: ResolvConf::parse(&host_resolv),
         },
-        memory_capacity: memory,
+        memory_capacity: host.machine.memory_bytes.map(|b| b as i64).unwrap_or(0),
         enforce_cpu_limits: true,
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
-        node_hosts_file: std::path::PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
+        node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
     };
     let runtime_name = runtime
         .version(&Default::default())
         .map(|v| v.runtime_name)
         .unwrap_or_else(|_| "cri".into());
-    let stats_images = images.clone();
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     let cache = PodStatusCache::new();
-    let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
+    let (pleg_tx, pleg_events) = bounded(EVENT_CHANNEL_CAPACITY);
     let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
     // What litelet changes itself, the PLEG sees at once rather than a period later,
     // and the pod's worker waits for a status taken after the change (and only then).
@@ -258,158 +355,192 @@ pub fn run(
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
             .with_credentials(CredentialSettings {
                 node_config: NodeDockerConfig::for_root_dir(
-                    &root_dir,
-                    std::env::var_os("HOME")
-                        .map(std::path::PathBuf::from)
-                        .as_deref(),
+                    root_dir,
+                    std::env::var_os("HOME").map(PathBuf::from).as_deref(),
                 ),
-                records: PullRecords::load(&root_dir),
+                records: PullRecords::load(root_dir),
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
             .on_runtime_change(move |change| {
-                marks.runtime_changed(change.uid, std::time::Instant::now());
+                marks.runtime_changed(change.uid, Instant::now());
                 if change.lifecycle {
                     nudge.nudge();
                 }
             }),
     );
 
-    // RESIZE: litelet writes pod cgroups only through cgroupfs.
-    let cgroups = if flags.cgroup_driver == CgroupDriver::Systemd {
-        log::warn!("pod cgroups disabled: litelet manages them only with --cgroup-driver=cgroupfs");
-        None
-    } else {
-        match PodCgroupManager::from_system(ManagerConfig {
-            cgroup_root: flags.cgroup_root.clone(),
-            ..Default::default()
-        })
-        .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
-        {
-            Ok(m) => {
-                // Upstream's container manager says so once the pod cgroups hold the
-                // node's allocatable.
-                recorder.node(
-                    &node,
-                    crate::events::EventType::Normal,
-                    "NodeAllocatableEnforced",
-                    "Updated Node Allocatable limit across pods",
-                );
-                Some(Arc::new(m))
-            }
-            Err(err) => {
-                log::warn!("pod cgroups disabled: {err}");
-                None
-            }
+    // litelet writes pod cgroups through cgroupfs (the only --cgroup-driver it accepts).
+    let cgroups = match PodCgroupManager::from_system(ManagerConfig {
+        cgroup_root: flags.cgroup_root.clone(),
+        ..Default::default()
+    })
+    .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
+    {
+        Ok(m) => {
+            // Upstream's container manager says so once the pod cgroups hold the
+            // node's allocatable.
+            recorder.node(
+                &host.node,
+                crate::events::EventType::Normal,
+                "NodeAllocatableEnforced",
+                "Updated Node Allocatable limit across pods",
+            );
+            Some(Arc::new(m))
+        }
+        Err(err) => {
+            log::warn!("pod cgroups disabled: {err}");
+            None
         }
     };
 
-    // RESIZE: allocations (the checkpoint under --root-dir), resize admission.
+    // Allocations (the checkpoint under --root-dir), resize admission.
     let (resize, problem) = ResizeManager::open(
-        &root_dir,
+        root_dir,
         ResizeConfig {
-            node: view.clone(),
-            driver: flags.cgroup_driver,
+            node: host.view.clone(),
         },
     );
     if let Some(problem) = problem {
         log::error!("{problem}; pods are admitted at their spec");
     }
-    let resize = Arc::new(resize);
 
     let pleg_health = pleg.health();
     let runtime_state = RuntimeState::new(pleg.health());
-    pleg.spawn(shutdown.clone())?;
-    runtime_state.spawn_updater(manager.clone(), shutdown.clone())?;
+    threads.add(pleg.spawn(threads.shutdown())?);
+    threads.add(runtime_state.spawn_updater(manager.clone(), threads.shutdown())?);
+    Ok(RuntimeParts {
+        manager,
+        cache,
+        pleg_events,
+        pleg_health,
+        last_relist,
+        runtime_state,
+        cgroups,
+        resize: Arc::new(resize),
+        runtime_name,
+    })
+}
 
-    // Node registration, status and lease (only with an API server).
-    if let Some(client) = &api {
-        let mut inputs = NodeInputs::from_host(reader, runtime_state.clone(), runtime.clone());
-        inputs.health = pressure.wrap_health(inputs.health);
-        inputs.images = Some(crate::node::inputs::images_from(stats_images.clone()));
-        crate::node::start(
-            client,
-            node_config.clone(),
-            inputs,
-            recorder.clone(),
-            shutdown.clone(),
-        )?;
-    }
-
-    // The status manager asks the pod workers, which are built after it.
-    let workers_cell: Arc<std::sync::OnceLock<PodWorkers>> = Arc::new(std::sync::OnceLock::new());
-    let status = match &api {
-        Some(client) => {
-            let (w1, w2) = (workers_cell.clone(), workers_cell.clone());
-            let hooks = PodHooks::new(
-                Arc::new(move |uid: &str| {
-                    w1.get()
-                        .is_none_or(|w| w.could_have_running_containers(uid))
-                }),
-                Arc::new(move |uid: &str| {
-                    w2.get().is_some_and(|w| {
-                        !w.could_have_running_containers(uid) && w.should_pod_be_finished(uid)
-                    })
-                }),
-            );
-            StatusManager::spawn(client.clone(), hooks, Default::default(), shutdown.clone())?.0
-        }
-        None => StatusManager::standalone(),
+/// Node registration, status and lease, and the Node lister admission reads (only
+/// with an API server).
+#[allow(clippy::too_many_arguments)]
+fn start_node(
+    host: Host,
+    api: Option<&ApiClient>,
+    rt: &RuntimeParts,
+    runtime: &RuntimeClient,
+    images: &cri::ImageClient,
+    pressure: &crate::eviction::Pressure,
+    recorder: &Recorder,
+    threads: &mut Threads,
+) -> Result<Option<NodeLister>, AgentError> {
+    let Some(client) = api else {
+        return Ok(None);
     };
+    let mut inputs = NodeInputs::from_host(host.reader, rt.runtime_state.clone(), runtime.clone());
+    // The pressure conditions are the eviction manager's; status.images the runtime's.
+    inputs.health = pressure.wrap_health(inputs.health);
+    inputs.images = Some(crate::node::inputs::images_from(images.clone()));
+    let handles = crate::node::start(
+        client,
+        host.node_config,
+        inputs,
+        recorder.clone(),
+        threads.shutdown(),
+    )?;
+    threads.add(handles.node);
+    threads.add(handles.lease);
+    // Admission follows the Node's labels and taints as the API server has them.
+    let lister = NodeLister::new();
+    threads.add(crate::node::lister::spawn(
+        client,
+        &host.node,
+        lister.clone(),
+        threads.shutdown(),
+    )?);
+    Ok(Some(lister))
+}
 
-    let (updates_tx, updates_rx) = unbounded();
+/// What the pod sources give the sync loop: the merged updates, the sources that
+/// must report before housekeeping, and the cluster's Services.
+struct Sources {
+    updates: Receiver<PodUpdate>,
+    expected: HashSet<&'static str>,
+    services: Option<sources::services::ServiceStore>,
+}
+
+/// Starts the static pod (file), API server and services sources.
+fn start_sources(
+    flags: &Flags,
+    node: &str,
+    root_dir: &Path,
+    api: Option<&ApiClient>,
+    threads: &mut Threads,
+) -> Result<Sources, AgentError> {
+    let (updates_tx, updates) = unbounded();
     let mut expected = HashSet::new();
     if let Some(dir) = &flags.pod_manifest_path {
-        sources::file::spawn(
+        threads.add(sources::file::spawn(
             dir.clone(),
-            node.clone(),
+            node.to_owned(),
             updates_tx.clone(),
-            shutdown.clone(),
-        )?;
+            threads.shutdown(),
+        )?);
         expected.insert(SOURCE_FILE);
     }
     // Edge autonomy: the API source's and the services' checkpoints (docs/autonomy.md).
-    let checkpoint = checkpoint_spec(flags, &root_dir, &node);
-    if let Some(client) = &api {
-        let options = sources::apiserver::Options {
-            checkpoint: checkpoint.clone(),
-            ..sources::apiserver::Options::new(&node)
-        };
-        sources::apiserver::spawn_with(
-            client.clone(),
-            options,
-            updates_tx.clone(),
-            shutdown.clone(),
-        )?;
-        expected.insert(SOURCE_API);
-    }
-    drop(updates_tx);
-    // Service variables: the cluster's Services, kept by the `services` thread.
-    let services = match &api {
-        Some(client) => {
-            let store = sources::services::ServiceStore::new();
-            sources::services::spawn(
-                client.clone(),
-                sources::services::Options {
-                    checkpoint,
-                    ..Default::default()
-                },
-                store.clone(),
-                shutdown.clone(),
-            )?;
-            Some(store)
-        }
-        None => None,
+    let checkpoint = checkpoint_spec(flags, root_dir, node);
+    let Some(client) = api else {
+        return Ok(Sources {
+            updates,
+            expected,
+            services: None,
+        });
     };
+    let options = sources::apiserver::Options {
+        checkpoint: checkpoint.clone(),
+        ..sources::apiserver::Options::new(node)
+    };
+    threads.add(sources::apiserver::spawn_with(
+        client.clone(),
+        options,
+        updates_tx,
+        threads.shutdown(),
+    )?);
+    expected.insert(SOURCE_API);
+    // Service variables: the cluster's Services, kept by the `services` thread.
+    let store = sources::services::ServiceStore::new();
+    threads.add(sources::services::spawn(
+        client.clone(),
+        sources::services::Options {
+            checkpoint,
+            ..Default::default()
+        },
+        store.clone(),
+        threads.shutdown(),
+    )?);
+    Ok(Sources {
+        updates,
+        expected,
+        services: Some(store),
+    })
+}
 
-    let host_ips: Vec<String> = machine.node_ip.iter().map(|ip| ip.to_string()).collect();
-    let (probes, probe_rx): (Arc<dyn PodProbes>, _) = match ProbeManager::start(
+/// Starts the prober threads; without them (a failed start) pods run unprobed.
+fn start_probes(
+    runtime: &RuntimeClient,
+    recorder: &Recorder,
+    threads: &mut Threads,
+) -> (Arc<dyn PodProbes>, Receiver<ProbeUpdate>) {
+    match ProbeManager::start(
         Default::default(),
         runtime.clone(),
         recorder.clone(),
-        shutdown.clone(),
+        threads.shutdown(),
     ) {
-        Ok((manager, _thread)) => {
+        Ok((manager, thread)) => {
+            threads.add(thread);
             let results = manager.results();
             (Arc::new(manager), results)
         }
@@ -417,7 +548,123 @@ pub fn run(
             log::error!("probes disabled: {err}");
             (Arc::new(NoProbes), crossbeam_channel::never())
         }
+    }
+}
+
+/// The status manager's handle and, with an API server, its thread to start once the
+/// pod workers its hooks ask exist.
+fn status_manager(api: Option<&ApiClient>) -> (StatusManager, Option<UnstartedStatusManager>) {
+    match api {
+        Some(_) => {
+            let unstarted = StatusManager::unstarted();
+            (unstarted.handle(), Some(unstarted))
+        }
+        None => (StatusManager::standalone(), None),
+    }
+}
+
+/// Starts the `status` thread, whose hooks ask the pod workers whether a pod may
+/// still run containers and whether its API object may be deleted.
+fn start_status(
+    unstarted: UnstartedStatusManager,
+    client: &ApiClient,
+    workers: &PodWorkers,
+    threads: &mut Threads,
+) -> Result<(), AgentError> {
+    let (w1, w2) = (workers.clone(), workers.clone());
+    let hooks = PodHooks::new(
+        Arc::new(move |uid: &str| w1.could_have_running_containers(uid)),
+        Arc::new(move |uid: &str| {
+            !w2.could_have_running_containers(uid) && w2.should_pod_be_finished(uid)
+        }),
+    );
+    threads.add(unstarted.spawn(
+        client.clone(),
+        hooks,
+        Default::default(),
+        threads.shutdown(),
+    )?);
+    Ok(())
+}
+
+/// Starts the usage sampler, log rotation and the node server: the parts that read
+/// what the sync loop and the runtime publish.
+fn start_readers(
+    flags: &Flags,
+    node: &str,
+    runtime: &RuntimeClient,
+    images: cri::ImageClient,
+    rt: &RuntimeParts,
+    server: ServerContext,
+    threads: &mut Threads,
+) -> Result<Option<crate::stats::StatsStore>, AgentError> {
+    // Log rotation has threads of its own: a slow disk never delays the sync loop.
+    match flags.log_manager_config() {
+        Some(config) => threads.add(crate::logs::manager::spawn(
+            config,
+            Arc::new(runtime.clone()),
+            threads.shutdown(),
+        )?),
+        None => log::info!("container log rotation is off (negative --container-log-max-size)"),
+    }
+    let stats = start_stats(flags, runtime, images, rt.cgroups.clone(), threads);
+    let server = ServerContext {
+        stats: stats.clone(),
+        ..server
     };
+    // Pods keep running without the node API, so a taken port is loud, not fatal.
+    match server::spawn(flags.server_config(node), server, threads.shutdown()) {
+        Ok(handles) => handles.into_iter().for_each(|h| threads.add(h)),
+        Err(err) => log::error!("node server disabled: {err}"),
+    }
+    Ok(stats)
+}
+
+/// Starts every thread, runs the sync loop on the calling thread until shutdown,
+/// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
+pub fn run(
+    flags: &Flags,
+    runtime: RuntimeClient,
+    images: cri::ImageClient,
+    shutdown: Shutdown,
+) -> Result<(), AgentError> {
+    let mut threads = Threads::new(&shutdown);
+    let host = resolve_host(flags)?;
+    let eviction_config =
+        crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
+    let pressure = crate::eviction::Pressure::new();
+    let (node, root_dir, view) = (host.node.clone(), host.root_dir.clone(), host.view.clone());
+    let host_ips: Vec<String> = host
+        .machine
+        .node_ip
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    let api = api_client(flags)?;
+    let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
+    // Upstream's first node event (kubelet Run).
+    recorder.node(
+        &node,
+        crate::events::EventType::Normal,
+        "Starting",
+        "Starting kubelet.",
+    );
+    let stats_images = images.clone();
+    let rt = start_runtime(flags, &host, &runtime, images, &recorder, &mut threads)?;
+    let node_lister = start_node(
+        host,
+        api.as_ref(),
+        &rt,
+        &runtime,
+        &stats_images,
+        &pressure,
+        &recorder,
+        &mut threads,
+    )?;
+    let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
+    let (probes, probe_rx) = start_probes(&runtime, &recorder, &mut threads);
+    let (status, unstarted_status) = status_manager(api.as_ref());
+
     let allocatable = view.allocatable.clone();
     let volumes = Arc::new(volume_manager(
         &root_dir,
@@ -426,25 +673,25 @@ pub fn run(
         allocatable.clone(),
     ));
     let mut syncer = KubeletSyncer::new(
-        manager.clone(),
+        rt.manager.clone(),
         status.clone(),
-        cgroups.clone(),
+        rt.cgroups.clone(),
         volumes.clone(),
         probes.clone(),
-        runtime_state.clone(),
+        rt.runtime_state.clone(),
         recorder.clone(),
         api.as_ref()
             .map(|c| MirrorClient::new(c.clone(), node.clone())),
         NodeFacts {
             name: node.clone(),
             host_ips,
-            runtime_name,
+            runtime_name: rt.runtime_name.clone(),
             root_dir: root_dir.clone(),
         },
     )
-    .with_resize(resize.clone(), cache.clone())
+    .with_resize(rt.resize.clone(), rt.cache.clone())
     .with_node_allocatable(allocatable);
-    if let Some(store) = services {
+    if let Some(store) = sources.services {
         syncer = syncer.with_services(store);
     }
     let queue = WorkQueue::new();
@@ -455,110 +702,130 @@ pub fn run(
     let workers = PodWorkers::new(
         Arc::new(syncer),
         queue.clone(),
-        cache,
+        rt.cache.clone(),
         recorder.clone(),
         timings,
     );
-    let _ = workers_cell.set(workers.clone());
-    let (gc_manager, gc_workers, gc_recorder) =
-        (manager.clone(), workers.clone(), recorder.clone());
-    let (evict_manager, evict_workers, evict_recorder) =
-        (manager.clone(), workers.clone(), recorder.clone());
+    if let (Some(unstarted), Some(client)) = (unstarted_status, &api) {
+        start_status(unstarted, client, &workers, &mut threads)?;
+    }
 
-    let server_status = status.clone();
-    let cgroups_for_stats = cgroups.clone();
-    let mut kubelet = Kubelet::new(
-        workers,
-        queue,
-        manager,
-        runtime_state,
-        status,
-        probes,
-        cgroups,
-        api.as_ref()
-            .map(|c| MirrorClient::new(c.clone(), node.clone())),
-        recorder,
-        view,
-        root_dir,
-        expected,
-    );
-    // Admission follows the Node's labels and taints as the API server has them.
-    if let Some(client) = &api {
-        let lister = crate::node::NodeLister::new();
-        crate::node::lister::spawn(client, &node, lister.clone(), shutdown.clone())?;
-        kubelet.node_lister = Some(lister);
-    }
     let (deaths_tx, deaths_rx) = bounded(256);
-    kubelet.deaths = Some(deaths_tx);
-    kubelet.volumes = Some(volumes);
-    GcLoop {
-        manager: gc_manager,
-        workers: gc_workers,
-        sources_ready: kubelet.sources_ready.clone(),
-        policy: GcPolicy {
-            min_age: flags.minimum_container_ttl_duration,
-            ..Default::default()
-        },
-        image_policy: ImageGcPolicy {
-            high_threshold_percent: flags.image_gc_high_threshold,
-            low_threshold_percent: flags.image_gc_low_threshold,
-            ..Default::default()
-        },
-        recorder: gc_recorder,
-        node_name: node.clone(),
-    }
-    .spawn(deaths_rx, shutdown.clone())?;
-    // Log rotation has threads of its own: a slow disk never delays the sync loop.
-    match flags.log_manager_config() {
-        Some(config) => {
-            crate::logs::manager::spawn(config, Arc::new(runtime.clone()), shutdown.clone())?;
+    let kubelet = Kubelet::new(KubeletDeps {
+        workers: workers.clone(),
+        queue,
+        runtime: rt.manager.clone(),
+        runtime_state: rt.runtime_state.clone(),
+        status: status.clone(),
+        probes,
+        recorder: recorder.clone(),
+        node: view,
+        root_dir,
+        expected_sources: sources.expected,
+        resize: rt.resize.clone(),
+        volumes,
+        deaths: deaths_tx,
+        last_relist: rt.last_relist.clone(),
+        cgroups: rt.cgroups.clone(),
+        mirrors: api
+            .as_ref()
+            .map(|c| MirrorClient::new(c.clone(), node.clone())),
+        node_lister,
+        extra_admission: Some(Arc::new(pressure.clone())),
+    });
+    let evict_workers = workers.clone();
+    let evict_recorder = recorder.clone();
+    threads.add(
+        GcLoop {
+            manager: rt.manager.clone(),
+            workers,
+            sources_ready: kubelet.sources_ready_flag(),
+            policy: GcPolicy {
+                min_age: flags.minimum_container_ttl_duration,
+                ..Default::default()
+            },
+            image_policy: ImageGcPolicy {
+                high_threshold_percent: flags.image_gc_high_threshold,
+                low_threshold_percent: flags.image_gc_low_threshold,
+                ..Default::default()
+            },
+            recorder,
+            node_name: node.clone(),
         }
-        None => log::info!("container log rotation is off (negative --container-log-max-size)"),
-    }
-    let stats = start_stats(flags, &runtime, stats_images, cgroups_for_stats, &shutdown);
-    kubelet.extra_admission = Some(Arc::new(pressure.clone()));
-    match &stats {
-        Some(store) => {
+        .spawn(deaths_rx, threads.shutdown())?,
+    );
+    let server = ServerContext {
+        heartbeat: kubelet.heartbeat(),
+        pleg: rt.pleg_health.clone(),
+        started: Instant::now(),
+        pods: kubelet.snapshot(),
+        runtime: runtime.clone(),
+        status: Some(status),
+        api,
+        stats: None,
+    };
+    let stats = start_readers(
+        flags,
+        &node,
+        &runtime,
+        stats_images,
+        &rt,
+        server,
+        &mut threads,
+    )?;
+    match stats {
+        Some(store) => threads.add(
             crate::eviction::EvictionManager {
                 config: eviction_config,
-                stats: store.clone(),
-                pods: kubelet.snapshot.clone(),
+                stats: store,
+                pods: kubelet.snapshot(),
                 workers: evict_workers,
-                runtime: evict_manager,
+                runtime: rt.manager.clone(),
                 recorder: evict_recorder,
                 node_name: node.clone(),
                 root_dir: flags.root_dir.clone(),
-                sources_ready: kubelet.sources_ready.clone(),
+                sources_ready: kubelet.sources_ready_flag(),
                 pressure,
                 period: crate::eviction::manager::PERIOD,
             }
-            .spawn(shutdown.clone())?;
-        }
+            .spawn(threads.shutdown())?,
+        ),
         None => log::warn!("eviction disabled: no usage stats"),
     }
-    let server = ServerContext {
-        heartbeat: kubelet.heartbeat.clone(),
-        pleg: pleg_health,
-        started: std::time::Instant::now(),
-        pods: kubelet.snapshot.clone(),
-        runtime: runtime.clone(),
-        status: Some(server_status),
-        api: api.clone(),
-        stats,
-    };
-    // Pods keep running without the node API, so a taken port is loud, not fatal.
-    if let Err(err) = server::spawn(
-        server::config_from_flags(flags, &node),
-        server,
-        shutdown.clone(),
-    ) {
-        log::error!("node server disabled: {err}");
-    }
-    kubelet.resize = Some(resize);
-    kubelet.last_relist = Some(last_relist);
+
     log::info!("litelet running as node {node:?}");
-    kubelet.run(updates_rx, pleg_rx, probe_rx, shutdown);
-    // Give threads a moment to notice the shutdown; containers stay running.
-    std::thread::sleep(Duration::from_millis(50));
+    kubelet.run(sources.updates, rt.pleg_events, probe_rx, shutdown);
+    threads.join_within(SHUTDOWN_JOIN_LIMIT);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shutdown joins the threads that stop on the signal and gives up, without
+    /// hanging, on one that does not (blocked elsewhere), leaving it running.
+    #[test]
+    fn shutdown_joins_stopping_threads_and_leaves_a_stuck_one() {
+        let (shutdown_tx, shutdown) = bounded::<()>(0);
+        let mut threads = Threads::new(&shutdown);
+        let stopped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..3 {
+            let (rx, stopped) = (threads.shutdown(), stopped.clone());
+            threads.add(std::thread::spawn(move || {
+                let _ = rx.recv();
+                stopped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }));
+        }
+        let (_never_tx, never_rx) = bounded::<()>(0);
+        let stuck = std::thread::spawn(move || {
+            let _ = never_rx.recv();
+        });
+        threads.add(std::thread::spawn(|| {}));
+        drop(shutdown_tx);
+        let mut with_stuck = threads;
+        with_stuck.add(stuck);
+        with_stuck.join_within(Duration::from_secs(2));
+        assert_eq!(stopped.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
 }

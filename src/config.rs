@@ -8,6 +8,7 @@
 //! the `--config` file (see [`file`]) under it: a value from the file fills every flag
 //! the command line did not set. `Flags` stays the one struct the rest of litelet reads.
 
+pub mod components;
 pub mod file;
 
 use std::ffi::OsString;
@@ -63,10 +64,9 @@ pub struct Flags {
     #[arg(long, value_name = "/NAME", default_value = "/")]
     pub cgroup_root: String,
 
-    /// The cgroup driver of the runtime. litelet manages pod cgroups (and resizes pods
-    /// in place) only with cgroupfs; with systemd it leaves pod cgroups to the runtime
-    /// and reports every resize as Infeasible.
-    #[arg(long, value_enum, default_value_t = CgroupDriver::Cgroupfs)]
+    /// The cgroup driver of the runtime: only `cgroupfs` (litelet writes pod cgroups
+    /// itself); `systemd` is refused at start, as in the config file.
+    #[arg(long, value_name = "DRIVER", default_value = "cgroupfs", value_parser = cgroup_driver)]
     pub cgroup_driver: CgroupDriver,
 
     /// KubeletConfiguration file (YAML); flags override it.
@@ -274,14 +274,30 @@ pub struct Flags {
     pub verbosity: u8,
 }
 
-/// How cgroups are managed on the node (upstream `--cgroup-driver`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+/// How cgroups are managed on the node (upstream `--cgroup-driver`). litelet writes
+/// pod cgroups through cgroupfs only: under the systemd driver systemd owns the tree
+/// (slices and scopes) and direct writes would fight it, so `systemd` is refused at
+/// start by the flag and the config file alike rather than accepted and half honoured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CgroupDriver {
     /// Direct writes to cgroupfs: the driver litelet implements.
     #[default]
     Cgroupfs,
-    /// systemd owns the cgroup tree (slices and scopes); litelet does not write it.
-    Systemd,
+}
+
+/// Why a cgroup driver other than cgroupfs is refused; the config file says the same.
+pub fn unsupported_cgroup_driver(driver: &str) -> String {
+    format!(
+        "{driver:?} is not supported: litelet writes cgroupfs itself, so only \"cgroupfs\" \
+         works (configure the runtime with SystemdCgroup = false)"
+    )
+}
+
+fn cgroup_driver(text: &str) -> Result<CgroupDriver, String> {
+    match text {
+        "cgroupfs" => Ok(CgroupDriver::Cgroupfs),
+        other => Err(unsupported_cgroup_driver(other)),
+    }
 }
 
 /// Why [`Flags::try_load_from`] failed.
@@ -394,7 +410,7 @@ impl RuntimeFlags {
 }
 
 /// A clap value parser that checks a node flag with `parse` and keeps its text
-/// (`node::NodeConfig::from_flags` parses it again into values).
+/// (`Flags::node_config` parses it again into values).
 fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
     parse: fn(&str) -> Result<T, E>,
 ) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {

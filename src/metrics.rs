@@ -15,8 +15,6 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::runtime::model::{ContainerState, RunningPod};
-
 /// Latency buckets in seconds, as upstream's default histogram buckets plus longer ones.
 pub const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
@@ -372,37 +370,29 @@ pub fn log_rotated() {
     LOG_ROTATIONS.inc(&[]);
 }
 
-/// One PLEG relist: its duration and the running pods and containers it saw.
-pub fn relisted<'a>(took: Duration, pods: impl Iterator<Item = &'a RunningPod>) {
+/// What one PLEG relist saw: pods with a running sandbox, and containers by state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelistCounts {
+    pub running_pods: u32,
+    pub running: u32,
+    pub exited: u32,
+    pub created: u32,
+    pub unknown: u32,
+}
+
+/// One PLEG relist: its duration and the running pods and containers it saw (counted
+/// by the PLEG, so this module, below the runtime, needs none of its types).
+pub fn relisted(took: Duration, counts: RelistCounts) {
     PLEG_RELIST_DURATION.observe_duration(&[], took);
-    let mut running_pods = 0;
-    let mut states: [(&str, f64); 4] = [
-        ("running", 0.0),
-        ("exited", 0.0),
-        ("created", 0.0),
-        ("unknown", 0.0),
+    RUNNING_PODS.set(&[], f64::from(counts.running_pods));
+    let states = [
+        ("running", counts.running),
+        ("exited", counts.exited),
+        ("created", counts.created),
+        ("unknown", counts.unknown),
     ];
-    for pod in pods {
-        if pod
-            .sandboxes
-            .iter()
-            .any(|s| s.state == ContainerState::Running)
-        {
-            running_pods += 1;
-        }
-        for c in &pod.containers {
-            let i = match c.state {
-                ContainerState::Running => 0,
-                ContainerState::Exited => 1,
-                ContainerState::Created => 2,
-                ContainerState::Unknown => 3,
-            };
-            states[i].1 += 1.0;
-        }
-    }
-    RUNNING_PODS.set(&[], f64::from(running_pods));
     for (state, n) in states {
-        RUNNING_CONTAINERS.set(&[state], n);
+        RUNNING_CONTAINERS.set(&[state], f64::from(n));
     }
 }
 

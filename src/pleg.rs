@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{at, bounded, never, select, tick, Receiver, Sender, TrySendError};
 
 use crate::cri::RuntimeClient;
+use crate::metrics::RelistCounts;
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::inspect;
 use crate::runtime::model::{ContainerState, RunningPod};
@@ -326,10 +327,33 @@ impl Pleg {
             }
         }
         self.reinspect = inspect_again;
-        crate::metrics::relisted(started.elapsed(), current.values());
+        crate::metrics::relisted(started.elapsed(), relist_counts(current.values()));
         self.last_relist.publish(started, Arc::clone(&current));
         self.previous = current;
     }
+}
+
+/// The pods and containers of one relist, counted for the metrics.
+fn relist_counts<'a>(pods: impl Iterator<Item = &'a RunningPod>) -> RelistCounts {
+    let mut counts = RelistCounts::default();
+    for pod in pods {
+        if pod
+            .sandboxes
+            .iter()
+            .any(|s| s.state == ContainerState::Running)
+        {
+            counts.running_pods += 1;
+        }
+        for c in &pod.containers {
+            *match c.state {
+                ContainerState::Running => &mut counts.running,
+                ContainerState::Exited => &mut counts.exited,
+                ContainerState::Created => &mut counts.created,
+                ContainerState::Unknown => &mut counts.unknown,
+            } += 1;
+        }
+    }
+    counts
 }
 
 #[cfg(test)]
@@ -350,6 +374,26 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn relist_counts_pods_with_a_running_sandbox_and_containers_by_state() {
+        use ContainerState::*;
+        let mut up = pod(&[("a", Running), ("b", Exited), ("c", Exited)]);
+        up.sandboxes = pod(&[("s1", Running)]).containers;
+        let mut down = pod(&[("d", Created), ("e", Unknown)]);
+        down.sandboxes = pod(&[("s2", Exited)]).containers;
+        let counts = relist_counts([&up, &down].into_iter());
+        assert_eq!(
+            counts,
+            RelistCounts {
+                running_pods: 1,
+                running: 1,
+                exited: 2,
+                created: 1,
+                unknown: 1,
+            }
+        );
     }
 
     fn kinds(events: &[PodLifecycleEvent]) -> Vec<(&str, PodLifecycleEventType)> {

@@ -24,7 +24,7 @@ use litelet::events::{EventRecord, Recorder};
 use litelet::kubelet::deps::{NoProbes, NoVolumes};
 use litelet::kubelet::mirror::MirrorClient;
 use litelet::kubelet::syncer::{KubeletSyncer, NodeFacts};
-use litelet::kubelet::Kubelet;
+use litelet::kubelet::{Kubelet, KubeletDeps};
 use litelet::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use litelet::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use litelet::resize::{ResizeConfig, ResizeManager};
@@ -94,41 +94,22 @@ impl Node {
             node.allocatable
                 .insert(k.into(), Quantity::parse(v).unwrap());
         }
-        let (resize, problem) = ResizeManager::open(
-            root,
-            ResizeConfig {
-                node: node.clone(),
-                driver: Default::default(),
-            },
-        );
+        let (resize, problem) = ResizeManager::open(root, ResizeConfig { node: node.clone() });
         assert!(problem.is_none(), "{problem:?}");
         let resize = Arc::new(resize);
         let cache = PodStatusCache::new();
         let (pleg_tx, pleg_rx) = bounded(EVENT_CHANNEL_CAPACITY);
         let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+        let last_relist = pleg.last_relist();
         let runtime_state = RuntimeState::new(pleg.health());
         pleg.spawn(shutdown.clone()).unwrap();
         runtime_state
             .spawn_updater(manager.clone(), shutdown.clone())
             .unwrap();
         let client = api.client();
-        let cell: Arc<std::sync::OnceLock<PodWorkers>> = Arc::new(std::sync::OnceLock::new());
-        let (w1, w2) = (cell.clone(), cell.clone());
-        let hooks = PodHooks::new(
-            Arc::new(move |uid: &str| {
-                w1.get()
-                    .is_none_or(|w| w.could_have_running_containers(uid))
-            }),
-            Arc::new(move |uid: &str| {
-                w2.get().is_some_and(|w| {
-                    !w.could_have_running_containers(uid) && w.should_pod_be_finished(uid)
-                })
-            }),
-        );
-        let status =
-            StatusManager::spawn(client.clone(), hooks, Default::default(), shutdown.clone())
-                .unwrap()
-                .0;
+        // The status thread starts once the workers its hooks ask exist.
+        let unstarted = StatusManager::unstarted();
+        let status = unstarted.handle();
         let (updates_tx, updates_rx) = unbounded();
         sources::apiserver::spawn(client.clone(), NODE.into(), updates_tx, shutdown.clone())
             .unwrap();
@@ -163,22 +144,37 @@ impl Node {
             recorder.clone(),
             timings,
         );
-        let _ = cell.set(workers.clone());
-        let mut kubelet = Kubelet::new(
+        let (w1, w2) = (workers.clone(), workers.clone());
+        let hooks = PodHooks::new(
+            Arc::new(move |uid: &str| w1.could_have_running_containers(uid)),
+            Arc::new(move |uid: &str| {
+                !w2.could_have_running_containers(uid) && w2.should_pod_be_finished(uid)
+            }),
+        );
+        unstarted
+            .spawn(client.clone(), hooks, Default::default(), shutdown.clone())
+            .unwrap();
+        let (deaths, _) = bounded(16);
+        let kubelet = Kubelet::new(KubeletDeps {
             workers,
             queue,
-            manager,
+            runtime: manager,
             runtime_state,
             status,
-            Arc::new(NoProbes),
-            Some(cgroups.clone()),
-            Some(MirrorClient::new(client, NODE.into())),
+            probes: Arc::new(NoProbes),
             recorder,
             node,
-            root.to_owned(),
-            HashSet::from([SOURCE_API]),
-        );
-        kubelet.resize = Some(resize);
+            root_dir: root.to_owned(),
+            expected_sources: HashSet::from([SOURCE_API]),
+            resize,
+            volumes: Arc::new(NoVolumes),
+            deaths,
+            last_relist,
+            cgroups: Some(cgroups.clone()),
+            mirrors: Some(MirrorClient::new(client, NODE.into())),
+            node_lister: None,
+            extra_admission: None,
+        });
         let thread = std::thread::Builder::new()
             .name("sync".into())
             .spawn(move || kubelet.run(updates_rx, pleg_rx, never(), shutdown))

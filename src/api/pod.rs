@@ -833,6 +833,21 @@ pub struct Volume {
     pub extra: Map<String, Value>,
 }
 
+impl Volume {
+    /// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
+    /// containers always get them read-only, whatever the volumeMount says. The source
+    /// is the first one set in `volumes::setup`'s order (emptyDir and hostPath first),
+    /// so both agree even on a volume that names two sources.
+    pub fn forces_read_only(&self) -> bool {
+        self.empty_dir.is_none()
+            && self.host_path.is_none()
+            && (self.config_map.is_some()
+                || self.secret.is_some()
+                || self.downward_api.is_some()
+                || self.projected.is_some())
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct EmptyDirVolumeSource {

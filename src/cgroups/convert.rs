@@ -41,7 +41,8 @@ pub const MAX_WEIGHT: u64 = 10_000;
 /// Settings that come from the kubelet configuration, not from the pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodCgroupOptions {
-    /// `cpuCFSQuota`: enforce CPU limits with a CFS quota (default true).
+    /// Enforce CPU limits with a CFS quota (upstream `cpuCFSQuota`; litelet always
+    /// does, see `runtime::manager::RuntimeSettings`).
     pub enforce_cpu_limits: bool,
     /// `cpuCFSQuotaPeriod` in microseconds (default 100 ms).
     pub cpu_period_us: u64,

@@ -522,13 +522,7 @@ impl Reader {
         if driver == "cgroupfs" {
             return Some(driver);
         }
-        self.bad(
-            "cgroupDriver",
-            format!(
-                "{driver:?} is not supported: litelet writes cgroupfs itself, so only \
-                 \"cgroupfs\" works (configure the runtime with SystemdCgroup = false)"
-            ),
-        );
+        self.bad("cgroupDriver", super::unsupported_cgroup_driver(&driver));
         None
     }
 

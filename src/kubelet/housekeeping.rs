@@ -42,9 +42,7 @@ impl Kubelet {
         // Forgotten workers mean finished pods: their dead containers and sandboxes
         // may go now rather than at the next periodic collection.
         if working.len() < self.last_worker_count {
-            if let Some(gc) = &self.deaths {
-                let _ = gc.try_send(String::new());
-            }
+            let _ = self.deaths.try_send(String::new());
         }
         self.last_worker_count = working.len();
         let possibly_running: HashSet<String> = working
@@ -120,7 +118,7 @@ impl Kubelet {
                 .update_pod(UpdatePodOptions::kill_runtime_pod(orphan, Some(1)));
         }
         keep.extend(possibly_running.iter().cloned());
-        if let Some(Err(err)) = self.resize.as_ref().map(|r| r.retain(&keep)) {
+        if let Err(err) = self.resize.retain(&keep) {
             log::warn!("housekeeping: pruning pod allocations: {err}"); // RESIZE
         }
         self.remove_orphaned_pod_dirs(&keep);
@@ -130,10 +128,7 @@ impl Kubelet {
     /// The runtime's running pods: from the PLEG's last relist when it is fresh, else
     /// from a listing filtered to running sandboxes and containers.
     fn running_pods(&self) -> Result<Vec<RunningPod>, CriError> {
-        let relisted = self
-            .last_relist
-            .as_ref()
-            .and_then(|r| r.fresh(Instant::now(), RELIST_MAX_AGE));
+        let relisted = self.last_relist.fresh(Instant::now(), RELIST_MAX_AGE);
         match relisted {
             Some(pods) => Ok(pods.values().filter_map(RunningPod::running_part).collect()),
             None => self.runtime.running_pods(false),
@@ -152,10 +147,8 @@ impl Kubelet {
             }
             let dir = entry.path();
             // A pod deleted while litelet was down may still have tmpfs volumes.
-            if let Some(volumes) = &self.volumes {
-                if let Err(err) = volumes.teardown(&uid) {
-                    log::warn!("housekeeping: tearing down volumes of orphaned pod {uid}: {err}");
-                }
+            if let Err(err) = self.volumes.teardown(&uid) {
+                log::warn!("housekeeping: tearing down volumes of orphaned pod {uid}: {err}");
             }
             if has_mounts_below(&dir) {
                 log::warn!(

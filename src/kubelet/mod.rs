@@ -35,9 +35,11 @@ use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodPhase};
 use crate::cgroups::manager::PodCgroupManager;
 use crate::events::{EventType, Recorder};
-use crate::pleg::{PodLifecycleEvent, PodLifecycleEventType};
+use crate::node::NodeLister;
+use crate::pleg::{LastRelist, PodLifecycleEvent, PodLifecycleEventType};
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkQueue};
 use crate::prober::{ProbeKind, ProbeUpdate};
+use crate::resize::ResizeManager;
 use crate::runtime::actions::ProbeResult;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::state::RuntimeState;
@@ -53,53 +55,82 @@ pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// A housekeeping run longer than this is logged as an error.
 const HOUSEKEEPING_WARNING: Duration = Duration::from_secs(1);
 
-/// Everything the sync loop works with.
-pub struct Kubelet {
-    pub pods: PodManager,
+/// What the sync loop is built from (upstream `kubelet.Dependencies`), given once to
+/// [`Kubelet::new`]; nothing is set after construction. A struct literal, so every
+/// part is required at compile time; the parts a node may run without are `Option`s:
+/// pod cgroups (the manager failed to start), mirror pods and the API server's Node
+/// (standalone mode). Tests fill it like production does (`NoProbes`, `NoVolumes`, a
+/// `ResizeManager` over a temporary directory).
+pub struct KubeletDeps {
     pub workers: PodWorkers,
     pub queue: WorkQueue,
     pub runtime: Arc<RuntimeManager>,
     pub runtime_state: RuntimeState,
     pub status: StatusManager,
     pub probes: Arc<dyn PodProbes>,
-    pub cgroups: Option<Arc<PodCgroupManager>>,
-    pub mirrors: Option<MirrorClient>,
     pub recorder: Recorder,
     /// The node as registered (labels, taints, allocatable, sysctls).
     pub node: NodeView,
-    /// The Node's labels and taints as the API server has them (the `node-watch`
-    /// thread); admission prefers them to `node`'s.
-    pub node_lister: Option<crate::node::NodeLister>,
     pub root_dir: std::path::PathBuf,
     /// Sources that must report once before housekeeping runs.
     pub expected_sources: HashSet<&'static str>,
+    /// Allocations (admission reads and records them) and Deferred retries.
+    pub resize: Arc<ResizeManager>,
+    /// Tears down the volumes of orphaned pod directories (tmpfs left by a restart).
+    pub volumes: Arc<dyn deps::PodVolumes>,
+    /// Pod UIDs whose containers died (or "" when pods finished), for the `gc`
+    /// thread's prompt clean-up.
+    pub deaths: crossbeam_channel::Sender<String>,
+    /// The PLEG's last relist: housekeeping reads the runtime's pods from it when it is
+    /// fresh instead of listing the runtime again.
+    pub last_relist: LastRelist,
+    pub cgroups: Option<Arc<PodCgroupManager>>,
+    pub mirrors: Option<MirrorClient>,
+    /// The Node's labels and taints as the API server has them (the `node-watch`
+    /// thread); admission prefers them to `node`'s.
+    pub node_lister: Option<NodeLister>,
+    /// Checked before the built-in admission (the eviction manager's pressure check).
+    pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
+}
+
+/// Everything the sync loop works with. Owned by the `sync` thread; other threads
+/// read what it publishes through the handles [`Kubelet::heartbeat`],
+/// [`Kubelet::snapshot`] and [`Kubelet::sources_ready_flag`].
+pub struct Kubelet {
+    pods: PodManager,
+    workers: PodWorkers,
+    queue: WorkQueue,
+    runtime: Arc<RuntimeManager>,
+    runtime_state: RuntimeState,
+    status: StatusManager,
+    probes: Arc<dyn PodProbes>,
+    cgroups: Option<Arc<PodCgroupManager>>,
+    mirrors: Option<MirrorClient>,
+    recorder: Recorder,
+    node: NodeView,
+    node_lister: Option<NodeLister>,
+    root_dir: std::path::PathBuf,
+    expected_sources: HashSet<&'static str>,
     seen_sources: HashSet<&'static str>,
     /// Sources whose pods so far come from their checkpoint (cut off since start-up):
     /// housekeeping kills and removes nothing as an orphan while any is listed.
     provisional_sources: HashSet<&'static str>,
     /// Set once every source has reported (read by the `gc` thread).
-    pub sources_ready: Arc<AtomicBool>,
-    /// Pod UIDs whose containers died (or "" when pods finished), for the `gc`
-    /// thread's prompt clean-up.
-    pub deaths: Option<crossbeam_channel::Sender<String>>,
+    sources_ready: Arc<AtomicBool>,
+    deaths: crossbeam_channel::Sender<String>,
     last_worker_count: usize,
-    /// Tears down the volumes of orphaned pod directories (tmpfs left by a restart).
-    pub volumes: Option<Arc<dyn deps::PodVolumes>>,
+    volumes: Arc<dyn deps::PodVolumes>,
     /// Unix seconds of the last loop iteration (read by /healthz).
-    pub heartbeat: Arc<AtomicU64>,
+    heartbeat: Arc<AtomicU64>,
     /// The desired pods as the node server reads them; published after config changes
     /// (a burst of updates once it is drained).
-    pub snapshot: snapshot::PodSnapshot,
+    snapshot: snapshot::PodSnapshot,
     /// The desired pods changed since the last publication (see [`Kubelet::run`]).
     snapshot_stale: bool,
     snapshot_published: Instant,
-    /// RESIZE: allocations (admission reads and records them) and Deferred retries.
-    pub resize: Option<Arc<crate::resize::ResizeManager>>,
-    /// The PLEG's last relist: housekeeping reads the runtime's pods from it when it is
-    /// fresh instead of listing the runtime again.
-    pub last_relist: Option<crate::pleg::LastRelist>,
-    /// Checked before the built-in admission (the eviction manager's pressure check).
-    pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
+    resize: Arc<ResizeManager>,
+    last_relist: LastRelist,
+    extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
 }
 
 /// The events the loop reacts to.
@@ -139,21 +170,27 @@ fn api_terminal(phase: Option<&PodPhase>) -> bool {
 }
 
 impl Kubelet {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        workers: PodWorkers,
-        queue: WorkQueue,
-        runtime: Arc<RuntimeManager>,
-        runtime_state: RuntimeState,
-        status: StatusManager,
-        probes: Arc<dyn PodProbes>,
-        cgroups: Option<Arc<PodCgroupManager>>,
-        mirrors: Option<MirrorClient>,
-        recorder: Recorder,
-        node: NodeView,
-        root_dir: std::path::PathBuf,
-        expected_sources: HashSet<&'static str>,
-    ) -> Kubelet {
+    pub fn new(deps: KubeletDeps) -> Kubelet {
+        let KubeletDeps {
+            workers,
+            queue,
+            runtime,
+            runtime_state,
+            status,
+            probes,
+            recorder,
+            node,
+            root_dir,
+            expected_sources,
+            resize,
+            volumes,
+            deaths,
+            last_relist,
+            cgroups,
+            mirrors,
+            node_lister,
+            extra_admission,
+        } = deps;
         Kubelet {
             pods: PodManager::new(),
             workers,
@@ -166,23 +203,38 @@ impl Kubelet {
             mirrors,
             recorder,
             node,
-            node_lister: None,
+            node_lister,
             root_dir,
             expected_sources,
             seen_sources: HashSet::new(),
             provisional_sources: HashSet::new(),
             sources_ready: Arc::new(AtomicBool::new(false)),
-            deaths: None,
+            deaths,
             last_worker_count: 0,
-            volumes: None,
+            volumes,
             heartbeat: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot::PodSnapshot::new(),
             snapshot_stale: false,
             snapshot_published: Instant::now(),
-            resize: None,
-            last_relist: None,
-            extra_admission: None,
+            resize,
+            last_relist,
+            extra_admission,
         }
+    }
+
+    /// Unix seconds of the loop's last turn, for `/healthz` (0 before the first).
+    pub fn heartbeat(&self) -> Arc<AtomicU64> {
+        self.heartbeat.clone()
+    }
+
+    /// The desired pods as the node server reads them.
+    pub fn snapshot(&self) -> snapshot::PodSnapshot {
+        self.snapshot.clone()
+    }
+
+    /// Set once every expected source has reported (the `gc` thread waits for it).
+    pub fn sources_ready_flag(&self) -> Arc<AtomicBool> {
+        self.sources_ready.clone()
     }
 
     fn sources_ready(&self) -> bool {
@@ -300,9 +352,7 @@ impl Kubelet {
             }
             Event::Pleg(event) => {
                 if event.kind == PodLifecycleEventType::ContainerDied {
-                    if let Some(deaths) = &self.deaths {
-                        let _ = deaths.try_send(event.uid.clone());
-                    }
+                    let _ = self.deaths.try_send(event.uid.clone());
                 }
                 if event.kind != PodLifecycleEventType::ContainerRemoved {
                     if let Some(pod) = self.pods.get(&event.uid).cloned() {
@@ -325,12 +375,7 @@ impl Kubelet {
                     }
                 }
                 // RESIZE: resources were freed; judge Deferred resizes again now.
-                for uid in self
-                    .resize
-                    .as_ref()
-                    .map(|r| r.take_retries())
-                    .unwrap_or_default()
-                {
+                for uid in self.resize.take_retries() {
                     match self.pods.get(&uid) {
                         Some(pod) if !pods.iter().any(|p| p.uid() == uid) => pods.push(pod.clone()),
                         _ => {}
@@ -397,7 +442,7 @@ impl Kubelet {
         pods.sort_by_key(creation_key);
         // RESIZE: the whole batch is one admission against resize admissions.
         let resize = self.resize.clone();
-        let _admission = resize.as_ref().map(|r| r.admission_lock());
+        let _admission = resize.admission_lock();
         let mut allocations_changed = false;
         let batch = pods.len();
         let node = self
@@ -424,15 +469,10 @@ impl Kubelet {
                 let active = self.active_pods(self.pods.pods());
                 // RESIZE: every pod counts at its allocated resources (the checkpoint
                 // is the truth after a restart); an admitted pod's allocation is kept.
-                match &resize {
-                    Some(r) => {
-                        let wanted = r.allocated_pod(&pod);
-                        let active: Vec<Pod> = active.iter().map(|p| r.allocated_pod(p)).collect();
-                        let active: Vec<&Pod> = active.iter().collect();
-                        admit(&wanted, &active, &node).map(|()| Some(wanted))
-                    }
-                    None => admit(&pod, &active, &node).map(|()| None),
-                }
+                let wanted = resize.allocated_pod(&pod);
+                let active: Vec<Pod> = active.iter().map(|p| resize.allocated_pod(p)).collect();
+                let active: Vec<&Pod> = active.iter().collect();
+                admit(&wanted, &active, &node).map(|()| Some(wanted))
             };
             // Rejected pods stay desired too (upstream keeps them in the pod manager).
             self.pods.upsert(pod.clone());
@@ -442,9 +482,7 @@ impl Kubelet {
                     continue;
                 }
                 Ok(Some(wanted)) => {
-                    if let Some(r) = &resize {
-                        allocations_changed |= r.note_admitted(&wanted);
-                    }
+                    allocations_changed |= resize.note_admitted(&wanted);
                 }
                 Ok(None) => {}
             }
@@ -453,8 +491,8 @@ impl Kubelet {
         }
         // One checkpoint write for the batch, before the lock (which the new pods'
         // workers wait on) is released.
-        if let (Some(r), true) = (&resize, allocations_changed) {
-            if let Err(err) = r.store_allocations() {
+        if allocations_changed {
+            if let Err(err) = resize.store_allocations() {
                 log::error!("allocation checkpoint after admitting {batch} pods: {err}");
             }
         }

@@ -94,6 +94,8 @@ struct Harness {
     syncer: Arc<RecordingSyncer>,
     workers: PodWorkers,
     deaths: Receiver<String>,
+    /// The PLEG's last relist as housekeeping reads it (nothing published at first).
+    relist: LastRelist,
     _root: tempfile::TempDir,
 }
 
@@ -140,27 +142,39 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
         allocatable: BTreeMap::from([("pods".to_owned(), Quantity::parse(max_pods).unwrap())]),
         ..Default::default()
     };
-    let mut kubelet = Kubelet::new(
-        workers.clone(),
-        queue,
-        manager,
-        RuntimeState::new(PlegHealth::default()),
-        StatusManager::standalone(),
-        Arc::new(deps::NoProbes),
-        None,
-        None,
-        Recorder::log_only(),
-        node,
-        root.path().to_owned(),
-        sources.iter().copied().collect::<HashSet<_>>(),
-    );
     let (deaths_tx, deaths) = bounded(16);
-    kubelet.deaths = Some(deaths_tx);
+    let relist = LastRelist::default();
+    let (resize, problem) = ResizeManager::open(
+        root.path(),
+        crate::resize::ResizeConfig { node: node.clone() },
+    );
+    assert!(problem.is_none(), "{problem:?}");
+    let kubelet = Kubelet::new(KubeletDeps {
+        workers: workers.clone(),
+        queue,
+        runtime: manager,
+        runtime_state: RuntimeState::new(PlegHealth::default()),
+        status: StatusManager::standalone(),
+        probes: Arc::new(deps::NoProbes),
+        recorder: Recorder::log_only(),
+        node,
+        root_dir: root.path().to_owned(),
+        expected_sources: sources.iter().copied().collect::<HashSet<_>>(),
+        resize: Arc::new(resize),
+        volumes: Arc::new(deps::NoVolumes),
+        deaths: deaths_tx,
+        last_relist: relist.clone(),
+        cgroups: None,
+        mirrors: None,
+        node_lister: None,
+        extra_admission: None,
+    });
     Harness {
         kubelet,
         syncer,
         workers,
         deaths,
+        relist,
         _root: root,
     }
 }
@@ -410,8 +424,7 @@ fn runtime_pod(uid: &str, state: ContainerState) -> RunningPod {
 #[test]
 fn housekeeping_stops_runtime_orphans_found_by_a_fresh_relist() {
     let mut h = harness(&[SOURCE_API], "110");
-    let relist = LastRelist::default();
-    h.kubelet.last_relist = Some(relist.clone());
+    let relist = h.relist.clone();
     h.config(SOURCE_API, PodOperation::Add, vec![pod("kept")]);
     h.wait_call(Call::Sync("kept".into(), UpdateType::Create));
     let pods = [
@@ -447,8 +460,7 @@ fn housekeeping_stops_runtime_orphans_found_by_a_fresh_relist() {
 #[test]
 fn checkpoint_pods_run_and_no_orphan_is_stopped_until_the_source_answers() {
     let mut h = harness(&[SOURCE_API], "110");
-    let relist = LastRelist::default();
-    h.kubelet.last_relist = Some(relist.clone());
+    let relist = h.relist.clone();
     h.provisional(SOURCE_API, PodOperation::Add, vec![pod("kept")]);
     h.wait_call(Call::Sync("kept".into(), UpdateType::Create));
     let pods = [

@@ -18,8 +18,11 @@
 //! touched; a failure is logged and retried at the next interval, never fatal.
 
 pub mod manager;
-pub mod policy;
 pub mod rotate;
+
+/// The pure rotation decision lives below, beside the log reader that must agree with
+/// its file names (the runtime sits below this module).
+pub use crate::runtime::logs::policy;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -122,52 +122,6 @@ impl NodeConfig {
     }
 }
 
-impl NodeConfig {
-    /// The node's configuration from the command line. The node name (and hostname)
-    /// is `--hostname-override` or `machine_hostname`, lowercased, as upstream.
-    pub fn from_flags(
-        flags: &crate::config::Flags,
-        machine_hostname: Option<&str>,
-    ) -> Result<Self, ConfigError> {
-        let name = flags
-            .hostname_override
-            .as_deref()
-            .or(machine_hostname)
-            .map(|h| h.trim().to_lowercase())
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| {
-                ConfigError::NodeName("no hostname; set --hostname-override".to_owned())
-            })?;
-        check_subdomain(&name)
-            .map_err(|e| ConfigError::NodeName(format!("{name:?} is not a valid name: {e}")))?;
-        let mut c = NodeConfig::new(&name, &name);
-        if let Some(ip) = flags.node_ip {
-            validate_node_ip(ip)?;
-            c.node_ip = Some(ip);
-        }
-        c.port = flags.port;
-        c.max_pods = flags.max_pods;
-        c.node_status_update_frequency = flags.node_status_update_frequency;
-        c.node_status_report_frequency = flags.node_status_report_frequency;
-        if let Some(t) = &flags.node_labels {
-            c.labels = parse_node_labels(t)?;
-        }
-        if let Some(t) = &flags.register_with_taints {
-            c.register_with_taints = parse_taints(t)?;
-        }
-        if let Some(t) = &flags.kube_reserved {
-            c.kube_reserved = parse_reserved(t)?;
-        }
-        if let Some(t) = &flags.system_reserved {
-            c.system_reserved = parse_reserved(t)?;
-        }
-        if let Some(t) = &flags.eviction_hard {
-            c.eviction_hard = parse_eviction_hard(t)?;
-        }
-        Ok(c)
-    }
-}
-
 /// Upstream's defaults: `memory.available<100Mi`, `nodefs.available<10%`,
 /// `nodefs.inodesFree<5%`, `imagefs.available<15%`.
 pub fn default_eviction_hard() -> BTreeMap<String, Threshold> {
@@ -237,7 +191,7 @@ fn check_name_part(s: &str, what: &str) -> Result<(), String> {
 }
 
 /// A DNS-1123 subdomain: lowercase labels joined by dots, at most 253 characters.
-fn check_subdomain(s: &str) -> Result<(), String> {
+pub fn check_subdomain(s: &str) -> Result<(), String> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
@@ -588,61 +542,6 @@ mod tests {
                 "{e}"
             );
         }
-    }
-
-    #[test]
-    fn from_flags() {
-        use clap::Parser;
-        let flags = crate::config::Flags::try_parse_from([
-            "litelet",
-            "--hostname-override=Edge-1",
-            "--node-ip=192.168.1.20",
-            "--node-labels=site=berlin",
-            "--register-with-taints=dedicated=edge:NoSchedule",
-            "--kube-reserved=cpu=100m",
-            "--system-reserved=memory=128Mi",
-            "--eviction-hard=memory.available<200Mi",
-            "--node-status-update-frequency=20s",
-            "--max-pods=30",
-            "--port=10251",
-        ])
-        .unwrap();
-        let c = NodeConfig::from_flags(&flags, Some("ignored")).unwrap();
-        assert_eq!(
-            (c.node_name.as_str(), c.hostname.as_str()),
-            ("edge-1", "edge-1")
-        );
-        assert_eq!(c.node_ip, Some("192.168.1.20".parse().unwrap()));
-        assert_eq!(c.labels["site"], "berlin");
-        assert_eq!(c.register_with_taints.len(), 1);
-        assert_eq!(c.kube_reserved["cpu"], q("100m"));
-        assert_eq!(c.system_reserved["memory"], q("128Mi"));
-        assert_eq!(c.eviction_hard.len(), 1);
-        assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
-        assert_eq!((c.max_pods, c.port), (30, 10251));
-
-        let plain = crate::config::Flags::try_parse_from(["litelet"]).unwrap();
-        let c = NodeConfig::from_flags(&plain, Some("Host.Example")).unwrap();
-        assert_eq!(c.node_name, "host.example");
-        assert_eq!(c.eviction_hard, default_eviction_hard());
-        assert!(NodeConfig::from_flags(&plain, None).is_err());
-        assert!(NodeConfig::from_flags(&plain, Some("bad_name")).is_err());
-
-        // Bad values are refused while parsing the command line.
-        let e = crate::config::Flags::try_parse_from([
-            "litelet",
-            "--register-with-taints=k=v:Sometimes",
-        ])
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("effect \"Sometimes\" must be"), "{e}");
-        let e = crate::config::Flags::try_parse_from([
-            "litelet",
-            "--node-labels=node-role.kubernetes.io/worker=",
-        ])
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("a node may not set labels"), "{e}");
     }
 
     #[test]

@@ -8,16 +8,17 @@
 //!
 //! First match wins:
 //! 1. a static pod: Infeasible (its resources change with its manifest);
-//! 2. the systemd cgroup driver: Infeasible (litelet writes pod cgroups only through
-//!    cgroupfs, so it cannot resize under systemd);
-//! 3. a plain init container's resources changed: Infeasible (it has run to
+//! 2. a plain init container's resources changed: Infeasible (it has run to
 //!    completion; only sidecars resize);
-//! 4. the QoS class would change: Infeasible (the API server refuses such a resize, so
+//! 3. the QoS class would change: Infeasible (the API server refuses such a resize, so
 //!    this only guards against a confused or older API server);
-//! 5. more CPU or memory than the node's allocatable: Infeasible;
-//! 6. does not fit beside the other admitted pods (at their allocated resources):
+//! 4. more CPU or memory than the node's allocatable: Infeasible;
+//! 5. does not fit beside the other admitted pods (at their allocated resources):
 //!    Deferred, with the admission message; retried when resources free up;
-//! 7. otherwise it fits.
+//! 6. otherwise it fits.
+//!
+//! No cgroup driver check: litelet refuses to start with any driver but cgroupfs
+//! (`--cgroup-driver`, `cgroupDriver`), so every node that resizes writes cgroupfs.
 
 use std::fmt;
 
@@ -26,7 +27,6 @@ use crate::api::pod::Pod;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::{cpu_milli, memory_bytes, pod_requests};
 use crate::cgroups::qos::{compute_pod_qos, pod_qos, QosClass};
-use crate::config::CgroupDriver;
 
 use super::allocation::ContainerAllocation;
 
@@ -83,7 +83,6 @@ pub struct ResizeRequest<'a> {
     /// Every other admitted pod, at its allocated resources.
     pub others: &'a [&'a Pod],
     pub node: &'a NodeView,
-    pub driver: CgroupDriver,
 }
 
 fn qos_name(class: QosClass) -> &'static str {
@@ -101,13 +100,6 @@ pub fn can_resize(request: &ResizeRequest) -> Verdict {
         return pending(
             PendingReason::Infeasible,
             "In-place resize of static pods is not supported",
-        );
-    }
-    if request.driver == CgroupDriver::Systemd {
-        return pending(
-            PendingReason::Infeasible,
-            "In-place resize needs the cgroupfs cgroup driver: litelet writes pod cgroups only \
-             through cgroupfs, and this node runs with --cgroup-driver=systemd",
         );
     }
     for (asked, had) in desired

@@ -27,7 +27,6 @@ use crate::admission::NodeView;
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{Pod, PodCondition, PodPhase, POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING};
 use crate::cgroups::pod_resources::pod_requests;
-use crate::config::CgroupDriver;
 use crate::events::EventType;
 use crate::runtime::model::PodRuntimeStatus;
 
@@ -61,7 +60,6 @@ pub struct ResizeEvent {
 pub struct ResizeConfig {
     /// The node's allocatable resources (and what admission checks).
     pub node: NodeView,
-    pub driver: CgroupDriver,
 }
 
 /// How the last actuation (SyncPod step 9) went, as `observe` is told.
@@ -317,7 +315,6 @@ impl ResizeManager {
             allocated: &allocated,
             others: &others,
             node: &self.config.node,
-            driver: self.config.driver,
         });
         let generation = pod.metadata.generation;
         match verdict {

@@ -25,7 +25,6 @@ use crate::cgroups::convert::{milli_cpu_to_quota, milli_cpu_to_shares, DEFAULT_Q
 use crate::cgroups::qos::container_oom_score_adj;
 use crate::cgroups::resources::Limit;
 use crate::cri::pb;
-use crate::volumes::forces_read_only;
 
 /// Where the runtime writes a container's termination message unless the spec says.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
@@ -71,7 +70,7 @@ pub struct ContainerContext<'a> {
     pub hosts_file: Option<&'a Path>,
     /// The machine's memory, for the Burstable oom_score_adj.
     pub memory_capacity: i64,
-    /// False with `--cpu-cfs-quota=false`: no CFS quota is set.
+    /// False: no CFS quota is set for a CPU limit (see `RuntimeSettings`).
     pub enforce_cpu_limits: bool,
     /// For an ephemeral container: the container whose PID namespace it joins.
     pub target_container_id: Option<&'a str>,
@@ -294,7 +293,7 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
             .spec
             .volumes
             .iter()
-            .any(|v| v.name == mount.name && forces_read_only(v));
+            .any(|v| v.name == mount.name && v.forces_read_only());
         let propagation = match mount.mount_propagation {
             Some(MountPropagationMode::HostToContainer) => {
                 pb::MountPropagation::PROPAGATION_HOST_TO_CONTAINER

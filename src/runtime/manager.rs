@@ -30,7 +30,9 @@ pub struct RuntimeSettings {
     pub dns: DnsSettings,
     /// The machine's memory in bytes (Burstable oom_score_adj).
     pub memory_capacity: i64,
-    /// `--cpu-cfs-quota`: enforce CPU limits with a CFS quota.
+    /// Enforce CPU limits with a CFS quota. Always true when litelet runs: there is no
+    /// `--cpu-cfs-quota` flag (nor `cpuCFSQuota` in the config file), since in-place
+    /// resize compares CPU limits as CFS quotas; tests may turn it off.
     pub enforce_cpu_limits: bool,
     /// The kernel enforces AppArmor ([`super::profiles::apparmor_enabled_on_host`]).
     pub apparmor_enabled: bool,

@@ -20,6 +20,7 @@ pub mod images;
 pub mod inspect;
 pub mod kill;
 pub mod labels;
+pub mod logs;
 pub mod manager;
 pub mod model;
 pub mod nonroot;

@@ -21,7 +21,7 @@ use super::container::DEFAULT_TERMINATION_MESSAGE_PATH;
 use super::labels::ContainerAnnotations;
 use crate::api::pod::TerminationMessagePolicy;
 use crate::cri::pb;
-use crate::server::logs::{LogOptions, LogReader};
+use crate::runtime::logs::{LogOptions, LogReader};
 
 /// The most a container's termination message file contributes (the file's tail).
 pub const MAX_CONTAINER_TERMINATION_MESSAGE_LENGTH: usize = 4 * 1024;

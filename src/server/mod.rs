@@ -23,7 +23,6 @@ pub mod authz;
 mod cache;
 pub mod conn;
 pub mod http;
-pub mod logs;
 pub mod routes;
 pub mod tls;
 pub mod x509;
@@ -136,26 +135,6 @@ impl ServerConfig {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
         }
     }
-}
-
-/// The server's settings from the command line: TLS files, ports and addresses,
-/// authentication and authorization modes; the self-signed certificate (when no
-/// files are given) names the node and its `--node-ip`.
-pub fn config_from_flags(flags: &crate::config::Flags, node_name: &str) -> ServerConfig {
-    let mut config = ServerConfig::new(node_name, flags.root_dir.clone());
-    config.address = flags.address;
-    config.port = flags.port;
-    config.healthz_address = flags.healthz_bind_address;
-    config.healthz_port = (flags.healthz_port != 0).then_some(flags.healthz_port);
-    config.tls.cert_file = flags.tls_cert_file.clone();
-    config.tls.key_file = flags.tls_private_key_file.clone();
-    config.tls.client_ca_file = flags.client_ca_file.clone();
-    config.tls.host_ips = flags.node_ip.iter().copied().collect();
-    config.anonymous_auth = flags.anonymous_auth;
-    config.authorization_mode = flags.authorization_mode;
-    config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
-    config.pod_logs_dir = flags.pod_logs_dir.clone();
-    config
 }
 
 /// What the server reads from the rest of litelet.

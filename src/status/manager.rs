@@ -108,6 +108,38 @@ impl Shared {
     }
 }
 
+/// A status manager with its `status` thread not started yet (see
+/// [`StatusManager::unstarted`]).
+pub struct UnstartedStatusManager {
+    shared: Arc<Shared>,
+    wake_rx: Receiver<()>,
+}
+
+impl UnstartedStatusManager {
+    /// A handle sharing the cache the thread will send from.
+    pub fn handle(&self) -> StatusManager {
+        StatusManager {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Starts the `status` thread; it ends when `shutdown` disconnects (after the
+    /// request in flight, if any).
+    pub fn spawn(
+        self,
+        client: ApiClient,
+        hooks: PodHooks,
+        options: Options,
+        shutdown: Receiver<()>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let UnstartedStatusManager { shared, wake_rx } = self;
+        std::thread::Builder::new()
+            .name("status".into())
+            .stack_size(1024 * 1024)
+            .spawn(move || sync::run(shared, client, hooks, options, wake_rx, shutdown))
+    }
+}
+
 /// Handle to the status manager. Clones share one cache.
 #[derive(Clone)]
 pub struct StatusManager {
@@ -133,17 +165,22 @@ impl StatusManager {
         options: Options,
         shutdown: Receiver<()>,
     ) -> std::io::Result<(StatusManager, JoinHandle<()>)> {
+        let unstarted = StatusManager::unstarted();
+        let manager = unstarted.handle();
+        let handle = unstarted.spawn(client, hooks, options, shutdown)?;
+        Ok((manager, handle))
+    }
+
+    /// A manager for an API server whose `status` thread starts later: its handle can
+    /// be given to the pod workers before the hooks (which ask those workers) exist.
+    /// Statuses set before the start are cached and sent once it runs.
+    pub fn unstarted() -> UnstartedStatusManager {
         let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
         let shared = Arc::new(Shared {
             cache: Mutex::new(StatusCache::default()),
             wake: Some(wake_tx),
         });
-        let thread_shared = shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("status".into())
-            .stack_size(1024 * 1024)
-            .spawn(move || sync::run(thread_shared, client, hooks, options, wake_rx, shutdown))?;
-        Ok((StatusManager { shared }, handle))
+        UnstartedStatusManager { shared, wake_rx }
     }
 
     fn changed(&self, changed: bool) {

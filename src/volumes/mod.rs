@@ -53,7 +53,6 @@ use crate::runtime::env::EnvContext;
 
 pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
 pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
-pub use setup::forces_read_only;
 pub use source::PodConfigSource;
 pub use token::TokenManager;
 

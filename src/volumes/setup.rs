@@ -72,15 +72,6 @@ fn classify(v: &Volume) -> Source<'_> {
     }
 }
 
-/// True for volumes the kubelet writes (configMap, secret, downwardAPI, projected):
-/// containers always get them read-only, whatever the volumeMount says.
-pub fn forces_read_only(v: &Volume) -> bool {
-    matches!(
-        classify(v),
-        Source::ConfigMap(_) | Source::Secret(_) | Source::DownwardApi(_) | Source::Projected(_)
-    )
-}
-
 /// Creates `dir` (mode `mode`, parents 0750) and tells whether it is new.
 fn make_dir(dir: &Path, mode: u32) -> Result<bool, VolumeError> {
     if let Some(parent) = dir.parent() {
@@ -402,6 +393,73 @@ mod tests {
             ..Default::default()
         });
         pod
+    }
+
+    /// `Volume::forces_read_only` (in api, so the runtime can ask without importing this
+    /// module) says read-only exactly for the sources this module writes itself.
+    #[test]
+    fn forced_read_only_matches_the_kubelet_written_sources() {
+        use super::{classify, Source};
+        use crate::api::pod::{
+            ConfigMapVolumeSource, DownwardApiVolumeSource, HostPathVolumeSource,
+            ProjectedVolumeSource, SecretVolumeSource,
+        };
+        let empty = || Some(EmptyDirVolumeSource::default());
+        let host = || {
+            Some(HostPathVolumeSource {
+                path: "/x".into(),
+                ..Default::default()
+            })
+        };
+        let cm = || Some(ConfigMapVolumeSource::default());
+        let volumes = [
+            Volume::default(),
+            Volume {
+                empty_dir: empty(),
+                ..Default::default()
+            },
+            Volume {
+                host_path: host(),
+                ..Default::default()
+            },
+            Volume {
+                config_map: cm(),
+                ..Default::default()
+            },
+            Volume {
+                secret: Some(SecretVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                downward_api: Some(DownwardApiVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                projected: Some(ProjectedVolumeSource::default()),
+                ..Default::default()
+            },
+            Volume {
+                empty_dir: empty(),
+                config_map: cm(),
+                ..Default::default()
+            },
+            Volume {
+                host_path: host(),
+                config_map: cm(),
+                ..Default::default()
+            },
+        ];
+        for v in &volumes {
+            let written = matches!(
+                classify(v),
+                Source::ConfigMap(_)
+                    | Source::Secret(_)
+                    | Source::DownwardApi(_)
+                    | Source::Projected(_)
+            );
+            assert_eq!(v.forces_read_only(), written, "{v:?}");
+        }
+        assert_eq!(volumes.iter().filter(|v| v.forces_read_only()).count(), 4);
     }
 
     /// Sets the pod's volumes up under a fresh root; returns (mode bits, gid).

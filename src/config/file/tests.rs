@@ -1,3 +1,6 @@
+//! The KubeletConfiguration file: parsing, refusals with field names, and merging
+//! under the command line.
+
 use std::io::Write;
 
 use clap::CommandFactory;
@@ -280,6 +283,24 @@ fn merged_gc_thresholds_are_checked() {
     assert!(load_with(&file, &[]).is_ok());
 }
 
+/// The flag and the file agree: `systemd` is refused by both with the same words
+/// (the flag used to be accepted and then half honoured).
+#[test]
+fn cgroup_driver_systemd_is_refused_by_flag_and_file_alike() {
+    use clap::Parser;
+    let err = Flags::try_parse_from(["litelet", "--cgroup-driver", "systemd"]).unwrap_err();
+    let flag_text = err.to_string();
+    let expected = super::super::unsupported_cgroup_driver("systemd");
+    assert!(flag_text.contains(&expected), "{flag_text}");
+    let found = problems("cgroupDriver: systemd\n");
+    assert!(
+        found.iter().any(|p| p.to_string().contains(&expected)),
+        "{found:?}"
+    );
+    let ok = Flags::try_parse_from(["litelet", "--cgroup-driver", "cgroupfs"]).unwrap();
+    assert_eq!(ok.cgroup_driver, crate::config::CgroupDriver::Cgroupfs);
+}
+
 #[test]
 fn a_bad_file_stops_loading() {
     let file = temp_config("cgroupDriver: systemd\n");
@@ -361,7 +382,7 @@ registerWithTaints:
         flags.register_with_taints.as_deref(),
         Some("dedicated=edge:NoSchedule,gpu:NoExecute")
     );
-    let node = crate::node::config::NodeConfig::from_flags(&flags, Some("edge-1")).unwrap();
+    let node = flags.node_config(Some("edge-1")).unwrap();
     assert_eq!(node.register_with_taints.len(), 2);
     assert_eq!(node.node_status_report_frequency, Duration::from_secs(20));
 }

@@ -1,3 +1,6 @@
+//! Node status tests: the Ready condition, capacity and allocatable, and the
+//! heartbeat and report frequencies.
+
 use std::time::Duration;
 
 use super::*;

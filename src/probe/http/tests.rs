@@ -1,3 +1,6 @@
+//! HTTP GET against a local test server: status codes, same-host redirects, the body
+//! limit, headers and the deadline.
+
 use std::time::{Duration, Instant};
 
 use super::*;

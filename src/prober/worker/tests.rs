@@ -1,3 +1,5 @@
+//! Per-probe decisions: timing, thresholds and startup gating.
+
 use super::*;
 use crate::api::pod::ProbeHandler;
 

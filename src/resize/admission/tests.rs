@@ -22,13 +22,12 @@ fn burstable(uid: &str, cpu: &str) -> Pod {
     p
 }
 
-fn verdict(desired: &Pod, allocated: &Pod, others: &[&Pod], driver: CgroupDriver) -> Verdict {
+fn verdict(desired: &Pod, allocated: &Pod, others: &[&Pod]) -> Verdict {
     can_resize(&ResizeRequest {
         desired,
         allocated,
         others,
         node: &node("4", "8Gi"),
-        driver,
     })
 }
 
@@ -42,16 +41,13 @@ fn reason(v: &Verdict) -> Option<PendingReason> {
 #[test]
 fn b59_a_resize_that_fits_is_admitted() {
     let (old, new) = (burstable("a", "100m"), burstable("a", "200m"));
-    assert_eq!(
-        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
-        Verdict::Fits
-    );
+    assert_eq!(verdict(&new, &old, &[]), Verdict::Fits);
 }
 
 #[test]
 fn b60_beyond_node_allocatable_is_infeasible() {
     let (old, new) = (burstable("a", "100m"), burstable("a", "5"));
-    let v = verdict(&new, &old, &[], CgroupDriver::Cgroupfs);
+    let v = verdict(&new, &old, &[]);
     assert_eq!(
         v,
         Verdict::Pending {
@@ -65,13 +61,10 @@ fn b60_beyond_node_allocatable_is_infeasible() {
 fn b61_not_beside_the_other_pods_is_deferred() {
     let other = burstable("b", "3");
     let (old, new) = (burstable("a", "100m"), burstable("a", "2"));
-    let v = verdict(&new, &old, &[&other], CgroupDriver::Cgroupfs);
+    let v = verdict(&new, &old, &[&other]);
     assert_eq!(reason(&v), Some(PendingReason::Deferred), "{v:?}");
     // Without the other pod it fits.
-    assert_eq!(
-        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
-        Verdict::Fits
-    );
+    assert_eq!(verdict(&new, &old, &[]), Verdict::Fits);
 }
 
 #[test]
@@ -80,7 +73,7 @@ fn static_pods_are_infeasible() {
     new.metadata
         .annotations
         .insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), "file".into());
-    let v = verdict(&new, &old, &[], CgroupDriver::Cgroupfs);
+    let v = verdict(&new, &old, &[]);
     assert_eq!(
         v,
         Verdict::Pending {
@@ -91,29 +84,13 @@ fn static_pods_are_infeasible() {
 }
 
 #[test]
-fn systemd_driver_is_refused_with_a_clear_message() {
-    let (old, new) = (burstable("a", "100m"), burstable("a", "200m"));
-    let v = verdict(&new, &old, &[], CgroupDriver::Systemd);
-    match v {
-        Verdict::Pending {
-            reason: PendingReason::Infeasible,
-            message,
-        } => assert!(
-            message.contains("cgroupfs") && message.contains("systemd"),
-            "{message}"
-        ),
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
 fn qos_class_changes_are_infeasible_not_a_crash() {
     // BestEffort → Burstable (the API server refuses it; litelet must not act on it).
     let mut old = pod(vec![container("c", &[], &[])], vec![]);
     old.status.qos_class = Some(ApiQos::BestEffort);
     let mut new = old.clone();
     new.spec.containers[0] = container("c", &[("cpu", "100m")], &[]);
-    let v = verdict(&new, &old, &[], CgroupDriver::Cgroupfs);
+    let v = verdict(&new, &old, &[]);
     match v {
         Verdict::Pending {
             reason: PendingReason::Infeasible,
@@ -125,12 +102,7 @@ fn qos_class_changes_are_infeasible_not_a_crash() {
         other => panic!("{other:?}"),
     }
     // Burstable → BestEffort.
-    let v = verdict(
-        &old,
-        &burstable("uid-1", "100m"),
-        &[],
-        CgroupDriver::Cgroupfs,
-    );
+    let v = verdict(&old, &burstable("uid-1", "100m"), &[]);
     assert_eq!(reason(&v), Some(PendingReason::Infeasible));
 }
 
@@ -140,12 +112,9 @@ fn init_containers_other_than_sidecars_do_not_resize() {
     let main = container("c", &[("cpu", "100m")], &[]);
     let old = pod(vec![main.clone()], vec![init("100m")]);
     let new = pod(vec![main.clone()], vec![init("200m")]);
-    let v = verdict(&new, &old, &[], CgroupDriver::Cgroupfs);
+    let v = verdict(&new, &old, &[]);
     assert_eq!(reason(&v), Some(PendingReason::Infeasible), "{v:?}");
     let old = pod(vec![main.clone()], vec![sidecar(init("100m"))]);
     let new = pod(vec![main], vec![sidecar(init("200m"))]);
-    assert_eq!(
-        verdict(&new, &old, &[], CgroupDriver::Cgroupfs),
-        Verdict::Fits
-    );
+    assert_eq!(verdict(&new, &old, &[]), Verdict::Fits);
 }

@@ -22,13 +22,7 @@ fn node() -> NodeView {
 }
 
 fn open(dir: &std::path::Path) -> ResizeManager {
-    let (m, problem) = ResizeManager::open(
-        dir,
-        ResizeConfig {
-            node: node(),
-            driver: CgroupDriver::Cgroupfs,
-        },
-    );
+    let (m, problem) = ResizeManager::open(dir, ResizeConfig { node: node() });
     assert!(problem.is_none(), "{problem:?}");
     m
 }

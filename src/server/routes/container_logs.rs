@@ -14,10 +14,10 @@ use crate::api::pod::Pod;
 use crate::cri::{pb, CriError};
 use crate::runtime::gc::{container_log_file, pod_log_dir_of};
 use crate::runtime::inspect;
+use crate::runtime::logs::{LogOptions, LogReader, Pumped};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use crate::server::conn::{Reply, Transport};
 use crate::server::http::{self, Chunked, Request, Response};
-use crate::server::logs::{LogOptions, LogReader, Pumped};
 use crate::server::routes::Target;
 use crate::server::Shared;
 

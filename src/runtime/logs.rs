@@ -5,8 +5,9 @@
 //! timestamps, limitBytes; follow is driven by the route, which calls
 //! [`LogReader::pump`] until the container stops or the client leaves.
 //!
-//! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader. Called on
-//! connection threads; each reader owns its file handles. Malformed lines are skipped
+//! Pure parsing ([`parse_line`], [`render`]) plus a thin file reader (upstream
+//! `kuberuntime/logs`). Called on the server's connection threads (`kubectl logs`) and
+//! by the runtime's termination messages (`FallbackToLogsOnError`); each reader owns its file handles. Malformed lines are skipped
 //! (logged at debug), never fatal.
 //!
 //! Rotation (`logs::manager` renames `0.log` to `0.log.<ts>` and the runtime starts a
@@ -15,6 +16,8 @@
 //! A `tailLines` larger than the live file takes the rest from the newest rotated copy
 //! (the plain one), so the tail right after a rotation is still the last N lines
 //! (upstream reads the live file only and returns fewer).
+
+pub mod policy;
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -152,8 +155,8 @@ fn newest_rotated(path: &Path) -> Option<PathBuf> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
-    let newest = crate::logs::policy::rotated_in_use(live, &names).pop()?;
-    (!newest.ends_with(crate::logs::policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
+    let newest = policy::rotated_in_use(live, &names).pop()?;
+    (!newest.ends_with(policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
 }
 
 /// Why a pump stopped writing.

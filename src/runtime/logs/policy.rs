@@ -7,6 +7,9 @@
 //! reader that still has it open can finish), `0.log.<ts>.gz` (older ones), and
 //! `0.log.<ts>.tmp` (a compression in progress, removed at the next rotation).
 //! No clock and no file system here: "now" and the listing are arguments.
+//!
+//! Used by the `logs` module's rotator and by the reader beside it here (which file a
+//! tail continues into), so both agree on the names.
 
 /// Suffix of a compressed rotated log.
 pub const COMPRESS_SUFFIX: &str = ".gz";

@@ -1,0 +1,143 @@
+//! The command line split into each component's own configuration: the node's
+//! (`node::NodeConfig`) and the server's (`server::ServerConfig`).
+//!
+//! Flags sit at the top of the layers: they know every component's value types, and
+//! no component reads [`Flags`]; each gets its own config built here, so components
+//! stay testable without a command line.
+
+use std::time::Duration;
+
+use crate::node::config::{
+    check_subdomain, parse_eviction_hard, parse_node_labels, parse_reserved, parse_taints,
+    validate_node_ip, ConfigError, NodeConfig,
+};
+use crate::server::ServerConfig;
+
+use super::Flags;
+
+impl Flags {
+    /// The node's configuration (`node::NodeConfig`) from the command line. The node
+    /// name (and hostname) is `--hostname-override` or `machine_hostname`, lowercased,
+    /// as upstream.
+    pub fn node_config(&self, machine_hostname: Option<&str>) -> Result<NodeConfig, ConfigError> {
+        let flags = self;
+        let name = flags
+            .hostname_override
+            .as_deref()
+            .or(machine_hostname)
+            .map(|h| h.trim().to_lowercase())
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| {
+                ConfigError::NodeName("no hostname; set --hostname-override".to_owned())
+            })?;
+        check_subdomain(&name)
+            .map_err(|e| ConfigError::NodeName(format!("{name:?} is not a valid name: {e}")))?;
+        let mut c = NodeConfig::new(&name, &name);
+        if let Some(ip) = flags.node_ip {
+            validate_node_ip(ip)?;
+            c.node_ip = Some(ip);
+        }
+        c.port = flags.port;
+        c.max_pods = flags.max_pods;
+        c.node_status_update_frequency = flags.node_status_update_frequency;
+        c.node_status_report_frequency = flags.node_status_report_frequency;
+        if let Some(t) = &flags.node_labels {
+            c.labels = parse_node_labels(t)?;
+        }
+        if let Some(t) = &flags.register_with_taints {
+            c.register_with_taints = parse_taints(t)?;
+        }
+        if let Some(t) = &flags.kube_reserved {
+            c.kube_reserved = parse_reserved(t)?;
+        }
+        if let Some(t) = &flags.system_reserved {
+            c.system_reserved = parse_reserved(t)?;
+        }
+        if let Some(t) = &flags.eviction_hard {
+            c.eviction_hard = parse_eviction_hard(t)?;
+        }
+        Ok(c)
+    }
+
+    /// The server's settings from the command line: TLS files, ports and addresses,
+    /// authentication and authorization modes; the self-signed certificate (when no
+    /// files are given) names the node and its `--node-ip`.
+    pub fn server_config(&self, node_name: &str) -> ServerConfig {
+        let flags = self;
+        let mut config = ServerConfig::new(node_name, flags.root_dir.clone());
+        config.address = flags.address;
+        config.port = flags.port;
+        config.healthz_address = flags.healthz_bind_address;
+        config.healthz_port = (flags.healthz_port != 0).then_some(flags.healthz_port);
+        config.tls.cert_file = flags.tls_cert_file.clone();
+        config.tls.key_file = flags.tls_private_key_file.clone();
+        config.tls.client_ca_file = flags.client_ca_file.clone();
+        config.tls.host_ips = flags.node_ip.iter().copied().collect();
+        config.anonymous_auth = flags.anonymous_auth;
+        config.authorization_mode = flags.authorization_mode;
+        config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
+        config.pod_logs_dir = flags.pod_logs_dir.clone();
+        config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::api::quantity::Quantity;
+    use crate::node::config::default_eviction_hard;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn node_config_from_flags() {
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--hostname-override=Edge-1",
+            "--node-ip=192.168.1.20",
+            "--node-labels=site=berlin",
+            "--register-with-taints=dedicated=edge:NoSchedule",
+            "--kube-reserved=cpu=100m",
+            "--system-reserved=memory=128Mi",
+            "--eviction-hard=memory.available<200Mi",
+            "--node-status-update-frequency=20s",
+            "--max-pods=30",
+            "--port=10251",
+        ])
+        .unwrap();
+        let c = flags.node_config(Some("ignored")).unwrap();
+        assert_eq!(
+            (c.node_name.as_str(), c.hostname.as_str()),
+            ("edge-1", "edge-1")
+        );
+        assert_eq!(c.node_ip, Some("192.168.1.20".parse().unwrap()));
+        assert_eq!(c.labels["site"], "berlin");
+        assert_eq!(c.register_with_taints.len(), 1);
+        assert_eq!(c.kube_reserved["cpu"], q("100m"));
+        assert_eq!(c.system_reserved["memory"], q("128Mi"));
+        assert_eq!(c.eviction_hard.len(), 1);
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
+        assert_eq!((c.max_pods, c.port), (30, 10251));
+
+        let plain = Flags::try_parse_from(["litelet"]).unwrap();
+        let c = plain.node_config(Some("Host.Example")).unwrap();
+        assert_eq!(c.node_name, "host.example");
+        assert_eq!(c.eviction_hard, default_eviction_hard());
+        assert!(plain.node_config(None).is_err());
+        assert!(plain.node_config(Some("bad_name")).is_err());
+
+        // Bad values are refused while parsing the command line.
+        let e = Flags::try_parse_from(["litelet", "--register-with-taints=k=v:Sometimes"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("effect \"Sometimes\" must be"), "{e}");
+        let e = Flags::try_parse_from(["litelet", "--node-labels=node-role.kubernetes.io/worker="])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a node may not set labels"), "{e}");
+    }
+}

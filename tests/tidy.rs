@@ -1,0 +1,405 @@
+//! Tidy checks over the source tree (as rust-analyzer's `tidy` tests): the top-level
+//! modules of `src/` import each other one way only, in the layer order written once
+//! below (and drawn in `docs/ARCHITECTURE.md`), and every `src/` file opens with a
+//! `//!` doc saying what it is for.
+//!
+//! The import check reads every `crate::` path of production code (`use` lines,
+//! grouped `use crate::{a, b::c}` and inline `crate::x::y` paths); test code (a
+//! `#[cfg(test)]` module, in-file or in its own file, and everything after a file's
+//! first `#[cfg(test)]`) may build fixtures from any layer and is skipped. Comments
+//! are skipped. A module may import only modules of strictly lower layers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The layers of `src/`, lowest first. A module may import only modules of lower
+/// layers, never one of its own layer or above. A new top-level module must be added
+/// here (and to the diagram in `docs/ARCHITECTURE.md`).
+const LAYERS: &[&[&str]] = &[
+    // Wire types and host helpers: depend on nothing of litelet.
+    &["api", "process"],
+    // Leaf services over the API types: metrics registry, cgroup writes, events,
+    // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
+    &[
+        "metrics",
+        "cgroups",
+        "events",
+        "sources",
+        "credentialprovider",
+        "probe",
+    ],
+    // The CRI client (counts its calls in metrics).
+    &["cri"],
+    // The runtime manager (upstream kuberuntime), with the pure resize decisions
+    // (`runtime::resize`), waiting reasons, the log reader and the runtime state.
+    &["runtime"],
+    // What reads the runtime: status generation, the node, PLEG, pod workers, stats,
+    // log rotation, runtime info.
+    &[
+        "status",
+        "node",
+        "pleg",
+        "pod_workers",
+        "stats",
+        "logs",
+        "runtime_info",
+    ],
+    // Pod admission predicates (upstream lifecycle) and the prober.
+    &["admission", "prober"],
+    // The kubelet's managers over those: resize allocations and admission; eviction
+    // (reads stats, node and status; used by kubelet and agent).
+    &["resize", "eviction"],
+    // The sync loop, pod syncer, housekeeping.
+    &["kubelet"],
+    // Above the kubelet: the node server and the volume manager (implements a
+    // kubelet seam).
+    &["server", "volumes"],
+    // The command line, split into each component's config.
+    &["config"],
+    // Wiring: starts every thread.
+    &["agent"],
+];
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`None` for lib.rs and main.rs).
+fn top_module(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "lib" && name != "main").then(|| name.to_owned())
+}
+
+/// The directory a file's child modules live in (`a.rs` and `a/mod.rs` → `a/`).
+fn child_dir(file: &Path) -> PathBuf {
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let parent = file.parent().unwrap_or(Path::new(""));
+    if stem == "mod" || stem == "lib" || stem == "main" {
+        parent.to_path_buf()
+    } else {
+        parent.join(stem)
+    }
+}
+
+/// Files of modules declared under `#[cfg(test)]` (`#[cfg(test)] mod tests;`), with
+/// their directories: test code, skipped by the import check.
+fn test_module_paths(files: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (file, text) in files {
+        let mut cfg_test = false;
+        for line in text.lines() {
+            let line = line.trim();
+            if line == "#[cfg(test)]" {
+                cfg_test = true;
+                continue;
+            }
+            if cfg_test {
+                let decl = line
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| line.strip_prefix("pub "))
+                    .unwrap_or(line);
+                if let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) {
+                    let dir = child_dir(file);
+                    out.push(dir.join(format!("{name}.rs")));
+                    out.push(dir.join(name));
+                }
+            }
+            if !line.starts_with("#[") {
+                cfg_test = false;
+            }
+        }
+    }
+    out
+}
+
+/// The production part of a file: up to its first `#[cfg(test)]`, without comments.
+/// Each line keeps its number.
+fn production_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim() == "#[cfg(test)]" {
+            break;
+        }
+        let code = match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        };
+        out.push((i + 1, code.to_owned()));
+    }
+    out
+}
+
+/// The top-level modules a piece of code names through `crate::`: `crate::a::...`,
+/// and each first name inside `crate::{a::x, b}` (the group may span lines).
+fn crate_imports(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        // `crate::` must start a path, not end a longer identifier (`$crate::`, `my_crate::`).
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut end = group.len();
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let inner = &group[..end];
+            let mut depth = 0;
+            let mut start = 0;
+            let mut items = Vec::new();
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        items.push(&inner[start..i]);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            items.push(&inner[start..]);
+            for item in items {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != "self" {
+                    out.push(name);
+                }
+            }
+            rest = &group[end..];
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Joins a file's production lines so that a `use crate::{...}` group spanning lines
+/// is read whole; each import is reported at the line where its `crate::` starts.
+fn imports_by_line(text: &str) -> Vec<(usize, String)> {
+    let lines = production_lines(text);
+    let mut joined = String::new();
+    let mut starts = Vec::new();
+    for (number, code) in &lines {
+        starts.push((joined.len(), *number));
+        joined.push_str(code);
+        joined.push('\n');
+    }
+    let line_of = |offset: usize| {
+        let i = starts.partition_point(|(start, _)| *start <= offset);
+        starts[i.saturating_sub(1)].1
+    };
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = joined[from..].find("crate::") {
+        let offset = from + at;
+        // One path (or group) at a time: up to the end of its statement or expression.
+        let tail = &joined[offset..];
+        let end = if tail["crate::".len()..].starts_with('{') {
+            tail.find('}')
+                .map(|_| {
+                    let mut depth = 0;
+                    let mut close = tail.len();
+                    for (i, c) in tail.char_indices() {
+                        match c {
+                            '{' => depth += 1,
+                            '}' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    close = i + 1;
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    close
+                })
+                .unwrap_or(tail.len())
+        } else {
+            "crate::".len()
+                + tail["crate::".len()..]
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len() - "crate::".len())
+        };
+        let before_ok = joined[..offset]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '$'));
+        if before_ok {
+            for name in crate_imports(&tail[..end]) {
+                out.push((line_of(offset), name));
+            }
+        }
+        from = offset + end.max("crate::".len());
+    }
+    out
+}
+
+fn layer_of() -> BTreeMap<&'static str, usize> {
+    let mut map = BTreeMap::new();
+    for (rank, layer) in LAYERS.iter().enumerate() {
+        for module in *layer {
+            assert!(
+                map.insert(*module, rank).is_none(),
+                "{module} is listed twice in LAYERS"
+            );
+        }
+    }
+    map
+}
+
+fn read_sources() -> Vec<(PathBuf, String)> {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let text = fs::read_to_string(&f).unwrap_or_default();
+            (f, text)
+        })
+        .collect()
+}
+
+/// Every import between top-level modules points to a lower layer.
+#[test]
+fn modules_import_only_lower_layers() {
+    let src = src_dir();
+    let layers = layer_of();
+    let files = read_sources();
+    let top_levels: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(f, _)| top_module(&src, f))
+        .collect();
+    let unlisted: Vec<&String> = top_levels
+        .iter()
+        .filter(|m| !layers.contains_key(m.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "top-level modules missing from LAYERS in tests/tidy.rs (and docs/ARCHITECTURE.md): {unlisted:?}"
+    );
+
+    let tests = test_module_paths(&files);
+    let mut violations = Vec::new();
+    for (file, text) in &files {
+        let Some(module) = top_module(&src, file) else {
+            continue;
+        };
+        if tests.iter().any(|t| file.starts_with(t)) {
+            continue;
+        }
+        let rank = layers[module.as_str()];
+        for (line, target) in imports_by_line(text) {
+            let Some(&target_rank) = layers.get(target.as_str()) else {
+                continue; // not a top-level module (e.g. a macro at the crate root)
+            };
+            if target != module && target_rank >= rank {
+                let rel = file.strip_prefix(&src).unwrap_or(file);
+                violations.push(format!(
+                    "src/{}:{line}: {module} (layer {rank}) imports {target} (layer {target_rank})",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports against the layer order (LAYERS in tests/tidy.rs):\n{}",
+        violations.join("\n")
+    );
+}
+
+/// Every file of `src/` opens with a `//!` doc.
+#[test]
+fn every_source_file_starts_with_a_module_doc() {
+    let src = src_dir();
+    let missing: Vec<String> = read_sources()
+        .iter()
+        .filter(|(_, text)| !text.starts_with("//!"))
+        .map(|(f, _)| format!("src/{}", f.strip_prefix(&src).unwrap_or(f).display()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a leading //! doc:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// The parser itself: plain paths, groups over lines, comments and look-alikes.
+#[test]
+fn import_parser_reads_paths_groups_and_skips_comments() {
+    let text = "//! doc naming crate::agent\n\
+                use crate::api::pod::Pod;\n\
+                use crate::{\n    cri::pb,\n    runtime::{model, cache},\n};\n\
+                // crate::server in a comment\n\
+                fn f() { let x = crate::metrics::render(); } // crate::agent\n\
+                macro_rules! m { () => { $crate::node::x() } }\n\
+                #[cfg(test)]\n\
+                mod tests { use crate::kubelet::Kubelet; }\n";
+    let found = imports_by_line(text);
+    assert_eq!(
+        found,
+        [
+            (2, "api".to_owned()),
+            (3, "cri".to_owned()),
+            (3, "runtime".to_owned()),
+            (8, "metrics".to_owned()),
+        ]
+    );
+    let files = vec![(
+        PathBuf::from("/x/src/a.rs"),
+        "#[cfg(test)]\nmod tests;\n#[cfg(test)]\npub(crate) mod testfs;\nmod real;\n".to_owned(),
+    )];
+    assert_eq!(
+        test_module_paths(&files),
+        [
+            PathBuf::from("/x/src/a/tests.rs"),
+            PathBuf::from("/x/src/a/tests"),
+            PathBuf::from("/x/src/a/testfs.rs"),
+            PathBuf::from("/x/src/a/testfs"),
+        ]
+    );
+}
