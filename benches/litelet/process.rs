@@ -182,6 +182,14 @@ impl Litelet {
                 "AlwaysAllow",
             ])
             .args(&options.extra)
+            // No eviction thresholds: upstream's defaults judge this machine's own disk.
+            .args(
+                (!options
+                    .extra
+                    .iter()
+                    .any(|a| a.starts_with("--eviction-hard")))
+                .then_some("--eviction-hard="),
+            )
             .stdout(Stdio::null())
             .stderr(
                 std::fs::File::create(dir.path().join("litelet.log")).expect("litelet log file"),

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::api::quantity::Quantity;
 use crate::node::config::{parse_eviction_hard, Threshold as Value};
 
 /// A resource signal the eviction manager watches.
@@ -175,62 +174,43 @@ fn signal_of(flag: &'static str, item: &str, name: &str) -> Result<Signal, Evict
 /// this module does not import the flag layer above it).
 pub type DurationParser = fn(&str) -> Result<Duration, String>;
 
+/// Parses a `signal=value,...` flag with `value` parsed by `parse`.
+fn signal_pairs<T>(
+    flag: &'static str,
+    text: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<BTreeMap<Signal, T>, EvictionConfigError> {
+    let mut out = BTreeMap::new();
+    for item in items(text) {
+        let bad = |reason: String| EvictionConfigError::Item {
+            flag,
+            item: item.to_owned(),
+            reason,
+        };
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| bad("expected signal=value".into()))?;
+        let signal = signal_of(flag, item, name)?;
+        out.insert(signal, parse(value).map_err(bad)?);
+    }
+    Ok(out)
+}
+
 /// Parses `--eviction-soft-grace-period` (`memory.available=1m30s,...`).
 pub fn parse_grace_periods(
     text: &str,
     duration: DurationParser,
 ) -> Result<BTreeMap<Signal, Duration>, EvictionConfigError> {
-    let flag = "eviction-soft-grace-period";
-    let mut out = BTreeMap::new();
-    for item in items(text) {
-        let bad = |reason: String| EvictionConfigError::Item {
-            flag,
-            item: item.to_owned(),
-            reason,
-        };
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| bad("expected signal=duration".into()))?;
-        let signal = signal_of(flag, item, name)?;
-        let d = duration(value).map_err(bad)?;
-        out.insert(signal, d);
-    }
-    Ok(out)
+    signal_pairs("eviction-soft-grace-period", text, duration)
 }
 
 /// Parses `--eviction-minimum-reclaim` (`memory.available=0Mi,nodefs.available=500Mi`).
 pub fn parse_minimum_reclaim(text: &str) -> Result<BTreeMap<Signal, Value>, EvictionConfigError> {
-    let flag = "eviction-minimum-reclaim";
-    let mut out = BTreeMap::new();
-    for item in items(text) {
-        let bad = |reason: String| EvictionConfigError::Item {
-            flag,
-            item: item.to_owned(),
-            reason,
-        };
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| bad("expected signal=quantity".into()))?;
-        let signal = signal_of(flag, item, name)?;
-        let v = match value.strip_suffix('%') {
-            Some(pct) => {
-                let p: f64 = pct.parse().map_err(|_| bad("bad percentage".into()))?;
-                if !(0.0..=100.0).contains(&p) {
-                    return Err(bad("percentage must be within 0% and 100%".into()));
-                }
-                Value::Percentage(p / 100.0)
-            }
-            None => {
-                let q = Quantity::parse(value).map_err(|e| bad(e.to_string()))?;
-                if q.is_negative() {
-                    return Err(bad("must not be negative".into()));
-                }
-                Value::Quantity(q)
-            }
-        };
-        out.insert(signal, v);
-    }
-    Ok(out)
+    signal_pairs(
+        "eviction-minimum-reclaim",
+        text,
+        crate::node::config::parse_threshold_value,
+    )
 }
 
 fn thresholds(flag: &'static str, text: &str) -> Result<Vec<(Signal, Value)>, EvictionConfigError> {

@@ -4,7 +4,6 @@
 //! container names. Unlike `/pods` it shows what runs, not what is desired (orphans
 //! included). One CRI list per request, on the connection's thread.
 
-use crate::api::meta::List;
 use crate::api::pod::{Container, Pod};
 use crate::runtime::inspect::running_pods;
 use crate::runtime::model::RunningPod;
@@ -36,14 +35,5 @@ pub fn serve(shared: &Shared) -> Response {
     };
     let mut items: Vec<Pod> = pods.iter().map(to_api_pod).collect();
     items.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
-    let list = List {
-        api_version: "v1".into(),
-        kind: "PodList".into(),
-        metadata: Default::default(),
-        items,
-    };
-    match serde_json::to_vec(&list) {
-        Ok(body) => Response::json(200, body),
-        Err(err) => Response::text(500, format!("encode pod list: {err}")),
-    }
+    super::pods::pod_list(items)
 }
