@@ -234,6 +234,13 @@ pub fn fits(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection
     Ok(())
 }
 
+/// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
+/// the eviction manager's refuses pods under node pressure). Implementations read
+/// shared state only: the sync loop calls it.
+pub trait PodAdmitHandler: Send + Sync {
+    fn admit(&self, pod: &Pod) -> Result<(), Rejection>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -778,7 +778,10 @@ pub fn run(
             crate::eviction::EvictionManager {
                 config: eviction_config,
                 stats: store,
-                pods: kubelet.snapshot(),
+                pods: {
+                    let snapshot = kubelet.snapshot();
+                    Box::new(move || snapshot.pods())
+                },
                 workers: evict_workers,
                 runtime: rt.manager.clone(),
                 recorder: evict_recorder,

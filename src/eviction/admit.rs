@@ -91,7 +91,7 @@ impl Pressure {
     }
 }
 
-impl crate::kubelet::deps::PodAdmitHandler for Pressure {
+impl crate::admission::PodAdmitHandler for Pressure {
     fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
         admit(&self.get(), pod)
     }

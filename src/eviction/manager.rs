@@ -29,7 +29,6 @@ use crossbeam_channel::{select, Receiver};
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{Pod, PodCondition, PodPhase, PodStatus, POD_DISRUPTION_TARGET};
 use crate::events::{EventType, Recorder};
-use crate::kubelet::snapshot::PodSnapshot;
 use crate::pod_workers::{PodWorkers, StatusFn};
 use crate::runtime::gc::GcPolicy;
 use crate::runtime::image_gc::ImageGc;
@@ -50,11 +49,15 @@ pub const HARD_EVICTION_GRACE_SECONDS: i64 = 1;
 /// A pod's grace period when its spec has none.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
+/// The desired pods now (the sync loop's published snapshot; a closure because the
+/// kubelet sits above this module).
+pub type PodsFn = Box<dyn Fn() -> Arc<Vec<Pod>> + Send>;
+
 /// Everything the `eviction` thread works with.
 pub struct EvictionManager {
     pub config: EvictionConfig,
     pub stats: StatsStore,
-    pub pods: PodSnapshot,
+    pub pods: PodsFn,
     pub workers: PodWorkers,
     pub runtime: Arc<RuntimeManager>,
     pub recorder: Recorder,
@@ -165,7 +168,7 @@ impl EvictionManager {
         }
         let obs_t = obs.get(&t.signal);
         let level = obs_t.map_or(0, |o| amount(&t.value, o.capacity));
-        let pods = self.pods.pods();
+        let pods = (self.pods)();
         let active: Vec<&Pod> = pods
             .iter()
             .filter(|p| {

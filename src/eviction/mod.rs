@@ -11,9 +11,10 @@
 //! - [`admit`]: admission under pressure and the shared [`Pressure`];
 //! - [`manager`]: the `eviction` thread (the I/O shell).
 //!
-//! Layering: beside the kubelet's managers. Reads `stats`, `node` (threshold syntax,
-//! the health closure), `pod_workers` (kills), `runtime` (GC), `kubelet` (the pod
-//! snapshot, the admission trait); only `agent` imports this module.
+//! Layering: beside resize, below the kubelet (`tests/tidy.rs`). Reads `stats`, `node`
+//! (threshold syntax, the health closure), `pod_workers` (kills), `runtime` (GC),
+//! `admission` (the `PodAdmitHandler` it implements); the desired pods come as a
+//! closure over the kubelet's snapshot. Only `agent` imports this module.
 
 pub mod admit;
 pub mod config;

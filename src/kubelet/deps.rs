@@ -98,9 +98,4 @@ impl PodProbes for ProbeManager {
     }
 }
 
-/// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
-/// the eviction manager's refuses pods under node pressure). Implementations read
-/// shared state only: this runs on the sync loop.
-pub trait PodAdmitHandler: Send + Sync {
-    fn admit(&self, pod: &Pod) -> Result<(), crate::admission::Rejection>;
-}
+pub use crate::admission::PodAdmitHandler;
