@@ -737,6 +737,7 @@ pub fn run(
     let evict_recorder = recorder.clone();
     threads.add(
         GcLoop {
+            cleaner: kubelet.cleaner(),
             manager: rt.manager.clone(),
             workers,
             sources_ready: kubelet.sources_ready_flag(),

@@ -1030,3 +1030,141 @@ fn missing_cluster_dns_is_logged_once_and_one_event_per_pod() {
     );
     assert!(!log.contains("ClusterFirst DNS without --cluster-dns"));
 }
+
+/// Well under the 60 s the slow step would take: a worker that waited the step out
+/// misses it, one that was cancelled makes it on a loaded machine.
+const WELL_BEFORE_60S: Duration = Duration::from_secs(25);
+
+/// Waits up to `limit` for `check`; fails with the log otherwise.
+fn within(litelet: &Litelet, limit: Duration, what: &str, check: impl FnMut() -> bool) {
+    assert!(
+        wait_until(limit, check),
+        "not within {limit:?}: {what}; litelet log:\n{}",
+        litelet.tail()
+    );
+}
+
+/// Issue 17 part 3: a DELETE during a 60 s image pull cancels the pull (the pod
+/// worker's token reaches the CRI call); the pod terminates and the API pod goes
+/// long before the pull would have ended.
+#[test]
+fn delete_during_a_60s_image_pull_cancels_the_pull() {
+    let cri = fake_cri();
+    cri.delay("PullImage", Duration::from_secs(60));
+    let api = FakeApi::start();
+    let litelet = Litelet::start(&cri, Some(&api), None, &[]);
+    let mut pod = new_pod("slow-pull", true);
+    pod["spec"]["containers"][0]["image"] = json!("slow:1.0");
+    api.create("pods", "default", pod);
+    litelet.wait_for("the pull to start", || {
+        !targets(&cri, "PullImage").is_empty()
+    });
+    api.delete("pods", "default", "slow-pull", Some(30))
+        .unwrap();
+    within(
+        &litelet,
+        WELL_BEFORE_60S,
+        "the API pod deleted after termination",
+        || api.get("pods", "default", "slow-pull").is_none(),
+    );
+    assert!(
+        containers_of(&cri, "slow-pull").is_empty(),
+        "no container is created from the cancelled pull"
+    );
+    assert!(
+        litelet.log().contains("sync canceled"),
+        "{}",
+        litelet.tail()
+    );
+}
+
+/// Issue 17 part 3, upstream UpdatePod: a second DELETE with a shorter grace period
+/// cancels the running kill (here a 60 s preStop sleep within a 60 s grace) and the
+/// worker kills again with the shorter period.
+#[test]
+fn a_second_delete_with_a_shorter_grace_shortens_the_running_kill() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    let litelet = Litelet::start(&cri, Some(&api), None, &[]);
+    let mut pod = new_pod("long-stop", true);
+    pod["spec"]["terminationGracePeriodSeconds"] = json!(60);
+    pod["spec"]["containers"][0]["lifecycle"] = json!({"preStop": {"sleep": {"seconds": 60}}});
+    api.create("pods", "default", pod);
+    litelet.wait_for("running", || {
+        phase(&api, "long-stop").as_deref() == Some("Running")
+    });
+    api.delete("pods", "default", "long-stop", Some(60))
+        .unwrap();
+    litelet.wait_for("the kill (and its preStop sleep) to start", || {
+        api.requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/events"))
+            .filter_map(|r| r.body_json())
+            .any(|e| e["reason"] == json!("Killing"))
+    });
+    assert!(
+        targets(&cri, "StopContainer").is_empty(),
+        "still in preStop"
+    );
+    api.delete("pods", "default", "long-stop", Some(1)).unwrap();
+    within(
+        &litelet,
+        WELL_BEFORE_60S,
+        "the API pod deleted after the shortened kill",
+        || api.get("pods", "default", "long-stop").is_none(),
+    );
+    let stops: Vec<String> = cri
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "StopContainer")
+        .map(|c| c.detail)
+        .collect();
+    assert!(
+        !stops.is_empty() && stops.iter().all(|d| d != "timeout=60"),
+        "stopped with the shorter grace only: {stops:?}"
+    );
+}
+
+/// Issue 17 part 4: housekeeping only plans; the orphaned mirror pod's DELETE, which
+/// the API client retries through an outage, runs on the `gc` thread. The sync loop
+/// keeps turning: no housekeeping round takes a second (litelet logs any that does),
+/// and the mirror goes once the API server is back.
+#[test]
+fn an_api_outage_with_an_orphaned_mirror_pod_never_stalls_the_sync_loop() {
+    let cri = fake_cri();
+    let api = FakeApi::start();
+    api.create("nodes", "", node_json());
+    let manifests = tempfile::tempdir().unwrap();
+    let path = manifests.path().join("orphan.yaml");
+    std::fs::write(&path, manifest("orphan", "")).unwrap();
+    let litelet = Litelet::start(&cri, Some(&api), Some(manifests.path()), &[]);
+    let name = format!("orphan-{NODE}");
+    litelet.wait_for("the mirror pod", || {
+        api.get("pods", "default", &name).is_some()
+    });
+    litelet.wait_for("the static pod to run", || {
+        containers_of(&cri, &name).iter().any(running)
+    });
+    api.inject(Fail::status(503).always());
+    std::fs::remove_file(&path).unwrap();
+    let delete_path = format!("/pods/{name}");
+    let deletes = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.verb == "delete" && r.path.ends_with(&delete_path))
+            .count()
+    };
+    litelet.wait_for("the orphaned mirror's DELETE to be tried", || deletes() > 0);
+    // Several housekeeping rounds (every 2 s) while the DELETE is retried.
+    std::thread::sleep(Duration::from_secs(8));
+    let log = litelet.log();
+    assert!(
+        !log.contains("housekeeping took"),
+        "a housekeeping round stalled the sync loop:\n{}",
+        litelet.tail()
+    );
+    api.clear_faults();
+    litelet.wait_for("the orphaned mirror pod to be deleted", || {
+        api.get("pods", "default", &name).is_none()
+    });
+}

@@ -127,6 +127,11 @@ fn chatty_container_log_rotates_within_max_files_and_kubectl_logs_keeps_working(
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = watch_dir(dir.clone(), stop.clone());
 
+    // The API server refuses logs of a container it still sees waiting (the log file
+    // exists from creation on), so follow only once the status says running.
+    node.wait_pod(ns, "chatty", "the container running", |p| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    });
     // Follow from the start: every line once, in order, across every rotation.
     let mut follow = node
         .cp

@@ -103,6 +103,7 @@ impl Rig {
             config_source: &NoConfigSource,
             pull_secrets: None,
             cgroups: self.cgroups.as_ref(),
+            cancel: Default::default(),
         };
         self.manager
             .sync_pod(pod, status, &ProbeResults::default(), &inputs)

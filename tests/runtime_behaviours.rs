@@ -21,8 +21,9 @@ use litelet::api::pod::{
 use litelet::cri::{self, pb, ConnectOptions, CriError, Endpoint};
 use litelet::events::{EventObject, EventRecord, EventType, Recorder};
 use litelet::runtime::actions::{ProbeResult, ProbeResults};
+use litelet::runtime::cancel::Cancel;
 use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::{CriHookRunner, HookRunner};
+use litelet::runtime::hooks::{CriHookRunner, HookCall, HookError, HookRunner};
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
@@ -95,6 +96,7 @@ impl Harness {
             config_source: &NoConfigSource,
             pull_secrets: None,
             cgroups: None,
+            cancel: Default::default(),
         };
         self.manager
             .sync_pod(pod, &self.status(pod), probes, &inputs)
@@ -1029,17 +1031,14 @@ struct RecordingHooks {
 impl HookRunner for RecordingHooks {
     fn run(
         &self,
-        _pod: &Pod,
-        pod_ip: &str,
-        container: &Container,
-        _container_id: &str,
-        _handler: &LifecycleHandler,
+        call: &HookCall<'_>,
         _timeout: Duration,
-    ) -> Result<(), String> {
+        _cancel: &Cancel,
+    ) -> Result<(), HookError> {
         let mut seen = self.seen.lock().unwrap();
-        seen.push((container.name.clone(), pod_ip.to_owned()));
-        if container.name == self.failing {
-            return Err("http hook: connection refused".into());
+        seen.push((call.container.name.clone(), call.pod_ip.to_owned()));
+        if call.container.name == self.failing {
+            return Err(HookError::Http("connection refused".into()));
         }
         Ok(())
     }

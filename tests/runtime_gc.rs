@@ -600,6 +600,7 @@ fn gc_against_real_containerd() {
         config_source: &NoConfigSource,
         pull_secrets: None,
         cgroups: None,
+        cancel: Default::default(),
     };
     // Two dead instances: the first run and its immediate restart.
     let two_dead = wait_until(Duration::from_secs(60), || {

@@ -74,6 +74,7 @@ impl Harness {
             config_source: &NoConfigSource,
             pull_secrets: None,
             cgroups: None,
+            cancel: Default::default(),
         };
         self.manager
             .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)

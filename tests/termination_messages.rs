@@ -75,6 +75,7 @@ impl Harness {
             config_source: &NoConfigSource,
             pull_secrets: None,
             cgroups: None,
+            cancel: Default::default(),
         };
         let ok = wait_until(Duration::from_secs(30), || {
             let outcome =

@@ -147,6 +147,25 @@ fn production_lines(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The end (just past the `}`) of the brace group `text` starts with, or the end of
+/// `text` when the group is not closed.
+fn matching_brace(text: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
+}
+
 /// The top-level modules a piece of code names through `crate::`: `crate::a::...`,
 /// and each first name inside `crate::{a::x, b}` (the group may span lines).
 fn crate_imports(code: &str) -> Vec<String> {
@@ -159,23 +178,10 @@ fn crate_imports(code: &str) -> Vec<String> {
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
             continue;
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 1;
-            let mut end = group.len();
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = i;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let inner = &group[..end];
+        if rest.starts_with('{') {
+            let close = matching_brace(rest);
+            let group = &rest[1..close];
+            let inner = group.strip_suffix('}').unwrap_or(group);
             let mut depth = 0;
             let mut start = 0;
             let mut items = Vec::new();
@@ -201,7 +207,7 @@ fn crate_imports(code: &str) -> Vec<String> {
                     out.push(name);
                 }
             }
-            rest = &group[end..];
+            rest = &rest[close..];
         } else {
             let name: String = rest
                 .chars()
@@ -236,27 +242,9 @@ fn imports_by_line(text: &str) -> Vec<(usize, String)> {
         let offset = from + at;
         // One path (or group) at a time: up to the end of its statement or expression.
         let tail = &joined[offset..];
-        let end = if tail["crate::".len()..].starts_with('{') {
-            tail.find('}')
-                .map(|_| {
-                    let mut depth = 0;
-                    let mut close = tail.len();
-                    for (i, c) in tail.char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    close = i + 1;
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    close
-                })
-                .unwrap_or(tail.len())
+        let path = &tail["crate::".len()..];
+        let end = if path.starts_with('{') {
+            "crate::".len() + matching_brace(path)
         } else {
             "crate::".len()
                 + tail["crate::".len()..]

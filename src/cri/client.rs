@@ -160,6 +160,19 @@ impl RuntimeClient {
     unary!(
         /// Stops a container within the request's grace period.
         stop_container, stop_container_opt, StopContainerRequest => StopContainerResponse, timeout);
+    /// Stops a container like `stop_container`, giving up (and cancelling the call)
+    /// once `cancelled` turns true: a shorter grace period replaces a running stop.
+    pub fn stop_container_cancellable(
+        &self,
+        request: &pb::StopContainerRequest,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<pb::StopContainerResponse, CriError> {
+        let receiver = self
+            .stub
+            .stop_container_async_opt(request, deadline(self.timeout))
+            .map_err(|err| CriError::from_grpc("stop_container", err))?;
+        super::cancellable::wait("stop_container", receiver, cancelled)
+    }
     unary!(
         /// Removes a container.
         remove_container, remove_container_opt, RemoveContainerRequest => RemoveContainerResponse, timeout);
@@ -240,6 +253,19 @@ impl ImageClient {
     unary!(
         /// Pulls an image, with the pull deadline.
         pull_image, pull_image_opt, PullImageRequest => PullImageResponse, pull_timeout);
+    /// Pulls an image, with the pull deadline, giving up (and cancelling the call)
+    /// once `cancelled` turns true.
+    pub fn pull_image_cancellable(
+        &self,
+        request: &pb::PullImageRequest,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<pb::PullImageResponse, CriError> {
+        let receiver = self
+            .stub
+            .pull_image_async_opt(request, deadline(self.pull_timeout))
+            .map_err(|err| CriError::from_grpc("pull_image", err))?;
+        super::cancellable::wait("pull_image", receiver, cancelled)
+    }
     unary!(
         /// Removes an image.
         remove_image, remove_image_opt, RemoveImageRequest => RemoveImageResponse, timeout);

@@ -24,6 +24,9 @@ pub enum CriError {
         code: i32,
         message: String,
     },
+    /// The caller gave up on the call (its pod worker's sync was cancelled).
+    #[error("cri {op}: cancelled")]
+    Cancelled { op: &'static str },
     /// `--container-runtime-endpoint` is malformed or nothing listens there.
     #[error("container runtime endpoint {endpoint:?}: {reason}")]
     BadEndpoint { endpoint: String, reason: String },
@@ -79,6 +82,7 @@ impl CriError {
             CriError::DeadlineExceeded { .. } => RpcStatusCode::DEADLINE_EXCEEDED,
             CriError::InvalidArgument { .. } => RpcStatusCode::INVALID_ARGUMENT,
             CriError::Other { code, .. } => return Some(*code),
+            CriError::Cancelled { .. } => RpcStatusCode::CANCELLED,
             CriError::BadEndpoint { .. } | CriError::UnsupportedApi { .. } => return None,
         };
         Some(code.into())

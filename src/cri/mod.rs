@@ -21,10 +21,12 @@ mod generated {
     include!(concat!(env!("OUT_DIR"), "/cri/mod.rs"));
 }
 
+mod cancellable;
 mod client;
 mod endpoint;
 mod error;
 
+pub use cancellable::POLL as CANCEL_POLL;
 pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};
 pub use endpoint::Endpoint;
 pub use error::CriError;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::api::pod::Pod;
 use crate::credentialprovider::PullSecret;
@@ -12,20 +13,41 @@ use crate::runtime::env::{ConfigSource, NoConfigSource};
 use crate::runtime::model::PodRuntimeStatus;
 use crate::status::containers as status_containers;
 
+/// The volume manager's own error, kept whole (`source()` reaches it) behind the
+/// seam: `volumes` sits above `kubelet`, so the seam cannot name its type.
+pub type VolumeCause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why a [`PodVolumes`] call failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum PodVolumesError {
+    /// A volume of the pod could not be set up (the FailedMount event's message).
+    #[error("Unable to attach or mount volumes: {0}")]
+    Setup(#[source] VolumeCause),
+    /// The pod's volumes could not all be unmounted and removed.
+    #[error("unmounting volumes of pod {uid}: {source}")]
+    Teardown { uid: String, source: VolumeCause },
+    /// An image pull secret could not be read.
+    #[error("reading pull secret {name:?}: {source}")]
+    PullSecret { name: String, source: VolumeCause },
+    /// There is no API server to read secrets from (standalone mode).
+    #[error("secret {name:?} cannot be read: litelet runs without an API server")]
+    NoApiServer { name: String },
+}
+
 /// Sets up and tears down a pod's volumes.
 pub trait PodVolumes: Send + Sync {
     /// Prepares every volume; returns host paths by volume name.
-    fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, String>;
+    fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, PodVolumesError>;
     /// Unmounts and removes the pod's volumes.
-    fn teardown(&self, uid: &str) -> Result<(), String>;
+    fn teardown(&self, uid: &str) -> Result<(), PodVolumesError>;
     /// Where configMap and secret references in env are read from.
     fn config_source(&self) -> &dyn ConfigSource;
     /// Image pull secret `name` of `pod`, or `None` when it does not exist.
-    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, String> {
+    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, PodVolumesError> {
         let _ = pod;
-        Err(format!(
-            "secret {name:?} cannot be read: litelet runs without an API server"
-        ))
+        Err(PodVolumesError::NoApiServer {
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -50,10 +72,10 @@ pub trait PodProbes: Send + Sync {
 pub struct NoVolumes;
 
 impl PodVolumes for NoVolumes {
-    fn setup(&self, _: &Pod) -> Result<BTreeMap<String, PathBuf>, String> {
+    fn setup(&self, _: &Pod) -> Result<BTreeMap<String, PathBuf>, PodVolumesError> {
         Ok(BTreeMap::new())
     }
-    fn teardown(&self, _: &str) -> Result<(), String> {
+    fn teardown(&self, _: &str) -> Result<(), PodVolumesError> {
         Ok(())
     }
     fn config_source(&self) -> &dyn ConfigSource {

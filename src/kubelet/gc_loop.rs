@@ -1,8 +1,10 @@
 //! The `gc` thread: container, sandbox and log garbage collection every minute, image
-//! garbage collection every five minutes (upstream StartGarbageCollection), and a
-//! prompt clean-up of dead containers when the sync loop reports a container death.
+//! garbage collection every five minutes (upstream StartGarbageCollection), a prompt
+//! clean-up of dead containers when the sync loop reports a container death, and
+//! housekeeping's slow steps (`cleaner.rs`).
 //!
-//! The sync loop only sends a request (never blocks); this thread does the CRI work.
+//! The sync loop only sends a [`GcRequest`] (`try_send`, never blocks); this thread
+//! does the CRI, API and file system work.
 //! A pod's containers are removed entirely only once its workers say its content may
 //! go (deleted or evicted and terminated), and only after every source has reported.
 
@@ -13,6 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, tick, Receiver};
 
+use super::cleaner::Cleaner;
+use super::housekeeping_plan::CleanupWork;
 use crate::events::{EventType, Recorder};
 use crate::pod_workers::PodWorkers;
 use crate::runtime::gc::GcPolicy;
@@ -24,8 +28,21 @@ pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
 /// Container deaths within this window share one clean-up run.
 const DEATH_DEBOUNCE: Duration = Duration::from_secs(5);
 
+/// What the sync loop asks of the `gc` thread.
+#[derive(Debug)]
+pub enum GcRequest {
+    /// A container of the pod with this UID died: collect dead containers soon.
+    ContainerDied(String),
+    /// Pod workers were forgotten: their pods' dead containers and sandboxes may go.
+    PodsFinished,
+    /// Housekeeping's slow steps, planned on the sync loop.
+    Cleanup(CleanupWork),
+}
+
 /// Everything the `gc` thread needs.
 pub struct GcLoop {
+    /// Carries out housekeeping's cleanup plans.
+    pub cleaner: Cleaner,
     pub manager: Arc<RuntimeManager>,
     pub workers: PodWorkers,
     pub sources_ready: Arc<AtomicBool>,
@@ -36,10 +53,10 @@ pub struct GcLoop {
 }
 
 impl GcLoop {
-    /// Starts the thread; `deaths` carries pod UIDs whose containers died.
+    /// Starts the thread; `requests` carries the sync loop's [`GcRequest`]s.
     pub fn spawn(
         self,
-        deaths: Receiver<String>,
+        deaths: Receiver<GcRequest>,
         shutdown: Receiver<()>,
     ) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
@@ -48,7 +65,7 @@ impl GcLoop {
             .spawn(move || self.run(deaths, shutdown))
     }
 
-    fn run(self, deaths: Receiver<String>, shutdown: Receiver<()>) {
+    fn run(self, deaths: Receiver<GcRequest>, shutdown: Receiver<()>) {
         let containers = tick(CONTAINER_GC_PERIOD);
         let images = tick(IMAGE_GC_PERIOD);
         let mut image_gc = match ImageGc::new(self.image_policy.clone()) {
@@ -77,14 +94,15 @@ impl GcLoop {
                     self.collect_containers();
                     last_run = Instant::now();
                 }
-                recv(deaths) -> nudge => {
-                    if nudge.is_err() {
-                        return;
+                recv(deaths) -> request => match request {
+                    Err(_) => return,
+                    Ok(GcRequest::Cleanup(work)) => self.cleaner.run(&work),
+                    Ok(GcRequest::ContainerDied(_) | GcRequest::PodsFinished) => {
+                        if scheduled.is_none() {
+                            scheduled = Some((last_run + DEATH_DEBOUNCE).max(Instant::now()));
+                        }
                     }
-                    if scheduled.is_none() {
-                        scheduled = Some((last_run + DEATH_DEBOUNCE).max(Instant::now()));
-                    }
-                }
+                },
                 recv(images) -> _ => {
                     if let Some(gc) = image_gc.as_mut() {
                         let report = gc.run(&self.manager.images, &self.manager.runtime, SystemTime::now());

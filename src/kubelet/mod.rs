@@ -12,13 +12,16 @@
 //! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
 //! but shutdown is read, as upstream does.
 
+mod cleaner;
 pub mod deps;
 pub mod gc_loop;
 mod housekeeping;
+pub mod housekeeping_plan;
 pub mod mirror;
 mod pod_manager;
 pub mod pull_secrets;
 pub mod snapshot;
+pub mod sync_error;
 pub mod syncer;
 
 use std::collections::HashSet;
@@ -78,9 +81,9 @@ pub struct KubeletDeps {
     pub resize: Arc<ResizeManager>,
     /// Tears down the volumes of orphaned pod directories (tmpfs left by a restart).
     pub volumes: Arc<dyn deps::PodVolumes>,
-    /// Pod UIDs whose containers died (or "" when pods finished), for the `gc`
-    /// thread's prompt clean-up.
-    pub deaths: crossbeam_channel::Sender<String>,
+    /// Requests to the `gc` thread: container deaths, finished pods, housekeeping's
+    /// cleanup plans.
+    pub deaths: crossbeam_channel::Sender<gc_loop::GcRequest>,
     /// The PLEG's last relist: housekeeping reads the runtime's pods from it when it is
     /// fresh instead of listing the runtime again.
     pub last_relist: LastRelist,
@@ -117,7 +120,7 @@ pub struct Kubelet {
     provisional_sources: HashSet<&'static str>,
     /// Set once every source has reported (read by the `gc` thread).
     sources_ready: Arc<AtomicBool>,
-    deaths: crossbeam_channel::Sender<String>,
+    deaths: crossbeam_channel::Sender<gc_loop::GcRequest>,
     last_worker_count: usize,
     volumes: Arc<dyn deps::PodVolumes>,
     /// Unix seconds of the last loop iteration (read by /healthz).
@@ -171,54 +174,45 @@ fn api_terminal(phase: Option<&PodPhase>) -> bool {
 
 impl Kubelet {
     pub fn new(deps: KubeletDeps) -> Kubelet {
-        let KubeletDeps {
-            workers,
-            queue,
-            runtime,
-            runtime_state,
-            status,
-            probes,
-            recorder,
-            node,
-            root_dir,
-            expected_sources,
-            resize,
-            volumes,
-            deaths,
-            last_relist,
-            cgroups,
-            mirrors,
-            node_lister,
-            extra_admission,
-        } = deps;
         Kubelet {
             pods: PodManager::new(),
-            workers,
-            queue,
-            runtime,
-            runtime_state,
-            status,
-            probes,
-            cgroups,
-            mirrors,
-            recorder,
-            node,
-            node_lister,
-            root_dir,
-            expected_sources,
+            workers: deps.workers,
+            queue: deps.queue,
+            runtime: deps.runtime,
+            runtime_state: deps.runtime_state,
+            status: deps.status,
+            probes: deps.probes,
+            cgroups: deps.cgroups,
+            mirrors: deps.mirrors,
+            recorder: deps.recorder,
+            node: deps.node,
+            node_lister: deps.node_lister,
+            root_dir: deps.root_dir,
+            expected_sources: deps.expected_sources,
             seen_sources: HashSet::new(),
             provisional_sources: HashSet::new(),
             sources_ready: Arc::new(AtomicBool::new(false)),
-            deaths,
+            deaths: deps.deaths,
             last_worker_count: 0,
-            volumes,
+            volumes: deps.volumes,
             heartbeat: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot::PodSnapshot::new(),
             snapshot_stale: false,
             snapshot_published: Instant::now(),
-            resize,
-            last_relist,
-            extra_admission,
+            resize: deps.resize,
+            last_relist: deps.last_relist,
+            extra_admission: deps.extra_admission,
+        }
+    }
+
+    /// The executor of housekeeping's cleanup plans, for the `gc` thread.
+    pub fn cleaner(&self) -> cleaner::Cleaner {
+        cleaner::Cleaner {
+            workers: self.workers.clone(),
+            mirrors: self.mirrors.clone(),
+            volumes: self.volumes.clone(),
+            cgroups: self.cgroups.clone(),
+            root_dir: self.root_dir.clone(),
         }
     }
 
@@ -352,7 +346,9 @@ impl Kubelet {
             }
             Event::Pleg(event) => {
                 if event.kind == PodLifecycleEventType::ContainerDied {
-                    let _ = self.deaths.try_send(event.uid.clone());
+                    let _ = self
+                        .deaths
+                        .try_send(gc_loop::GcRequest::ContainerDied(event.uid.clone()));
                 }
                 if event.kind != PodLifecycleEventType::ContainerRemoved {
                     if let Some(pod) = self.pods.get(&event.uid).cloned() {

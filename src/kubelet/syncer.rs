@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use super::deps::{PodProbes, PodVolumes};
 use super::mirror::{is_mirror_of, MirrorClient};
+use super::sync_error::PodSyncError;
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
 use crate::api::quantity::Quantity;
@@ -22,7 +23,7 @@ use crate::runtime::env::EnvContext;
 use crate::runtime::envvars::ServiceEnv;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
-use crate::runtime::result::SyncError as WaitingReason;
+use crate::runtime::result::WaitingReason;
 use crate::runtime::state::RuntimeState;
 use crate::runtime::sync::SyncInputs;
 use crate::sources::services::ServiceStore;
@@ -175,7 +176,7 @@ impl KubeletSyncer {
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         api: &PodStatus,
-    ) -> Result<String, SyncError> {
+    ) -> Result<String, PodSyncError> {
         let Some(cgroups) = &self.cgroups else {
             return Ok(String::new());
         };
@@ -200,14 +201,14 @@ impl KubeletSyncer {
             .ensure_pod(pod)
             .and_then(|_| cgroups.pod_cgroup_name(pod));
         created.map_err(|err| {
-            let message = format!("unable to ensure pod container exists: {err}");
+            let err = PodSyncError::PodCgroup(err);
             self.recorder.pod(
                 pod,
                 EventType::Warning,
                 "FailedToCreatePodContainer",
-                &message,
+                err.to_string(),
             );
-            SyncError::Other(message)
+            err
         })
     }
 
@@ -236,7 +237,7 @@ impl KubeletSyncer {
         }
     }
 
-    fn make_pod_dirs(&self, pod: &Pod) -> Result<(), SyncError> {
+    fn make_pod_dirs(&self, pod: &Pod) -> Result<(), PodSyncError> {
         use std::os::unix::fs::DirBuilderExt;
         let base = self.node.root_dir.join("pods").join(pod.uid());
         for dir in [base.join("volumes"), base.join("plugins")] {
@@ -245,14 +246,14 @@ impl KubeletSyncer {
                 .mode(0o750)
                 .create(&dir)
                 .map_err(|err| {
-                    let message = format!("error making pod data directories: {err}");
+                    let err = PodSyncError::PodDirs(err);
                     self.recorder.pod(
                         pod,
                         EventType::Warning,
                         "FailedToMakePodDataDirectories",
-                        &message,
+                        err.to_string(),
                     );
-                    SyncError::Other(message)
+                    err
                 })?;
         }
         Ok(())
@@ -284,7 +285,7 @@ fn active_deadline_exceeded(
 impl PodSyncer for KubeletSyncer {
     fn sync_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         _update_type: UpdateType,
         pod: &Pod,
         mirror: Option<&Pod>,
@@ -295,7 +296,7 @@ impl PodSyncer for KubeletSyncer {
         let pod = match &self.resize {
             Some((resize, _)) => {
                 allocated = resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
-                    .map_err(SyncError::Other)?;
+                    .map_err(PodSyncError::from)?;
                 &allocated
             }
             None => pod,
@@ -316,16 +317,19 @@ impl PodSyncer for KubeletSyncer {
             let message = format!("network is not ready: {problem}");
             self.recorder
                 .pod(pod, EventType::Warning, "NetworkNotReady", &message);
-            return Err(SyncError::NetworkNotReady(problem));
+            return Err(PodSyncError::NetworkNotReady(problem).into());
         }
         let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
         self.sync_mirror_pod(pod, mirror);
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
-            let message = format!("Unable to attach or mount volumes: {err}");
-            self.recorder
-                .pod(pod, EventType::Warning, "FailedMountVolume", &message);
-            SyncError::Other(message)
+            self.recorder.pod(
+                pod,
+                EventType::Warning,
+                "FailedMountVolume",
+                err.to_string(),
+            );
+            PodSyncError::from(err)
         })?;
         let probe_ip = pod_ips.first().cloned().unwrap_or_else(|| {
             if host_network {
@@ -349,9 +353,15 @@ impl PodSyncer for KubeletSyncer {
             config_source: self.volumes.config_source(),
             pull_secrets: Some(&pull_secrets),
             cgroups: self.cgroups.as_deref(),
+            cancel: cancel.clone(),
         };
         let probes = self.probes.action_results(pod.uid());
         let outcome = self.runtime.sync_pod(pod, runtime, &probes, &inputs);
+        if cancel.is_cancelled() {
+            // A cancelled sync's half-done steps are no waiting reasons; the update
+            // that cancelled it runs next.
+            return Err(SyncError::Canceled);
+        }
         let reasons_changed = self.set_reasons(pod.uid(), outcome.container_errors());
         let mut reported = false;
         if let Some((resize, cache)) = &self.resize {
@@ -384,16 +394,14 @@ impl PodSyncer for KubeletSyncer {
                 terminal: false,
                 retry_in,
             })
-        } else if let Some(after) = retry_in {
-            Err(SyncError::RetryAfter(outcome.to_string(), after))
         } else {
-            Err(SyncError::Other(outcome.to_string()))
+            Err(PodSyncError::Runtime { outcome, retry_in }.into())
         }
     }
 
     fn sync_terminating_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         grace: Option<i64>,
@@ -405,33 +413,33 @@ impl PodSyncer for KubeletSyncer {
         }
         self.status.set_pod_status(pod, api);
         self.probes.stop_liveness_and_startup(pod);
-        let killed = self
-            .runtime
-            .kill_pod(Some(pod), &runtime.to_running_pod(), grace);
+        let killed =
+            self.runtime
+                .kill_pod_cancellable(Some(pod), &runtime.to_running_pod(), grace, cancel);
+        if cancel.is_cancelled() {
+            // A shorter grace period (or a kill) replaced this one; it runs next.
+            return Err(SyncError::Canceled);
+        }
         if !killed.is_ok() {
-            let message = format!("error killing pod: {killed}");
+            let err = PodSyncError::Kill(killed);
             self.recorder
-                .pod(pod, EventType::Warning, "FailedToKillPod", &message);
-            return Err(SyncError::Other(message));
+                .pod(pod, EventType::Warning, "FailedToKillPod", err.to_string());
+            return Err(err.into());
         }
         self.probes.remove_pod(pod);
         // Trust, but verify: ask the runtime directly, not the cache.
         let fresh = self
             .runtime
             .pod_status(pod.uid(), pod.name(), pod.namespace())
-            .map_err(|err| {
-                SyncError::Other(format!("unable to read pod status after kill: {err}"))
-            })?;
-        let still: Vec<&str> = fresh
+            .map_err(PodSyncError::StatusAfterKill)?;
+        let still: Vec<String> = fresh
             .containers
             .iter()
             .filter(|c| c.state == crate::runtime::model::ContainerState::Running)
-            .map(|c| c.id.as_str())
+            .map(|c| c.id.clone())
             .collect();
         if !still.is_empty() {
-            return Err(SyncError::Other(format!(
-                "detected running containers after a successful KillPod, CRI violation: {still:?}"
-            )));
+            return Err(PodSyncError::StillRunning(still).into());
         }
         let mut api = self.api_status(pod, &fresh, true, true);
         if let Some(edit) = &status_fn {
@@ -443,10 +451,15 @@ impl PodSyncer for KubeletSyncer {
 
     fn sync_terminating_runtime_pod(
         &self,
-        _cancel: &Cancel,
+        cancel: &Cancel,
         running: &RunningPod,
     ) -> Result<(), SyncError> {
-        let killed = self.runtime.kill_pod(None, running, Some(1));
+        let killed = self
+            .runtime
+            .kill_pod_cancellable(None, running, Some(1), cancel);
+        if cancel.is_cancelled() {
+            return Err(SyncError::Canceled);
+        }
         if killed.is_ok() {
             Ok(())
         } else {
@@ -456,9 +469,7 @@ impl PodSyncer for KubeletSyncer {
                 running.name,
                 running.uid
             );
-            Err(SyncError::Other(format!(
-                "error killing orphaned pod: {killed}"
-            )))
+            Err(PodSyncError::KillOrphan(killed).into())
         }
     }
 
@@ -472,11 +483,11 @@ impl PodSyncer for KubeletSyncer {
         self.status.set_pod_status(pod, api);
         self.volumes
             .teardown(pod.uid())
-            .map_err(|err| SyncError::Other(format!("unmounting volumes: {err}")))?;
+            .map_err(PodSyncError::from)?;
         if let Some(cgroups) = &self.cgroups {
             cgroups
                 .remove_pod(pod.uid())
-                .map_err(|err| SyncError::Other(format!("removing pod cgroup: {err}")))?;
+                .map_err(PodSyncError::RemovePodCgroup)?;
         }
         self.set_reasons(pod.uid(), BTreeMap::new());
         if let Some((resize, _)) = &self.resize {

@@ -93,7 +93,7 @@ struct Harness {
     kubelet: Kubelet,
     syncer: Arc<RecordingSyncer>,
     workers: PodWorkers,
-    deaths: Receiver<String>,
+    deaths: Receiver<super::gc_loop::GcRequest>,
     /// The PLEG's last relist as housekeeping reads it (nothing published at first).
     relist: LastRelist,
     _root: tempfile::TempDir,
@@ -541,7 +541,13 @@ fn b63_container_deaths_wake_the_dead_container_clean_up() {
     );
     // Upstream cleans up after every death, known pod or not.
     h.pleg("dead-1", PodLifecycleEventType::ContainerDied);
-    assert_eq!(h.deaths.try_recv().as_deref(), Ok("dead-1"));
+    assert!(
+        matches!(
+            h.deaths.try_recv(),
+            Ok(super::gc_loop::GcRequest::ContainerDied(uid)) if uid == "dead-1"
+        ),
+        "a death names its pod"
+    );
 }
 
 #[test]

@@ -9,7 +9,6 @@
 //! lock that is never held across a sync call. A worker thread ends when its channel
 //! is dropped: after the pod is finished, or when SyncKnownPods forgets it.
 
-mod cancel;
 mod grace;
 mod status;
 mod types;
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-pub use cancel::Cancel;
+pub use crate::runtime::cancel::Cancel;
 pub use grace::effective_grace_period;
 pub use types::{
     KillPodOptions, PodWorkerSync, StatusFn, SyncError, Synced, UpdatePodOptions, UpdateType,

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::cancel::Cancel;
 use super::types::{KillPodOptions, StatusFn, UpdatePodOptions, WorkType};
+use crate::runtime::cancel::Cancel;
 
 #[derive(Default)]
 pub(super) struct PodSyncStatus {

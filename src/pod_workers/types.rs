@@ -133,24 +133,26 @@ impl From<bool> for Synced {
     }
 }
 
-/// Why a sync function failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A sync function's own error, shared so the worker can keep and log it; its
+/// `source()` chain reaches the failing seam's value.
+pub type SyncCause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why a sync function failed, as the worker needs it to pick the requeue.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum SyncError {
     /// The operation saw its cancellation token and stopped.
+    #[error("context canceled")]
     Canceled,
     /// The pod network is not ready (retried after about a second).
+    #[error("network is not ready: {0}")]
     NetworkNotReady(String),
     /// Failed steps that a back-off allows again this far ahead (a failed image pull).
+    #[error("{0}")]
     RetryAfter(String, Duration),
+    /// The sync function failed (the kubelet's `PodSyncError`).
+    #[error(transparent)]
+    Pod(SyncCause),
+    /// The worker itself could not run the sync (no pod, no fresh status).
+    #[error("{0}")]
     Other(String),
-}
-
-impl fmt::Display for SyncError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SyncError::Canceled => f.write_str("context canceled"),
-            SyncError::NetworkNotReady(msg) => write!(f, "network is not ready: {msg}"),
-            SyncError::RetryAfter(msg, _) | SyncError::Other(msg) => f.write_str(msg),
-        }
-    }
 }

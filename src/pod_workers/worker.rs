@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::cancel::Cancel;
 use super::types::{StatusFn, SyncError, Synced, UpdatePodOptions, WorkType};
 use super::work_queue::jitter;
 use super::{PodWorkers, State};
 use crate::api::pod::Pod;
 use crate::events::EventType;
+use crate::runtime::cancel::Cancel;
 use crate::runtime::model::PodRuntimeStatus;
 
 /// Whether a consumed update may run.

@@ -21,6 +21,7 @@ use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::PodRuntimeStatus;
 use crate::runtime::result::{SyncAction, SyncOutcome};
 
+use super::checkpoint::CheckpointError;
 use super::manager::{Actuation, ResizeEvent, ResizeManager};
 
 fn record(recorder: &Recorder, pod: &Pod, events: Vec<ResizeEvent>) {
@@ -37,11 +38,9 @@ pub fn before_runtime_sync(
     recorder: &Recorder,
     pod: &Pod,
     runtime: &PodRuntimeStatus,
-) -> Result<Pod, String> {
+) -> Result<Pod, CheckpointError> {
     let now = Time::now();
-    let synced = resize
-        .sync(pod, now)
-        .map_err(|e| format!("cannot record the pod's allocated resources: {e}"))?;
+    let synced = resize.sync(pod, now)?;
     record(recorder, &synced.pod, synced.events);
     let events = resize.observe(&synced.pod, runtime, Actuation::None, now);
     record(recorder, &synced.pod, events);

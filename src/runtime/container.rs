@@ -15,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use protobuf::{EnumOrUnknown, MessageField};
 
-use super::env::{container_env, expand, ConfigSource, EnvContext};
+use super::env::{container_env, expand, ConfigSource, EnvContext, EnvError};
 use super::hash::ContainerHashes;
 use super::labels;
 use super::profiles;
@@ -120,9 +120,36 @@ pub fn linux_resources(ctx: &ContainerContext<'_>) -> pb::LinuxContainerResource
     linux
 }
 
+/// Why a container's CreateContainer config cannot be built (the container's
+/// `CreateContainerConfigError`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ContainerConfigError {
+    /// An env var's source cannot be resolved (configMap, secret, field, resource).
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The seccomp or AppArmor profile is invalid or unavailable.
+    #[error("{0}")]
+    Profile(String),
+    /// A volumeMount names a volume that was not set up.
+    #[error("volume {name:?} is not available (unsupported type or not set up)")]
+    VolumeNotReady { name: String },
+    /// A subPath climbs out by its spelling.
+    #[error("subPath {sub_path:?} must be relative and must not contain '..'")]
+    SubPathNotRelative { sub_path: String },
+    /// A subPath goes through a symlink that resolves nowhere.
+    #[error("subPath {sub_path:?} goes through a symlink that leads nowhere")]
+    SubPathDangling { sub_path: String },
+    /// A subPath goes through a symlink out of its volume.
+    #[error("subPath {sub_path:?} goes through a symlink that leaves the volume")]
+    SubPathEscapes { sub_path: String },
+    /// A subPath's missing directory could not be made.
+    #[error("cannot create subPath {}: {message}", path.display())]
+    SubPathCreate { path: PathBuf, message: String },
+}
+
 fn security_context(
     ctx: &ContainerContext<'_>,
-) -> Result<pb::LinuxContainerSecurityContext, String> {
+) -> Result<pb::LinuxContainerSecurityContext, ContainerConfigError> {
     let pod_sc = ctx.pod.spec.security_context.clone().unwrap_or_default();
     let sc = ctx.container.security_context.clone().unwrap_or_default();
     let run_as_user = sc.run_as_user.or(pod_sc.run_as_user);
@@ -158,13 +185,15 @@ fn security_context(
         pod_sc.seccomp_profile.as_ref(),
         sc.seccomp_profile.as_ref(),
         ctx.seccomp_root,
-    )?;
+    )
+    .map_err(ContainerConfigError::Profile)?;
     let apparmor = profiles::apparmor(
         ctx.pod,
         &ctx.container.name,
         ctx.container.security_context.as_ref().map(|s| &s.extra),
         ctx.apparmor_enabled,
-    )?;
+    )
+    .map_err(ContainerConfigError::Profile)?;
     let (apparmor, apparmor_profile) = match apparmor {
         Some(a) => (MessageField::some(a.profile), a.legacy),
         None => (MessageField::none(), String::new()),
@@ -192,15 +221,16 @@ fn security_context(
 /// component (a link that leads outside `base`, or nowhere, is refused). Returns the
 /// resolved path, so the runtime follows no link we did not check. Reads the file
 /// system (no writes); a `base` that does not exist yet is joined by spelling only.
-pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
+pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, ContainerConfigError> {
+    let sub_path = || relative.to_owned();
     let rel = Path::new(relative);
     if rel
         .components()
         .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err(format!(
-            "subPath {relative:?} must be relative and must not contain '..'"
-        ));
+        return Err(ContainerConfigError::SubPathNotRelative {
+            sub_path: sub_path(),
+        });
     }
     let Ok(real_base) = std::fs::canonicalize(base) else {
         return Ok(base.join(rel));
@@ -214,12 +244,14 @@ pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
         match std::fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 let resolved = std::fs::canonicalize(&current).map_err(|_| {
-                    format!("subPath {relative:?} goes through a symlink that leads nowhere")
+                    ContainerConfigError::SubPathDangling {
+                        sub_path: sub_path(),
+                    }
                 })?;
                 if !resolved.starts_with(&real_base) {
-                    return Err(format!(
-                        "subPath {relative:?} goes through a symlink that leaves the volume"
-                    ));
+                    return Err(ContainerConfigError::SubPathEscapes {
+                        sub_path: sub_path(),
+                    });
                 }
                 current = resolved;
             }
@@ -234,7 +266,7 @@ pub fn join_inside(base: &Path, relative: &str) -> Result<PathBuf, String> {
 
 /// Creates the missing directories of `path` (inside volume `base`) with the mode of
 /// the volume's root. A volume that is not there yet (a test's fake) is left alone.
-fn ensure_sub_path_dir(base: &Path, path: &Path) -> Result<(), String> {
+fn ensure_sub_path_dir(base: &Path, path: &Path) -> Result<(), ContainerConfigError> {
     use std::os::unix::fs::PermissionsExt;
     if path.exists() {
         return Ok(());
@@ -259,21 +291,27 @@ fn ensure_sub_path_dir(base: &Path, path: &Path) -> Result<(), String> {
             .and_then(|()| {
                 std::fs::set_permissions(&current, std::fs::Permissions::from_mode(mode))
             })
-            .map_err(|e| format!("cannot create subPath {}: {e}", current.display()))?;
+            .map_err(|e| ContainerConfigError::SubPathCreate {
+                path: current.clone(),
+                message: e.to_string(),
+            })?;
     }
     Ok(())
 }
 
-fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb::Mount>, String> {
+fn mounts(
+    ctx: &ContainerContext<'_>,
+    env: &[(String, String)],
+) -> Result<Vec<pb::Mount>, ContainerConfigError> {
     let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let mut mounts = Vec::new();
     for mount in &ctx.container.volume_mounts {
-        let base = ctx.volumes.get(&mount.name).ok_or_else(|| {
-            format!(
-                "volume {:?} is not available (unsupported type or not set up)",
-                mount.name
-            )
-        })?;
+        let base =
+            ctx.volumes
+                .get(&mount.name)
+                .ok_or_else(|| ContainerConfigError::VolumeNotReady {
+                    name: mount.name.clone(),
+                })?;
         let sub_path = match (&mount.sub_path, &mount.sub_path_expr) {
             (Some(p), _) if !p.is_empty() => Some(p.clone()),
             (_, Some(expr)) if !expr.is_empty() => Some(expand(expr, &lookup)),
@@ -329,7 +367,9 @@ fn mounts(ctx: &ContainerContext<'_>, env: &[(String, String)]) -> Result<Vec<pb
 }
 
 /// The full CreateContainer config.
-pub fn container_config(ctx: &ContainerContext<'_>) -> Result<pb::ContainerConfig, String> {
+pub fn container_config(
+    ctx: &ContainerContext<'_>,
+) -> Result<pb::ContainerConfig, ContainerConfigError> {
     let container = ctx.container;
     let env = container_env(ctx.pod, container, ctx.env, ctx.config_source)?;
     let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
@@ -402,7 +442,7 @@ mod tests {
     fn build(
         pod: &Pod,
         volumes: &BTreeMap<String, PathBuf>,
-    ) -> Result<pb::ContainerConfig, String> {
+    ) -> Result<pb::ContainerConfig, ContainerConfigError> {
         let env = EnvContext::default();
         let ctx = ContainerContext {
             pod,
@@ -501,7 +541,10 @@ mod tests {
             "runtime/default".into(),
         );
         let err = build(&pod, &BTreeMap::new()).unwrap_err();
-        assert!(err.contains("AppArmor is not enabled"), "{err}");
+        assert!(
+            matches!(&err, ContainerConfigError::Profile(m) if m.contains("AppArmor is not enabled")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -558,11 +601,21 @@ mod tests {
 
         container.volume_mounts[0].sub_path = Some("../../etc".into());
         let err = build(&pod_with(container.clone()), &volumes).unwrap_err();
-        assert!(err.contains("must not contain '..'"), "{err}");
+        assert!(
+            matches!(err, ContainerConfigError::SubPathNotRelative { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("must not contain '..'"), "{err}");
 
         container.volume_mounts[0].name = "missing".into();
         let err = build(&pod_with(container), &volumes).unwrap_err();
-        assert!(err.contains("volume \"missing\" is not available"), "{err}");
+        assert!(
+            matches!(&err, ContainerConfigError::VolumeNotReady { name } if name == "missing"),
+            "{err}"
+        );
+        assert!(err
+            .to_string()
+            .contains("volume \"missing\" is not available"));
     }
 
     #[test]
@@ -607,7 +660,14 @@ mod tests {
             "dangling/y",
         ] {
             let err = join_inside(&vol, bad).unwrap_err();
-            assert!(err.contains("symlink"), "{bad}: {err}");
+            assert!(
+                matches!(
+                    err,
+                    ContainerConfigError::SubPathDangling { .. }
+                        | ContainerConfigError::SubPathEscapes { .. }
+                ),
+                "{bad}: {err}"
+            );
         }
         assert_eq!(
             join_inside(&vol, "inner/new/deeper").unwrap(),

@@ -7,41 +7,81 @@
 //! variables come precomputed in [`EnvContext::services`] (`envvars.rs`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::api::pod::{Container, EnvVar, Pod};
 use crate::api::quantity::Quantity;
 use crate::runtime::envvars::ServiceEnv;
 
+/// The data of a configMap or secret, or `None` when it does not exist.
+pub type ConfigData = Result<Option<BTreeMap<String, String>>, ConfigSourceError>;
+
+/// Why a configMap or secret could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConfigSourceError {
+    /// Standalone mode: there is no API server to read it from.
+    #[error("{kind} {name:?} cannot be read: litelet runs without an API server")]
+    NoApiServer { kind: &'static str, name: String },
+    /// The reader's own error (the volume manager's object cache, above `runtime`).
+    #[error(transparent)]
+    Lookup(Arc<dyn std::error::Error + Send + Sync>),
+}
+
 /// Looks up configMaps and secrets of the pod's namespace.
 pub trait ConfigSource {
     /// The data of configMap `name`, or `None` when it does not exist.
-    fn config_map(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String>;
+    fn config_map(&self, namespace: &str, name: &str) -> ConfigData;
     /// The decoded data of secret `name`, or `None` when it does not exist.
-    fn secret(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String>;
+    fn secret(&self, namespace: &str, name: &str) -> ConfigData;
 }
 
 /// Standalone mode: there is no API server to read configMaps or secrets from.
 pub struct NoConfigSource;
 
 impl ConfigSource for NoConfigSource {
-    fn config_map(&self, _: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, String> {
-        Err(format!(
-            "configmap {name:?} cannot be read: litelet runs without an API server"
-        ))
+    fn config_map(&self, _: &str, name: &str) -> ConfigData {
+        Err(ConfigSourceError::NoApiServer {
+            kind: "configmap",
+            name: name.to_owned(),
+        })
     }
-    fn secret(&self, _: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, String> {
-        Err(format!(
-            "secret {name:?} cannot be read: litelet runs without an API server"
-        ))
+    fn secret(&self, _: &str, name: &str) -> ConfigData {
+        Err(ConfigSourceError::NoApiServer {
+            kind: "secret",
+            name: name.to_owned(),
+        })
     }
+}
+
+/// Why a container's environment cannot be built.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EnvError {
+    /// An API pod's service variables are not known yet (upstream's message).
+    #[error("services have not yet been read at least once, cannot construct envvars")]
+    ServicesNotSynced,
+    /// A configMap or secret could not be read.
+    #[error(transparent)]
+    Source(#[from] ConfigSourceError),
+    /// A required envFrom object does not exist.
+    #[error("{kind} {name:?} not found")]
+    NotFound { kind: &'static str, name: String },
+    /// A required key is missing from its configMap or secret.
+    #[error("couldn't find key {key} in {kind} {namespace}/{name}")]
+    MissingKey {
+        key: String,
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    /// A fieldRef names a field the downward API does not offer.
+    #[error("unsupported fieldRef path {0:?}")]
+    FieldPath(String),
+    /// A resourceFieldRef names a container the pod does not have.
+    #[error("resourceFieldRef names unknown container {0:?}")]
+    UnknownContainer(String),
+    /// A resourceFieldRef names a resource the downward API does not offer.
+    #[error("unsupported container resource {0:?}")]
+    UnsupportedResource(String),
 }
 
 /// Facts about the node and the pod's network that fieldRefs can name.
@@ -91,7 +131,7 @@ pub fn expand(input: &str, vars: &dyn Fn(&str) -> Option<String>) -> String {
     out
 }
 
-fn field_value(pod: &Pod, path: &str, ctx: &EnvContext) -> Result<String, String> {
+fn field_value(pod: &Pod, path: &str, ctx: &EnvContext) -> Result<String, EnvError> {
     let meta = &pod.metadata;
     let indexed = |prefix: &str, map: &BTreeMap<String, String>| {
         path.strip_prefix(prefix)
@@ -118,7 +158,7 @@ fn field_value(pod: &Pod, path: &str, ctx: &EnvContext) -> Result<String, String
         "status.hostIPs" => ctx.host_ips.join(","),
         "status.podIP" => ctx.pod_ips.first().cloned().unwrap_or_default(),
         "status.podIPs" => ctx.pod_ips.join(","),
-        other => return Err(format!("unsupported fieldRef path {other:?}")),
+        other => return Err(EnvError::FieldPath(other.to_owned())),
     })
 }
 
@@ -145,7 +185,7 @@ pub(crate) fn resource_value(
     resource: &str,
     divisor: Option<&Quantity>,
     ctx: &EnvContext,
-) -> Result<String, String> {
+) -> Result<String, EnvError> {
     let container = match container_name.filter(|n| !n.is_empty() && *n != own.name) {
         Some(name) => pod
             .spec
@@ -153,10 +193,10 @@ pub(crate) fn resource_value(
             .iter()
             .chain(pod.spec.init_containers.iter())
             .find(|c| c.name == name)
-            .ok_or_else(|| format!("resourceFieldRef names unknown container {name:?}"))?,
+            .ok_or_else(|| EnvError::UnknownContainer(name.to_owned()))?,
         None => own,
     };
-    let unsupported = || format!("unsupported container resource {resource:?}");
+    let unsupported = || EnvError::UnsupportedResource(resource.to_owned());
     let (kind, name) = resource.split_once('.').ok_or_else(unsupported)?;
     let known =
         matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
@@ -202,14 +242,9 @@ pub fn container_env(
     container: &Container,
     ctx: &EnvContext,
     source: &dyn ConfigSource,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, EnvError> {
     let services = match &ctx.services {
-        ServiceEnv::NotSynced => {
-            return Err(
-                "services have not yet been read at least once, cannot construct envvars"
-                    .to_owned(),
-            )
-        }
+        ServiceEnv::NotSynced => return Err(EnvError::ServicesNotSynced),
         ServiceEnv::None => None,
         ServiceEnv::Vars(vars) => Some(vars.as_ref()),
     };
@@ -243,10 +278,10 @@ pub fn container_env(
             }
             None if reference.optional.unwrap_or(false) => {}
             None => {
-                return Err(format!(
-                    "{what} {:?} not found",
-                    reference.name.clone().unwrap_or_default()
-                ))
+                return Err(EnvError::NotFound {
+                    kind: what,
+                    name: reference.name.clone().unwrap_or_default(),
+                })
             }
         }
     }
@@ -272,7 +307,7 @@ fn env_var_value(
     services: Option<&BTreeMap<String, String>>,
     ctx: &EnvContext,
     source: &dyn ConfigSource,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, EnvError> {
     let Some(from) = &var.value_from else {
         let lookup = |name: &str| {
             defined
@@ -315,11 +350,12 @@ fn env_var_value(
     match data.and_then(|d| d.get(&selector.key).cloned()) {
         Some(value) => Ok(Some(value)),
         None if optional => Ok(None),
-        None => Err(format!(
-            "couldn't find key {} in {what} {}/{name}",
-            selector.key,
-            pod.namespace()
-        )),
+        None => Err(EnvError::MissingKey {
+            key: selector.key.clone(),
+            kind: what,
+            namespace: pod.namespace().to_owned(),
+            name,
+        }),
     }
 }
 
@@ -333,15 +369,11 @@ mod tests {
 
     struct Maps;
     impl ConfigSource for Maps {
-        fn config_map(
-            &self,
-            _: &str,
-            name: &str,
-        ) -> Result<Option<BTreeMap<String, String>>, String> {
+        fn config_map(&self, _: &str, name: &str) -> ConfigData {
             Ok((name == "settings")
                 .then(|| BTreeMap::from([("MODE".to_owned(), "fast".to_owned())])))
         }
-        fn secret(&self, _: &str, _: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+        fn secret(&self, _: &str, _: &str) -> ConfigData {
             Ok(None)
         }
     }
@@ -477,13 +509,17 @@ mod tests {
         ));
         let err = container_env(&pod, &container, &EnvContext::default(), &Maps).unwrap_err();
         assert!(
-            err.contains("couldn't find key token in secret shop/creds"),
+            err.to_string()
+                .contains("couldn't find key token in secret shop/creds"),
             "{err}"
         );
         // Without an API server, references fail with a message saying so.
         let err =
             container_env(&pod, &container, &EnvContext::default(), &NoConfigSource).unwrap_err();
-        assert!(err.contains("without an API server"), "{err}");
+        assert!(
+            matches!(err, EnvError::Source(ConfigSourceError::NoApiServer { .. })),
+            "{err}"
+        );
     }
 
     fn resource_env(name: &str, resource: &str, divisor: Option<&str>) -> EnvVar {
@@ -521,7 +557,7 @@ mod tests {
         requests: &[(&str, &str)],
         resource: &str,
         divisor: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, EnvError> {
         let list = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
@@ -668,7 +704,7 @@ mod tests {
         ];
         for (name, limits, requests, resource, divisor, want) in cases {
             let got = resolve(limits, requests, resource, *divisor);
-            assert_eq!(got.as_deref(), Ok(*want), "case {name}");
+            assert_eq!(got.as_deref().ok(), Some(*want), "case {name}: {got:?}");
         }
         for bad in [
             "limits.pods",
@@ -678,7 +714,7 @@ mod tests {
         ] {
             let err = resolve(&[], &[], bad, None).unwrap_err();
             assert!(
-                err.contains("unsupported container resource"),
+                matches!(err, EnvError::UnsupportedResource(_)),
                 "{bad}: {err}"
             );
         }
@@ -736,7 +772,8 @@ mod tests {
             ..Default::default()
         };
         let err = container_env(&Pod::default(), &Container::default(), &ctx, &Maps).unwrap_err();
-        assert!(err.contains("services have not yet been read"), "{err}");
+        assert!(matches!(err, EnvError::ServicesNotSynced), "{err}");
+        assert!(err.to_string().contains("services have not yet been read"));
         // Standalone: no service variables, no waiting.
         let env = container_env(
             &Pod::default(),

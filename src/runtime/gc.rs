@@ -436,7 +436,8 @@ impl RuntimeManager {
                 reason: KillReason::Unknown,
                 grace_override: None,
             };
-            self.killer()
+            // GC's kills run to the end: no pod worker can cancel them.
+            self.killer(&super::cancel::Cancel::new())
                 .kill_container(None, "", &request, None)
                 .map_err(|f| GcError::KillContainer {
                     id: c.id.clone(),

@@ -2,28 +2,63 @@
 //! GET against the pod, or a sleep.
 //!
 //! Called from pod worker threads (and from the kill path's per-container threads).
-//! A hook never runs longer than the timeout it is given; its failure is a message.
+//! A hook never runs longer than the timeout it is given, and a sleep hook ends when
+//! the pod worker's [`Cancel`] token fires; its failure is a [`HookError`].
 //! The HTTP GET and port resolution are the probes' (`probe::http`), so hooks and
 //! probes build URLs, follow redirects and bound bodies the same way.
 
 use std::time::Duration;
 
+use super::cancel::Cancel;
 use crate::api::pod::{Container, LifecycleHandler, Pod};
-use crate::cri::{pb, RuntimeClient};
+use crate::cri::{pb, CriError, RuntimeClient};
 use crate::probe::http::{self, HttpClient};
+
+/// Why a lifecycle hook failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// ExecSync itself failed (runtime down, container gone, deadline).
+    #[error("exec hook {command:?}: {source}")]
+    Exec {
+        command: Vec<String>,
+        source: CriError,
+    },
+    /// The command ran and exited non-zero.
+    #[error("exec hook {command:?} exited with {code}: {output}")]
+    ExecExit {
+        command: Vec<String>,
+        code: i32,
+        output: String,
+    },
+    /// The HTTP GET could not be built or sent.
+    #[error("http hook: {0}")]
+    Http(String),
+    /// The server answered outside 2xx/3xx.
+    #[error("http hook {url} returned status {status}")]
+    HttpStatus { url: String, status: u16 },
+    /// The handler names no action.
+    #[error("lifecycle handler has no action")]
+    NoAction,
+    /// The pod worker's sync was cancelled while the hook ran.
+    #[error("hook cancelled")]
+    Cancelled,
+}
+
+/// One hook to run: the handler and the container it belongs to.
+pub struct HookCall<'a> {
+    pub pod: &'a Pod,
+    /// Where an httpGet without a host connects.
+    pub pod_ip: &'a str,
+    pub container: &'a Container,
+    pub container_id: &'a str,
+    pub handler: &'a LifecycleHandler,
+}
 
 /// Runs hooks; a trait so the kill and start paths can be tested without a runtime.
 pub trait HookRunner: Send + Sync {
-    /// Runs `handler` for the container `container_id` of `pod`, within `timeout`.
-    fn run(
-        &self,
-        pod: &Pod,
-        pod_ip: &str,
-        container: &Container,
-        container_id: &str,
-        handler: &LifecycleHandler,
-        timeout: Duration,
-    ) -> Result<(), String>;
+    /// Runs `call`'s handler within `timeout`; a sleep ends early when `cancel` fires.
+    fn run(&self, call: &HookCall<'_>, timeout: Duration, cancel: &Cancel)
+        -> Result<(), HookError>;
 }
 
 /// The real runner: exec via CRI, HTTP via ureq, sleep on the calling thread.
@@ -56,64 +91,67 @@ fn http_hook(
     container: &Container,
     handler: &crate::api::pod::HttpGetAction,
     timeout: Duration,
-) -> Result<(), String> {
-    let target =
-        http::target(handler, container, pod_ip).map_err(|err| format!("http hook: {err}"))?;
+) -> Result<(), HookError> {
+    let target = http::target(handler, container, pod_ip).map_err(HookError::Http)?;
     let response = client
         .get(&target, timeout, HOOK_USER_AGENT)
-        .map_err(|err| format!("http hook: {err}"))?;
+        .map_err(HookError::Http)?;
     if (200..400).contains(&response.status) {
         Ok(())
     } else {
-        Err(format!(
-            "http hook {} returned status {}",
-            response.url, response.status
-        ))
+        Err(HookError::HttpStatus {
+            url: response.url,
+            status: response.status,
+        })
     }
 }
 
 impl HookRunner for CriHookRunner {
     fn run(
         &self,
-        _pod: &Pod,
-        pod_ip: &str,
-        container: &Container,
-        container_id: &str,
-        handler: &LifecycleHandler,
+        call: &HookCall<'_>,
         timeout: Duration,
-    ) -> Result<(), String> {
+        cancel: &Cancel,
+    ) -> Result<(), HookError> {
+        let handler = call.handler;
         if let Some(exec) = &handler.exec {
             let response = self
                 .runtime
                 .exec_sync(&pb::ExecSyncRequest {
-                    container_id: container_id.to_owned(),
+                    container_id: call.container_id.to_owned(),
                     cmd: exec.command.clone(),
                     timeout: timeout.as_secs().max(1) as i64,
                     ..Default::default()
                 })
-                .map_err(|err| format!("exec hook {:?}: {err}", exec.command))?;
+                .map_err(|source| HookError::Exec {
+                    command: exec.command.clone(),
+                    source,
+                })?;
             if response.exit_code != 0 {
-                let output = String::from_utf8_lossy(&response.stdout).trim().to_owned();
-                return Err(format!(
-                    "exec hook {:?} exited with {}: {output}",
-                    exec.command, response.exit_code
-                ));
+                return Err(HookError::ExecExit {
+                    command: exec.command.clone(),
+                    code: response.exit_code,
+                    output: String::from_utf8_lossy(&response.stdout).trim().to_owned(),
+                });
             }
             return Ok(());
         }
         if let Some(http) = &handler.http_get {
-            return http_hook(&self.http, pod_ip, container, http, timeout);
+            return http_hook(&self.http, call.pod_ip, call.container, http, timeout);
         }
         if let Some(sleep) = &handler.sleep {
             let wanted = Duration::from_secs(sleep.seconds.max(0) as u64);
-            std::thread::sleep(wanted.min(timeout));
-            return Ok(());
+            // Upstream's sleep action returns when its context is cancelled.
+            return match cancel.sleep(wanted.min(timeout)) {
+                true => Err(HookError::Cancelled),
+                false => Ok(()),
+            };
         }
         if handler.tcp_socket.is_some() {
             // Accepted by the API for compatibility only; upstream does not run it either.
             return Ok(());
         }
-        Err("lifecycle handler has no action".into())
+        Err(HookError::NoAction)
     }
 }
 
@@ -122,6 +160,52 @@ mod tests {
     use super::*;
     use crate::api::pod::{ContainerPort, HttpGetAction, IntOrString};
     use std::io::{Read, Write};
+
+    /// Issue 17 part 3: a sleep hook is a wait the pod worker's token ends.
+    #[test]
+    fn a_sleep_hook_ends_when_its_sync_is_cancelled() {
+        let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/cri.sock").unwrap();
+        let (runtime, _) = crate::cri::connect(&endpoint, &Default::default());
+        let runner = CriHookRunner::new(runtime);
+        let handler = LifecycleHandler {
+            sleep: Some(crate::api::pod::SleepAction { seconds: 60 }),
+            ..Default::default()
+        };
+        let (pod, container) = (Pod::default(), Container::default());
+        let call = HookCall {
+            pod: &pod,
+            pod_ip: "",
+            container: &container,
+            container_id: "c1",
+            handler: &handler,
+        };
+        let cancel = Cancel::new();
+        let canceller = cancel.clone();
+        let started = std::time::Instant::now();
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            canceller.cancel();
+        });
+        let got = runner.run(&call, Duration::from_secs(60), &cancel);
+        waker.join().unwrap();
+        assert_eq!(got, Err(HookError::Cancelled));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "woken, not waited out"
+        );
+        let short = LifecycleHandler {
+            sleep: Some(crate::api::pod::SleepAction { seconds: 0 }),
+            ..Default::default()
+        };
+        let call = HookCall {
+            handler: &short,
+            ..call
+        };
+        assert_eq!(
+            runner.run(&call, Duration::from_secs(1), &Cancel::new()),
+            Ok(())
+        );
+    }
 
     #[test]
     fn named_and_numbered_ports() {
@@ -175,7 +259,10 @@ mod tests {
             Ok(())
         );
         let err = http_hook(&client, "127.0.0.1", &container, &handler, t).unwrap_err();
-        assert!(err.contains("returned status 500"), "{err}");
+        assert!(
+            matches!(err, HookError::HttpStatus { status: 500, .. }),
+            "{err}"
+        );
         server.join().unwrap();
     }
 

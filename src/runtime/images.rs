@@ -15,6 +15,7 @@ use std::time::{Instant, SystemTime};
 use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
+use super::cancel::Cancel;
 use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
@@ -28,6 +29,21 @@ use crate::runtime::result::{
 
 /// The waiting reason when the runtime cannot tell whether the image is present.
 pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
+
+/// The reason of a pull given up because the pod worker's sync was cancelled (never
+/// shown: a cancelled sync reports no waiting reasons).
+pub const PULL_CANCELLED: &str = "PullCancelled";
+
+/// Why a pull did not give an image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PullError {
+    /// Every attempt failed; the attempts' errors, joined.
+    #[error("{0}")]
+    Failed(String),
+    /// The pod worker's sync was cancelled during the pull (the call was cancelled).
+    #[error("pull cancelled")]
+    Cancelled,
+}
 
 /// The event reason when a pull secret cannot be read or used (upstream's name).
 pub const FAILED_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
@@ -170,7 +186,8 @@ impl ImageManager {
         image: &str,
         credentials: &[Credential],
         sandbox_config: &pb::PodSandboxConfig,
-    ) -> Result<String, String> {
+        cancel: &Cancel,
+    ) -> Result<String, PullError> {
         let request = |auth: Option<pb::AuthConfig>| pb::PullImageRequest {
             image: MessageField::some(pb::ImageSpec {
                 image: image.to_owned(),
@@ -192,7 +209,10 @@ impl ImageManager {
                 password: c.password.clone(),
                 ..Default::default()
             });
-            match self.client.pull_image(&request(auth)) {
+            let pulled = self
+                .client
+                .pull_image_cancellable(&request(auth), &|| cancel.is_cancelled());
+            match pulled {
                 Ok(response) => {
                     let reference = if response.image_ref.is_empty() {
                         image.to_owned()
@@ -205,10 +225,11 @@ impl ImageManager {
                         .record(&reference, &repository, credential);
                     return Ok(reference);
                 }
+                Err(CriError::Cancelled { .. }) => return Err(PullError::Cancelled),
                 Err(err) => errors.push(describe_pull_error(&err, credential.is_some())),
             }
         }
-        Err(errors.join("; "))
+        Err(PullError::Failed(errors.join("; ")))
     }
 
     fn image_ref(&self, image: &str) -> Result<Option<String>, CriError> {
@@ -250,6 +271,7 @@ impl ImageManager {
         container: &Container,
         sandbox_config: &pb::PodSandboxConfig,
         secrets: Option<&dyn PullSecretSource>,
+        cancel: &Cancel,
     ) -> Result<String, Failure> {
         let name = &container.name;
         let raw = container.image.as_deref().unwrap_or("");
@@ -325,7 +347,13 @@ impl ImageManager {
         );
         let started = Instant::now();
         let credentials = credentials.unwrap_or_else(|| self.credentials_for(pod, &image, secrets));
-        match self.pull(&image, &credentials, sandbox_config) {
+        if cancel.is_cancelled() {
+            return Err(Failure::new(
+                PULL_CANCELLED,
+                "sync cancelled before the pull",
+            ));
+        }
+        match self.pull(&image, &credentials, sandbox_config, cancel) {
             Ok(reference) => {
                 let message = format!(
                     "Successfully pulled image {raw:?} in {:?}",
@@ -336,7 +364,12 @@ impl ImageManager {
                 self.lock_backoff().gc(SystemTime::now());
                 Ok(reference)
             }
-            Err(err) => {
+            // Not a failure of the image: no event, no back-off.
+            Err(PullError::Cancelled) => Err(Failure::new(
+                PULL_CANCELLED,
+                format!("pulling image {raw:?}: sync cancelled"),
+            )),
+            Err(PullError::Failed(err)) => {
                 let message = format!("Failed to pull image {raw:?}: {err}");
                 self.recorder
                     .container(pod, name, EventType::Warning, "Failed", &message);

@@ -8,19 +8,25 @@
 //! kill can be repeated safely. A preStop httpGet hook without a host goes to the
 //! pod's IP, read from the runtime when the caller has none; a failed hook is a
 //! Warning event and the container is stopped all the same.
+//!
+//! Cancellation: the kill carries its pod worker's [`Cancel`] token. The preStop
+//! hook, the wait for a sidecar's turn and StopContainer all end when it fires (a
+//! second DELETE with a shorter grace period cancels the running kill; the worker
+//! then kills again with the shorter period), and no sandbox is stopped after it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::actions::KillReason;
-use super::hooks::HookRunner;
+use super::cancel::Cancel;
+use super::hooks::{HookCall, HookError, HookRunner};
 use super::inspect;
-use super::labels::ContainerInfo;
+use super::labels::{ContainerInfo, LabelError};
 use super::model::{ContainerState, RunningPod};
 use super::result::{Failure, SyncAction, SyncOutcome};
 use crate::api::pod::{Container, LifecycleHandler, Pod};
-use crate::cri::{pb, RuntimeClient};
+use crate::cri::{pb, CriError, RuntimeClient};
 use crate::events::{EventType, Recorder};
 
 /// The smallest grace period StopContainer gets.
@@ -29,6 +35,8 @@ pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
 pub const KILL_CONTAINER_ERROR: &str = "KillContainerError";
 /// The reason of a failed sandbox stop.
 pub const KILL_POD_SANDBOX_ERROR: &str = "KillPodSandboxError";
+/// The reason of a kill step given up because the kill was cancelled.
+pub const KILL_CANCELLED: &str = "KillCancelled";
 
 /// The grace period before any preStop hook runs (upstream setTerminationGracePeriod
 /// plus the override).
@@ -119,8 +127,9 @@ impl TerminationOrdering {
         }
     }
 
-    /// Waits until everything `name` must outlive has stopped, or `timeout` passes.
-    pub fn wait_for_turn(&self, name: &str, timeout: Duration) {
+    /// Waits until everything `name` must outlive has stopped, or `timeout` passes,
+    /// or `cancel` fires (looked at every [`crate::cri::CANCEL_POLL`]).
+    pub fn wait_for_turn(&self, name: &str, timeout: Duration, cancel: &Cancel) {
         let Some(deps) = self.waits_for.get(name) else {
             return;
         };
@@ -128,12 +137,13 @@ impl TerminationOrdering {
         let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         while !deps.iter().all(|d| done.contains(d)) {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || cancel.is_cancelled() {
                 return;
             }
+            let step = (deadline - now).min(crate::cri::CANCEL_POLL);
             done = self
                 .changed
-                .wait_timeout(done, deadline - now)
+                .wait_timeout(done, step)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
@@ -149,11 +159,24 @@ impl TerminationOrdering {
     }
 }
 
+/// Why the spec of a container to kill cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KillError {
+    /// ContainerStatus failed (other than NotFound, which means nothing to stop).
+    #[error(transparent)]
+    Status(#[from] CriError),
+    /// The labels litelet wrote at create time do not restore the spec.
+    #[error("container {id}: {source}")]
+    Labels { id: String, source: LabelError },
+}
+
 /// Stops containers and pods through CRI.
 pub struct Killer<'a> {
     pub runtime: &'a RuntimeClient,
     pub hooks: &'a dyn HookRunner,
     pub recorder: &'a Recorder,
+    /// The pod worker's token: a cancelled kill stops waiting and stops no more.
+    pub cancel: &'a Cancel,
 }
 
 /// One container to stop.
@@ -174,7 +197,7 @@ impl Killer<'_> {
         pod: Option<&Pod>,
         container_id: &str,
         name: &str,
-    ) -> Result<Option<(Pod, Container)>, String> {
+    ) -> Result<Option<(Pod, Container)>, KillError> {
         if let Some(pod) = pod {
             if let Some(container) = find_container(pod, name) {
                 return Ok(Some((pod.clone(), container.clone())));
@@ -186,10 +209,13 @@ impl Killer<'_> {
         }) {
             Ok(response) => response.status.unwrap_or_default(),
             Err(err) if err.is_not_found() => return Ok(None),
-            Err(err) => return Err(err.to_string()),
+            Err(err) => return Err(err.into()),
         };
         let info = ContainerInfo::from_labels_and_annotations(&status.labels, &status.annotations)
-            .map_err(|err| format!("container {container_id}: {err}"))?;
+            .map_err(|source| KillError::Labels {
+                id: container_id.to_owned(),
+                source,
+            })?;
         Ok(Some(info.restore_pod_and_container()))
     }
 
@@ -228,7 +254,7 @@ impl Killer<'_> {
         // StopContainer answering NotFound, the kill has nothing left to do.
         let Some((pod, container)) = self
             .specs(pod, request.container_id, request.name)
-            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err))?
+            .map_err(|err| Failure::new(KILL_CONTAINER_ERROR, err.to_string()))?
         else {
             return Ok(());
         };
@@ -249,35 +275,50 @@ impl Killer<'_> {
             let started = Instant::now();
             let budget = Duration::from_secs(grace as u64);
             let pod_ip = self.hook_pod_ip(&pod, pod_ip, handler);
-            if let Err(err) = self.hooks.run(
-                &pod,
-                &pod_ip,
-                &container,
-                request.container_id,
+            let hook = HookCall {
+                pod: &pod,
+                pod_ip: &pod_ip,
+                container: &container,
+                container_id: request.container_id,
                 handler,
-                budget,
-            ) {
-                log::warn!(
-                    "pod {} ({}): container {}: PreStopHook failed: {err}",
-                    pod.full_name(),
-                    pod.uid(),
-                    request.name
-                );
-                // As upstream, no hook output in the event (it may hold secrets).
-                self.recorder.container(
-                    &pod,
-                    request.name,
-                    EventType::Warning,
-                    "FailedPreStopHook",
-                    "PreStopHook failed",
-                );
+            };
+            match self.hooks.run(&hook, budget, self.cancel) {
+                // A cancelled hook did not fail: the kill was cancelled (see below).
+                Ok(()) | Err(HookError::Cancelled) => {}
+                Err(err) => {
+                    log::warn!(
+                        "pod {} ({}): container {}: PreStopHook failed: {err}",
+                        pod.full_name(),
+                        pod.uid(),
+                        request.name
+                    );
+                    // As upstream, no hook output in the event (it may hold secrets).
+                    self.recorder.container(
+                        &pod,
+                        request.name,
+                        EventType::Warning,
+                        "FailedPreStopHook",
+                        "PreStopHook failed",
+                    );
+                }
             }
             grace -= started.elapsed().as_secs() as i64;
         }
         if let (Some(ordering), true) = (ordering, grace > 0) {
             let started = Instant::now();
-            ordering.wait_for_turn(request.name, Duration::from_secs(grace as u64));
+            ordering.wait_for_turn(request.name, Duration::from_secs(grace as u64), self.cancel);
             grace -= started.elapsed().as_secs() as i64;
+        }
+        if self.cancel.is_cancelled() {
+            // A shorter grace period (or shutdown of the sync) replaced this kill: the
+            // stop with the old period must not be sent; the worker kills again.
+            if let Some(ordering) = ordering {
+                ordering.terminated(request.name);
+            }
+            return Err(Failure::new(
+                KILL_CANCELLED,
+                format!("stopping container {:?}: kill cancelled", request.name),
+            ));
         }
         // The 2 s floor protects the pod's own grace; an explicit override (eviction,
         // a runtime-only pod's 1 s) is honoured as given.
@@ -286,17 +327,24 @@ impl Killer<'_> {
         } else {
             grace.max(MINIMUM_GRACE_PERIOD_SECONDS)
         };
-        let stopped = self.runtime.stop_container(&pb::StopContainerRequest {
+        let stop = pb::StopContainerRequest {
             container_id: request.container_id.to_owned(),
             timeout: grace,
             ..Default::default()
-        });
+        };
+        let stopped = self
+            .runtime
+            .stop_container_cancellable(&stop, &|| self.cancel.is_cancelled());
         if let Some(ordering) = ordering {
             ordering.terminated(request.name);
         }
         match stopped {
             Ok(_) => Ok(()),
             Err(err) if err.is_not_found() => Ok(()),
+            Err(CriError::Cancelled { .. }) => Err(Failure::new(
+                KILL_CANCELLED,
+                format!("stopping container {:?}: kill cancelled", request.name),
+            )),
             Err(err) => Err(Failure::new(
                 KILL_CONTAINER_ERROR,
                 format!("failed to stop container {:?}: {err}", request.name),
@@ -363,6 +411,11 @@ impl Killer<'_> {
                 Ok(()) => outcome.ok(SyncAction::KillContainer, name),
                 Err(failure) => outcome.fail(SyncAction::KillContainer, name, failure),
             }
+        }
+        if self.cancel.is_cancelled() {
+            // The worker kills again (with the shorter grace period that cancelled
+            // this kill); the sandboxes go then, after their containers.
+            return outcome;
         }
         for sandbox in running.sandbox_ids() {
             let stopped = self.runtime.stop_pod_sandbox(&pb::StopPodSandboxRequest {
@@ -511,7 +564,7 @@ mod tests {
             for name in ["first", "second", "main"] {
                 let (ordering, log) = (&ordering, &log);
                 scope.spawn(move || {
-                    ordering.wait_for_turn(name, Duration::from_secs(10));
+                    ordering.wait_for_turn(name, Duration::from_secs(10), &Cancel::new());
                     log.lock().unwrap().push(name);
                     ordering.terminated(name);
                 });

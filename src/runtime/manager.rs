@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::backoff::Backoff;
+use super::cancel::Cancel;
 use super::dns::DnsSettings;
 use super::hooks::HookRunner;
 use super::images::ImageManager;
@@ -137,11 +138,12 @@ impl RuntimeManager {
         self.crash_backoff.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn killer(&self) -> Killer<'_> {
+    pub(super) fn killer<'a>(&'a self, cancel: &'a Cancel) -> Killer<'a> {
         Killer {
             runtime: &self.runtime,
             hooks: self.hooks.as_ref(),
             recorder: &self.recorder,
+            cancel,
         }
     }
 
@@ -160,15 +162,29 @@ impl RuntimeManager {
         inspect::running_pods(&self.runtime, all)
     }
 
-    /// Stops a pod's containers and sandboxes (upstream KillPod). `pod` is None for
-    /// pods litelet only knows from the runtime.
+    /// Stops a pod's containers and sandboxes (upstream KillPod) to the end. `pod`
+    /// is None for pods litelet only knows from the runtime.
     pub fn kill_pod(
         &self,
         pod: Option<&Pod>,
         running: &RunningPod,
         grace_override: Option<i64>,
     ) -> SyncOutcome {
-        let outcome = self.killer().kill_pod(pod, "", running, grace_override);
+        self.kill_pod_cancellable(pod, running, grace_override, &Cancel::new())
+    }
+
+    /// [`RuntimeManager::kill_pod`] for a pod worker: hooks, sidecar waits and
+    /// StopContainer end when `cancel` fires, and no sandbox is stopped after it.
+    pub fn kill_pod_cancellable(
+        &self,
+        pod: Option<&Pod>,
+        running: &RunningPod,
+        grace_override: Option<i64>,
+        cancel: &Cancel,
+    ) -> SyncOutcome {
+        let outcome = self
+            .killer(cancel)
+            .kill_pod(pod, "", running, grace_override);
         self.report_change(&running.uid, &outcome);
         outcome
     }

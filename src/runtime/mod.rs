@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod backoff;
 pub mod cache;
+pub mod cancel;
 pub mod container;
 pub mod dns;
 pub mod env;

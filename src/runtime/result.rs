@@ -25,12 +25,12 @@ pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
 /// `reason` is the short error name (see the constants above; status generation turns it into the
 /// container's Waiting state), `message` the detail.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SyncError {
+pub struct WaitingReason {
     pub reason: String,
     pub message: String,
 }
 
-impl SyncError {
+impl WaitingReason {
     pub fn new(reason: &str, message: &str) -> Self {
         Self {
             reason: reason.to_owned(),
@@ -173,10 +173,10 @@ impl SyncOutcome {
     }
 
     /// Start failures by container name, as status generation wants them.
-    pub fn container_errors(&self) -> BTreeMap<String, SyncError> {
+    pub fn container_errors(&self) -> BTreeMap<String, WaitingReason> {
         self.failures()
             .filter(|(s, _)| s.action == SyncAction::StartContainer)
-            .map(|(s, f)| (s.target.clone(), SyncError::new(f.reason, &f.message)))
+            .map(|(s, f)| (s.target.clone(), WaitingReason::new(f.reason, &f.message)))
             .collect()
     }
 }

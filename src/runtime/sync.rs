@@ -17,9 +17,11 @@ use protobuf::MessageField;
 
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
+use super::cancel::Cancel;
 use super::container::{container_config, ContainerContext};
 use super::dns;
 use super::env::{ConfigSource, EnvContext};
+use super::hooks::HookCall;
 use super::hosts::{ensure_hosts_file, HostsInputs};
 use super::kill::KillRequest;
 use super::manager::RuntimeManager;
@@ -56,6 +58,9 @@ pub struct SyncInputs<'a> {
     /// The pod cgroup manager, for in-place resize (RESIZE); `None` when litelet does
     /// not manage pod cgroups (containers are then resized alone).
     pub cgroups: Option<&'a PodCgroupManager>,
+    /// The pod worker's token: checked between steps (before and after each image
+    /// pull, between containers) and handed to pulls, hooks and kills.
+    pub cancel: Cancel,
 }
 
 /// Which list of the spec a container to start comes from.
@@ -129,7 +134,10 @@ impl RuntimeManager {
                 "Pod sandbox changed, it will be killed and re-created.",
             );
         }
-        if !self.kill_what_must_go(pod, status, &actions, &mut outcome) {
+        let cancel = &inputs.cancel;
+        if !self.kill_what_must_go(pod, status, &actions, &mut outcome, cancel)
+            || cancel.is_cancelled()
+        {
             return outcome;
         }
         self.prune_init_containers(pod, status);
@@ -192,14 +200,19 @@ impl RuntimeManager {
                 }
             }
         }
-        if sandbox_id.is_empty() {
+        if sandbox_id.is_empty() || cancel.is_cancelled() {
             return outcome;
         }
         let env = EnvContext {
             pod_ips,
             ..inputs.env.clone()
         };
+        // False when the sync must stop here: the start failed or the sync was
+        // cancelled (the step is then left out: it did not fail).
         let start = |kind: Kind, container: &Container, outcome: &mut SyncOutcome| {
+            if cancel.is_cancelled() {
+                return false;
+            }
             let result = self.start_with_backoff(
                 pod,
                 status,
@@ -215,6 +228,7 @@ impl RuntimeManager {
                     outcome.ok(SyncAction::StartContainer, &container.name);
                     true
                 }
+                Err(_) if cancel.is_cancelled() => false,
                 Err(failure) => {
                     outcome.fail(SyncAction::StartContainer, &container.name, failure);
                     false
@@ -226,6 +240,9 @@ impl RuntimeManager {
             if let Some(ephemeral) = pod.spec.ephemeral_containers.get(index) {
                 start(Kind::Ephemeral, &ephemeral.container, &mut outcome);
             }
+            if cancel.is_cancelled() {
+                return outcome;
+            }
         }
         for &index in &actions.init_containers_to_start {
             let Some(container) = pod.spec.init_containers.get(index) else {
@@ -235,6 +252,9 @@ impl RuntimeManager {
             if !start(Kind::Init, container, &mut outcome) && !container.is_sidecar() {
                 return outcome;
             }
+        }
+        if cancel.is_cancelled() {
+            return outcome;
         }
         // Step 9 (RESIZE, upstream doPodResizeAction): resize in place, after init
         // and before regular containers start, so they start under the new pod
@@ -268,13 +288,14 @@ impl RuntimeManager {
         status: &PodRuntimeStatus,
         actions: &PodActions,
         outcome: &mut SyncOutcome,
+        cancel: &Cancel,
     ) -> bool {
         let pod_ip = status.ips.first().map(String::as_str).unwrap_or("");
         if actions.kill_pod {
             // The whole pod goes: containers_to_kill is moot (upstream ignores it too).
-            let killed = self
-                .killer()
-                .kill_pod(Some(pod), pod_ip, &status.to_running_pod(), None);
+            let killed =
+                self.killer(cancel)
+                    .kill_pod(Some(pod), pod_ip, &status.to_running_pod(), None);
             let ok = killed.is_ok();
             outcome.extend(killed);
             if !ok {
@@ -294,7 +315,7 @@ impl RuntimeManager {
                 grace_override: None,
             };
             match self
-                .killer()
+                .killer(cancel)
                 .kill_container(Some(pod), pod_ip, &request, None)
             {
                 Ok(()) => outcome.ok(SyncAction::KillContainer, &kill.name),
@@ -507,9 +528,13 @@ impl RuntimeManager {
         env: &EnvContext,
         inputs: &SyncInputs<'_>,
     ) -> Result<(), Failure> {
-        let image_ref =
-            self.image_manager
-                .ensure_image(pod, container, config, inputs.pull_secrets)?;
+        let image_ref = self.image_manager.ensure_image(
+            pod,
+            container,
+            config,
+            inputs.pull_secrets,
+            &inputs.cancel,
+        )?;
         self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status
             .newest(&container.name)
@@ -557,7 +582,7 @@ impl RuntimeManager {
                 "Failed",
                 format!("Error: {err}"),
             );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string())
         })?;
         let created = self.runtime.create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_owned(),
@@ -607,7 +632,7 @@ impl RuntimeManager {
             "Started",
             format!("Started container {}", container.name),
         );
-        self.run_post_start(pod, container, &id, env)
+        self.run_post_start(pod, container, &id, env, &inputs.cancel)
     }
 
     /// An ephemeral container joins its target's process namespace.
@@ -644,6 +669,7 @@ impl RuntimeManager {
         container: &Container,
         id: &str,
         env: &EnvContext,
+        cancel: &Cancel,
     ) -> Result<(), Failure> {
         let Some(handler) = container
             .lifecycle
@@ -653,10 +679,14 @@ impl RuntimeManager {
             return Ok(());
         };
         let pod_ip = env.pod_ips.first().map(String::as_str).unwrap_or("");
-        let Err(err) = self
-            .hooks
-            .run(pod, pod_ip, container, id, handler, POST_START_TIMEOUT)
-        else {
+        let call = HookCall {
+            pod,
+            pod_ip,
+            container,
+            container_id: id,
+            handler,
+        };
+        let Err(err) = self.hooks.run(&call, POST_START_TIMEOUT, cancel) else {
             return Ok(());
         };
         let message = format!("PostStartHook failed: {err}");
@@ -683,7 +713,7 @@ impl RuntimeManager {
             grace_override: None,
         };
         if let Err(kill) = self
-            .killer()
+            .killer(cancel)
             .kill_container(Some(pod), pod_ip, &request, None)
         {
             log::warn!(

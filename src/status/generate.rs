@@ -28,7 +28,7 @@ use super::conditions::{
 use super::containers::{container_statuses, ContainerKind, ProbeResults};
 use super::is_terminal_phase;
 use super::phase::pod_phase;
-use crate::runtime::result::SyncError;
+use crate::runtime::result::WaitingReason;
 
 /// A decision to fail the pod with a reason (upstream pod sync handlers' `ShouldEvict`,
 /// e.g. `DeadlineExceeded` when activeDeadlineSeconds passed).
@@ -52,7 +52,7 @@ pub struct PodStatusInput<'a> {
     /// Readiness and startup results by container ID.
     pub probes: ProbeResults,
     /// Why the last sync could not start a container, by container name.
-    pub sync_errors: BTreeMap<String, SyncError>,
+    pub sync_errors: BTreeMap<String, WaitingReason>,
     /// The pod's containers will not run again (termination finished): all-stopped
     /// means Succeeded or Failed whatever the restart policy.
     pub pod_is_terminal: bool,

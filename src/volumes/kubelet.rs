@@ -1,34 +1,41 @@
 //! The kubelet's volume seam (`kubelet::deps::PodVolumes`) implemented by the
 //! `VolumeManager`, so the syncer's pod workers set up and tear down real volumes.
-//! Errors become their messages (the syncer records the FailedMount event); env
+//! Errors go whole into the seam's `PodVolumesError` (the syncer records the
+//! FailedMount event); env
 //! references go through the manager's node-wide `ConfigSource`; image pull secrets
 //! through the same per-pod object cache as secret volumes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::cache::ObjectKind;
 use super::VolumeManager;
 use crate::api::pod::Pod;
 use crate::credentialprovider::PullSecret;
-use crate::kubelet::deps::PodVolumes;
+use crate::kubelet::deps::{PodVolumes, PodVolumesError};
 use crate::runtime::env::ConfigSource;
 
 impl PodVolumes for VolumeManager {
-    fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, String> {
-        self.setup_pod(pod).map_err(|err| err.to_string())
+    fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, PodVolumesError> {
+        self.setup_pod(pod)
+            .map_err(|err| PodVolumesError::Setup(Arc::new(err)))
     }
 
-    fn teardown(&self, uid: &str) -> Result<(), String> {
-        self.teardown_pod(uid).map_err(|err| err.to_string())
+    fn teardown(&self, uid: &str) -> Result<(), PodVolumesError> {
+        self.teardown_pod(uid)
+            .map_err(|err| PodVolumesError::Teardown {
+                uid: uid.to_owned(),
+                source: Arc::new(err),
+            })
     }
 
     fn config_source(&self) -> &dyn ConfigSource {
         self
     }
 
-    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, String> {
+    fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, PodVolumesError> {
         let found = self
             .objects
             .get(
@@ -38,7 +45,10 @@ impl PodVolumes for VolumeManager {
                 pod.uid(),
                 Instant::now(),
             )
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| PodVolumesError::PullSecret {
+                name: name.to_owned(),
+                source: Arc::new(err),
+            })?;
         Ok(found.map(|data| PullSecret {
             namespace: pod.namespace().to_owned(),
             name: name.to_owned(),

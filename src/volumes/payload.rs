@@ -172,7 +172,7 @@ pub fn downward(
                 let own = container(pod, name)
                     .ok_or_else(|| failed(format!("no container named {name:?}")))?;
                 resource_value(pod, own, None, &r.resource, r.divisor.as_ref(), node)
-                    .map_err(failed)?
+                    .map_err(|err| failed(err.to_string()))?
             }
             (None, None) => return Err(failed("neither fieldRef nor resourceFieldRef".into())),
         };

@@ -8,12 +8,12 @@
 //! node-wide owner that every tear-down releases, so nothing outlives its pods for
 //! long.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::cache::{ObjectCache, ObjectKind};
 use super::VolumeManager;
-use crate::runtime::env::ConfigSource;
+use crate::runtime::env::{ConfigData, ConfigSource, ConfigSourceError};
 
 /// The owner of reads made without a pod (never a pod UID: those are never empty).
 pub(crate) const NODE_WIDE: &str = "";
@@ -25,51 +25,30 @@ pub struct PodConfigSource<'a> {
 }
 
 impl PodConfigSource<'_> {
-    fn read(
-        &self,
-        kind: ObjectKind,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn read(&self, kind: ObjectKind, namespace: &str, name: &str) -> ConfigData {
         self.cache
             .get(kind, namespace, name, &self.pod_uid, Instant::now())
             .map(|found| found.map(|data| data.env.clone()))
-            .map_err(|e| e.to_string())
+            .map_err(|e| ConfigSourceError::Lookup(Arc::new(e)))
     }
 }
 
 impl ConfigSource for PodConfigSource<'_> {
-    fn config_map(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn config_map(&self, namespace: &str, name: &str) -> ConfigData {
         self.read(ObjectKind::ConfigMap, namespace, name)
     }
 
-    fn secret(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn secret(&self, namespace: &str, name: &str) -> ConfigData {
         self.read(ObjectKind::Secret, namespace, name)
     }
 }
 
 impl ConfigSource for VolumeManager {
-    fn config_map(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn config_map(&self, namespace: &str, name: &str) -> ConfigData {
         self.node_wide_source().config_map(namespace, name)
     }
 
-    fn secret(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn secret(&self, namespace: &str, name: &str) -> ConfigData {
         self.node_wide_source().secret(namespace, name)
     }
 }

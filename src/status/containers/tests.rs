@@ -8,7 +8,7 @@ use super::*;
 use crate::api::pod::{EphemeralContainer, Pod, Probe, RestartPolicy, VolumeMountStatus};
 use crate::runtime::model::{self, PodRuntimeStatus};
 use crate::runtime::result::{
-    SyncError, CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_ERROR, ERR_IMAGE_PULL, RUN_CONTAINER_ERROR,
+    WaitingReason, CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_ERROR, ERR_IMAGE_PULL, RUN_CONTAINER_ERROR,
 };
 use crate::status::generate::PodStatusInput;
 
@@ -114,7 +114,7 @@ struct Case {
     runtime: Vec<model::ContainerStatus>,
     previous: Vec<ContainerStatus>,
     probes: ProbeResults,
-    errors: BTreeMap<String, SyncError>,
+    errors: BTreeMap<String, WaitingReason>,
     terminating: bool,
 }
 
@@ -141,7 +141,7 @@ impl Case {
     fn error(mut self, name: &str, reason: &str) -> Self {
         self.errors.insert(
             name.into(),
-            SyncError::new(reason, &format!("{reason} for {name}")),
+            WaitingReason::new(reason, &format!("{reason} for {name}")),
         );
         self
     }

@@ -281,8 +281,10 @@ fn completion_by_restart_policy() {
     // Under Always the same exits are a restart in progress (CrashLoopBackOff)...
     p.spec.restart_policy = Some(RestartPolicy::Always);
     let mut i = input(&p, &rt);
-    i.sync_errors
-        .insert("b".into(), SyncError::new(CRASH_LOOP_BACK_OFF, "back-off"));
+    i.sync_errors.insert(
+        "b".into(),
+        WaitingReason::new(CRASH_LOOP_BACK_OFF, "back-off"),
+    );
     let s = generate_pod_status(&i);
     assert_eq!(s.phase, Some(PodPhase::Running));
     let w = s.container_statuses[1]

@@ -1,7 +1,10 @@
 //! A cancellation token for one sync operation (the Go context of upstream's workers).
 //!
-//! UpdatePod cancels the in-flight sync when a pod starts terminating or its grace
-//! period shrinks; sync functions poll [`Cancel::is_cancelled`] or sleep on it.
+//! Created by the pod workers (which re-export it) and cancelled by UpdatePod when a
+//! pod starts terminating or its grace period shrinks. It lives in the runtime layer
+//! because the work it stops is here: the runtime manager's sync and kill paths check
+//! it between steps, sleep on it ([`Cancel::sleep`]: sleep hooks, sidecar ordering)
+//! and hand it to the CRI calls that can take long (pulls, container stops).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,0 +1,117 @@
+//! Carries out housekeeping's slow steps ([`CleanupWork`]) on the `gc` thread:
+//! orphaned mirror pod DELETEs (the API client retries, up to 30 s per try in an
+//! outage), volume teardown and removal of orphaned pod directories, and removal of
+//! orphaned pod cgroups. The sync loop only plans them (`housekeeping_plan.rs`).
+//!
+//! A plan may be seconds old when it runs: every removal asks the pod workers again
+//! (a pod admitted since then has a worker before it has a directory or cgroup),
+//! and a mirror DELETE carries the mirror's UID as a precondition.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::deps::PodVolumes;
+use super::housekeeping_plan::CleanupWork;
+use super::mirror::MirrorClient;
+use crate::cgroups::manager::PodCgroupManager;
+use crate::pod_workers::PodWorkers;
+
+/// What the executor needs; built by [`super::Kubelet::cleaner`].
+pub struct Cleaner {
+    pub(super) workers: PodWorkers,
+    pub(super) mirrors: Option<MirrorClient>,
+    pub(super) volumes: Arc<dyn PodVolumes>,
+    pub(super) cgroups: Option<Arc<PodCgroupManager>>,
+    pub(super) root_dir: PathBuf,
+}
+
+/// True when something is mounted at or below `dir` (never delete through a mount).
+fn has_mounts_below(dir: &Path) -> bool {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return true;
+    };
+    let prefix = dir.display().to_string();
+    mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .any(|m| m == prefix || m.starts_with(&format!("{prefix}/")))
+}
+
+impl Cleaner {
+    /// Carries out `work`; failures are logged and retried by a later plan.
+    pub fn run(&self, work: &CleanupWork) {
+        if let Some(mirrors) = &self.mirrors {
+            for mirror in &work.delete_mirrors {
+                let deleted = mirrors.delete(&mirror.namespace, &mirror.name, Some(&mirror.uid));
+                if let Err(err) = deleted {
+                    log::warn!(
+                        "housekeeping: deleting orphaned mirror pod {}: {err}",
+                        mirror.fullname
+                    );
+                }
+            }
+        }
+        if work.remove_orphans {
+            self.remove_orphaned_pod_dirs(&work.keep);
+            self.remove_orphaned_cgroups(&work.keep);
+        }
+    }
+
+    /// Kept: planned to stay, or known to a pod worker now.
+    fn kept(&self, keep: &HashSet<String>, uid: &str) -> bool {
+        keep.contains(uid) || self.workers.could_have_running_containers(uid)
+    }
+
+    fn remove_orphaned_pod_dirs(&self, keep: &HashSet<String>) {
+        let pods_dir = self.root_dir.join("pods");
+        let Ok(entries) = std::fs::read_dir(&pods_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let uid = entry.file_name().to_string_lossy().into_owned();
+            if self.kept(keep, &uid) {
+                continue;
+            }
+            let dir = entry.path();
+            // A pod deleted while litelet was down may still have tmpfs volumes.
+            if let Err(err) = self.volumes.teardown(&uid) {
+                log::warn!("housekeeping: tearing down volumes of orphaned pod {uid}: {err}");
+            }
+            if has_mounts_below(&dir) {
+                log::warn!(
+                    "housekeeping: orphaned pod dir {} still has mounts; left in place",
+                    dir.display()
+                );
+                continue;
+            }
+            if let Err(err) = std::fs::remove_dir_all(&dir) {
+                log::warn!(
+                    "housekeeping: removing orphaned pod dir {}: {err}",
+                    dir.display()
+                );
+            }
+        }
+    }
+
+    fn remove_orphaned_cgroups(&self, keep: &HashSet<String>) {
+        let Some(cgroups) = &self.cgroups else {
+            return;
+        };
+        let uids = match cgroups.list_pod_uids() {
+            Ok(uids) => uids,
+            Err(err) => {
+                log::warn!("housekeeping: listing pod cgroups: {err}");
+                return;
+            }
+        };
+        for uid in uids {
+            if self.kept(keep, &uid) {
+                continue;
+            }
+            if let Err(err) = cgroups.remove_pod(&uid) {
+                log::warn!("housekeeping: removing orphaned pod cgroup {uid}: {err}");
+            }
+        }
+    }
+}
