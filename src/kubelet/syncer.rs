@@ -323,12 +323,8 @@ impl PodSyncer for KubeletSyncer {
         self.sync_mirror_pod(pod, mirror);
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
-            self.recorder.pod(
-                pod,
-                EventType::Warning,
-                "FailedMount",
-                err.to_string(),
-            );
+            self.recorder
+                .pod(pod, EventType::Warning, "FailedMount", err.to_string());
             PodSyncError::from(err)
         })?;
         let probe_ip = pod_ips.first().cloned().unwrap_or_else(|| {
