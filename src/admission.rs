@@ -100,7 +100,8 @@ fn ports_conflict(a: &(String, String, i32), b: &(String, String, i32)) -> bool 
     a.0 == b.0 && a.2 == b.2 && (a.1 == b.1 || wildcard(&a.1) || wildcard(&b.1))
 }
 
-fn tolerates(pod: &Pod, taint: &Taint) -> bool {
+/// Whether one of the pod's tolerations tolerates `taint`.
+pub fn tolerates(pod: &Pod, taint: &Taint) -> bool {
     pod.spec.tolerations.iter().any(|t| {
         let effect_ok = t.effect.as_ref().is_none_or(|e| *e == taint.effect);
         let key = t.key.as_deref().unwrap_or("");
@@ -231,6 +232,13 @@ pub fn fits(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection
         }
     }
     Ok(())
+}
+
+/// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
+/// the eviction manager's refuses pods under node pressure). Implementations read
+/// shared state only: the sync loop calls it.
+pub trait PodAdmitHandler: Send + Sync {
+    fn admit(&self, pod: &Pod) -> Result<(), Rejection>;
 }
 
 #[cfg(test)]

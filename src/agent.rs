@@ -377,7 +377,17 @@ fn start_runtime(
     })
     .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
     {
-        Ok(m) => Some(Arc::new(m)),
+        Ok(m) => {
+            // Upstream's container manager says so once the pod cgroups hold the
+            // node's allocatable.
+            recorder.node(
+                &host.node,
+                crate::events::EventType::Normal,
+                "NodeAllocatableEnforced",
+                "Updated Node Allocatable limit across pods",
+            );
+            Some(Arc::new(m))
+        }
         Err(err) => {
             log::warn!("pod cgroups disabled: {err}");
             None
@@ -414,18 +424,24 @@ fn start_runtime(
 
 /// Node registration, status and lease, and the Node lister admission reads (only
 /// with an API server).
+#[allow(clippy::too_many_arguments)]
 fn start_node(
     host: Host,
     api: Option<&ApiClient>,
     rt: &RuntimeParts,
     runtime: &RuntimeClient,
+    images: &cri::ImageClient,
+    pressure: &crate::eviction::Pressure,
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
     let Some(client) = api else {
         return Ok(None);
     };
-    let inputs = NodeInputs::from_host(host.reader, rt.runtime_state.clone(), runtime.clone());
+    let mut inputs = NodeInputs::from_host(host.reader, rt.runtime_state.clone(), runtime.clone());
+    // The pressure conditions are the eviction manager's; status.images the runtime's.
+    inputs.health = pressure.wrap_health(inputs.health);
+    inputs.images = Some(crate::node::inputs::images_from(images.clone()));
     let handles = crate::node::start(
         client,
         host.node_config,
@@ -581,7 +597,7 @@ fn start_readers(
     rt: &RuntimeParts,
     server: ServerContext,
     threads: &mut Threads,
-) -> Result<(), AgentError> {
+) -> Result<Option<crate::stats::StatsStore>, AgentError> {
     // Log rotation has threads of its own: a slow disk never delays the sync loop.
     match flags.log_manager_config() {
         Some(config) => threads.add(crate::logs::manager::spawn(
@@ -592,13 +608,16 @@ fn start_readers(
         None => log::info!("container log rotation is off (negative --container-log-max-size)"),
     }
     let stats = start_stats(flags, runtime, images, rt.cgroups.clone(), threads);
-    let server = ServerContext { stats, ..server };
+    let server = ServerContext {
+        stats: stats.clone(),
+        ..server
+    };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
     match server::spawn(flags.server_config(node), server, threads.shutdown()) {
         Ok(handles) => handles.into_iter().for_each(|h| threads.add(h)),
         Err(err) => log::error!("node server disabled: {err}"),
     }
-    Ok(())
+    Ok(stats)
 }
 
 /// Starts every thread, runs the sync loop on the calling thread until shutdown,
@@ -611,6 +630,9 @@ pub fn run(
 ) -> Result<(), AgentError> {
     let mut threads = Threads::new(&shutdown);
     let host = resolve_host(flags)?;
+    let eviction_config =
+        crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
+    let pressure = crate::eviction::Pressure::new();
     let (node, root_dir, view) = (host.node.clone(), host.root_dir.clone(), host.view.clone());
     let host_ips: Vec<String> = host
         .machine
@@ -620,9 +642,25 @@ pub fn run(
         .collect();
     let api = api_client(flags)?;
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
+    // Upstream's first node event (kubelet Run).
+    recorder.node(
+        &node,
+        crate::events::EventType::Normal,
+        "Starting",
+        "Starting kubelet.",
+    );
     let stats_images = images.clone();
     let rt = start_runtime(flags, &host, &runtime, images, &recorder, &mut threads)?;
-    let node_lister = start_node(host, api.as_ref(), &rt, &runtime, &recorder, &mut threads)?;
+    let node_lister = start_node(
+        host,
+        api.as_ref(),
+        &rt,
+        &runtime,
+        &stats_images,
+        &pressure,
+        &recorder,
+        &mut threads,
+    )?;
     let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
     let (probes, probe_rx) = start_probes(&runtime, &recorder, &mut threads);
     let (status, unstarted_status) = status_manager(api.as_ref());
@@ -695,7 +733,10 @@ pub fn run(
             .as_ref()
             .map(|c| MirrorClient::new(c.clone(), node.clone())),
         node_lister,
+        extra_admission: Some(Arc::new(pressure.clone())),
     });
+    let evict_workers = workers.clone();
+    let evict_recorder = recorder.clone();
     threads.add(
         GcLoop {
             cleaner: kubelet.cleaner(),
@@ -726,7 +767,7 @@ pub fn run(
         api,
         stats: None,
     };
-    start_readers(
+    let stats = start_readers(
         flags,
         &node,
         &runtime,
@@ -735,6 +776,28 @@ pub fn run(
         server,
         &mut threads,
     )?;
+    match stats {
+        Some(store) => threads.add(
+            crate::eviction::EvictionManager {
+                config: eviction_config,
+                stats: store,
+                pods: {
+                    let snapshot = kubelet.snapshot();
+                    Box::new(move || snapshot.pods())
+                },
+                workers: evict_workers,
+                runtime: rt.manager.clone(),
+                recorder: evict_recorder,
+                node_name: node.clone(),
+                root_dir: flags.root_dir.clone(),
+                sources_ready: kubelet.sources_ready_flag(),
+                pressure,
+                period: crate::eviction::manager::PERIOD,
+            }
+            .spawn(threads.shutdown())?,
+        ),
+        None => log::warn!("eviction disabled: no usage stats"),
+    }
 
     log::info!("litelet running as node {node:?}");
     kubelet.run(sources.updates, rt.pleg_events, probe_rx, shutdown);

@@ -98,6 +98,26 @@ pub struct Flags {
     #[arg(long, value_name = "SIGNAL<VALUE,...", value_parser = node_flag(node::config::parse_eviction_hard))]
     pub eviction_hard: Option<String>,
 
+    /// Soft eviction thresholds (`memory.available<1.5Gi`); each needs a grace period.
+    #[arg(long, value_name = "SIGNAL<VALUE,...", value_parser = node_flag(node::config::parse_eviction_hard))]
+    pub eviction_soft: Option<String>,
+
+    /// How long each soft threshold must be met before pods are evicted (`memory.available=1m30s`).
+    #[arg(long, value_name = "SIGNAL=DURATION,...", value_parser = eviction_grace_periods)]
+    pub eviction_soft_grace_period: Option<String>,
+
+    /// How much more than a threshold must be available before its pressure ends (`nodefs.available=500Mi`).
+    #[arg(long, value_name = "SIGNAL=QUANTITY,...", value_parser = node_flag(crate::eviction::config::parse_minimum_reclaim))]
+    pub eviction_minimum_reclaim: Option<String>,
+
+    /// How long a pressure condition stays true after it was last seen, as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "5m0s", value_parser = parse_duration)]
+    pub eviction_pressure_transition_period: Duration,
+
+    /// Longest grace period (s) a soft eviction gives a pod; 0 keeps the pod's own.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub eviction_max_pod_grace_period: i32,
+
     /// How often the node status is computed (and sent when it changed), as a Go duration.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub node_status_update_frequency: Duration,
@@ -399,6 +419,28 @@ fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
             .map(|_| text.to_owned())
             .map_err(|e| e.to_string())
     }
+}
+
+/// `--eviction-soft-grace-period`, checked with litelet's duration syntax.
+fn eviction_grace_periods(text: &str) -> Result<String, String> {
+    crate::eviction::config::parse_grace_periods(text, parse_duration)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// The eviction manager's configuration from these flags.
+pub fn eviction_config(
+    flags: &Flags,
+) -> Result<crate::eviction::EvictionConfig, crate::eviction::EvictionConfigError> {
+    crate::eviction::EvictionConfig::from_flags(&crate::eviction::EvictionFlags {
+        hard: flags.eviction_hard.as_deref(),
+        soft: flags.eviction_soft.as_deref(),
+        soft_grace_period: flags.eviction_soft_grace_period.as_deref(),
+        minimum_reclaim: flags.eviction_minimum_reclaim.as_deref(),
+        pressure_transition_period: flags.eviction_pressure_transition_period,
+        max_pod_grace_period_seconds: i64::from(flags.eviction_max_pod_grace_period),
+        duration: parse_duration,
+    })
 }
 
 /// One `--allowed-unsafe-sysctls` entry, checked as upstream does at start-up.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod credentialprovider;
 pub mod cri;
 pub mod events;
+pub mod eviction;
 pub mod kubelet;
 pub mod logs;
 pub mod metrics;

@@ -290,6 +290,16 @@ pub static STATS_ROUND_DURATION: Family = Family::histogram(
     &["result"],
     LATENCY_BUCKETS,
 );
+pub static STATS_SAMPLE_BYTES: Family = Family::gauge(
+    "litelet_stats_sample_bytes",
+    "Estimated heap bytes of the usage samples the stats thread keeps (latest and previous).",
+    &[],
+);
+pub static EVICTIONS: Family = Family::counter(
+    "litelet_evictions_total",
+    "Pods evicted by the eviction manager, by the signal whose threshold was met.",
+    &["eviction_signal"],
+);
 
 pub static LOG_ROTATIONS: Family = Family::counter(
     "litelet_container_log_rotations_total",
@@ -298,7 +308,7 @@ pub static LOG_ROTATIONS: Family = Family::counter(
 );
 
 /// Every family, in rendering order.
-pub fn families() -> [&'static Family; 14] {
+pub fn families() -> [&'static Family; 16] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -313,6 +323,8 @@ pub fn families() -> [&'static Family; 14] {
         &HTTP_REQUESTS,
         &HTTP_REJECTED_CONNECTIONS,
         &STATS_ROUND_DURATION,
+        &STATS_SAMPLE_BYTES,
+        &EVICTIONS,
         &LOG_ROTATIONS,
     ]
 }
@@ -341,6 +353,16 @@ pub fn cri_call(op: &str, took: Duration, ok: bool) {
 pub fn stats_round(took: Duration, clean: bool) {
     let result = if clean { "ok" } else { "partial" };
     STATS_ROUND_DURATION.observe_duration(&[result], took);
+}
+
+/// The heap the `stats` thread's retained samples hold.
+pub fn stats_retained(bytes: usize) {
+    STATS_SAMPLE_BYTES.set(&[], bytes as f64);
+}
+
+/// One pod evicted for `signal` (the `eviction` thread).
+pub fn evicted(signal: &str) {
+    EVICTIONS.inc(&[signal]);
 }
 
 /// One container log rotated (`logs::manager`).

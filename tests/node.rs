@@ -78,6 +78,7 @@ fn start(api: &FakeApi, config: NodeConfig) -> Node {
             h.lock().unwrap().clone()
         }),
         runtime_version: Box::new(|| Some("containerd://1.7.13".into())),
+        images: None,
     };
     let (tx, rx) = crossbeam_channel::bounded(0);
     let handles = node::start(&api.client(), config, inputs, Recorder::log_only(), rx).unwrap();

@@ -173,6 +173,7 @@ impl Node {
             cgroups: Some(cgroups.clone()),
             mirrors: Some(MirrorClient::new(client, NODE.into())),
             node_lister: None,
+            extra_admission: None,
         });
         let thread = std::thread::Builder::new()
             .name("sync".into())

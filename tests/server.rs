@@ -509,6 +509,62 @@ fn pods_lists_the_published_pods() {
 }
 
 #[test]
+fn runningpods_lists_what_the_runtime_runs() {
+    let node = start(open_setup());
+    let log = node.dir.path().join("logs/a.log");
+    write_log(&log, &[]);
+    run_pod(&node, "b-ns", "second", "uid-2", &[("web", &log, true)]);
+    run_pod(
+        &node,
+        "a-ns",
+        "first",
+        "uid-1",
+        &[("done", &log, false), ("app", &log, true)],
+    );
+    // Not desired (no source wants it) but running: /runningpods/ shows it, /pods not.
+    run_pod(&node, "c-ns", "orphan", "uid-3", &[("x", &log, true)]);
+    node.pods.publish(
+        node.pods
+            .pods()
+            .iter()
+            .filter(|p| p.name() != "orphan")
+            .collect::<Vec<_>>()
+            .into_iter(),
+    );
+    let answer = node.get(None, "/runningpods/");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let list: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    let pods: Vec<(String, String, Vec<String>)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let containers = p["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_owned())
+                .collect();
+            (
+                p["metadata"]["name"].as_str().unwrap().to_owned(),
+                p["metadata"]["uid"].as_str().unwrap().to_owned(),
+                containers,
+            )
+        })
+        .collect();
+    // Running containers only; sorted by namespace and name.
+    assert_eq!(
+        pods,
+        vec![
+            ("first".into(), "uid-1".into(), vec!["app".into()]),
+            ("second".into(), "uid-2".into(), vec!["web".into()]),
+            ("orphan".into(), "uid-3".into(), vec!["x".into()]),
+        ]
+    );
+}
+
+#[test]
 fn metrics_are_valid_prometheus_text() {
     let node = start(Setup {
         api: true,

@@ -153,6 +153,13 @@ fn main() {
             scenarios::footprint(&settings, rows, 110, true)
         });
     }
+    if wants("stats") {
+        for n in [0, 110] {
+            run(&format!("stats sampling, {n} pods"), &mut rows, &|rows| {
+                scenarios::stats_sampling(&settings, rows, n)
+            });
+        }
+    }
     if wants("logs") {
         run("log manager idle", &mut rows, &|rows| {
             scenarios::log_manager(&settings, rows)

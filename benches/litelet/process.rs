@@ -85,9 +85,26 @@ pub fn sample(pid: u32) -> Sample {
     }
 }
 
+/// CPU seconds of the process's threads whose name (`comm`) is `name`.
+pub fn thread_cpu_seconds(pid: u32, name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .map(|t| stat_cpu_seconds(&t.path().join("stat")))
+        .sum()
+}
+
 /// utime + stime of `/proc/<pid>/stat`, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu_seconds(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// utime + stime of a `stat` file (a process's or a thread's), in seconds.
+fn stat_cpu_seconds(path: &Path) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // The command name may hold spaces: fields are counted after its closing ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -165,6 +182,14 @@ impl Litelet {
                 "AlwaysAllow",
             ])
             .args(&options.extra)
+            // No eviction thresholds: upstream's defaults judge this machine's own disk.
+            .args(
+                (!options
+                    .extra
+                    .iter()
+                    .any(|a| a.starts_with("--eviction-hard")))
+                .then_some("--eviction-hard="),
+            )
             .stdout(Stdio::null())
             .stderr(
                 std::fs::File::create(dir.path().join("litelet.log")).expect("litelet log file"),

@@ -309,6 +309,75 @@ pub fn log_manager(settings: &Settings, rows: &mut Vec<Row>) {
     }
 }
 
+/// The usage sampler's own cost (issue 22) at `n` idle pods: the CPU of the `stats`
+/// and `eviction` threads alone over the idle window (from `/proc/<pid>/task`), the
+/// mean sampling round, and the heap its two retained samples hold (litelet's
+/// `litelet_stats_sample_bytes`). The whole process's RSS is in the footprint rows.
+pub fn stats_sampling(settings: &Settings, rows: &mut Vec<Row>, n: usize) {
+    let scenario = format!("stats sampling, {n} pods");
+    let bench = Bench::start(n.max(110), |_| {});
+    bench.wait_node_ready();
+    let pods = names("stats", n);
+    let since = Instant::now();
+    bench.create(&pods, &PodShape::default());
+    bench.wait_running(&pods, since, WAIT);
+    std::thread::sleep(settings.settle);
+    let pid = bench.litelet.pid();
+    let metrics_before = bench.litelet.metrics().unwrap_or_default();
+    let threads = |name| crate::process::thread_cpu_seconds(pid, name);
+    let (stats0, evict0, t0) = (threads("stats"), threads("eviction"), Instant::now());
+    std::thread::sleep(settings.idle_window);
+    let (stats1, evict1) = (threads("stats"), threads("eviction"));
+    let seconds = t0.elapsed().as_secs_f64();
+    let metrics = bench.litelet.metrics().unwrap_or_default();
+    rows.push(
+        Row::new(
+            &scenario,
+            "CPU, stats thread",
+            100.0 * (stats1 - stats0) / seconds,
+            "%core",
+        )
+        .under(0.1),
+    );
+    rows.push(Row::new(
+        &scenario,
+        "CPU, eviction thread",
+        100.0 * (evict1 - evict0) / seconds,
+        "%core",
+    ));
+    const ROUND: &str = "litelet_stats_sampling_duration_seconds";
+    let rounds =
+        Histogram::parse(&metrics, ROUND, "").minus(&Histogram::parse(&metrics_before, ROUND, ""));
+    if let Some(mean) = rounds.mean() {
+        rows.push(Row::new(
+            &scenario,
+            &format!("sampling round mean (n={})", rounds.count),
+            mean * 1000.0,
+            "ms",
+        ));
+    }
+    let retained = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("litelet_stats_sample_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    rows.push(
+        Row::new(
+            &scenario,
+            "retained samples (heap)",
+            retained / MIB as f64,
+            "MiB",
+        )
+        .under(1.0),
+    );
+    rows.push(Row::new(
+        &scenario,
+        "process RSS (context)",
+        bench.litelet.sample().rss_mib(),
+        "MiB",
+    ));
+}
+
 /// Pod start latency, one by one and all at once (item 3), and status latency (item 4).
 pub fn pod_start_and_status(settings: &Settings, rows: &mut Vec<Row>) {
     let n = settings.latency_pods;

@@ -136,6 +136,11 @@ pub struct KubeletConfiguration {
     pub kube_reserved: Option<String>,
     pub system_reserved: Option<String>,
     pub eviction_hard: Option<String>,
+    pub eviction_soft: Option<String>,
+    pub eviction_soft_grace_period: Option<String>,
+    pub eviction_minimum_reclaim: Option<String>,
+    pub eviction_pressure_transition_period: Option<Duration>,
+    pub eviction_max_pod_grace_period: Option<i32>,
     pub register_with_taints: Option<String>,
     /// litelet's extension: upstream has `--node-labels` only as a flag.
     pub node_labels: Option<String>,
@@ -330,6 +335,21 @@ impl Reader {
                 "evictionHard" => {
                     c.eviction_hard = self.pairs(f, v, "<", node::parse_eviction_hard)
                 }
+                "evictionSoft" => {
+                    c.eviction_soft = self.pairs(f, v, "<", node::parse_eviction_hard)
+                }
+                "evictionSoftGracePeriod" => {
+                    c.eviction_soft_grace_period =
+                        self.pairs(f, v, "=", super::eviction_grace_periods)
+                }
+                "evictionMinimumReclaim" => {
+                    c.eviction_minimum_reclaim =
+                        self.pairs(f, v, "=", crate::eviction::config::parse_minimum_reclaim)
+                }
+                "evictionPressureTransitionPeriod" => {
+                    c.eviction_pressure_transition_period = self.duration(f, v)
+                }
+                "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = self.get(f, v),
                 "nodeLabels" => c.node_labels = self.pairs(f, v, "=", node::parse_node_labels),
                 "registerWithTaints" => c.register_with_taints = self.taints(v),
                 "allowedUnsafeSysctls" => c.allowed_unsafe_sysctls = self.sysctls(f, v),
@@ -667,6 +687,15 @@ impl KubeletConfiguration {
         set!("kube_reserved", self.kube_reserved.map(Some) => flags.kube_reserved);
         set!("system_reserved", self.system_reserved.map(Some) => flags.system_reserved);
         set!("eviction_hard", self.eviction_hard.map(Some) => flags.eviction_hard);
+        set!("eviction_soft", self.eviction_soft.map(Some) => flags.eviction_soft);
+        set!("eviction_soft_grace_period", self.eviction_soft_grace_period.map(Some)
+            => flags.eviction_soft_grace_period);
+        set!("eviction_minimum_reclaim", self.eviction_minimum_reclaim.map(Some)
+            => flags.eviction_minimum_reclaim);
+        set!("eviction_pressure_transition_period", self.eviction_pressure_transition_period
+            => flags.eviction_pressure_transition_period);
+        set!("eviction_max_pod_grace_period", self.eviction_max_pod_grace_period
+            => flags.eviction_max_pod_grace_period);
         set!("register_with_taints", self.register_with_taints.map(Some)
             => flags.register_with_taints);
         set!("node_labels", self.node_labels.map(Some) => flags.node_labels);
@@ -722,6 +751,11 @@ pub const APPLIED_IDS: &[&str] = &[
     "kube_reserved",
     "system_reserved",
     "eviction_hard",
+    "eviction_soft",
+    "eviction_soft_grace_period",
+    "eviction_minimum_reclaim",
+    "eviction_pressure_transition_period",
+    "eviction_max_pod_grace_period",
     "register_with_taints",
     "node_labels",
     "allowed_unsafe_sysctls",

@@ -119,3 +119,5 @@ impl PodProbes for ProbeManager {
         ProbeManager::status_results(self, uid)
     }
 }
+
+pub use crate::admission::PodAdmitHandler;

@@ -92,6 +92,8 @@ pub struct KubeletDeps {
     /// The Node's labels and taints as the API server has them (the `node-watch`
     /// thread); admission prefers them to `node`'s.
     pub node_lister: Option<NodeLister>,
+    /// Checked before the built-in admission (the eviction manager's pressure check).
+    pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
 }
 
 /// Everything the sync loop works with. Owned by the `sync` thread; other threads
@@ -131,6 +133,7 @@ pub struct Kubelet {
     snapshot_published: Instant,
     resize: Arc<ResizeManager>,
     last_relist: LastRelist,
+    extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
 }
 
 /// The events the loop reacts to.
@@ -198,6 +201,7 @@ impl Kubelet {
             snapshot_published: Instant::now(),
             resize: deps.resize,
             last_relist: deps.last_relist,
+            extra_admission: deps.extra_admission,
         }
     }
 
@@ -453,6 +457,10 @@ impl Kubelet {
             // never counts against itself (upstream takes that list before AddPod).
             let admitted = if self.workers.is_pod_termination_requested(pod.uid()) {
                 Ok(None)
+            } else if let Some(Err(rejection)) =
+                self.extra_admission.as_ref().map(|h| h.admit(&pod))
+            {
+                Err(rejection)
             } else {
                 let active = self.active_pods(self.pods.pods());
                 // RESIZE: every pod counts at its allocated resources (the checkpoint

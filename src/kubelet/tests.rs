@@ -167,6 +167,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
         cgroups: None,
         mirrors: None,
         node_lister: None,
+        extra_admission: None,
     });
     Harness {
         kubelet,

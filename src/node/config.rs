@@ -368,27 +368,35 @@ pub fn parse_eviction_hard(text: &str) -> Result<BTreeMap<String, Threshold>, Co
                 SIGNALS.join(", ")
             )));
         }
-        let threshold = match value.strip_suffix('%') {
-            Some(pct) => {
-                let p: f64 = pct
-                    .parse()
-                    .map_err(|_| err(format!("bad percentage {value:?}")))?;
-                if !(0.0..=100.0).contains(&p) {
-                    return Err(err("percentage must be within 0% and 100%".into()));
-                }
-                Threshold::Percentage(p / 100.0)
-            }
-            None => {
-                let q = Quantity::parse(value).map_err(|e| err(e.to_string()))?;
-                if q.is_negative() {
-                    return Err(err("quantity must not be negative".into()));
-                }
-                Threshold::Quantity(q)
-            }
-        };
-        out.insert(signal.to_owned(), threshold);
+        out.insert(
+            signal.to_owned(),
+            parse_threshold_value(value).map_err(err)?,
+        );
     }
     Ok(out)
+}
+
+/// One threshold amount: `10%` (within 0% and 100%) or a non-negative quantity
+/// (eviction thresholds and minimum reclaims share the syntax).
+pub fn parse_threshold_value(value: &str) -> Result<Threshold, String> {
+    match value.strip_suffix('%') {
+        Some(pct) => {
+            let p: f64 = pct
+                .parse()
+                .map_err(|_| format!("bad percentage {value:?}"))?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err("percentage must be within 0% and 100%".into());
+            }
+            Ok(Threshold::Percentage(p / 100.0))
+        }
+        None => {
+            let q = Quantity::parse(value).map_err(|e| e.to_string())?;
+            if q.is_negative() {
+                return Err("quantity must not be negative".into());
+            }
+            Ok(Threshold::Quantity(q))
+        }
+    }
 }
 
 /// Upstream's checks on `--node-ip` that need no syscall: an address pods and the

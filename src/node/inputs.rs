@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::cri::RuntimeClient;
 use crate::node::machine::{MachineError, MachineInfo, MachineReader};
-use crate::node::status::Health;
+use crate::node::status::{Health, RuntimeImage};
 use crate::runtime::state::RuntimeState;
 
 /// Reads the machine (facts and the problems met).
@@ -20,12 +20,36 @@ pub type MachineFn = Box<dyn FnMut() -> (MachineInfo, Vec<MachineError>) + Send>
 pub type HealthFn = Box<dyn FnMut() -> Health + Send>;
 /// `<runtime name>://<version>`, or `None` while the runtime cannot be asked.
 pub type VersionFn = Box<dyn FnMut() -> Option<String> + Send>;
+/// The images on the node, or `None` while the runtime cannot be asked.
+pub type ImagesFn = Box<dyn FnMut() -> Option<Vec<RuntimeImage>> + Send>;
 
 /// The `node` thread's view of the rest of litelet.
 pub struct NodeInputs {
     pub machine: MachineFn,
     pub health: HealthFn,
     pub runtime_version: VersionFn,
+    /// `None`: `status.images` is never set.
+    pub images: Option<ImagesFn>,
+}
+
+/// `status.images` from CRI ListImages.
+pub fn images_from(images: crate::cri::ImageClient) -> ImagesFn {
+    Box::new(move || match images.list_images(&Default::default()) {
+        Ok(list) => Some(
+            list.images
+                .iter()
+                .map(|i| RuntimeImage {
+                    repo_digests: i.repo_digests.clone(),
+                    repo_tags: i.repo_tags.clone(),
+                    size_bytes: i.size,
+                })
+                .collect(),
+        ),
+        Err(e) => {
+            log::debug!("node: images: {e}");
+            None
+        }
+    })
 }
 
 impl NodeInputs {
@@ -53,6 +77,7 @@ impl NodeInputs {
             machine: Box::new(move || reader.read()),
             health: Box::new(health),
             runtime_version: Box::new(version),
+            images: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Pure node status generation (upstream `nodestatus` setters): capacity and
 //! allocatable, the MemoryPressure/DiskPressure/PIDPressure/Ready conditions with
-//! their heartbeat and transition times, addresses, nodeInfo and daemon endpoints;
+//! their heartbeat and transition times, addresses, nodeInfo, daemon endpoints and
+//! `images` (largest first, at most 50);
 //! plus "did anything but heartbeats change" and the status PATCH body.
 //!
 //! No I/O, no clock: the `node` thread passes the machine facts, the health of the
@@ -19,8 +20,9 @@ use serde_json::{json, Value};
 
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::node::{
-    DaemonEndpoint, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, ADDRESS_HOSTNAME,
-    ADDRESS_INTERNAL_IP, NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE, NODE_PID_PRESSURE, NODE_READY,
+    ContainerImage, DaemonEndpoint, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
+    ADDRESS_HOSTNAME, ADDRESS_INTERNAL_IP, NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE,
+    NODE_PID_PRESSURE, NODE_READY,
 };
 use crate::api::quantity::{Format, Quantity};
 use crate::node::config::NodeConfig;
@@ -65,7 +67,43 @@ pub struct StatusInputs<'a> {
     pub health: &'a Health,
     /// `<runtime name>://<version>`; `None` (runtime unreachable) keeps the last value.
     pub runtime_version: Option<&'a str>,
+    /// The images on the node (see [`node_images`]); `None` keeps the last list.
+    pub images: Option<&'a [ContainerImage]>,
     pub now: Time,
+}
+
+/// Upstream's `nodeStatusMaxImages` default and `MaxNamesPerImageInNodeStatus`.
+pub const MAX_IMAGES: usize = 50;
+pub const MAX_NAMES_PER_IMAGE: usize = 5;
+
+/// An image as the runtime lists it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeImage {
+    pub repo_digests: Vec<String>,
+    pub repo_tags: Vec<String>,
+    pub size_bytes: u64,
+}
+
+/// `status.images` as upstream's images setter makes it: largest first, at most
+/// [`MAX_IMAGES`], each named by its digests then its tags, at most
+/// [`MAX_NAMES_PER_IMAGE`] names.
+pub fn node_images(images: &[RuntimeImage]) -> Vec<ContainerImage> {
+    let mut sorted: Vec<&RuntimeImage> = images.iter().collect();
+    sorted.sort_by_key(|i| std::cmp::Reverse(i.size_bytes));
+    sorted
+        .into_iter()
+        .take(MAX_IMAGES)
+        .map(|i| ContainerImage {
+            names: i
+                .repo_digests
+                .iter()
+                .chain(&i.repo_tags)
+                .take(MAX_NAMES_PER_IMAGE)
+                .cloned()
+                .collect(),
+            size_bytes: Some(i64::try_from(i.size_bytes).unwrap_or(i64::MAX)),
+        })
+        .collect()
 }
 
 /// The node event to record when a condition changes (upstream's event reasons).
@@ -226,8 +264,12 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
         machine,
         health,
         runtime_version,
+        images,
         now,
     } = *inputs;
+    if let Some(images) = images {
+        status.images = images.to_vec();
+    }
 
     // Addresses: the node IP, then the hostname. When the IP cannot be found right
     // now, what was published stays (a passing lookup failure must not drop it).
@@ -432,6 +474,7 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus) -> Value {
             "addresses": addresses,
             "daemonEndpoints": new.daemon_endpoints,
             "nodeInfo": info,
+            "images": new.images,
         }
     })
 }

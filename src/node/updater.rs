@@ -117,11 +117,18 @@ impl Updater {
         let machine = self.machine(state);
         let health = (self.inputs.health)();
         let version = (self.inputs.runtime_version)();
+        let images = self
+            .inputs
+            .images
+            .as_mut()
+            .and_then(|f| f())
+            .map(|listed| status::node_images(&listed));
         let inputs = StatusInputs {
             config: &self.config,
             machine: &machine,
             health: &health,
             runtime_version: version.as_deref(),
+            images: images.as_deref(),
             now,
         };
         let events = status::apply(status, &inputs);

@@ -6,7 +6,8 @@
 //! The mapping ([`attributes`]) is pure: the verb follows the HTTP method; the path
 //! prefix picks the subresource (`/stats` → stats, `/metrics` → metrics, `/logs` →
 //! log, `/spec` → spec, `/checkpoint` → checkpoint, `/pods` → pods then proxy,
-//! `/healthz` → healthz then proxy, anything else → proxy). The "then proxy" fallbacks
+//! `/runningpods` → pods then proxy, `/healthz` → healthz then proxy, anything else →
+//! proxy). The "then proxy" fallbacks
 //! are upstream's fine-grained authorization: a user allowed `nodes/proxy` keeps access.
 //! Called from connection threads.
 
@@ -63,7 +64,7 @@ pub fn attributes(method: &str, path: &str) -> Attributes {
         vec!["spec"]
     } else if under("/checkpoint") {
         vec!["checkpoint"]
-    } else if under("/pods") {
+    } else if under("/pods") || under("/runningpods") {
         vec!["pods", "proxy"]
     } else if under("/healthz") {
         vec!["healthz", "proxy"]
@@ -211,6 +212,7 @@ mod tests {
         check("GET", "/spec/", "get", &["spec"]);
         check("POST", "/checkpoint/ns/p/c", "create", &["checkpoint"]);
         check("GET", "/pods", "get", &["pods", "proxy"]);
+        check("GET", "/runningpods/", "get", &["pods", "proxy"]);
         check("GET", "/healthz", "get", &["healthz", "proxy"]);
         check("GET", "/containerLogs/ns/p/c", "get", &["proxy"]);
         check("POST", "/exec/ns/p/c", "create", &["proxy"]);

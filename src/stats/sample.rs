@@ -83,6 +83,29 @@ pub fn rate(
 }
 
 impl Sample {
+    /// Estimated heap bytes this sample holds (its vectors and strings), for the
+    /// `litelet_stats_sample_bytes` gauge; the inline struct itself is not counted.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let container = |c: &ContainerSample| c.name.capacity() + c.id.capacity();
+        let pod = |p: &PodSample| {
+            p.name.capacity()
+                + p.namespace.capacity()
+                + p.uid.capacity()
+                + p.containers.capacity() * size_of::<ContainerSample>()
+                + p.containers.iter().map(container).sum::<usize>()
+                + p.volumes.capacity() * size_of::<(String, FsUsage)>()
+                + p.volumes.iter().map(|(n, _)| n.capacity()).sum::<usize>()
+        };
+        self.pods.capacity() * size_of::<PodSample>()
+            + self.pods.iter().map(pod).sum::<usize>()
+            + self
+                .errors
+                .iter()
+                .map(|e| e.capacity() + size_of::<String>())
+                .sum::<usize>()
+    }
+
     /// Fills the CPU rates from the previous sample: the node's, each pod's by UID and
     /// each container's by ID. Things new since `prev` get none.
     pub fn with_rates(mut self, prev: &Sample) -> Sample {

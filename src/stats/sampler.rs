@@ -57,7 +57,10 @@ impl StatsStore {
         };
         let mut w = self.lock();
         w.previous = w.latest.take();
+        let retained = sample.heap_bytes() + w.previous.as_ref().map_or(0, |p| p.heap_bytes());
         w.latest = Some(Arc::new(sample));
+        drop(w);
+        crate::metrics::stats_retained(retained);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Window> {

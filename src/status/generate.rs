@@ -6,8 +6,8 @@
 //! status, probe results and sync errors, passes `now`, and hands the result to the
 //! status manager.
 //!
-//! Phase rules beyond `phase.rs`: a terminal phase in the previous (cached) status or
-//! in the API is sticky, reason and message are kept while the phase is unchanged, and
+//! Phase rules beyond `phase.rs`: a terminal phase in the previous (cached) status
+//! (kept even against the other terminal phase) or in the API is sticky, reason and message are kept while the phase is unchanged, and
 //! an eviction forces Failed. Conditions: foreign ones are kept from the API copy, a
 //! DisruptionTarget from the previous status, the kubelet's own are regenerated and
 //! their transition times carried from the previous status.
@@ -174,12 +174,13 @@ fn set_phase(input: &PodStatusInput, previous: &PodStatus, s: &mut PodStatus) {
         &s.container_statuses,
         input.pod_is_terminal,
     );
-    if !is_terminal_phase(Some(&phase)) {
-        if is_terminal_phase(previous.phase.as_ref()) {
-            phase = previous.phase.clone().unwrap_or(phase);
-        } else if is_terminal_phase(api.phase.as_ref()) {
-            phase = api.phase.clone().unwrap_or(phase);
-        }
+    // A terminal phase once set is never changed, not even to the other terminal phase
+    // (upstream's status manager refuses "illegal phase transition"): an evicted pod
+    // whose container then exits 0 stays Failed/Evicted rather than Succeeded.
+    if is_terminal_phase(previous.phase.as_ref()) {
+        phase = previous.phase.clone().unwrap_or(phase);
+    } else if !is_terminal_phase(Some(&phase)) && is_terminal_phase(api.phase.as_ref()) {
+        phase = api.phase.clone().unwrap_or(phase);
     }
     let (mut reason, mut message) = (None, None);
     if previous.phase.as_ref() == Some(&phase) {

@@ -30,6 +30,8 @@ pub struct RealNode {
     pub port: u16,
     pub healthz_port: u16,
     extra: Vec<String>,
+    /// A tmpfs mounted as the root dir (its size), unmounted on drop.
+    root_tmpfs: Option<String>,
 }
 
 impl RealNode {
@@ -37,6 +39,19 @@ impl RealNode {
     /// this machine cannot).
     pub fn start(test: &str, name: &str, extra: &[&str]) -> Option<RealNode> {
         Self::start_with_registries(test, name, extra, None)
+    }
+
+    /// Like [`RealNode::start`] with `--root-dir` on a tmpfs of `size` (e.g. `64m`), so
+    /// a test can fill nodefs for real.
+    pub fn start_with_root_tmpfs(
+        test: &str,
+        name: &str,
+        extra: &[&str],
+        size: &str,
+    ) -> Option<RealNode> {
+        let mut node = Self::start_inner(test, name, extra, None, Some(size.to_owned()))?;
+        node.spawn();
+        Some(node)
     }
 
     /// Like [`RealNode::start`], the runtime reaching registries as the containerd
@@ -47,6 +62,18 @@ impl RealNode {
         extra: &[&str],
         registry_hosts: Option<&Path>,
     ) -> Option<RealNode> {
+        let mut node = Self::start_inner(test, name, extra, registry_hosts, None)?;
+        node.spawn();
+        Some(node)
+    }
+
+    fn start_inner(
+        test: &str,
+        name: &str,
+        extra: &[&str],
+        registry_hosts: Option<&Path>,
+        root_tmpfs: Option<String>,
+    ) -> Option<RealNode> {
         let cp = ControlPlane::shared(test)?;
         // The node name keeps the socket path short (unix sockets allow 108 bytes).
         let containerd = Containerd::start_with_pod_network_and_registries(name, registry_hosts)?;
@@ -54,7 +81,19 @@ impl RealNode {
         std::fs::create_dir_all(dir.path().join("manifests")).expect("manifests dir");
         cp.write_node_kubeconfig(name, &dir.path().join("kubeconfig"));
         std::fs::write(dir.path().join("ca.crt"), &cp.ca_pem).expect("write ca");
-        let mut node = RealNode {
+        if let Some(size) = &root_tmpfs {
+            let root = dir.path().join("root");
+            std::fs::create_dir_all(&root).expect("root dir");
+            nix::mount::mount(
+                Some("tmpfs"),
+                &root,
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                Some(format!("size={size}").as_str()),
+            )
+            .expect("tmpfs root dir");
+        }
+        let node = RealNode {
             name: name.to_owned(),
             cp,
             child: None,
@@ -64,8 +103,8 @@ impl RealNode {
             port: free_port(),
             healthz_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            root_tmpfs,
         };
-        node.spawn();
         Some(node)
     }
 
@@ -97,6 +136,13 @@ impl RealNode {
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--sync-frequency", "10s"])
             .args(&self.extra)
+            .args(
+                // No eviction thresholds unless the test sets its own: upstream's defaults
+                // (imagefs.available<15%, nodefs.available<10%) judge the test machine's own disk,
+                // which a busy build machine can be past; `tests/real_eviction.rs` sets its own.
+                (!self.extra.iter().any(|a| a.starts_with("--eviction-hard")))
+                    .then_some("--eviction-hard="),
+            )
             // The benchmark (`benches/litelet/real.rs`) measures CPU with less logging.
             .env(
                 "RUST_LOG",
@@ -266,6 +312,10 @@ impl Drop for RealNode {
         // exits), so the runtime tears their networks down before it goes.
         self.remove_sandboxes();
         remove_cgroup_tree(&self.cgroup_root);
+        if self.root_tmpfs.is_some() {
+            // Lazily: pod volumes may still be mounted below it.
+            let _ = nix::mount::umount2(&self.root(), nix::mount::MntFlags::MNT_DETACH);
+        }
     }
 }
 

@@ -388,6 +388,46 @@ registerWithTaints:
 }
 
 #[test]
+fn eviction_fields_become_eviction_flags() {
+    let file = temp_config(
+        r#"
+evictionSoft: {memory.available: 1Gi}
+evictionSoftGracePeriod: {memory.available: 1m30s}
+evictionMinimumReclaim: {nodefs.available: 500Mi}
+evictionPressureTransitionPeriod: 30s
+evictionMaxPodGracePeriod: 20
+"#,
+    );
+    let flags = load_with(&file, &["--eviction-max-pod-grace-period", "10"]).unwrap();
+    assert_eq!(flags.eviction_soft.as_deref(), Some("memory.available<1Gi"));
+    assert_eq!(
+        flags.eviction_soft_grace_period.as_deref(),
+        Some("memory.available=1m30s")
+    );
+    assert_eq!(
+        flags.eviction_minimum_reclaim.as_deref(),
+        Some("nodefs.available=500Mi")
+    );
+    assert_eq!(
+        flags.eviction_pressure_transition_period,
+        Duration::from_secs(30)
+    );
+    assert_eq!(flags.eviction_max_pod_grace_period, 10, "flag wins");
+    let config = crate::config::eviction_config(&flags).unwrap();
+    assert_eq!(config.thresholds.iter().filter(|t| !t.hard).count(), 1);
+    assert_eq!(config.max_pod_grace_period_seconds, 10);
+
+    let found = problems(
+        "evictionSoftGracePeriod: {memory.available: soon}\nevictionMinimumReclaim: {pid.available: -1}\n",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["evictionSoftGracePeriod", "evictionMinimumReclaim"]
+    );
+}
+
+#[test]
 fn report_frequency_defaults_to_five_minutes() {
     let file = temp_config("nodeStatusReportFrequency: 1m\n");
     let flags = load_with(&file, &[]).unwrap();

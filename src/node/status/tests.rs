@@ -48,6 +48,7 @@ fn run(status: &mut NodeStatus, health: &Health, now: Time) -> Vec<&'static str>
         machine: &m,
         health,
         runtime_version: Some("containerd://1.7.13"),
+        images: None,
         now,
     };
     apply(status, &inputs).iter().map(|e| e.reason).collect()
@@ -149,6 +150,7 @@ fn ready_condition_table() {
                 machine: &m,
                 health: &h,
                 runtime_version: None,
+                images: None,
                 now: t(0),
             },
         );
@@ -380,6 +382,7 @@ fn addresses_survive_a_failed_ip_lookup() {
             machine: m,
             health: &h,
             runtime_version: None,
+            images: None,
             now: t(0),
         };
         apply(s, &inputs);
@@ -413,4 +416,49 @@ fn report_decision() {
     assert!(should_report(false, Some(five_min), five_min));
     assert_eq!(hugepage_resource(1 << 30), "hugepages-1Gi");
     assert_eq!(hugepage_resource(64 << 10), "hugepages-64Ki");
+}
+
+#[test]
+fn images_largest_first_capped_at_fifty_with_five_names_each() {
+    let image = |i: u64, names: usize| RuntimeImage {
+        repo_digests: vec![format!("repo/img{i}@sha256:{i:04}")],
+        repo_tags: (0..names).map(|n| format!("repo/img{i}:t{n}")).collect(),
+        size_bytes: i * 1000,
+    };
+    let listed: Vec<RuntimeImage> = (1..=60)
+        .map(|i| image(i, 1))
+        .chain([image(61, 9)])
+        .collect();
+    let images = node_images(&listed);
+    assert_eq!(images.len(), MAX_IMAGES);
+    assert_eq!(images[0].size_bytes, Some(61_000));
+    // The digest first, then tags, five names at most.
+    assert_eq!(images[0].names.len(), MAX_NAMES_PER_IMAGE);
+    assert_eq!(images[0].names[0], "repo/img61@sha256:0061");
+    assert_eq!(images[0].names[1], "repo/img61:t0");
+    assert_eq!(
+        images[1].names,
+        vec!["repo/img60@sha256:0060", "repo/img60:t0"]
+    );
+    // The smallest eleven are left out.
+    assert_eq!(images[49].size_bytes, Some(12_000));
+
+    // apply() takes a fresh list, keeps the last one on None, and the patch sends it.
+    let (c, m, h) = (config(), machine(), Health::default());
+    let mut status = NodeStatus::default();
+    let inputs = |images| StatusInputs {
+        config: &c,
+        machine: &m,
+        health: &h,
+        runtime_version: None,
+        images,
+        now: t(0),
+    };
+    apply(&mut status, &inputs(Some(&images[..2])));
+    assert_eq!(status.images.len(), 2);
+    let old = status.clone();
+    apply(&mut status, &inputs(None));
+    assert_eq!(status.images, old.images);
+    let patch = status_patch(&NodeStatus::default(), &status);
+    assert_eq!(patch["status"]["images"][0]["sizeBytes"], 61_000);
 }

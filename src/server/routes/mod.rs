@@ -3,7 +3,8 @@
 //! [`dispatch`] runs its handler. Requests reach here only after authentication and
 //! authorization, so error messages may name the pod the caller asked for.
 //!
-//! Handlers run on the connection's thread: `/pods`, `/metrics`, `/metrics/resource`,
+//! Handlers run on the connection's thread: `/pods`, `/runningpods/` (one CRI list),
+//! `/metrics`, `/metrics/resource`,
 //! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
 //! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
@@ -11,6 +12,7 @@
 mod container_logs;
 mod healthz;
 mod pods;
+mod running_pods;
 mod stats;
 mod stream;
 
@@ -36,6 +38,8 @@ pub struct Target {
 pub enum Route {
     Healthz,
     Pods,
+    /// `/runningpods/`: what the runtime runs.
+    RunningPods,
     Metrics,
     /// `/metrics/resource`: usage for metrics-server.
     MetricsResource,
@@ -75,6 +79,7 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
     let (route, allowed) = match head.as_str() {
         "healthz" if rest.is_empty() => (Route::Healthz, get),
         "pods" if rest.is_empty() => (Route::Pods, get),
+        "runningpods" if rest.is_empty() => (Route::RunningPods, get),
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
@@ -130,6 +135,7 @@ pub fn path_kind(raw_path: &str) -> &'static str {
     match head {
         "healthz" => "healthz",
         "pods" => "pods",
+        "runningpods" => "runningpods",
         "metrics" => "metrics",
         "stats" => "stats",
         "containerLogs" => "containerLogs",
@@ -172,6 +178,7 @@ pub fn dispatch(
     match route {
         Route::Healthz => Reply::Full(healthz::serve(shared, req)),
         Route::Pods => Reply::Full(pods::serve(shared)),
+        Route::RunningPods => Reply::Full(running_pods::serve(shared)),
         Route::Metrics => Reply::Full(pods::metrics(shared)),
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),

@@ -28,6 +28,11 @@ pub fn serve(shared: &Shared) -> Response {
             pod
         })
         .collect();
+    pod_list(items)
+}
+
+/// A v1 PodList answer.
+pub fn pod_list(items: Vec<Pod>) -> Response {
     let list = List {
         api_version: "v1".into(),
         kind: "PodList".into(),

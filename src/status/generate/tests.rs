@@ -339,6 +339,30 @@ fn terminal_phases_are_sticky() {
 }
 
 #[test]
+fn an_evicted_pod_whose_containers_exit_zero_stays_failed() {
+    // The eviction manager set Failed/Evicted; the killed container then exited 0, and
+    // the terminal status computed from it alone would be Succeeded.
+    let p = pod();
+    let rt = runtime(Exited, 0);
+    let previous = PodStatus {
+        phase: Some(PodPhase::Failed),
+        reason: Some("Evicted".into()),
+        message: Some("The node was low on resource: memory. ".into()),
+        ..Default::default()
+    };
+    let mut i = input(&p, &rt);
+    i.previous = Some(&previous);
+    i.pod_is_terminal = true;
+    let s = generate_pod_status(&i);
+    assert_eq!(s.phase, Some(PodPhase::Failed));
+    assert_eq!(s.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        s.message.as_deref(),
+        Some("The node was low on resource: memory. ")
+    );
+}
+
+#[test]
 fn reason_and_message_follow_the_phase() {
     let mut p = pod();
     p.status.reason = Some("api-reason".into());
