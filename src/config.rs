@@ -9,6 +9,7 @@
 //! the command line did not set. `Flags` stays the one struct the rest of litelet reads.
 
 pub mod components;
+pub mod configz;
 pub mod file;
 
 use std::ffi::OsString;

@@ -37,6 +37,8 @@ struct Setup {
     mode: AuthorizationMode,
     api: bool,
     limits: Limits,
+    /// The `/configz` document (from `Flags::server_config`).
+    configz: Option<Arc<Value>>,
 }
 
 impl Default for Setup {
@@ -46,6 +48,7 @@ impl Default for Setup {
             mode: AuthorizationMode::Webhook,
             api: true,
             limits: Limits::default(),
+            configz: None,
         }
     }
 }
@@ -92,6 +95,7 @@ fn start(setup: Setup) -> Node {
     config.limits = setup.limits;
     config.sync_loop_threshold = Duration::from_secs(60);
     config.pod_logs_dir = dir.path().join("pods");
+    config.configz = setup.configz;
     let heartbeat = Arc::new(AtomicU64::new(now_secs()));
     let pods = PodSnapshot::new();
     let ctx = ServerContext {
@@ -617,6 +621,69 @@ fn metrics_are_valid_prometheus_text() {
     assert!(samples.contains_key("rest_client_requests_total{verb=\"get\"}"));
     assert!(text.contains("# TYPE kubelet_runtime_operations_duration_seconds histogram"));
     assert!(text.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"+Inf\"}"));
+}
+
+#[test]
+fn configz_serves_the_effective_configuration_of_flags_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kubelet.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         maxPods: 50\nsyncFrequency: 20s\nclusterDomain: edge.local\n",
+    )
+    .unwrap();
+    let flags = litelet::config::Flags::try_load_from([
+        "litelet",
+        "--config",
+        file.to_str().unwrap(),
+        "--max-pods=42",
+        "--eviction-hard=memory.available<300Mi",
+        "--container-log-max-files=3",
+    ])
+    .unwrap();
+    let node = start(Setup {
+        configz: flags.server_config("node-1").configz,
+        ..Setup::default()
+    });
+    node.api().add_token("t", "alice", &[]);
+    node.api().grant("alice", "get", "configz");
+    let auth = [("Authorization", "Bearer t")];
+    let answer = node.get_with(None, "GET", "/configz", &auth);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    let doc: Value = serde_json::from_str(&answer.text()).unwrap();
+    let c = &doc["kubeletconfig"];
+    // The flag wins over the file; what only the file sets shows through.
+    assert_eq!(c["maxPods"], 42, "{doc}");
+    assert_eq!(c["syncFrequency"], "20s");
+    assert_eq!(c["clusterDomain"], "edge.local");
+    assert_eq!(c["evictionHard"]["memory.available"], "300Mi");
+    assert_eq!(c["containerLogMaxFiles"], 3);
+    assert_eq!(c["authorization"]["mode"], "Webhook");
+    let subs: Vec<String> = node
+        .api()
+        .access_reviews()
+        .iter()
+        .filter_map(|r| {
+            r["resourceAttributes"]["subresource"]
+                .as_str()
+                .map(Into::into)
+        })
+        .collect();
+    assert_eq!(subs, vec!["configz"]);
+
+    // Without nodes/configz the nodes/proxy fallback is asked, and refused.
+    node.api().add_token("u", "bob", &[]);
+    let denied = node.get_with(None, "GET", "/configz", &[("Authorization", "Bearer u")]);
+    assert_eq!(denied.status, 403);
+    assert_eq!(
+        denied.text(),
+        "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)\n"
+    );
+    // A server given no document answers 404.
+    let bare = start(open_setup());
+    assert_eq!(bare.get(None, "/configz").status, 404);
 }
 
 #[test]

@@ -77,6 +77,7 @@ impl Flags {
         config.authorization_mode = flags.authorization_mode;
         config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
         config.pod_logs_dir = flags.pod_logs_dir.clone();
+        config.configz = Some(std::sync::Arc::new(flags.configz()));
         config
     }
 }

@@ -6,7 +6,8 @@
 //! The mapping ([`attributes`]) is pure: the verb follows the HTTP method; the path
 //! prefix picks the subresource (`/stats` → stats, `/metrics` → metrics, `/logs` →
 //! log, `/spec` → spec, `/checkpoint` → checkpoint, `/pods` → pods then proxy,
-//! `/runningpods` → pods then proxy, `/healthz` → healthz then proxy, anything else →
+//! `/runningpods` → pods then proxy, `/healthz` → healthz then proxy, `/configz` →
+//! configz then proxy, anything else →
 //! proxy). The "then proxy" fallbacks
 //! are upstream's fine-grained authorization: a user allowed `nodes/proxy` keeps access.
 //! Called from connection threads.
@@ -68,6 +69,8 @@ pub fn attributes(method: &str, path: &str) -> Attributes {
         vec!["pods", "proxy"]
     } else if under("/healthz") {
         vec!["healthz", "proxy"]
+    } else if under("/configz") {
+        vec!["configz", "proxy"]
     } else {
         vec!["proxy"]
     };
@@ -214,6 +217,8 @@ mod tests {
         check("GET", "/pods", "get", &["pods", "proxy"]);
         check("GET", "/runningpods/", "get", &["pods", "proxy"]);
         check("GET", "/healthz", "get", &["healthz", "proxy"]);
+        check("GET", "/configz", "get", &["configz", "proxy"]);
+        check("GET", "/configzz", "get", &["proxy"]);
         check("GET", "/containerLogs/ns/p/c", "get", &["proxy"]);
         check("POST", "/exec/ns/p/c", "create", &["proxy"]);
         check("GET", "/exec/ns/p/c", "get", &["proxy"]);

@@ -1,5 +1,6 @@
 //! The node's HTTP API (upstream kubelet server): `/healthz` on a loopback port, and
-//! on the TLS port `/pods`, `/metrics`, `/metrics/resource`, `/stats/summary`,
+//! on the TLS port `/pods`, `/metrics`, `/metrics/resource`, `/metrics/probes`,
+//! `/stats/summary`, `/configz`,
 //! `/containerLogs`, `/exec`, `/attach`,
 //! `/portForward` and `/run`, behind x509/token authentication and SubjectAccessReview
 //! authorization.
@@ -110,6 +111,9 @@ pub struct ServerConfig {
     pub sync_loop_threshold: Duration,
     /// Root of the pod log directories, for relative CRI log paths.
     pub pod_logs_dir: PathBuf,
+    /// The `/configz` document, rendered by the config layer (the server does not
+    /// know flags); `None` answers 404 like a node without the endpoint.
+    pub configz: Option<Arc<serde_json::Value>>,
 }
 
 impl ServerConfig {
@@ -133,6 +137,7 @@ impl ServerConfig {
             limits: Limits::default(),
             sync_loop_threshold: Duration::from_secs(300),
             pod_logs_dir: PathBuf::from("/var/log/pods"),
+            configz: None,
         }
     }
 }

@@ -45,6 +45,8 @@ pub enum Route {
     MetricsResource,
     /// `/stats/summary`: the stats API summary.
     StatsSummary,
+    /// `/configz`: the running KubeletConfiguration.
+    Configz,
     ContainerLogs(Target),
     Exec(Target),
     Attach(Target),
@@ -83,6 +85,7 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
+        "configz" if rest.is_empty() => (Route::Configz, get),
         "containerLogs" => (Route::ContainerLogs(target(rest, true, false)?), get),
         "exec" => (Route::Exec(target(rest, true, true)?), stream),
         "attach" => (Route::Attach(target(rest, true, true)?), stream),
@@ -138,6 +141,7 @@ pub fn path_kind(raw_path: &str) -> &'static str {
         "runningpods" => "runningpods",
         "metrics" => "metrics",
         "stats" => "stats",
+        "configz" => "configz",
         "containerLogs" => "containerLogs",
         "exec" => "exec",
         "attach" => "attach",
@@ -153,6 +157,17 @@ fn route_error(err: RouteError) -> Reply {
         RouteError::NotFound => Response::text(404, "404 page not found"),
         RouteError::MethodNotAllowed => Response::text(405, "method not allowed"),
     })
+}
+
+/// `/configz`: the document the config layer rendered at start.
+fn configz(shared: &Shared) -> Response {
+    match &shared.config.configz {
+        Some(doc) => match serde_json::to_vec(doc.as_ref()) {
+            Ok(body) => Response::json(200, body),
+            Err(err) => Response::text(500, format!("encode configz: {err}")),
+        },
+        None => Response::text(404, "404 page not found"),
+    }
 }
 
 /// The healthz port: `/healthz` only.
@@ -182,6 +197,7 @@ pub fn dispatch(
         Route::Metrics => Reply::Full(pods::metrics(shared)),
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),
+        Route::Configz => Reply::Full(configz(shared)),
         Route::ContainerLogs(t) => container_logs::serve(shared, req, &t, transport),
         Route::Exec(t) => stream::exec(shared, req, &t, transport, buf),
         Route::Attach(t) => stream::attach(shared, req, &t, transport, buf),
@@ -212,6 +228,9 @@ mod tests {
             ("GET", "/metrics/resource", Ok(Route::MetricsResource)),
             ("GET", "/stats/summary", Ok(Route::StatsSummary)),
             ("GET", "/stats/summary/", Ok(Route::StatsSummary)),
+            ("GET", "/configz", Ok(Route::Configz)),
+            ("POST", "/configz", Err(RouteError::MethodNotAllowed)),
+            ("GET", "/configz/x", Err(RouteError::NotFound)),
             ("POST", "/stats/summary", Err(RouteError::MethodNotAllowed)),
             ("GET", "/stats", Err(RouteError::NotFound)),
             ("GET", "/metrics/cadvisor", Err(RouteError::NotFound)),
