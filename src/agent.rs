@@ -29,7 +29,7 @@ use crate::node::status as node_status;
 use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs, NodeLister};
 use crate::pleg::{LastRelist, Pleg, PlegHealth, PodLifecycleEvent, EVENT_CHANNEL_CAPACITY};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
-use crate::prober::{ProbeManager, ProbeUpdate};
+use crate::prober::{ProbeManager, ProbeMetrics, ProbeUpdate};
 use crate::process::Shutdown;
 use crate::resize::{ResizeConfig, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
@@ -528,11 +528,16 @@ fn start_sources(
 }
 
 /// Starts the prober threads; without them (a failed start) pods run unprobed.
+/// Also returns the attempt counters the node server's `/metrics/probes` renders.
 fn start_probes(
     runtime: &RuntimeClient,
     recorder: &Recorder,
     threads: &mut Threads,
-) -> (Arc<dyn PodProbes>, Receiver<ProbeUpdate>) {
+) -> (
+    Arc<dyn PodProbes>,
+    Receiver<ProbeUpdate>,
+    Option<ProbeMetrics>,
+) {
     match ProbeManager::start(
         Default::default(),
         runtime.clone(),
@@ -542,11 +547,12 @@ fn start_probes(
         Ok((manager, thread)) => {
             threads.add(thread);
             let results = manager.results();
-            (Arc::new(manager), results)
+            let metrics = manager.metrics();
+            (Arc::new(manager), results, Some(metrics))
         }
         Err(err) => {
             log::error!("probes disabled: {err}");
-            (Arc::new(NoProbes), crossbeam_channel::never())
+            (Arc::new(NoProbes), crossbeam_channel::never(), None)
         }
     }
 }
@@ -662,7 +668,7 @@ pub fn run(
         &mut threads,
     )?;
     let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
-    let (probes, probe_rx) = start_probes(&runtime, &recorder, &mut threads);
+    let (probes, probe_rx, probe_metrics) = start_probes(&runtime, &recorder, &mut threads);
     let (status, unstarted_status) = status_manager(api.as_ref());
 
     let allocatable = view.allocatable.clone();
@@ -766,6 +772,7 @@ pub fn run(
         status: Some(status),
         api,
         stats: None,
+        probes: probe_metrics,
     };
     let stats = start_readers(
         flags,

@@ -135,6 +135,12 @@ impl Family {
         self.observe(values, d.as_secs_f64());
     }
 
+    /// Drops every series whose label values match `gone` (series of deleted pods,
+    /// so label sets do not pile up for the life of the process).
+    pub fn forget(&self, gone: impl Fn(&[String]) -> bool) {
+        lock(&self.series).retain(|values, _| !gone(values));
+    }
+
     /// The value of a counter or gauge series (tests and the server's own checks).
     pub fn value(&self, values: &[&str]) -> f64 {
         let key: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();

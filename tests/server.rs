@@ -18,9 +18,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{bounded, Sender};
 use litelet::api::pod::{Container, Pod};
 use litelet::cri::{pb, RuntimeClient};
+use litelet::events::Recorder;
 use litelet::kubelet::snapshot::PodSnapshot;
 use litelet::metrics;
 use litelet::pleg::PlegHealth;
+use litelet::prober::ProbeManager;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, Limits, ServerConfig, ServerContext};
 use protobuf::MessageField;
@@ -39,6 +41,8 @@ struct Setup {
     limits: Limits,
     /// The `/configz` document (from `Flags::server_config`).
     configz: Option<Arc<Value>>,
+    /// Run a prober on the fake runtime and serve its `/metrics/probes`.
+    prober: bool,
 }
 
 impl Default for Setup {
@@ -49,6 +53,7 @@ impl Default for Setup {
             api: true,
             limits: Limits::default(),
             configz: None,
+            prober: false,
         }
     }
 }
@@ -65,6 +70,7 @@ struct Node {
     heartbeat: Arc<AtomicU64>,
     pods: PodSnapshot,
     runtime: RuntimeClient,
+    prober: Option<ProbeManager>,
     _stop: Sender<()>,
 }
 
@@ -98,6 +104,16 @@ fn start(setup: Setup) -> Node {
     config.configz = setup.configz;
     let heartbeat = Arc::new(AtomicU64::new(now_secs()));
     let pods = PodSnapshot::new();
+    let (stop, shutdown) = bounded::<()>(0);
+    let prober = setup.prober.then(|| {
+        let started = ProbeManager::start(
+            Default::default(),
+            runtime.clone(),
+            Recorder::log_only(),
+            shutdown.clone(),
+        );
+        started.unwrap().0
+    });
     let ctx = ServerContext {
         heartbeat: heartbeat.clone(),
         pleg: PlegHealth::default(),
@@ -107,8 +123,8 @@ fn start(setup: Setup) -> Node {
         status: None,
         api: api.as_ref().map(|a| a.client()),
         stats: None,
+        probes: prober.as_ref().map(|p| p.metrics()),
     };
-    let (stop, shutdown) = bounded::<()>(0);
     let handle = server::start(config, ctx, shutdown).unwrap();
     let server_ca = std::fs::read(dir.path().join("pki/litelet.crt")).unwrap();
     Node {
@@ -122,6 +138,7 @@ fn start(setup: Setup) -> Node {
         heartbeat,
         pods,
         runtime,
+        prober,
         _stop: stop,
     }
 }
@@ -684,6 +701,91 @@ fn configz_serves_the_effective_configuration_of_flags_over_the_file() {
     // A server given no document answers 404.
     let bare = start(open_setup());
     assert_eq!(bare.get(None, "/configz").status, 404);
+}
+
+#[test]
+fn metrics_probes_counts_a_failing_readiness_probe_upwards() {
+    use litelet::api::pod::{ExecAction, Probe, ProbeHandler};
+    use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
+
+    let node = start(Setup {
+        prober: true,
+        ..open_setup()
+    });
+    let log = node.dir.path().join("web.log");
+    write_log(&log, &[]);
+    let ids = run_pod(&node, "default", "web", "uid-web", &[("app", &log, true)]);
+    node.cri
+        .state()
+        .exec_results
+        .insert("cat /tmp/ready".into(), (1, "not ready".into()));
+    let mut pod = node.pods.pods()[0].clone();
+    pod.spec.containers[0].readiness_probe = Some(Probe {
+        handler: ProbeHandler {
+            exec: Some(ExecAction {
+                command: vec!["cat".into(), "/tmp/ready".into()],
+            }),
+            ..Default::default()
+        },
+        period_seconds: Some(1),
+        ..Default::default()
+    });
+    let status = PodRuntimeStatus {
+        uid: "uid-web".into(),
+        containers: vec![ContainerStatus {
+            id: ids[0].clone(),
+            name: "app".into(),
+            state: ContainerState::Running,
+            started_at: (now_secs() as i64) * 1_000_000_000,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let prober = node.prober.as_ref().unwrap();
+    prober.update_pod(&pod, &status, "");
+
+    let failed = "prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"app\",pod=\"web\",namespace=\"default\",pod_uid=\"uid-web\"}";
+    let count = |text: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(failed))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0.0)
+    };
+    let scrape = || {
+        let answer = node.get(None, "/metrics/probes");
+        assert_eq!(answer.status, 200);
+        assert!(answer
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4"));
+        answer.text()
+    };
+    let mut first = 0.0;
+    assert!(
+        wait_until(WAIT, || {
+            first = count(&scrape());
+            first >= 1.0
+        }),
+        "no failed readiness attempt counted: {}",
+        scrape()
+    );
+    assert!(
+        wait_until(WAIT, || count(&scrape()) > first),
+        "the failed count did not grow past {first}: {}",
+        scrape()
+    );
+    let text = scrape();
+    assert!(text.contains("# TYPE prober_probe_total counter"), "{text}");
+    assert!(text.contains("# TYPE prober_probe_duration_seconds histogram"));
+    assert!(!text.contains("result=\"successful\""), "{text}");
+
+    // A forgotten pod's series go away.
+    prober.remove_pod(&pod);
+    assert!(wait_until(WAIT, || count(&scrape()) == 0.0), "{}", scrape());
+
+    // Without a prober the path says so.
+    let bare = start(open_setup());
+    assert_eq!(bare.get(None, "/metrics/probes").status, 503);
 }
 
 #[test]

@@ -186,6 +186,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
         status: None,
         api: None,
         stats: None,
+        probes: None,
     };
     let (_stop, shutdown) = bounded::<()>(0);
     let handle = server::start(config, ctx, shutdown).unwrap();

@@ -30,6 +30,7 @@ use crate::runtime::model::{ContainerState, PodRuntimeStatus};
 use crate::status::containers;
 
 use super::action::{action, Prober};
+use super::metrics::{ProbeMetrics, Probed};
 use super::pool::{Done, Job, Pool};
 use super::results::{ProbeUpdate, Results};
 use super::worker::{first_due, next_due, spread, Gate, Phase, ProbeState, Timing, Verdict};
@@ -79,6 +80,7 @@ pub struct ProbeManager {
     commands: Sender<Command>,
     results: Results,
     updates: Receiver<ProbeUpdate>,
+    metrics: ProbeMetrics,
 }
 
 impl ProbeManager {
@@ -95,6 +97,7 @@ impl ProbeManager {
         let (updates_tx, updates) = crossbeam_channel::unbounded();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let results = Results::new(updates_tx);
+        let metrics = ProbeMetrics::default();
         let now = Instant::now();
         let pool = Pool::new(Arc::new(Prober::new(runtime)), config.clone(), done_tx, now);
         let timer = Timer {
@@ -103,6 +106,7 @@ impl ProbeManager {
             heap: BinaryHeap::new(),
             next_id: 0,
             results: results.clone(),
+            metrics: metrics.clone(),
             recorder,
             pool,
             idle_timeout: config.idle_timeout,
@@ -120,6 +124,7 @@ impl ProbeManager {
             commands,
             results,
             updates,
+            metrics,
         };
         Ok((manager, handle))
     }
@@ -207,6 +212,11 @@ impl ProbeManager {
             .map(|r| r == ProbeResult::Success)
     }
 
+    /// The attempt counters (`/metrics/probes`), shared with the timer thread.
+    pub fn metrics(&self) -> ProbeMetrics {
+        self.metrics.clone()
+    }
+
     /// Counts from the timer thread; None once it has stopped.
     pub fn stats(&self) -> Option<ProberStats> {
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -247,6 +257,7 @@ struct Timer {
     heap: BinaryHeap<Reverse<(Instant, u64)>>,
     next_id: u64,
     results: Results,
+    metrics: ProbeMetrics,
     recorder: Recorder,
     pool: Pool,
     idle_timeout: Duration,
@@ -442,6 +453,8 @@ impl Timer {
             for id in entry.workers.values() {
                 self.workers.remove(id);
             }
+            let pod = &entry.pod;
+            self.metrics.forget_pod(pod.name(), pod.namespace(), uid);
         }
         self.results.remove_pod(uid);
     }
@@ -561,9 +574,25 @@ impl Timer {
         let (uid, container, container_id) =
             (w.uid.clone(), w.container.clone(), w.container_id.clone());
         let (phase, period) = (w.state.phase, w.state.timing.period);
-        if let (Some((reason, message)), Some(entry)) = (event, self.pods.get(&uid)) {
-            self.recorder
-                .container(&entry.pod, &container, EventType::Warning, reason, message);
+        if let Some(entry) = self.pods.get(&uid) {
+            let probed = Probed {
+                kind,
+                container: &container,
+                pod: entry.pod.name(),
+                namespace: entry.pod.namespace(),
+                uid: &uid,
+            };
+            self.metrics
+                .record(&probed, &attempt, now.saturating_duration_since(started));
+            if let Some((reason, message)) = event {
+                self.recorder.container(
+                    &entry.pod,
+                    &container,
+                    EventType::Warning,
+                    reason,
+                    message,
+                );
+            }
         }
         if let Some(result) = published {
             self.results.set(&uid, &container_id, kind, result);

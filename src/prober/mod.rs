@@ -12,7 +12,7 @@
 //!
 //! Files: `manager.rs` (the handle and the timer loop), `pool.rs` (attempt threads),
 //! `worker.rs` (pure per-probe decisions: timing, thresholds, startup gating),
-//! `results.rs` (the shared results cache), `action.rs` (turns a probe spec into an
+//! `results.rs` (the shared results cache), `metrics.rs` (`/metrics/probes` counters), `action.rs` (turns a probe spec into an
 //! action and runs it), and one file per kind: `exec.rs`, `tcp.rs`, `grpc.rs` (with
 //! the generated `grpc_health` code); HTTP GET is `crate::probe::http`, shared with hooks. `docs/prober.md` explains the
 //! design and its measured footprint.
@@ -22,6 +22,7 @@ mod exec;
 mod grpc;
 pub mod grpc_health;
 mod manager;
+pub mod metrics;
 mod pool;
 mod results;
 mod tcp;
@@ -33,6 +34,7 @@ use std::time::Duration;
 
 pub use crate::probe::{Attempt, MAX_OUTPUT};
 pub use manager::{ProbeManager, ProberStats};
+pub use metrics::ProbeMetrics;
 pub use results::ProbeUpdate;
 
 /// The user agent of probe requests (upstream sends `kube-probe/<major>.<minor>`).

@@ -210,6 +210,7 @@ mod tests {
         check("GET", "/stats/summary", "get", &["stats"]);
         check("GET", "/metrics", "get", &["metrics"]);
         check("GET", "/metrics/cadvisor", "get", &["metrics"]);
+        check("GET", "/metrics/probes", "get", &["metrics"]);
         check("GET", "/metricsfoo", "get", &["proxy"]);
         check("GET", "/logs/syslog", "get", &["log"]);
         check("GET", "/spec/", "get", &["spec"]);

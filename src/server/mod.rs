@@ -159,6 +159,9 @@ pub struct ServerContext {
     /// The `stats` thread's samples for `/stats/summary` and `/metrics/resource`;
     /// None when no sampler runs (those paths then answer 503).
     pub stats: Option<crate::stats::StatsStore>,
+    /// The prober's attempt counters for `/metrics/probes`; None without a prober
+    /// (the path then answers 503).
+    pub probes: Option<crate::prober::ProbeMetrics>,
 }
 
 /// A start-up failure of the server.

@@ -4,7 +4,7 @@
 //! authorization, so error messages may name the pod the caller asked for.
 //!
 //! Handlers run on the connection's thread: `/pods`, `/runningpods/` (one CRI list),
-//! `/metrics`, `/metrics/resource`,
+//! `/metrics`, `/metrics/resource`, `/metrics/probes`, `/configz`,
 //! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
 //! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
@@ -43,6 +43,8 @@ pub enum Route {
     Metrics,
     /// `/metrics/resource`: usage for metrics-server.
     MetricsResource,
+    /// `/metrics/probes`: the prober's attempt counters.
+    MetricsProbes,
     /// `/stats/summary`: the stats API summary.
     StatsSummary,
     /// `/configz`: the running KubeletConfiguration.
@@ -84,6 +86,7 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "runningpods" if rest.is_empty() => (Route::RunningPods, get),
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
+        "metrics" if rest == ["probes"] => (Route::MetricsProbes, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
         "configz" if rest.is_empty() => (Route::Configz, get),
         "containerLogs" => (Route::ContainerLogs(target(rest, true, false)?), get),
@@ -198,6 +201,10 @@ pub fn dispatch(
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),
         Route::Configz => Reply::Full(configz(shared)),
+        Route::MetricsProbes => Reply::Full(match &shared.ctx.probes {
+            Some(m) => Response::new(200, "text/plain; version=0.0.4; charset=utf-8", m.render()),
+            None => Response::text(503, "the prober is not running"),
+        }),
         Route::ContainerLogs(t) => container_logs::serve(shared, req, &t, transport),
         Route::Exec(t) => stream::exec(shared, req, &t, transport, buf),
         Route::Attach(t) => stream::attach(shared, req, &t, transport, buf),
@@ -229,6 +236,9 @@ mod tests {
             ("GET", "/stats/summary", Ok(Route::StatsSummary)),
             ("GET", "/stats/summary/", Ok(Route::StatsSummary)),
             ("GET", "/configz", Ok(Route::Configz)),
+            ("GET", "/metrics/probes", Ok(Route::MetricsProbes)),
+            ("GET", "/metrics/probes/", Ok(Route::MetricsProbes)),
+            ("POST", "/metrics/probes", Err(RouteError::MethodNotAllowed)),
             ("POST", "/configz", Err(RouteError::MethodNotAllowed)),
             ("GET", "/configz/x", Err(RouteError::NotFound)),
             ("POST", "/stats/summary", Err(RouteError::MethodNotAllowed)),
