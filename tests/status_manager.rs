@@ -883,12 +883,7 @@ fn a_new_status_is_patched_on_our_last_write_and_a_foreign_write_costs_a_reread(
     assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
         .as_deref()
         == Some("False")));
-    let conflicts = fake
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "patch" && r.status == 409)
-        .count();
-    assert_eq!((conflicts, gets(&fake, "web")), (1, 2));
+    assert_eq!((conflicts(&fake), gets(&fake, "web")), (1, 2));
     assert_eq!(
         condition_of(&fake, "web", "example.com/gate").as_deref(),
         Some("True")
