@@ -319,6 +319,14 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
         find_pod_cgroup_file(&uid, "cpu.cfs_quota_us").as_deref(),
         Some("60000")
     );
+    // A resize moves the resourceVersion on; the status sync patches on the pod as
+    // watched after it, so no status PATCH of this pod met a 409 (2 before the fix).
+    let log = node.log();
+    let conflicts = log
+        .lines()
+        .filter(|l| l.contains("elastic_rn-resize") && l.contains("changed since our last write"))
+        .count();
+    assert_eq!(conflicts, 0, "status PATCHes refused with 409");
 }
 
 /// `kubectl patch --subresource resize` of container `main`'s CPU.

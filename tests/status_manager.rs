@@ -883,12 +883,7 @@ fn a_new_status_is_patched_on_our_last_write_and_a_foreign_write_costs_a_reread(
     assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
         .as_deref()
         == Some("False")));
-    let conflicts = fake
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "patch" && r.status == 409)
-        .count();
-    assert_eq!((conflicts, gets(&fake, "web")), (1, 2));
+    assert_eq!((conflicts(&fake), gets(&fake, "web")), (1, 2));
     assert_eq!(
         condition_of(&fake, "web", "example.com/gate").as_deref(),
         Some("True")
@@ -985,4 +980,75 @@ fn a_pending_retry_of_a_removed_pod_does_not_spin() {
     let _ = handle.join();
     // A spinning thread uses ~100 ticks a second; an idle one none.
     assert!(used < 10, "status threads used {used} ticks in 1 s");
+}
+
+/// The resourceVersion of an API copy, as a number (the fake's are etcd-like).
+fn rv_of(pod: &Pod) -> u64 {
+    pod.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn conflicts(fake: &FakeApi) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.verb == "patch" && r.status == 409)
+        .count()
+}
+
+#[test]
+fn a_status_after_a_resize_is_one_patch_on_the_watched_pod_without_a_conflict() {
+    // litelet: an in-place resize changes the spec, so the resourceVersion of our
+    // last PATCH response is stale. The pod workers hand over the pod as watched
+    // after the resize; its newer resourceVersion is the precondition, so the next
+    // status costs one PATCH: no 409, no GET.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    let m = start(&fake, Flags::new().hooks());
+    m.set_pod_status(&pod, running(false));
+    assert!(wait_until(LONG, || patches(&fake, "web") == 1));
+    let written = api_pod(&fake, "web").unwrap();
+
+    let resized = decode(fake.modify("pods", NS, "web", |p| {
+        p["spec"]["containers"][0]["resources"] =
+            json!({"requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}});
+    }));
+    assert!(
+        rv_of(&resized) > rv_of(&written),
+        "a spec change moves the resourceVersion"
+    );
+    assert_eq!(
+        resized.metadata.generation,
+        written.metadata.generation.map(|g| g + 1)
+    );
+
+    m.set_pod_status(&resized, running(true));
+    assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
+        .as_deref()
+        == Some("True")));
+    std::thread::sleep(QUIET);
+    assert_eq!(conflicts(&fake), 0);
+    assert_eq!((gets(&fake, "web"), patches(&fake, "web")), (1, 2));
+}
+
+#[test]
+fn a_watched_pod_older_than_our_write_leaves_our_write_the_base() {
+    // The pod workers may still hold the pod as created while our PATCH response
+    // is newer: the written copy stays the base and the next status is one PATCH.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    let m = start(&fake, Flags::new().hooks());
+    m.set_pod_status(&pod, running(false));
+    assert!(wait_until(LONG, || patches(&fake, "web") == 1));
+    assert!(rv_of(&api_pod(&fake, "web").unwrap()) > rv_of(&pod));
+
+    m.set_pod_status(&pod, running(true));
+    assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
+        .as_deref()
+        == Some("True")));
+    std::thread::sleep(QUIET);
+    assert_eq!(conflicts(&fake), 0);
+    assert_eq!((gets(&fake, "web"), patches(&fake, "web")), (1, 2));
 }

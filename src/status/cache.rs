@@ -36,7 +36,8 @@ pub struct VersionedStatus {
     pub version: u64,
     /// Normalised.
     pub status: PodStatus,
-    /// The pod the status was set for (its `status` field left empty).
+    /// The pod the status was set for, as the API watch delivered it (with its
+    /// resourceVersion and API status: the sync may base its patch on it).
     pub pod: Arc<Pod>,
     /// TerminatePod ran: no container of the pod will run again.
     pub finished: bool,
@@ -46,13 +47,6 @@ pub struct VersionedStatus {
 #[derive(Debug, Default)]
 pub struct StatusCache {
     pods: HashMap<String, VersionedStatus>,
-}
-
-fn without_status(pod: &Pod) -> Arc<Pod> {
-    Arc::new(Pod {
-        status: PodStatus::default(),
-        ..pod.clone()
-    })
 }
 
 /// True when `status` has the runtime container `id` (API form `<runtime>://<id>` or
@@ -211,7 +205,7 @@ impl StatusCache {
             VersionedStatus {
                 version,
                 status,
-                pod: without_status(pod),
+                pod: Arc::new(pod.clone()),
                 finished,
             },
         );
