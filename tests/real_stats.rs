@@ -2,7 +2,8 @@
 //! as a node on a private real containerd runs two pods, and the node API paths that
 //! metrics-server and monitoring read answer through the apiserver's node proxy,
 //! `kubectl get --raw /api/v1/nodes/<node>/proxy/stats/summary` and
-//! `.../proxy/metrics/resource`. Skips loudly without the assets or root unless CI=true.
+//! `.../proxy/metrics/resource`; also `/configz`, `/runningpods/` and `/metrics/probes`
+//! through the same proxy. Skips loudly without the assets or root unless CI=true.
 
 mod support;
 
@@ -186,4 +187,32 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     assert!(metrics
         .lines()
         .any(|l| l.starts_with("node_memory_working_set_bytes ")));
+
+    // The rest of the node API answers through the same proxy (nodes/proxy covers the
+    // fine-grained subresources for the admin): the running configuration, what the
+    // runtime runs, and the probe counters.
+    let configz: Value = raw(&node, &format!("{base}/configz"))
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .expect("/configz through the apiserver");
+    assert_eq!(
+        configz["kubeletconfig"]["cgroupRoot"],
+        node.cgroup_root(),
+        "{configz}"
+    );
+    let running: Value = raw(&node, &format!("{base}/runningpods/"))
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .expect("/runningpods/ through the apiserver");
+    let names: Vec<&str> = running["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    for name in ["one", "two"] {
+        assert!(names.contains(&name), "{name} not in {running}");
+    }
+    assert!(
+        raw(&node, &format!("{base}/metrics/probes")).is_some(),
+        "/metrics/probes through the apiserver"
+    );
 }
