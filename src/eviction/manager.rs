@@ -51,7 +51,7 @@ const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// The desired pods now (the sync loop's published snapshot; a closure because the
 /// kubelet sits above this module).
-pub type PodsFn = Box<dyn Fn() -> Arc<Vec<Pod>> + Send>;
+pub type PodsFn = Box<dyn Fn() -> Arc<Vec<Arc<Pod>>> + Send>;
 
 /// Everything the `eviction` thread works with.
 pub struct EvictionManager {
@@ -171,6 +171,7 @@ impl EvictionManager {
         let pods = (self.pods)();
         let active: Vec<&Pod> = pods
             .iter()
+            .map(Arc::as_ref)
             .filter(|p| {
                 self.workers.active_pod(p.uid()).is_some()
                     && !self.workers.is_pod_termination_requested(p.uid())
@@ -201,7 +202,11 @@ impl EvictionManager {
             let containers = by_uid(c.pod.uid()).map(container_usage).unwrap_or_default();
             let message = rank::message(t.signal, level, obs_t, c.pod, &containers);
             let grace = self.grace_period(c.pod, t.hard);
-            self.evict(c.pod, message, grace);
+            // The kill hands the pod workers the shared version, not a copy.
+            let Some(pod) = pods.iter().find(|p| p.uid() == c.pod.uid()) else {
+                continue;
+            };
+            self.evict(pod, message, grace);
             crate::metrics::evicted(t.signal.as_str());
             *acted_at = Some(SystemTime::now());
             return;
@@ -297,7 +302,7 @@ impl EvictionManager {
         }
     }
 
-    fn evict(&self, pod: &Pod, message: String, grace: i64) {
+    fn evict(&self, pod: &Arc<Pod>, message: String, grace: i64) {
         log::info!(
             "eviction: evicting pod {}/{} ({}): {message}",
             pod.namespace(),

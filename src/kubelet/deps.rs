@@ -55,7 +55,7 @@ pub trait PodVolumes: Send + Sync {
 pub trait PodProbes: Send + Sync {
     /// Starts or refreshes probe workers for the pod's running containers; `pod_ip`
     /// is where HTTP/TCP/gRPC probes connect by default.
-    fn update_pod(&self, pod: &Pod, status: &PodRuntimeStatus, pod_ip: &str);
+    fn update_pod(&self, pod: &Arc<Pod>, status: &PodRuntimeStatus, pod_ip: &str);
     /// Stops liveness and startup probes (termination has begun).
     fn stop_liveness_and_startup(&self, pod: &Pod);
     /// Stops every probe of the pod.
@@ -87,7 +87,7 @@ impl PodVolumes for NoVolumes {
 pub struct NoProbes;
 
 impl PodProbes for NoProbes {
-    fn update_pod(&self, _: &Pod, _: &PodRuntimeStatus, _: &str) {}
+    fn update_pod(&self, _: &Arc<Pod>, _: &PodRuntimeStatus, _: &str) {}
     fn stop_liveness_and_startup(&self, _: &Pod) {}
     fn remove_pod(&self, _: &Pod) {}
     fn cleanup_pods(&self, _: &HashSet<String>) {}
@@ -100,7 +100,7 @@ impl PodProbes for NoProbes {
 }
 
 impl PodProbes for ProbeManager {
-    fn update_pod(&self, pod: &Pod, status: &PodRuntimeStatus, pod_ip: &str) {
+    fn update_pod(&self, pod: &Arc<Pod>, status: &PodRuntimeStatus, pod_ip: &str) {
         ProbeManager::update_pod(self, pod, status, pod_ip);
     }
     fn stop_liveness_and_startup(&self, pod: &Pod) {

@@ -12,6 +12,7 @@
 //! checkpoint written a moment before a crash may miss a pod, and the first real
 //! list decides.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::gc_loop::GcRequest;
@@ -28,9 +29,11 @@ const RELIST_MAX_AGE: Duration = Duration::from_secs(2);
 
 impl Kubelet {
     pub(super) fn housekeeping(&mut self) {
-        // Borrowed, not cloned: only the pods that need an update are copied.
-        let desired: Vec<&Pod> = self.pods.pods().collect();
-        let working = self.workers.sync_known_pods(desired.iter().copied());
+        // Borrowed, not cloned: the pods that need an update share the pod manager's.
+        let desired: Vec<&Arc<Pod>> = self.pods.pods().collect();
+        let working = self
+            .workers
+            .sync_known_pods(desired.iter().map(|p| Arc::as_ref(p)));
         // Forgotten workers mean finished pods: their dead containers and sandboxes
         // may go now rather than at the next periodic collection.
         if working.len() < self.last_worker_count {
@@ -62,9 +65,14 @@ impl Kubelet {
                 Some((mirror, terminating))
             })
             .collect();
-        let active = self.active_pods(desired.iter().copied());
+        let active: Vec<&Pod> = self
+            .active_pods(desired.iter().copied())
+            .into_iter()
+            .map(Arc::as_ref)
+            .collect();
+        let desired_pods: Vec<&Pod> = desired.iter().map(|p| Arc::as_ref(p)).collect();
         let plan = plan(&PlanInputs {
-            desired: &desired,
+            desired: &desired_pods,
             active: &active,
             working: &working,
             running: &running,

@@ -358,7 +358,7 @@ impl Kubelet {
             }
             Event::SyncTick => {
                 let due = self.queue.take_due(Instant::now());
-                let mut pods: Vec<Pod> = due
+                let mut pods: Vec<Arc<Pod>> = due
                     .iter()
                     .filter_map(|uid| self.pods.get(uid).cloned())
                     .collect();
@@ -416,7 +416,7 @@ impl Kubelet {
     }
 
     /// Pods that count against admission (upstream filterOutInactivePods).
-    fn active_pods<'a>(&self, pods: impl Iterator<Item = &'a Pod>) -> Vec<&'a Pod> {
+    fn active_pods<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<&'a Arc<Pod>> {
         pods.filter(|p| {
             if self.workers.is_pod_known_terminated(p.uid()) {
                 return false;
@@ -428,14 +428,14 @@ impl Kubelet {
         .collect()
     }
 
-    fn update(&self, kind: UpdateType, pod: Pod, mirror: Option<Pod>) {
+    fn update(&self, kind: UpdateType, pod: Arc<Pod>, mirror: Option<Arc<Pod>>) {
         let mut options = UpdatePodOptions::new(kind, pod);
         options.mirror_pod = mirror;
         self.workers.update_pod(options);
     }
 
-    fn handle_pod_additions(&mut self, mut pods: Vec<Pod>) {
-        pods.sort_by_key(creation_key);
+    fn handle_pod_additions(&mut self, mut pods: Vec<Arc<Pod>>) {
+        pods.sort_by_key(|p| creation_key(p));
         // RESIZE: the whole batch is one admission against resize admissions.
         let resize = self.resize.clone();
         let _admission = resize.admission_lock();
@@ -466,8 +466,9 @@ impl Kubelet {
                 // RESIZE: every pod counts at its allocated resources (the checkpoint
                 // is the truth after a restart); an admitted pod's allocation is kept.
                 let wanted = resize.allocated_pod(&pod);
-                let active: Vec<Pod> = active.iter().map(|p| resize.allocated_pod(p)).collect();
-                let active: Vec<&Pod> = active.iter().collect();
+                let active: Vec<Arc<Pod>> =
+                    active.iter().map(|p| resize.allocated_pod(p)).collect();
+                let active: Vec<&Pod> = active.iter().map(Arc::as_ref).collect();
                 admit(&wanted, &active, &node).map(|()| Some(wanted))
             };
             // Rejected pods stay desired too (upstream keeps them in the pod manager).
@@ -495,7 +496,7 @@ impl Kubelet {
     }
 
     /// Fails a pod that cannot run here (upstream rejectPod).
-    fn reject_pod(&self, pod: &Pod, rejection: &Rejection) {
+    fn reject_pod(&self, pod: &Arc<Pod>, rejection: &Rejection) {
         self.recorder.pod(
             pod,
             EventType::Warning,
@@ -509,7 +510,7 @@ impl Kubelet {
         self.status.set_pod_status(pod, status);
     }
 
-    fn handle_pod_updates(&mut self, pods: Vec<Pod>) {
+    fn handle_pod_updates(&mut self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             self.pods.upsert(pod.clone());
             if pod.is_mirror() {
@@ -523,7 +524,7 @@ impl Kubelet {
         }
     }
 
-    fn handle_pod_removes(&mut self, pods: Vec<Pod>) {
+    fn handle_pod_removes(&mut self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             self.pods.remove(&pod);
             crate::metrics::pod_forgotten(pod.uid());
@@ -545,7 +546,7 @@ impl Kubelet {
         }
     }
 
-    fn handle_pod_reconcile(&mut self, pods: Vec<Pod>) {
+    fn handle_pod_reconcile(&mut self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             self.pods.upsert(pod.clone());
             if !pod.spec.readiness_gates.is_empty() && !pod.is_mirror() {
@@ -555,7 +556,7 @@ impl Kubelet {
         }
     }
 
-    fn handle_pod_syncs(&self, pods: Vec<Pod>) {
+    fn handle_pod_syncs(&self, pods: Vec<Arc<Pod>>) {
         for pod in pods {
             if pod.is_mirror() {
                 log::error!("pod {}: sync requested for a mirror pod", pod.full_name());

@@ -1,16 +1,18 @@
 //! The desired pods (upstream pod manager): every pod the sources want on this node,
 //! by UID, and the mirror pods of static pods, by full name.
 //!
-//! Owned by the sync loop thread; nothing else touches it.
+//! Owned by the sync loop thread; nothing else touches it. Pods are the sources'
+//! shared versions (`Arc<Pod>`): what goes to the pod workers is the same allocation.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::api::pod::{Pod, CONFIG_HASH_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY};
 
 #[derive(Default)]
 pub struct PodManager {
-    pods: HashMap<String, Pod>,
-    mirrors: HashMap<String, Pod>,
+    pods: HashMap<String, Arc<Pod>>,
+    mirrors: HashMap<String, Arc<Pod>>,
 }
 
 impl PodManager {
@@ -19,7 +21,7 @@ impl PodManager {
     }
 
     /// Adds or replaces a pod (a mirror pod goes to the mirror table).
-    pub fn upsert(&mut self, pod: Pod) {
+    pub fn upsert(&mut self, pod: Arc<Pod>) {
         if pod.is_mirror() {
             self.mirrors.insert(pod.full_name(), pod);
         } else {
@@ -42,12 +44,12 @@ impl PodManager {
         }
     }
 
-    pub fn get(&self, uid: &str) -> Option<&Pod> {
+    pub fn get(&self, uid: &str) -> Option<&Arc<Pod>> {
         self.pods.get(uid)
     }
 
     /// All desired pods but mirrors.
-    pub fn pods(&self) -> impl Iterator<Item = &Pod> {
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.pods.values()
     }
 
@@ -60,12 +62,12 @@ impl PodManager {
     }
 
     /// The mirror pod of a static pod, if the API has one.
-    pub fn mirror_of(&self, pod: &Pod) -> Option<&Pod> {
+    pub fn mirror_of(&self, pod: &Pod) -> Option<&Arc<Pod>> {
         self.mirrors.get(&pod.full_name())
     }
 
     /// The static pod a mirror pod stands for.
-    pub fn static_of(&self, mirror: &Pod) -> Option<&Pod> {
+    pub fn static_of(&self, mirror: &Pod) -> Option<&Arc<Pod>> {
         let fullname = mirror.full_name();
         self.pods
             .values()
@@ -89,7 +91,7 @@ impl PodManager {
             .collect()
     }
 
-    pub fn mirror_by_fullname(&self, fullname: &str) -> Option<&Pod> {
+    pub fn mirror_by_fullname(&self, fullname: &str) -> Option<&Arc<Pod>> {
         self.mirrors.get(fullname)
     }
 }
@@ -124,8 +126,8 @@ mod tests {
             .metadata
             .annotations
             .insert(CONFIG_MIRROR_ANNOTATION_KEY.into(), "s1".into());
-        manager.upsert(static_pod.clone());
-        manager.upsert(mirror.clone());
+        manager.upsert(Arc::new(static_pod.clone()));
+        manager.upsert(Arc::new(mirror.clone()));
         assert_eq!(manager.len(), 1, "mirrors are not desired pods");
         assert_eq!(manager.mirror_of(&static_pod).map(|m| m.uid()), Some("m1"));
         assert_eq!(manager.static_of(&mirror).map(|p| p.uid()), Some("s1"));

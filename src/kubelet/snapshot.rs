@@ -1,5 +1,5 @@
-//! The desired pods as other threads may read them: the sync loop publishes a copy
-//! after config changes (once a burst of updates is drained, at least every sync
+//! The desired pods as other threads may read them: the sync loop publishes a list
+//! of the pod manager's shared pods (no pod is copied) after config changes (once a burst of updates is drained, at least every sync
 //! period), and the node server's `/pods` and log/exec lookups read it. Writers: the
 //! `sync` thread only. Readers: server connection threads. The lock is held only to
 //! swap or clone the list, never across I/O.
@@ -11,7 +11,7 @@ use crate::api::pod::Pod;
 /// A shared, replace-on-write copy of the desired pods (mirror pods excluded).
 #[derive(Clone, Default)]
 pub struct PodSnapshot {
-    pods: Arc<RwLock<Arc<Vec<Pod>>>>,
+    pods: Arc<RwLock<Arc<Vec<Arc<Pod>>>>>,
 }
 
 impl PodSnapshot {
@@ -20,19 +20,19 @@ impl PodSnapshot {
     }
 
     /// Replaces the published pods.
-    pub fn publish<'a>(&self, pods: impl Iterator<Item = &'a Pod>) {
-        let mut list: Vec<Pod> = pods.cloned().collect();
+    pub fn publish<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) {
+        let mut list: Vec<Arc<Pod>> = pods.cloned().collect();
         list.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
         *self.pods.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(list);
     }
 
     /// The pods as last published, sorted by namespace and name.
-    pub fn pods(&self) -> Arc<Vec<Pod>> {
+    pub fn pods(&self) -> Arc<Vec<Arc<Pod>>> {
         self.pods.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The pod named `namespace/name`, if desired.
-    pub fn find(&self, namespace: &str, name: &str) -> Option<Pod> {
+    pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         self.pods()
             .iter()
             .find(|p| p.namespace() == namespace && p.name() == name)
@@ -44,11 +44,11 @@ impl PodSnapshot {
 mod tests {
     use super::*;
 
-    fn pod(ns: &str, name: &str) -> Pod {
+    fn pod(ns: &str, name: &str) -> Arc<Pod> {
         let mut p = Pod::default();
         p.metadata.namespace = Some(ns.into());
         p.metadata.name = Some(name.into());
-        p
+        Arc::new(p)
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl KubeletSyncer {
     /// The pod's API status as of `runtime` (upstream generateAPIPodStatus).
     fn api_status(
         &self,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         runtime: &PodRuntimeStatus,
         terminal: bool,
         terminating: bool,
@@ -287,8 +287,8 @@ impl PodSyncer for KubeletSyncer {
         &self,
         cancel: &Cancel,
         _update_type: UpdateType,
-        pod: &Pod,
-        mirror: Option<&Pod>,
+        pod: &Arc<Pod>,
+        mirror: Option<&Arc<Pod>>,
         runtime: &PodRuntimeStatus,
     ) -> Result<Synced, SyncError> {
         // RESIZE: resize admission first; everything below runs the allocated pod.
@@ -320,7 +320,7 @@ impl PodSyncer for KubeletSyncer {
             return Err(PodSyncError::NetworkNotReady(problem).into());
         }
         let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
-        self.sync_mirror_pod(pod, mirror);
+        self.sync_mirror_pod(pod, mirror.map(|m| &**m));
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
             self.recorder
@@ -398,7 +398,7 @@ impl PodSyncer for KubeletSyncer {
     fn sync_terminating_pod(
         &self,
         cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         runtime: &PodRuntimeStatus,
         grace: Option<i64>,
         status_fn: Option<StatusFn>,
@@ -472,7 +472,7 @@ impl PodSyncer for KubeletSyncer {
     fn sync_terminated_pod(
         &self,
         _cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         runtime: &PodRuntimeStatus,
     ) -> Result<(), SyncError> {
         let api = self.api_status(pod, runtime, true, true);

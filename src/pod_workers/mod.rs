@@ -48,15 +48,15 @@ pub trait PodSyncer: Send + Sync {
         &self,
         cancel: &Cancel,
         update_type: UpdateType,
-        pod: &Pod,
-        mirror: Option<&Pod>,
+        pod: &Arc<Pod>,
+        mirror: Option<&Arc<Pod>>,
         status: &PodRuntimeStatus,
     ) -> Result<Synced, SyncError>;
     /// Stops every container of the pod within the grace period.
     fn sync_terminating_pod(
         &self,
         cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         status: &PodRuntimeStatus,
         grace: Option<i64>,
         status_fn: Option<StatusFn>,
@@ -71,7 +71,7 @@ pub trait PodSyncer: Send + Sync {
     fn sync_terminated_pod(
         &self,
         cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         status: &PodRuntimeStatus,
     ) -> Result<(), SyncError>;
 }
@@ -282,7 +282,12 @@ impl PodWorkers {
                         options.running_pod = None;
                         pod_view = Some(pod);
                     }
-                    None => pod_view = options.running_pod.as_ref().map(pod_from_running),
+                    None => {
+                        pod_view = options
+                            .running_pod
+                            .as_ref()
+                            .map(|r| Arc::new(pod_from_running(r)))
+                    }
                 }
             }
 
@@ -306,7 +311,7 @@ impl PodWorkers {
             }
             // 7. Transition to terminating.
             if !status.is_termination_requested() {
-                let pod = pod_view.as_ref();
+                let pod = pod_view.as_deref();
                 let deleted = is_runtime_pod || pod.is_some_and(|p| p.deletion_requested());
                 let killed = options.update_type == UpdateType::Kill;
                 let reason = deleted || pod.is_some_and(is_terminal_phase) || killed;
@@ -337,7 +342,7 @@ impl PodWorkers {
                 }
                 let (grace, shortened) = effective_grace_period(
                     status.grace_period,
-                    pod_view.as_ref(),
+                    pod_view.as_deref(),
                     kill.grace_override,
                 );
                 status.grace_period = grace;
@@ -488,7 +493,7 @@ impl PodWorkers {
     }
 
     /// The pod the worker acts on (its last consumed update).
-    pub fn active_pod(&self, uid: &str) -> Option<Pod> {
+    pub fn active_pod(&self, uid: &str) -> Option<Arc<Pod>> {
         self.lock()
             .statuses
             .get(uid)
@@ -607,7 +612,7 @@ impl PodWorkers {
     /// is terminated but not yet finished (behaviour 14).
     pub fn kill_pod_now(
         &self,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         evict: bool,
         grace_override: Option<i64>,
         status_fn: Option<StatusFn>,

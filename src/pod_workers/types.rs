@@ -68,9 +68,10 @@ pub struct UpdatePodOptions {
     pub update_type: UpdateType,
     /// When the update entered litelet (latency metrics only).
     pub start_time: Option<Instant>,
-    /// The pod; None only for runtime-only kills.
-    pub pod: Option<Pod>,
-    pub mirror_pod: Option<Pod>,
+    /// The pod; None only for runtime-only kills. Shared with the pod manager and
+    /// the sources: a pod version is one allocation, never deep-copied per holder.
+    pub pod: Option<Arc<Pod>>,
+    pub mirror_pod: Option<Arc<Pod>>,
     /// A pod only the runtime knows; valid only with `Kill` and no `pod`.
     pub running_pod: Option<RunningPod>,
     pub kill: Option<KillPodOptions>,
@@ -78,7 +79,7 @@ pub struct UpdatePodOptions {
 
 impl UpdatePodOptions {
     /// An update of the given type for `pod`.
-    pub fn new(update_type: UpdateType, pod: Pod) -> UpdatePodOptions {
+    pub fn new(update_type: UpdateType, pod: Arc<Pod>) -> UpdatePodOptions {
         UpdatePodOptions {
             update_type,
             start_time: Some(Instant::now()),

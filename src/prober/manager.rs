@@ -135,8 +135,8 @@ impl ProbeManager {
     }
 
     /// Registers a pod; its probes start once `update_pod` reports running containers.
-    pub fn add_pod(&self, pod: &Pod) {
-        self.send(Command::AddPod(Arc::new(pod.clone())));
+    pub fn add_pod(&self, pod: &Arc<Pod>) {
+        self.send(Command::AddPod(Arc::clone(pod)));
     }
 
     /// Matches workers to what runs: starts workers for probed containers whose newest
@@ -144,7 +144,7 @@ impl ProbeManager {
     /// and stops those of containers no longer running. `pod_ip` is the default host
     /// (the node IP for host-network pods). A pod being deleted gets no new liveness or
     /// startup workers and its running ones stop with Success.
-    pub fn update_pod(&self, pod: &Pod, status: &PodRuntimeStatus, pod_ip: &str) {
+    pub fn update_pod(&self, pod: &Arc<Pod>, status: &PodRuntimeStatus, pod_ip: &str) {
         let mut running = Vec::new();
         for c in probed(pod) {
             if let Some(newest) = status.newest(&c.name) {
@@ -158,7 +158,7 @@ impl ProbeManager {
             }
         }
         self.send(Command::UpdatePod {
-            pod: Arc::new(pod.clone()),
+            pod: Arc::clone(pod),
             running,
             pod_ip: pod_ip.to_owned(),
         });
@@ -232,6 +232,11 @@ fn probed(pod: &Pod) -> impl Iterator<Item = &Container> {
     pod.spec.containers.iter().chain(sidecars)
 }
 
+/// Whether any probed container has a probe: the timer keeps nothing for other pods.
+fn has_probes(pod: &Pod) -> bool {
+    probed(pod).any(|c| ProbeKind::ALL.iter().any(|kind| kind.of(c).is_some()))
+}
+
 struct PodEntry {
     pod: Arc<Pod>,
     pod_ip: String,
@@ -298,7 +303,9 @@ impl Timer {
     fn handle(&mut self, command: Command, now: Instant) {
         match command {
             Command::AddPod(pod) => {
-                self.entry(pod);
+                if has_probes(&pod) {
+                    self.entry(pod);
+                }
             }
             Command::UpdatePod {
                 pod,
@@ -343,6 +350,13 @@ impl Timer {
 
     fn update(&mut self, pod: Arc<Pod>, running: &[Running], pod_ip: String, now: Instant) {
         let uid = pod.uid().to_owned();
+        if !has_probes(&pod) {
+            // Nothing to run (probes cannot be added to a pod): keep no entry.
+            if self.pods.contains_key(&uid) {
+                self.remove_pod(&uid);
+            }
+            return;
+        }
         let deleting = pod.deletion_requested();
         let entry = self.entry(pod.clone());
         entry.pod_ip = pod_ip;

@@ -9,6 +9,7 @@
 //! status) reads that pod.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +84,24 @@ impl PodAllocation {
     /// to admit (or to refuse).
     pub fn differs_from(&self, pod: &Pod) -> bool {
         !self.same(&PodAllocation::of(pod))
+    }
+}
+
+/// [`allocated_pod`] for a shared pod: the same allocation when every container
+/// already runs at its allocation (every pod not being resized), a new version only
+/// when something differs.
+pub fn allocated_version(pod: &Arc<Pod>, allocation: &PodAllocation) -> Arc<Pod> {
+    let containers = pod.spec.containers.iter().chain(&pod.spec.init_containers);
+    let unchanged = containers.into_iter().all(|c| {
+        allocation
+            .containers
+            .get(&c.name)
+            .is_none_or(|alloc| ContainerAllocation::of(c).same(alloc))
+    });
+    if unchanged {
+        Arc::clone(pod)
+    } else {
+        Arc::new(allocated_pod(pod, allocation))
     }
 }
 

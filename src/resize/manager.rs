@@ -31,7 +31,7 @@ use crate::events::EventType;
 use crate::runtime::model::PodRuntimeStatus;
 
 use super::admission::{can_resize, PendingReason, ResizeRequest, Verdict};
-use super::allocation::{allocated_pod, ContainerAllocation, PodAllocation};
+use super::allocation::{allocated_version, ContainerAllocation, PodAllocation};
 use super::checkpoint::{Allocations, Checkpoint, CheckpointError};
 use crate::runtime::resize::compute::containers_not_resized;
 
@@ -113,8 +113,9 @@ pub struct ResizeManager {
 /// The outcome of [`ResizeManager::sync`].
 #[derive(Clone, Debug)]
 pub struct Synced {
-    /// The pod to run: its spec resources are the allocated ones.
-    pub pod: Pod,
+    /// The pod to run: its spec resources are the allocated ones (the synced pod's
+    /// own allocation when nothing is resized).
+    pub pod: Arc<Pod>,
     /// Events to record.
     pub events: Vec<ResizeEvent>,
 }
@@ -209,15 +210,15 @@ impl ResizeManager {
     }
 
     /// The pod at its allocated resources (the pod itself when none is recorded).
-    pub fn allocated_pod(&self, pod: &Pod) -> Pod {
+    pub fn allocated_pod(&self, pod: &Arc<Pod>) -> Arc<Pod> {
         let state = self.state();
         match state
             .pods
             .get(pod.uid())
             .and_then(|e| e.allocation.as_ref())
         {
-            Some(allocation) => allocated_pod(pod, allocation),
-            None => pod.clone(),
+            Some(allocation) => allocated_version(pod, allocation),
+            None => Arc::clone(pod),
         }
     }
 
@@ -229,7 +230,7 @@ impl ResizeManager {
 
     /// Records that `allocated` (a pod at its allocated resources) was admitted: its
     /// allocation is checkpointed if new or changed. Call with the admission lock held.
-    pub fn record_admitted(&self, allocated: &Pod) -> Result<(), CheckpointError> {
+    pub fn record_admitted(&self, allocated: &Arc<Pod>) -> Result<(), CheckpointError> {
         if self.note_admitted(allocated) {
             self.store_allocations()
         } else {
@@ -241,11 +242,11 @@ impl ResizeManager {
     /// ([`store_allocations`](Self::store_allocations), once for a whole batch of
     /// additions: one fsync instead of one per pod). Call with the admission lock held
     /// until the store, so no pod worker syncs a pod whose allocation is not on disk.
-    pub fn note_admitted(&self, allocated: &Pod) -> bool {
+    pub fn note_admitted(&self, allocated: &Arc<Pod>) -> bool {
         let allocation = PodAllocation::of(allocated);
         let mut state = self.state();
         let entry = state.pods.entry(allocated.uid().to_owned()).or_default();
-        entry.pod = Some(Arc::new(allocated.clone()));
+        entry.pod = Some(Arc::clone(allocated));
         if entry
             .allocation
             .as_ref()
@@ -272,7 +273,7 @@ impl ResizeManager {
     /// Only pods whose API phase is Running are judged (and static pods, which are
     /// refused); any other pod keeps its allocation until it runs. A failed checkpoint
     /// write refuses the resize for now (an error for the sync, which retries).
-    pub fn sync(&self, pod: &Pod, now: Time) -> Result<Synced, CheckpointError> {
+    pub fn sync(&self, pod: &Arc<Pod>, now: Time) -> Result<Synced, CheckpointError> {
         let _admission = self.admission_lock();
         let mut state = self.state();
         let uid = pod.uid().to_owned();
@@ -283,21 +284,21 @@ impl ResizeManager {
             // checkpoint was lost): it runs with its spec.
             let entry = state.pods.entry(uid.clone()).or_default();
             entry.allocation = Some(PodAllocation::of(pod));
-            entry.pod = Some(Arc::new(pod.clone()));
+            entry.pod = Some(Arc::clone(pod));
             self.store(&state)?;
             return Ok(Synced {
-                pod: pod.clone(),
+                pod: Arc::clone(pod),
                 events,
             });
         };
-        let allocated = allocated_pod(pod, &current);
+        let allocated = allocated_version(pod, &current);
         let judge = pod.is_static() || pod.status.phase == Some(PodPhase::Running);
         if !current.differs_from(pod) || !judge {
             let entry = state.pods.entry(uid).or_default();
             if !current.differs_from(pod) {
                 entry.pending = None;
             }
-            entry.pod = Some(Arc::new(allocated.clone()));
+            entry.pod = Some(Arc::clone(&allocated));
             return Ok(Synced {
                 pod: allocated,
                 events,
@@ -346,7 +347,7 @@ impl ResizeManager {
                     old.as_ref(),
                     now,
                 ));
-                entry.pod = Some(Arc::new(pod.clone()));
+                entry.pod = Some(Arc::clone(pod));
                 state.freed |= freed;
                 events.push(ResizeEvent {
                     kind: EventType::Normal,
@@ -357,7 +358,7 @@ impl ResizeManager {
                     ),
                 });
                 Ok(Synced {
-                    pod: pod.clone(),
+                    pod: Arc::clone(pod),
                     events,
                 })
             }
@@ -377,7 +378,7 @@ impl ResizeManager {
                     old.as_ref(),
                     now,
                 ));
-                entry.pod = Some(Arc::new(allocated.clone()));
+                entry.pod = Some(Arc::clone(&allocated));
                 if !unchanged {
                     events.push(ResizeEvent {
                         kind: EventType::Warning,

@@ -11,6 +11,7 @@
 //! so the caller can report the new `resources` and conditions at once instead of at
 //! the next periodic sync.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::api::meta::Time;
@@ -36,9 +37,9 @@ fn record(recorder: &Recorder, pod: &Pod, events: Vec<ResizeEvent>) {
 pub fn before_runtime_sync(
     resize: &ResizeManager,
     recorder: &Recorder,
-    pod: &Pod,
+    pod: &Arc<Pod>,
     runtime: &PodRuntimeStatus,
-) -> Result<Pod, CheckpointError> {
+) -> Result<Arc<Pod>, CheckpointError> {
     let now = Time::now();
     let synced = resize.sync(pod, now)?;
     record(recorder, &synced.pod, synced.events);

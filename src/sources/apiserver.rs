@@ -31,6 +31,7 @@
 //! State (the API's view of our pods, and what was sent) is owned by `api-watch` alone.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -111,7 +112,7 @@ pub fn spawn_with(
 
     let field_selector = format!("spec.nodeName={}", options.node_name);
     let checkpoint = match &options.checkpoint {
-        Some(spec) => Some(spec.start::<Pod>(API_PODS)?),
+        Some(spec) => Some(spec.start::<Arc<Pod>>(API_PODS)?),
         None => None,
     };
     let watcher = Watcher {
@@ -159,13 +160,16 @@ struct Watcher {
     stop: Receiver<()>,
     /// What the sync loop has been told.
     sent: SourcePods,
-    /// The API server's current view of our pods, by UID.
-    api_pods: BTreeMap<String, Pod>,
+    /// The API server's current view of our pods, by UID. Once a pod is classified
+    /// its entry is the version sent to the sync loop (the same allocation, with the
+    /// local annotations), so the source holds one copy of each pod, shared with the
+    /// checkpoint writer and everything downstream.
+    api_pods: BTreeMap<String, Arc<Pod>>,
     resource_version: Option<String>,
     path: String,
     field_selector: String,
     /// The checkpoint file (read once) and its writer thread.
-    checkpoint: Option<(CheckpointFile, Writer<Pod>)>,
+    checkpoint: Option<(CheckpointFile, Writer<Arc<Pod>>)>,
     /// A list has succeeded since start-up.
     listed: bool,
     /// The checkpoint was read (once, after the first failed list).
@@ -271,7 +275,7 @@ impl Watcher {
         let mut pods = BTreeMap::new();
         for item in list.items {
             if let Some(pod) = self.decode_pod(item) {
-                pods.insert(pod.uid().to_owned(), pod);
+                pods.insert(pod.uid().to_owned(), Arc::new(pod));
             }
         }
         log::debug!(
@@ -282,10 +286,11 @@ impl Watcher {
         self.api_pods = pods;
         self.resource_version = list.metadata.resource_version;
         self.listed = true;
+        let sent = self.send_changes();
         if let Some((_, writer)) = &self.checkpoint {
             writer.replace(self.api_pods.clone(), self.resource_version.clone());
         }
-        if !self.send_changes() {
+        if !sent {
             return Ok(false);
         }
         if std::mem::take(&mut self.provisional) {
@@ -323,7 +328,7 @@ impl Watcher {
                 return true;
             }
         };
-        let pods: Vec<Pod> = contents
+        let pods: Vec<Arc<Pod>> = contents
             .items
             .into_iter()
             .filter(|(uid, pod)| {
@@ -335,7 +340,7 @@ impl Watcher {
                 }
                 ok
             })
-            .map(|(_, pod)| pod)
+            .map(|(_, pod)| Arc::new(pod))
             .collect();
         log::warn!(
             "api-watch: API server unreachable at start-up; running {} pods from the checkpoint (resourceVersion {:?})",
@@ -400,10 +405,7 @@ impl Watcher {
                     return true;
                 };
                 let uid = pod.uid().to_owned();
-                if let Some((_, writer)) = &self.checkpoint {
-                    writer.upsert(uid.clone(), pod.clone(), self.resource_version.clone());
-                }
-                self.api_pods.insert(uid.clone(), pod);
+                self.api_pods.insert(uid.clone(), Arc::new(pod));
                 uid
             }
             WatchEventType::Deleted => {
@@ -412,9 +414,6 @@ impl Watcher {
                 };
                 if self.api_pods.remove(pod.uid()).is_none() {
                     return true;
-                }
-                if let Some((_, writer)) = &self.checkpoint {
-                    writer.remove(pod.uid().to_owned(), self.resource_version.clone());
                 }
                 pod.uid().to_owned()
             }
@@ -425,7 +424,44 @@ impl Watcher {
             }
         };
         let updates = self.sent.apply_one(&self.api_pods, &uid, SystemTime::now());
+        self.share_sent(Some(&uid));
+        if let Some((_, writer)) = &self.checkpoint {
+            let rv = self.resource_version.clone();
+            match self.api_pods.get(&uid) {
+                Some(pod) => writer.upsert(uid, Arc::clone(pod), rv),
+                None => writer.remove(uid, rv),
+            }
+        }
         self.send(updates)
+    }
+
+    /// Points the API view's entries (all, or just `uid`) at the versions sent to the
+    /// sync loop where those differ only by the local annotations, so the decoded
+    /// copy is dropped and one allocation per pod remains. Later comparisons see the
+    /// same resourceVersion and classify as before.
+    fn share_sent(&mut self, uid: Option<&str>) {
+        let sent = &self.sent;
+        let share = |uid: &str, pod: &mut Arc<Pod>| {
+            if let Some(kept) = sent.get(uid) {
+                let same_version = kept.metadata.resource_version.is_some()
+                    && kept.metadata.resource_version == pod.metadata.resource_version;
+                if same_version && !Arc::ptr_eq(kept, pod) {
+                    *pod = Arc::clone(kept);
+                }
+            }
+        };
+        match uid {
+            Some(uid) => {
+                if let Some(pod) = self.api_pods.get_mut(uid) {
+                    share(uid, pod);
+                }
+            }
+            None => {
+                for (uid, pod) in self.api_pods.iter_mut() {
+                    share(uid, pod);
+                }
+            }
+        }
     }
 
     /// Decodes a pod from the API, or logs why not. Pods without a UID, or bound to
@@ -467,6 +503,7 @@ impl Watcher {
         let updates = self
             .sent
             .apply_snapshot(self.api_pods.values(), SystemTime::now());
+        self.share_sent(None);
         self.send(updates)
     }
 

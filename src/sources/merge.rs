@@ -27,9 +27,14 @@
 //! falls back to the full snapshot when a duplicate name is involved, so the result
 //! is always the one [`SourcePods::apply_snapshot`] would give.
 //!
+//! Pods are shared (`Arc<Pod>`): the kept copy is the incoming allocation itself
+//! when it already carries the local annotations, and what goes to the sync loop is
+//! the kept allocation, so a pod version exists once however many holders it has.
+//!
 //! Pure: no I/O, no clock ("now" is an argument). Owned by one source thread.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::api::meta::Time;
@@ -53,7 +58,7 @@ fn is_local_annotation(key: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct SourcePods {
     source: &'static str,
-    pods: BTreeMap<String, Pod>,
+    pods: BTreeMap<String, Arc<Pod>>,
     /// UID of the kept pod of each full name (`name_namespace`).
     names: HashMap<String, String>,
     seen_snapshot: bool,
@@ -62,11 +67,11 @@ pub struct SourcePods {
 /// Pods of one merge, by operation.
 #[derive(Default)]
 struct Changes {
-    adds: Vec<Pod>,
-    updates: Vec<Pod>,
-    deletes: Vec<Pod>,
-    removes: Vec<Pod>,
-    reconciles: Vec<Pod>,
+    adds: Vec<Arc<Pod>>,
+    updates: Vec<Arc<Pod>>,
+    deletes: Vec<Arc<Pod>>,
+    removes: Vec<Arc<Pod>>,
+    reconciles: Vec<Arc<Pod>>,
 }
 
 impl SourcePods {
@@ -81,11 +86,11 @@ impl SourcePods {
     }
 
     /// The pods as last sent.
-    pub fn pods(&self) -> impl Iterator<Item = &Pod> {
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.pods.values()
     }
 
-    pub fn get(&self, uid: &str) -> Option<&Pod> {
+    pub fn get(&self, uid: &str) -> Option<&Arc<Pod>> {
         self.pods.get(uid)
     }
 
@@ -101,7 +106,7 @@ impl SourcePods {
     /// returns the updates that tell the sync loop what changed.
     pub fn apply_snapshot<'a>(
         &mut self,
-        pods: impl IntoIterator<Item = &'a Pod>,
+        pods: impl IntoIterator<Item = &'a Arc<Pod>>,
         now: SystemTime,
     ) -> Vec<PodUpdate> {
         let first = !self.seen_snapshot;
@@ -139,7 +144,7 @@ impl SourcePods {
                     stored
                 }
                 None => {
-                    let added = self.first_seen(pod.clone(), now);
+                    let added = self.first_seen(pod, now);
                     changes.adds.push(added.clone());
                     added
                 }
@@ -162,7 +167,7 @@ impl SourcePods {
     /// same updates, without visiting the other pods.
     pub fn apply_one(
         &mut self,
-        all: &BTreeMap<String, Pod>,
+        all: &BTreeMap<String, Arc<Pod>>,
         uid: &str,
         now: SystemTime,
     ) -> Vec<PodUpdate> {
@@ -200,7 +205,7 @@ impl SourcePods {
                         // Which of two same-named pods wins is the snapshot's rule.
                         return self.apply_snapshot(all.values(), now);
                     }
-                    let added = self.first_seen(pod.clone(), now);
+                    let added = self.first_seen(pod, now);
                     changes.adds.push(added.clone());
                     self.pods.insert(uid.to_owned(), added);
                     self.names.insert(name, uid.to_owned());
@@ -212,7 +217,11 @@ impl SourcePods {
 
     /// Compares the kept copy with the incoming pod: returns the new copy to keep and
     /// what to tell the sync loop (`None`: nothing it cares about changed).
-    fn check_and_update(&self, existing: Pod, incoming: &Pod) -> (Pod, Option<PodOperation>) {
+    fn check_and_update(
+        &self,
+        existing: Arc<Pod>,
+        incoming: &Arc<Pod>,
+    ) -> (Arc<Pod>, Option<PodOperation>) {
         // Same resourceVersion from the API server: the very same object.
         let rv = incoming.metadata.resource_version.as_deref();
         if rv.is_some_and(|rv| !rv.is_empty())
@@ -235,32 +244,42 @@ impl SourcePods {
             // Not even metadata moved (a source without resourceVersions): keep as is.
             return (existing, None);
         }
-        let mut stored = incoming.clone();
-        self.carry_local_annotations(&mut stored, &existing);
-        (stored, op)
+        (self.carry_local_annotations(incoming, &existing), op)
     }
 
-    fn carry_local_annotations(&self, pod: &mut Pod, existing: &Pod) {
-        let ann = &mut pod.metadata.annotations;
+    /// `pod` with the local annotations of `existing` and this source's name: the
+    /// same allocation when it already has them (a source that keeps what it sent),
+    /// else a new version.
+    fn carry_local_annotations(&self, pod: &Arc<Pod>, existing: &Pod) -> Arc<Pod> {
+        let wanted = |key: &str| match key {
+            CONFIG_SOURCE_ANNOTATION_KEY => Some(self.source),
+            _ => existing.metadata.annotations.get(key).map(String::as_str),
+        };
+        let carried = LOCAL_ANNOTATIONS.iter().all(|key| {
+            wanted(key).is_none_or(|v| pod.metadata.annotation(key) == Some(v))
+        });
+        if carried {
+            return Arc::clone(pod);
+        }
+        let mut stored = Pod::clone(pod);
+        let ann = &mut stored.metadata.annotations;
         for key in LOCAL_ANNOTATIONS {
-            if let Some(v) = existing.metadata.annotations.get(key) {
-                ann.insert(key.to_owned(), v.clone());
+            if let Some(v) = wanted(key) {
+                ann.insert(key.to_owned(), v.to_owned());
             }
         }
-        ann.insert(
-            CONFIG_SOURCE_ANNOTATION_KEY.to_owned(),
-            self.source.to_owned(),
-        );
+        Arc::new(stored)
     }
 
-    fn first_seen(&self, mut pod: Pod, now: SystemTime) -> Pod {
+    fn first_seen(&self, pod: &Pod, now: SystemTime) -> Arc<Pod> {
+        let mut pod = pod.clone();
         let ann = &mut pod.metadata.annotations;
         ann.insert(
             CONFIG_SOURCE_ANNOTATION_KEY.to_owned(),
             self.source.to_owned(),
         );
         ann.insert(CONFIG_SEEN_ANNOTATION_KEY.to_owned(), seen_timestamp(now));
-        pod
+        Arc::new(pod)
     }
 }
 
@@ -278,7 +297,7 @@ fn incoming_meta_with_local(existing: &Pod, incoming: &Pod) -> crate::api::meta:
 
 impl Changes {
     /// Files a known pod under what its check found (no operation: nothing to send).
-    fn record(&mut self, op: Option<PodOperation>, pod: &Pod) {
+    fn record(&mut self, op: Option<PodOperation>, pod: &Arc<Pod>) {
         let list = match op {
             Some(PodOperation::Update) => &mut self.updates,
             Some(PodOperation::Delete) => &mut self.deletes,
@@ -290,7 +309,7 @@ impl Changes {
 
     fn into_updates(self, source: &'static str, first_snapshot: bool) -> Vec<PodUpdate> {
         let mut out = Vec::new();
-        let mut push = |pods: Vec<Pod>, op| {
+        let mut push = |pods: Vec<Arc<Pod>>, op| {
             if !pods.is_empty() {
                 out.push(PodUpdate {
                     pods,

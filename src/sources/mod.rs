@@ -14,6 +14,8 @@ pub mod file;
 pub mod merge;
 pub mod services;
 
+use std::sync::Arc;
+
 use crate::api::pod::Pod;
 
 /// Where a pod came from; also the value of the `kubernetes.io/config.source` annotation.
@@ -39,7 +41,8 @@ pub enum PodOperation {
 /// A batch of pods from one source with one operation.
 #[derive(Clone, Debug)]
 pub struct PodUpdate {
-    pub pods: Vec<Pod>,
+    /// Each pod version is one shared allocation from the source onwards.
+    pub pods: Vec<Arc<Pod>>,
     pub op: PodOperation,
     /// [`SOURCE_API`] or [`SOURCE_FILE`].
     pub source: &'static str,

@@ -37,7 +37,8 @@ pub struct VersionedStatus {
     /// Normalised.
     pub status: PodStatus,
     /// The pod the status was set for, as the API watch delivered it (with its
-    /// resourceVersion and API status: the sync may base its patch on it).
+    /// resourceVersion and API status: the sync may base its patch on it). The
+    /// caller's shared version, not a copy.
     pub pod: Arc<Pod>,
     /// TerminatePod ran: no container of the pod will run again.
     pub finished: bool,
@@ -77,13 +78,13 @@ impl StatusCache {
 
     /// A status from a pod worker (upstream `SetPodStatus`): forced when the pod is
     /// being deleted, so the deletion path always gets a fresh sync.
-    pub fn set_pod_status(&mut self, pod: &Pod, status: PodStatus, now: Time) -> bool {
+    pub fn set_pod_status(&mut self, pod: &Arc<Pod>, status: PodStatus, now: Time) -> bool {
         let force = pod.deletion_requested();
         self.update(pod, status, force, false, now)
     }
 
     /// The final status of a pod whose containers are gone (upstream `TerminatePod`).
-    pub fn terminate_pod(&mut self, pod: &Pod, now: Time) -> bool {
+    pub fn terminate_pod(&mut self, pod: &Arc<Pod>, now: Time) -> bool {
         let base = self.pods.get(pod.uid()).map_or(&pod.status, |c| &c.status);
         let status = terminated_status(pod, base);
         self.update(pod, status, true, true, now)
@@ -173,7 +174,7 @@ impl StatusCache {
     /// true when a version was stored.
     fn update(
         &mut self,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         mut status: PodStatus,
         force: bool,
         finished: bool,
@@ -205,7 +206,7 @@ impl StatusCache {
             VersionedStatus {
                 version,
                 status,
-                pod: Arc::new(pod.clone()),
+                pod: Arc::clone(pod),
                 finished,
             },
         );

@@ -194,7 +194,7 @@ impl StatusManager {
     }
 
     /// Caches `status` as the pod's newest (upstream `SetPodStatus`).
-    pub fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
+    pub fn set_pod_status(&self, pod: &Arc<Pod>, status: PodStatus) {
         if status.phase == Some(crate::api::pod::PodPhase::Running) {
             crate::metrics::pod_running(pod.uid(), std::time::Instant::now());
         }
@@ -224,7 +224,7 @@ impl StatusManager {
     /// Called once the pod's containers are gone: every container without a known
     /// exit is reported lost, a non-static pod gets a terminal phase, and the pod is
     /// marked finished (its API object may then be deleted).
-    pub fn terminate_pod(&self, pod: &Pod) {
+    pub fn terminate_pod(&self, pod: &Arc<Pod>) {
         let changed = self.shared.cache().terminate_pod(pod, Time::now());
         self.changed(changed);
     }

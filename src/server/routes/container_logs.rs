@@ -84,7 +84,7 @@ pub fn log_options(req: &Request, now_nanos: i128) -> Result<(LogOptions, bool),
 }
 
 /// The desired pod a target names (UID checked when given).
-pub(super) fn find_pod(shared: &Shared, t: &Target) -> Result<Pod, Response> {
+pub(super) fn find_pod(shared: &Shared, t: &Target) -> Result<std::sync::Arc<Pod>, Response> {
     let missing = || {
         Response::text(
             404,

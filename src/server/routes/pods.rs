@@ -16,7 +16,7 @@ pub fn serve(shared: &Shared) -> Response {
     let items: Vec<Pod> = pods
         .iter()
         .map(|pod| {
-            let mut pod = pod.clone();
+            let mut pod = Pod::clone(pod);
             if let Some(status) = shared
                 .ctx
                 .status

@@ -22,6 +22,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -277,12 +278,13 @@ impl StaticSource {
                 Vec::new()
             }
         };
-        self.send(&pods)
+        self.send(pods)
     }
 
-    fn send(&mut self, pods: &[Pod]) -> bool {
+    fn send(&mut self, pods: Vec<Pod>) -> bool {
         self.first_sent = true;
-        for update in self.sent.apply_snapshot(pods, SystemTime::now()) {
+        let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
+        for update in self.sent.apply_snapshot(&pods, SystemTime::now()) {
             log::debug!("static-pods: {:?} {} pod(s)", update.op, update.pods.len());
             if self.updates.send(update).is_err() {
                 return false;
