@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -204,7 +205,7 @@ fn exec_exit_codes_and_missing_binary() {
         (1, "cat: /tmp/ready: No such file".into()),
     );
     w.manager.update_pod(
-        &p,
+        &Arc::new(p.clone()),
         &status(&p, &[("ok", &ok), ("bad", &bad), ("typo", &typo)]),
         "",
     );
@@ -274,7 +275,7 @@ fn slow_runtime_costs_the_timeout_and_blocks_no_one() {
     ]);
     let started = Instant::now();
     w.manager.update_pod(
-        &p,
+        &Arc::new(p.clone()),
         &status(&p, &[("slow", &slow), ("fast", &fast)]),
         "127.0.0.1",
     );
@@ -325,7 +326,8 @@ fn liveness_failure_becomes_a_restart_with_the_kill_message() {
         ip: "10.0.0.2".into(),
         ..Default::default()
     }];
-    w.manager.update_pod(&p, &runtime_status, "");
+    w.manager
+        .update_pod(&Arc::new(p.clone()), &runtime_status, "");
     assert_eq!(
         w.next_update(),
         update(&id, ProbeKind::Liveness, ProbeResult::Failure)
@@ -388,7 +390,8 @@ fn readiness_drives_container_ready_and_the_pod_ready_condition() {
         .state()
         .exec_results
         .insert("cat /tmp/ready".into(), (1, String::new()));
-    w.manager.update_pod(&p, &runtime_status, "");
+    w.manager
+        .update_pod(&Arc::new(p.clone()), &runtime_status, "");
     // Before any result: not ready.
     assert_eq!(
         ready(w.manager.status_results("uid-probed")),

@@ -176,7 +176,7 @@ fn exec_probes_against_real_containerd() {
     .unwrap();
     let updates = manager.results();
     let started = Instant::now();
-    manager.update_pod(&pod, &status, "127.0.0.1");
+    manager.update_pod(&std::sync::Arc::new(pod.clone()), &status, "127.0.0.1");
 
     let want = |id: &str, kind, result| ProbeUpdate {
         uid: uid.clone(),

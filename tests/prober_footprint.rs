@@ -176,7 +176,7 @@ fn footprint_of_330_probes() {
             }],
             ..Default::default()
         };
-        manager.update_pod(pod, &status, "127.0.0.1");
+        manager.update_pod(&std::sync::Arc::new(pod.clone()), &status, "127.0.0.1");
     }
     let all_ready = || {
         pods.iter()

@@ -263,8 +263,8 @@ fn run_pod(
             ..Default::default()
         })
         .collect();
-    let mut all: Vec<Pod> = node.pods.pods().iter().cloned().collect();
-    all.push(pod);
+    let mut all: Vec<Arc<Pod>> = node.pods.pods().iter().cloned().collect();
+    all.push(Arc::new(pod));
     node.pods.publish(all.iter());
     ids
 }
@@ -719,7 +719,7 @@ fn metrics_probes_counts_a_failing_readiness_probe_upwards() {
         .state()
         .exec_results
         .insert("cat /tmp/ready".into(), (1, "not ready".into()));
-    let mut pod = node.pods.pods()[0].clone();
+    let mut pod = Pod::clone(&node.pods.pods()[0]);
     pod.spec.containers[0].readiness_probe = Some(Probe {
         handler: ProbeHandler {
             exec: Some(ExecAction {
@@ -742,6 +742,7 @@ fn metrics_probes_counts_a_failing_readiness_probe_upwards() {
         ..Default::default()
     };
     let prober = node.prober.as_ref().unwrap();
+    let pod = Arc::new(pod);
     prober.update_pod(&pod, &status, "");
 
     let failed = "prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"app\",pod=\"web\",namespace=\"default\",pod_uid=\"uid-web\"}";

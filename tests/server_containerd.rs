@@ -164,7 +164,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
         ..Default::default()
     }];
     let pods = PodSnapshot::new();
-    pods.publish([pod].iter());
+    pods.publish([Arc::new(pod)].iter());
 
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new("client-ca");

@@ -97,15 +97,16 @@ fn start(fake: &FakeApi, hooks: PodHooks) -> Manager {
     }
 }
 
-fn decode(v: Value) -> Pod {
-    serde_json::from_value(v).unwrap()
+/// Pods as the pod workers hand them to the status manager: shared.
+fn decode(v: Value) -> Arc<Pod> {
+    Arc::new(serde_json::from_value(v).unwrap())
 }
 
-fn create_pod(fake: &FakeApi, name: &str) -> Pod {
+fn create_pod(fake: &FakeApi, name: &str) -> Arc<Pod> {
     decode(fake.create_pod(NS, name, NODE))
 }
 
-fn api_pod(fake: &FakeApi, name: &str) -> Option<Pod> {
+fn api_pod(fake: &FakeApi, name: &str) -> Option<Arc<Pod>> {
     fake.get("pods", NS, name).map(decode)
 }
 
@@ -428,7 +429,7 @@ fn assert_delete_options(delete: &support::fake_api::RequestRecord, uid: &str) {
 /// Brings `name` to where the manager deletes it: deletionTimestamp (grace 30), the
 /// containers stopped, Failed on the server, the pod finished. The pod workers'
 /// answer (`may_delete`) is left to the caller.
-fn terminate_deleted(fake: &FakeApi, m: &Manager, flags: &Flags, name: &str) -> Pod {
+fn terminate_deleted(fake: &FakeApi, m: &Manager, flags: &Flags, name: &str) -> Arc<Pod> {
     fake.delete("pods", NS, name, Some(30)).unwrap();
     let deleting = api_pod(fake, name).unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
@@ -573,7 +574,7 @@ fn the_delete_carries_the_uid_precondition() {
     assert!(api_pod(&fake, "web").is_some());
 }
 
-fn static_pod(name: &str, hash: &str) -> Pod {
+fn static_pod(name: &str, hash: &str) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.name = Some(name.into());
     p.metadata.namespace = Some(NS.into());
@@ -586,7 +587,7 @@ fn static_pod(name: &str, hash: &str) -> Pod {
         image: Some("busybox".into()),
         ..Default::default()
     }];
-    p
+    Arc::new(p)
 }
 
 #[test]
@@ -621,7 +622,7 @@ fn static_pods_report_through_their_mirror_pod() {
     // The delete moved the mirror's resourceVersion: the patch based on our last
     // write gets a 409 and is made again from a fresh read.
     assert!(wait_until(LONG, || {
-        let c = api_pod(&fake, "etcd-node-1").map(|p| p.status.container_statuses);
+        let c = api_pod(&fake, "etcd-node-1").map(|p| p.status.container_statuses.clone());
         c.is_some_and(|c| {
             c.iter()
                 .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
@@ -673,7 +674,7 @@ fn missing_and_recreated_pods() {
     let m = start(&fake, Flags::new().hooks());
     let mut ghost = create_pod(&fake, "web");
     fake.remove("pods", NS, "web");
-    ghost.status = PodStatus::default();
+    Arc::make_mut(&mut ghost).status = PodStatus::default();
     m.set_pod_status(&ghost, running(true));
     assert!(wait_until(LONG, || gets(&fake, "web") >= 2));
     assert_eq!(fake.count_verb("patch"), 0);
@@ -717,7 +718,7 @@ fn reconcile_repairs_what_others_changed() {
     let fake = Arc::new(FakeApi::start());
     let pod = create_pod(&fake, "web");
     let f = fake.clone();
-    let lookup: PodLookup = Arc::new(move |_| api_pod(&f, "web"));
+    let lookup: PodLookup = Arc::new(move |_| api_pod(&f, "web").map(Arc::unwrap_or_clone));
     let m = start(&fake, Flags::new().hooks().with_api_pod(lookup));
     m.set_pod_status(&pod, running(true));
     assert!(wait_until(LONG, || patches(&fake, "web") == 1));
@@ -828,7 +829,7 @@ fn latency_from_set_pod_status_to_patch() {
         )
         .unwrap();
         let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
-        let pods: Vec<Pod> = names.iter().map(|n| create_pod(&fake, n)).collect();
+        let pods: Vec<Arc<Pod>> = names.iter().map(|n| create_pod(&fake, n)).collect();
         let mut set_at = Vec::new();
         for (i, pod) in pods.iter().enumerate() {
             set_at.push(Instant::now());

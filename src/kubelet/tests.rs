@@ -49,8 +49,8 @@ impl PodSyncer for RecordingSyncer {
         &self,
         _: &Cancel,
         update_type: UpdateType,
-        pod: &Pod,
-        _: Option<&Pod>,
+        pod: &Arc<Pod>,
+        _: Option<&Arc<Pod>>,
         _: &PodRuntimeStatus,
     ) -> Result<Synced, SyncError> {
         let call = Call::Sync(pod.uid().into(), update_type);
@@ -61,7 +61,7 @@ impl PodSyncer for RecordingSyncer {
     fn sync_terminating_pod(
         &self,
         _: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         _: &PodRuntimeStatus,
         grace: Option<i64>,
         _: Option<StatusFn>,
@@ -80,7 +80,7 @@ impl PodSyncer for RecordingSyncer {
     fn sync_terminated_pod(
         &self,
         _: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         _: &PodRuntimeStatus,
     ) -> Result<(), SyncError> {
         let call = Call::Terminated(pod.uid().into());
@@ -205,7 +205,7 @@ fn quiet() {
 impl Harness {
     fn config(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
         self.kubelet.handle(Event::Config(PodUpdate {
-            pods,
+            pods: pods.into_iter().map(Arc::new).collect(),
             op,
             source,
             provisional: false,
@@ -215,7 +215,7 @@ impl Harness {
     /// An update from the source's checkpoint (edge autonomy).
     fn provisional(&mut self, source: &'static str, op: PodOperation, pods: Vec<Pod>) {
         self.kubelet.handle(Event::Config(PodUpdate {
-            pods,
+            pods: pods.into_iter().map(Arc::new).collect(),
             op,
             source,
             provisional: true,
@@ -281,7 +281,7 @@ fn b39_terminated_pods_leave_their_slot_to_new_pods() {
     // A's containers stopped (known terminated, its API phase is still unset): its
     // slot is free.
     h.workers
-        .update_pod(UpdatePodOptions::new(UpdateType::Kill, pod("a")));
+        .update_pod(UpdatePodOptions::new(UpdateType::Kill, Arc::new(pod("a"))));
     wait("a known terminated", || {
         h.workers.is_pod_known_terminated("a")
     });
@@ -294,7 +294,9 @@ fn b39_terminated_pods_leave_their_slot_to_new_pods() {
         phase: Some(PodPhase::Succeeded),
         ..Default::default()
     };
-    h.kubelet.status.set_pod_status(&pod("c"), succeeded);
+    h.kubelet
+        .status
+        .set_pod_status(&Arc::new(pod("c")), succeeded);
     h.config(SOURCE_API, PodOperation::Add, vec![pod("d")]);
     h.wait_call(Call::Sync("d".into(), UpdateType::Create));
     assert_ne!(h.phase("d"), Some(PodPhase::Failed));
@@ -569,7 +571,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
     let (shutdown_tx, shutdown) = bounded::<()>(0);
     for i in 0..50 {
         let update = PodUpdate {
-            pods: vec![pod(&format!("s{i:02}"))],
+            pods: vec![Arc::new(pod(&format!("s{i:02}")))],
             op: PodOperation::Add,
             source: SOURCE_API,
             provisional: false,
@@ -581,7 +583,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
         snapshot.pods().len() == 50
     });
     let removal = PodUpdate {
-        pods: vec![pod("s07")],
+        pods: vec![Arc::new(pod("s07"))],
         op: PodOperation::Remove,
         source: SOURCE_API,
         provisional: false,
@@ -592,4 +594,37 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
     });
     drop(shutdown_tx);
     sync.join().unwrap();
+}
+
+#[test]
+fn a_pod_version_is_one_allocation_from_the_source_to_its_worker() {
+    let mut h = harness(&[SOURCE_API], "10");
+    let send = |h: &mut Harness, op, pod: &Arc<Pod>| {
+        h.kubelet.handle(Event::Config(PodUpdate {
+            pods: vec![Arc::clone(pod)],
+            op,
+            source: SOURCE_API,
+            provisional: false,
+        }));
+    };
+    let v1 = Arc::new(pod("a"));
+    send(&mut h, PodOperation::Add, &v1);
+    h.wait_call(Call::Sync("a".into(), UpdateType::Create));
+    let desired = h.kubelet.pods.get("a").cloned();
+    assert!(desired.is_some_and(|d| Arc::ptr_eq(&d, &v1)), "pod manager");
+    let active = h.workers.active_pod("a");
+    assert!(active.is_some_and(|a| Arc::ptr_eq(&a, &v1)), "pod worker");
+
+    // A new version replaces the old one in both places, still without a copy.
+    let mut v2 = pod("a");
+    v2.metadata.labels.insert("version".into(), "2".into());
+    let v2 = Arc::new(v2);
+    send(&mut h, PodOperation::Update, &v2);
+    wait("the worker took v2", || {
+        h.workers
+            .active_pod("a")
+            .is_some_and(|a| Arc::ptr_eq(&a, &v2))
+    });
+    let desired = h.kubelet.pods.get("a").cloned();
+    assert!(desired.is_some_and(|d| Arc::ptr_eq(&d, &v2)));
 }

@@ -98,8 +98,8 @@ impl PodSyncer for FakeSyncer {
         &self,
         cancel: &Cancel,
         update_type: UpdateType,
-        pod: &Pod,
-        _: Option<&Pod>,
+        pod: &Arc<Pod>,
+        _: Option<&Arc<Pod>>,
         _: &PodRuntimeStatus,
     ) -> Result<Synced, SyncError> {
         self.record(Call::Sync {
@@ -119,7 +119,7 @@ impl PodSyncer for FakeSyncer {
     fn sync_terminating_pod(
         &self,
         cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         _: &PodRuntimeStatus,
         grace: Option<i64>,
         status_fn: Option<StatusFn>,
@@ -156,7 +156,7 @@ impl PodSyncer for FakeSyncer {
     fn sync_terminated_pod(
         &self,
         cancel: &Cancel,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         _: &PodRuntimeStatus,
     ) -> Result<(), SyncError> {
         self.record(Call::Terminated {
@@ -241,7 +241,7 @@ fn deleted(mut pod: Pod, grace: i64) -> Pod {
 }
 
 fn update(kind: UpdateType, pod: &Pod) -> UpdatePodOptions {
-    UpdatePodOptions::new(kind, pod.clone())
+    UpdatePodOptions::new(kind, Arc::new(pod.clone()))
 }
 
 fn kill(pod: &Pod, grace_override: Option<i64>) -> UpdatePodOptions {
@@ -600,13 +600,13 @@ fn b14_b15_kill_waiters_are_released_when_containers_stop() {
     h.syncer.block("terminated", true);
     // killPodNow returns once SyncTerminatingPod succeeded, before SyncTerminatedPod ends.
     h.workers
-        .kill_pod_now(&p, false, None, None)
+        .kill_pod_now(&Arc::new(p.clone()), false, None, None)
         .expect("kill returns");
     wait("terminated entered", || h.syncer.entered("terminated") == 1);
     // B14: terminated but not finished: a new kill's channel closes at once.
     let started = Instant::now();
     h.workers
-        .kill_pod_now(&p, false, Some(1), None)
+        .kill_pod_now(&Arc::new(p.clone()), false, Some(1), None)
         .expect("closed at once");
     assert!(started.elapsed() < Duration::from_secs(5));
     h.syncer.block("terminated", false);
@@ -961,7 +961,9 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
     // SyncTerminatingPod hangs: the containers never stop.
     h.syncer.block("terminating", true);
     let started = Instant::now();
-    let result = h.workers.kill_pod_now(&p, false, None, None);
+    let result = h
+        .workers
+        .kill_pod_now(&Arc::new(p.clone()), false, None, None);
     let waited = started.elapsed();
     assert_eq!(result, Err("timeout waiting to kill pod".to_owned()));
     assert!(
@@ -1004,7 +1006,11 @@ fn b17_kill_of_a_finished_pod_returns_at_once_unlike_upstream() {
     h.finished("u17");
     let calls = h.syncer.calls().len();
     let started = Instant::now();
-    assert_eq!(h.workers.kill_pod_now(&p, false, None, None), Ok(()));
+    assert_eq!(
+        h.workers
+            .kill_pod_now(&Arc::new(p.clone()), false, None, None),
+        Ok(())
+    );
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the 45 s timeout was not waited out"

@@ -255,9 +255,9 @@ impl SourcePods {
             CONFIG_SOURCE_ANNOTATION_KEY => Some(self.source),
             _ => existing.metadata.annotations.get(key).map(String::as_str),
         };
-        let carried = LOCAL_ANNOTATIONS.iter().all(|key| {
-            wanted(key).is_none_or(|v| pod.metadata.annotation(key) == Some(v))
-        });
+        let carried = LOCAL_ANNOTATIONS
+            .iter()
+            .all(|key| wanted(key).is_none_or(|v| pod.metadata.annotation(key) == Some(v)));
         if carried {
             return Arc::clone(pod);
         }

@@ -260,11 +260,11 @@ impl StatusManager {
 mod tests {
     use super::*;
 
-    fn pod(uid: &str) -> Pod {
+    fn pod(uid: &str) -> Arc<Pod> {
         let mut p = Pod::default();
         p.metadata.uid = Some(uid.into());
         p.metadata.name = Some(uid.into());
-        p
+        Arc::new(p)
     }
 
     #[test]

@@ -82,13 +82,14 @@ fn tcp(port: IntOrString) -> ProbeHandler {
     }
 }
 
-fn pod(uid: &str, container: Container) -> Pod {
+/// A pod as the kubelet shares it with the prober.
+fn pod(uid: &str, container: Container) -> Arc<Pod> {
     let mut pod = Pod::default();
     pod.metadata.name = Some(format!("pod-{uid}"));
     pod.metadata.namespace = Some("default".into());
     pod.metadata.uid = Some(uid.into());
     pod.spec.containers.push(container);
-    pod
+    Arc::new(pod)
 }
 
 fn running(pod: &Pod, ids: &[(&str, &str)]) -> PodRuntimeStatus {
@@ -387,7 +388,8 @@ fn deletion_quiets_liveness_and_remove_forgets() {
     h.manager
         .update_pod(&p, &running(&p, &[("app", "c1")]), "127.0.0.1");
     assert!(wait_until(|| h.manager.readiness("d1", "c1") == Some(true)));
-    p.metadata.deletion_timestamp = Some(crate::api::meta::Time::from_unix_seconds(5));
+    Arc::make_mut(&mut p).metadata.deletion_timestamp =
+        Some(crate::api::meta::Time::from_unix_seconds(5));
     h.manager
         .update_pod(&p, &running(&p, &[("app", "c1")]), "127.0.0.1");
     assert!(wait_until(|| h
@@ -427,7 +429,7 @@ fn pool_grows_for_hung_probes_and_shrinks_when_idle() {
         idle_timeout: Duration::from_millis(500),
         ..ProberConfig::default()
     });
-    let pods: Vec<Pod> = (0..5)
+    let pods: Vec<Arc<Pod>> = (0..5)
         .map(|i| {
             pod(
                 &format!("h{i}"),
@@ -456,4 +458,39 @@ fn pool_grows_for_hung_probes_and_shrinks_when_idle() {
         .manager
         .stats()
         .is_some_and(|s| s.attempt_threads == 1 && s.in_flight == 0)));
+}
+
+#[test]
+fn pods_without_probes_leave_nothing_behind() {
+    let server = TestHttp::start(ready_route);
+    let h = start();
+    let plain = pod(
+        "n1",
+        Container {
+            name: "app".into(),
+            ..Default::default()
+        },
+    );
+    h.manager.add_pod(&plain);
+    h.manager
+        .update_pod(&plain, &running(&plain, &[("app", "c1")]), "127.0.0.1");
+    let probed = pod(
+        "p1",
+        Container {
+            name: "app".into(),
+            readiness_probe: quick(http(server.port, "/ok")),
+            ..Default::default()
+        },
+    );
+    h.manager
+        .update_pod(&probed, &running(&probed, &[("app", "c2")]), "127.0.0.1");
+    // Commands are handled in order: the answer counts all three updates.
+    let stats = h.manager.stats();
+    assert_eq!(stats.map(|s| (s.pods, s.workers)), Some((1, 1)));
+    assert_eq!(
+        Arc::strong_count(&plain),
+        1,
+        "the prober keeps no reference"
+    );
+    assert_eq!(h.manager.readiness("n1", "c1"), None);
 }

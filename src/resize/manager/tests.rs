@@ -4,6 +4,7 @@
 use super::*;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::tests::container;
+use crate::resize::allocation::allocated_pod;
 use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
 use crate::runtime::resize::values::container_values;
 
@@ -27,8 +28,9 @@ fn open(dir: &std::path::Path) -> ResizeManager {
     m
 }
 
-/// A running API pod with one Burstable container requesting `cpu`.
-fn pod(uid: &str, cpu: &str, generation: i64) -> Pod {
+/// A running API pod with one Burstable container requesting `cpu` (shared, as the
+/// pod workers hand it over).
+fn pod(uid: &str, cpu: &str, generation: i64) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.uid = Some(uid.into());
     p.metadata.name = Some(uid.into());
@@ -36,7 +38,7 @@ fn pod(uid: &str, cpu: &str, generation: i64) -> Pod {
     p.metadata.generation = Some(generation);
     p.spec.containers = vec![container("c", &[("cpu", cpu)], &[("memory", "1Gi")])];
     p.status.phase = Some(PodPhase::Running);
-    p
+    Arc::new(p)
 }
 
 /// The runtime running the container as created from `pod`'s spec.
@@ -169,7 +171,7 @@ fn b62_pods_not_running_are_not_judged_yet() {
     let m = open(dir.path());
     m.record_admitted(&pod("a", "100m", 1)).unwrap();
     let mut pending = pod("a", "2", 2);
-    pending.status.phase = Some(PodPhase::Pending);
+    Arc::make_mut(&mut pending).status.phase = Some(PodPhase::Pending);
     let synced = m.sync(&pending, now()).unwrap();
     assert_eq!(cpu_of(&synced.pod), "100m");
     assert!(synced.events.is_empty() && m.conditions("a").is_empty());
@@ -328,4 +330,31 @@ fn a_failure_to_apply_resources_without_a_resize_is_not_called_a_resize() {
         events[0].message
     );
     assert!(m.conditions("a").is_empty(), "{:?}", m.conditions("a"));
+}
+
+#[test]
+fn a_pod_not_being_resized_is_synced_and_counted_as_the_same_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let v1 = pod("a", "100m", 1);
+    m.record_admitted(&v1).unwrap();
+    assert!(
+        Arc::ptr_eq(&m.allocated_pod(&v1), &v1),
+        "no copy when allocation = spec"
+    );
+    let synced = m.sync(&v1, now()).unwrap();
+    assert!(
+        Arc::ptr_eq(&synced.pod, &v1),
+        "the sync runs the pod it was given"
+    );
+    // A newer version of the same spec (a status or metadata change) is shared too.
+    let v1b = pod("a", "100m", 1);
+    assert!(Arc::ptr_eq(&m.allocated_pod(&v1b), &v1b));
+    // A resize not yet admitted: a new version at the allocated resources.
+    let mut wants = pod("a", "300m", 2);
+    Arc::make_mut(&mut wants).status.phase = Some(PodPhase::Pending);
+    let allocated = m.allocated_pod(&wants);
+    assert!(!Arc::ptr_eq(&allocated, &wants));
+    assert_eq!(cpu_of(&allocated), "100m");
+    assert_eq!(cpu_of(&wants), "300m", "the shared version is left alone");
 }

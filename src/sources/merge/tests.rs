@@ -29,6 +29,26 @@ fn pod(name: &str, uid: &str) -> Pod {
     }
 }
 
+/// The tests build plain pods; a source shares each one it is handed.
+trait ApplyPods {
+    fn apply_pods<'a>(
+        &mut self,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        now: SystemTime,
+    ) -> Vec<PodUpdate>;
+}
+
+impl ApplyPods for SourcePods {
+    fn apply_pods<'a>(
+        &mut self,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        now: SystemTime,
+    ) -> Vec<PodUpdate> {
+        let pods: Vec<Arc<Pod>> = pods.into_iter().cloned().map(Arc::new).collect();
+        self.apply_snapshot(&pods, now)
+    }
+}
+
 fn t0() -> SystemTime {
     UNIX_EPOCH + Duration::new(1_700_000_000, 120_000_000)
 }
@@ -58,8 +78,8 @@ fn summary(updates: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
 /// Applies `before` (first snapshot) then `after`; compares the second result.
 fn check(name: &str, before: &[Pod], after: &[Pod], want: Want) -> SourcePods {
     let mut s = SourcePods::new("api");
-    s.apply_snapshot(before, t0());
-    let got = s.apply_snapshot(after, t0() + Duration::from_secs(5));
+    s.apply_pods(before, t0());
+    let got = s.apply_pods(after, t0() + Duration::from_secs(5));
     let want: Vec<(PodOperation, Vec<String>)> = want
         .iter()
         .map(|(op, names)| (*op, names.iter().map(|n| n.to_string()).collect()))
@@ -215,15 +235,15 @@ fn upstream_order_of_a_mixed_snapshot() {
 #[test]
 fn first_snapshot_always_says_ready() {
     let mut s = SourcePods::new("file");
-    let got = s.apply_snapshot(&[], t0());
+    let got = s.apply_pods(&[], t0());
     assert_eq!(summary(&got), vec![(PodOperation::Add, vec![])]);
     assert_eq!(got[0].source, "file");
     // Not again.
-    assert!(s.apply_snapshot(&[], t0()).is_empty());
+    assert!(s.apply_pods(&[], t0()).is_empty());
 
     // A first snapshot with pods sends them as one Add (no extra empty one).
     let mut s = SourcePods::new("api");
-    let got = s.apply_snapshot(&[pod("a", "1")], t0());
+    let got = s.apply_pods(&[pod("a", "1")], t0());
     assert_eq!(
         summary(&got),
         vec![(PodOperation::Add, vec!["a".to_string()])]
@@ -233,10 +253,11 @@ fn first_snapshot_always_says_ready() {
     // reconcile-worthy pod the ready marker comes before the reconcile.
     let mut s = SourcePods::new("api");
     s.seen_snapshot = false;
-    s.pods.insert("1".into(), s.first_seen(pod("a", "1"), t0()));
+    s.pods
+        .insert("1".into(), s.first_seen(&pod("a", "1"), t0()));
     let mut changed = bumped(pod("a", "1"));
     changed.status.message = Some("x".into());
-    let got = s.apply_snapshot(&[changed], t0());
+    let got = s.apply_pods(&[changed], t0());
     assert_eq!(
         summary(&got),
         vec![
@@ -250,7 +271,7 @@ fn first_snapshot_always_says_ready() {
 fn seen_annotation_is_first_seen_time_and_kept() {
     let mut s = SourcePods::new("api");
     let a = pod("a", "uid-a");
-    let added = s.apply_snapshot(std::slice::from_ref(&a), t0());
+    let added = s.apply_pods(std::slice::from_ref(&a), t0());
     let seen = added[0].pods[0]
         .metadata
         .annotation(CONFIG_SEEN_ANNOTATION_KEY)
@@ -260,7 +281,7 @@ fn seen_annotation_is_first_seen_time_and_kept() {
 
     let mut later = bumped(a);
     later.metadata.labels.insert("x".into(), "y".into());
-    let got = s.apply_snapshot(&[later], t0() + Duration::from_secs(60));
+    let got = s.apply_pods(&[later], t0() + Duration::from_secs(60));
     let p = &got[0].pods[0];
     assert_eq!(
         p.metadata.annotation(CONFIG_SEEN_ANNOTATION_KEY),
@@ -278,12 +299,10 @@ fn seen_annotation_is_first_seen_time_and_kept() {
 fn kept_copy_follows_metadata_only_changes() {
     let mut s = SourcePods::new("api");
     let a = pod("a", "uid-a");
-    s.apply_snapshot(std::slice::from_ref(&a), t0());
+    s.apply_pods(std::slice::from_ref(&a), t0());
     let mut owners = bumped(a);
     owners.metadata.owner_references = vec![Default::default()];
-    assert!(s
-        .apply_snapshot(std::slice::from_ref(&owners), t0())
-        .is_empty());
+    assert!(s.apply_pods(std::slice::from_ref(&owners), t0()).is_empty());
     let kept = s.get("uid-a").unwrap();
     assert_eq!(kept.metadata.owner_references.len(), 1);
     assert_eq!(kept.config_source(), Some("api"));
@@ -298,7 +317,7 @@ fn pods_without_uid_are_skipped() {
     let mut s = SourcePods::new("api");
     let mut p = pod("a", "");
     p.metadata.uid = None;
-    let got = s.apply_snapshot(&[p], t0());
+    let got = s.apply_pods(&[p], t0());
     assert_eq!(summary(&got), vec![(PodOperation::Add, vec![])]);
     assert!(s.is_empty());
 }
@@ -325,7 +344,7 @@ proptest::proptest! {
     fn one_pod_at_a_time_equals_the_whole_snapshot(
         events in proptest::collection::vec((0u8..3, 0usize..6, 0usize..4, proptest::bool::ANY), 1..60)
     ) {
-        let mut all: BTreeMap<String, Pod> = BTreeMap::new();
+        let mut all: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
         let mut incremental = SourcePods::new("api");
         let mut full = SourcePods::new("api");
         incremental.apply_snapshot(all.values(), t0());
@@ -347,11 +366,11 @@ proptest::proptest! {
                     if flip {
                         p.status.phase = Some(PodPhase::Running);
                     }
-                    all.insert(uid.clone(), p);
+                    all.insert(uid.clone(), Arc::new(p));
                 }
                 // Change the spec of an existing pod.
                 1 => {
-                    if let Some(p) = all.get_mut(&uid) {
+                    if let Some(p) = all.get_mut(&uid).map(Arc::make_mut) {
                         p.metadata.resource_version = Some(version.to_string());
                         p.spec.active_deadline_seconds = Some(i as i64);
                     }
@@ -369,4 +388,33 @@ proptest::proptest! {
             proptest::prop_assert_eq!(kept(&incremental), kept(&full));
         }
     }
+}
+
+#[test]
+fn the_kept_pod_is_the_one_sent_and_one_carrying_the_local_annotations_is_not_copied() {
+    let mut s = SourcePods::new("api");
+    let v1 = Arc::new(pod("a", "uid-a"));
+    let got = s.apply_snapshot([&v1], t0());
+    let sent = Arc::clone(&got[0].pods[0]);
+    assert!(Arc::ptr_eq(&sent, s.get("uid-a").unwrap()), "kept = sent");
+    assert!(
+        !Arc::ptr_eq(&sent, &v1),
+        "the local annotations make a new version"
+    );
+    // Unchanged (same resourceVersion): nothing sent, the kept version stays.
+    assert!(s.apply_snapshot([&v1], t0()).is_empty());
+    assert!(Arc::ptr_eq(&sent, s.get("uid-a").unwrap()));
+    // A newer version that already carries them (the API source keeps what it
+    // sent) is kept and sent as it is.
+    let mut v2 = Pod::clone(&sent);
+    v2.metadata.resource_version = Some("2".into());
+    v2.spec.active_deadline_seconds = Some(5);
+    let v2 = Arc::new(v2);
+    let got = s.apply_snapshot([&v2], t0());
+    assert_eq!(
+        summary(&got),
+        vec![(PodOperation::Update, vec!["a".to_string()])]
+    );
+    assert!(Arc::ptr_eq(&got[0].pods[0], &v2));
+    assert!(Arc::ptr_eq(s.get("uid-a").unwrap(), &v2));
 }

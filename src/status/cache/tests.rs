@@ -15,7 +15,8 @@ fn now(t: i64) -> Time {
     Time::from_unix_seconds(t)
 }
 
-fn pod(policy: RestartPolicy) -> Pod {
+/// A pod as the pod workers share it (`Arc::make_mut` edits a test's own copy).
+fn pod(policy: RestartPolicy) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.uid = Some("u1".into());
     p.metadata.name = Some("web".into());
@@ -25,7 +26,7 @@ fn pod(policy: RestartPolicy) -> Pod {
         name: "a".into(),
         ..Default::default()
     }];
-    p
+    Arc::new(p)
 }
 
 fn running(ready: bool) -> ContainerStatus {
@@ -100,7 +101,7 @@ fn first_status_is_version_one_with_a_start_time() {
     // The API copy's start time wins over "now" when the pod has one.
     let mut cache = StatusCache::default();
     let mut p = pod(RestartPolicy::Always);
-    p.status.start_time = Some(now(7));
+    Arc::make_mut(&mut p).status.start_time = Some(now(7));
     cache.set_pod_status(&p, PodStatus::default(), now(NOW));
     assert_eq!(cache.get("u1").unwrap().status.start_time, Some(now(7)));
 }
@@ -120,7 +121,7 @@ fn equal_status_keeps_the_version_unless_the_pod_is_being_deleted() {
     assert_eq!(version(&cache), Some(1));
     assert_eq!(ltt(&cache, POD_READY), Some(NOW));
     // #73: the same status for a pod with a deletionTimestamp → forced.
-    p.metadata.deletion_timestamp = Some(now(NOW));
+    Arc::make_mut(&mut p).metadata.deletion_timestamp = Some(now(NOW));
     assert!(cache.set_pod_status(&p, again, now(NOW + 2)));
     assert_eq!(version(&cache), Some(2));
 }
@@ -217,7 +218,8 @@ fn finished_is_sticky() {
     assert!(cache.get("u1").unwrap().finished);
     // ...except for static pods.
     let mut s = pod(RestartPolicy::Always);
-    s.metadata
+    Arc::make_mut(&mut s)
+        .metadata
         .annotations
         .insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), SOURCE_FILE.into());
     let mut cache = StatusCache::default();
@@ -250,7 +252,7 @@ fn readiness_updates_conditions() {
     assert!(!cache.set_container_readiness("u1", "c1", true, now(NOW + 4)));
 
     let mut gated = pod(RestartPolicy::Always);
-    gated.spec.readiness_gates = vec![PodReadinessGate {
+    Arc::make_mut(&mut gated).spec.readiness_gates = vec![PodReadinessGate {
         condition_type: "example.com/gate".into(),
     }];
     let mut cache = StatusCache::default();
@@ -301,7 +303,7 @@ fn orphans_are_removed() {
     let p = pod(RestartPolicy::Always);
     cache.set_pod_status(&p, PodStatus::default(), now(NOW));
     let mut q = pod(RestartPolicy::Always);
-    q.metadata.uid = Some("u2".into());
+    Arc::make_mut(&mut q).metadata.uid = Some("u2".into());
     cache.set_pod_status(&q, PodStatus::default(), now(NOW));
     let keep: HashSet<String> = ["u2".to_owned()].into();
     assert_eq!(cache.remove_orphans(&keep), 1);
