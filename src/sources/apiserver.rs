@@ -163,7 +163,8 @@ struct Watcher {
     /// The API server's current view of our pods, by UID. Once a pod is classified
     /// its entry is the version sent to the sync loop (the same allocation, with the
     /// local annotations), so the source holds one copy of each pod, shared with the
-    /// checkpoint writer and everything downstream.
+    /// checkpoint writer and everything downstream. (The checkpoint so carries the
+    /// local annotations too; a restore sets them anew.)
     api_pods: BTreeMap<String, Arc<Pod>>,
     resource_version: Option<String>,
     path: String,
@@ -524,5 +525,70 @@ impl Watcher {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::client::ClientConfig;
+    use crate::api::pod::CONFIG_SOURCE_ANNOTATION_KEY as SOURCE_ANNOTATION;
+    use serde_json::json;
+
+    /// A watcher that is only fed events (its client never connects).
+    fn watcher() -> (Watcher, Receiver<PodUpdate>) {
+        let (updates, rx) = crossbeam_channel::unbounded();
+        let (_, stop) = crossbeam_channel::bounded(0);
+        let client = ApiClient::new(&ClientConfig::new("http://127.0.0.1:1")).unwrap();
+        let watcher = Watcher {
+            client,
+            options: Options::new("node-1"),
+            updates,
+            stop,
+            sent: SourcePods::new(SOURCE_API),
+            api_pods: BTreeMap::new(),
+            resource_version: None,
+            path: paths::all_pods(),
+            field_selector: "spec.nodeName=node-1".into(),
+            checkpoint: None,
+            listed: true,
+            restore_tried: false,
+            provisional: false,
+        };
+        (watcher, rx)
+    }
+
+    fn event(type_: WatchEventType, rv: &str, phase: &str) -> WatchEvent {
+        let object = json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1", "resourceVersion": rv},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": phase},
+        });
+        WatchEvent { type_, object }
+    }
+
+    #[test]
+    fn the_api_view_the_kept_copy_and_what_is_sent_are_one_allocation() {
+        let (mut w, rx) = watcher();
+        assert!(w.handle(event(WatchEventType::Added, "5", "Pending")));
+        assert!(w.handle(event(WatchEventType::Modified, "6", "Running")));
+        let got: Vec<PodUpdate> = rx.try_iter().collect();
+        let ops: Vec<PodOperation> = got.iter().map(|u| u.op).collect();
+        assert_eq!(ops, [PodOperation::Add, PodOperation::Reconcile]);
+        let viewed = &w.api_pods["u1"];
+        let kept = w.sent.get("u1").unwrap();
+        assert!(
+            Arc::ptr_eq(viewed, kept),
+            "the API view holds the sent version"
+        );
+        assert!(Arc::ptr_eq(&got[1].pods[0], kept), "what was sent is kept");
+        assert_eq!(
+            viewed.metadata.annotation(SOURCE_ANNOTATION),
+            Some(SOURCE_API)
+        );
+        // A relist of the same version changes nothing and keeps the sharing.
+        assert!(w.send_changes());
+        assert!(rx.try_iter().next().is_none());
+        assert!(Arc::ptr_eq(&w.api_pods["u1"], w.sent.get("u1").unwrap()));
     }
 }
