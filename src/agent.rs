@@ -14,6 +14,7 @@ use crate::admission::sysctls::{kernel_version, SysctlAllowlist};
 use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
+use crate::api::request_threads::RequestThreads;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
 use crate::config::Flags;
 use crate::credentialprovider::NodeDockerConfig;
@@ -671,10 +672,16 @@ pub fn run(
     let (probes, probe_rx, probe_metrics) = start_probes(&runtime, &recorder, &mut threads);
     let (status, unstarted_status) = status_manager(api.as_ref());
 
+    // Pod workers' own API reads (volume objects, tokens, mirror pods) run on two
+    // request threads, so that one worker thread per pod keeps a shallow stack.
+    let worker_api = match &api {
+        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
+        None => None,
+    };
     let allocatable = view.allocatable.clone();
     let volumes = Arc::new(volume_manager(
         &root_dir,
-        api.clone(),
+        worker_api.clone(),
         &node,
         allocatable.clone(),
     ));
@@ -688,8 +695,7 @@ pub fn run(
         probes.clone(),
         rt.runtime_state.clone(),
         recorder.clone(),
-        api.as_ref()
-            .map(|c| MirrorClient::new(c.clone(), node.clone())),
+        worker_api.map(|c| MirrorClient::new(c, node.clone())),
         NodeFacts {
             name: node.clone(),
             host_ips,

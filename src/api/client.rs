@@ -34,6 +34,7 @@ use ureq::RequestExt;
 use crate::api::error::ApiError;
 use crate::api::meta::{List, Status};
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
+use crate::api::request_threads::RequestThreads;
 use crate::api::stats::{RequestCounters, RequestStats, Verb};
 use crate::api::watch::WatchStream;
 
@@ -262,6 +263,8 @@ pub struct ApiClient {
     closer: Arc<Closer>,
     limiter: Arc<RateLimiter>,
     shared: Arc<Shared>,
+    /// When set, unary requests run on these threads (see [`RequestThreads`]).
+    request_threads: Option<RequestThreads>,
 }
 
 impl fmt::Debug for ApiClient {
@@ -375,6 +378,7 @@ impl ApiClient {
             closer: Arc::new(Closer::default()),
             limiter: Arc::new(RateLimiter::new(config.qps, config.burst)),
             shared: Arc::new(shared),
+            request_threads: None,
         })
     }
 
@@ -396,6 +400,7 @@ impl ApiClient {
             closer: Arc::new(Closer::default()),
             limiter: self.limiter.clone(),
             shared: self.shared.clone(),
+            request_threads: self.request_threads.clone(),
         }
     }
 
@@ -416,14 +421,47 @@ impl ApiClient {
         self.agent.clone().shutdown();
     }
 
+    /// A clone whose unary requests (not watches) run on `threads` while the caller
+    /// waits: for callers that must keep a small stack, such as pod workers.
+    pub fn with_request_threads(&self, threads: &RequestThreads) -> Self {
+        Self {
+            request_threads: Some(threads.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// Sends one unary request and reads its answer with `read`, on a request thread
+    /// when this client has them.
+    fn call<T: Send + 'static>(
+        &self,
+        verb: Verb,
+        path: &str,
+        query: Vec<(&'static str, String)>,
+        body: Option<(&'static str, Vec<u8>)>,
+        read: fn(http::Response<ureq::Body>, &str) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let Some(threads) = &self.request_threads else {
+            let resp = self.send(verb, path, &query, body, None)?;
+            return read(resp, path);
+        };
+        let direct = Self {
+            request_threads: None,
+            ..self.clone()
+        };
+        let owned_path = path.to_owned();
+        threads.run(path, move || {
+            let resp = direct.send(verb, &owned_path, &query, body, None)?;
+            read(resp, &owned_path)
+        })
+    }
+
     /// GET one object.
-    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
-        let resp = self.send(Verb::Get, path, &[], None, None)?;
-        read_json(resp, path)
+    pub fn get<T: DeserializeOwned + Send + 'static>(&self, path: &str) -> Result<T, ApiError> {
+        self.call(Verb::Get, path, Vec::new(), None, read_json)
     }
 
     /// GET a collection.
-    pub fn list<T: DeserializeOwned>(
+    pub fn list<T: DeserializeOwned + Send + 'static>(
         &self,
         path: &str,
         opts: &ListOptions,
@@ -434,79 +472,48 @@ impl ApiClient {
         push_opt(&mut q, "resourceVersion", &opts.resource_version);
         push_opt(&mut q, "limit", &opts.limit.map(|l| l.to_string()));
         push_opt(&mut q, "continue", &opts.continue_);
-        let resp = self.send(Verb::List, path, &q, None, None)?;
-        read_json(resp, path)
+        self.call(Verb::List, path, q, None, read_json)
     }
 
     /// POST `obj` to the collection at `path`; returns the stored object.
-    pub fn create<T: Serialize + DeserializeOwned>(
+    pub fn create<T: Serialize + DeserializeOwned + Send + 'static>(
         &self,
         path: &str,
         obj: &T,
     ) -> Result<T, ApiError> {
         let body = encode(obj, path)?;
-        let resp = self.send(
-            Verb::Create,
-            path,
-            &[],
-            Some(("application/json", body)),
-            None,
-        )?;
-        read_json(resp, path)
+        let body = Some(("application/json", body));
+        self.call(Verb::Create, path, Vec::new(), body, read_json)
     }
 
     /// PUT `obj` at `path` (optimistic concurrency through its resourceVersion).
-    pub fn replace<T: Serialize + DeserializeOwned>(
+    pub fn replace<T: Serialize + DeserializeOwned + Send + 'static>(
         &self,
         path: &str,
         obj: &T,
     ) -> Result<T, ApiError> {
         let body = encode(obj, path)?;
-        let resp = self.send(
-            Verb::Update,
-            path,
-            &[],
-            Some(("application/json", body)),
-            None,
-        )?;
-        read_json(resp, path)
+        let body = Some(("application/json", body));
+        self.call(Verb::Update, path, Vec::new(), body, read_json)
     }
 
     /// PATCH the object at `path`; returns the patched object.
-    pub fn patch<T: DeserializeOwned>(
+    pub fn patch<T: DeserializeOwned + Send + 'static>(
         &self,
         path: &str,
         patch_type: PatchType,
         patch: &Value,
     ) -> Result<T, ApiError> {
         let body = encode(patch, path)?;
-        let resp = self.send(
-            Verb::Patch,
-            path,
-            &[],
-            Some((patch_type.content_type(), body)),
-            None,
-        )?;
-        read_json(resp, path)
+        let body = Some((patch_type.content_type(), body));
+        self.call(Verb::Patch, path, Vec::new(), body, read_json)
     }
 
     /// DELETE the object at `path`.
     pub fn delete(&self, path: &str, opts: &DeleteOptions) -> Result<(), ApiError> {
         let body = encode(&opts.to_json(), path)?;
-        let resp = self.send(
-            Verb::Delete,
-            path,
-            &[],
-            Some(("application/json", body)),
-            None,
-        )?;
-        // Drain the answer so the connection can be reused.
-        let _ = resp
-            .into_body()
-            .into_with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_vec();
-        Ok(())
+        let body = Some(("application/json", body));
+        self.call(Verb::Delete, path, Vec::new(), body, drain)
     }
 
     /// Starts a watch of the collection at `path`. The request itself is retried like
@@ -684,6 +691,17 @@ fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiErro
     })
 }
 
+/// Reads and drops an answer whose body says nothing we need, so the connection can
+/// be reused.
+fn drain(resp: http::Response<ureq::Body>, _path: &str) -> Result<(), ApiError> {
+    let _ = resp
+        .into_body()
+        .into_with_config()
+        .limit(MAX_BODY_BYTES)
+        .read_to_vec();
+    Ok(())
+}
+
 fn read_json<T: DeserializeOwned>(
     resp: http::Response<ureq::Body>,
     path: &str,
@@ -825,5 +843,56 @@ mod tests {
         c.close();
         assert!(!t.join().unwrap());
         assert!(c.is_closed());
+    }
+
+    /// Remembers which thread decoded it.
+    struct DecodedOn(Option<String>);
+
+    impl<'de> serde::Deserialize<'de> for DecodedOn {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            serde::de::IgnoredAny::deserialize(d)?;
+            Ok(DecodedOn(std::thread::current().name().map(str::to_owned)))
+        }
+    }
+
+    /// Answers `count` requests with `{}` on a local port.
+    fn answer_empty_objects(count: usize) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(count) {
+                let mut stream = stream.unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = "{}";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(head.as_bytes()).unwrap();
+                stream.write_all(body.as_bytes()).unwrap();
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_client_with_request_threads_sends_and_decodes_there_and_others_do_it_in_place() {
+        let client = ApiClient::new(&ClientConfig::new(&answer_empty_objects(2))).unwrap();
+        let threads = RequestThreads::start("req-test", 1).unwrap();
+        let here = std::thread::current().name().map(str::to_owned);
+
+        let pooled = client
+            .with_request_threads(&threads)
+            .get::<DecodedOn>("/a")
+            .unwrap();
+        assert_eq!(pooled.0.as_deref(), Some("req-test-0"));
+
+        let direct = client.get::<DecodedOn>("/b").unwrap();
+        assert_eq!(direct.0, here);
     }
 }

@@ -80,6 +80,9 @@ pub enum ApiError {
     /// The client cannot be built from its configuration (server URL, PEM, ...).
     #[error("api client config: {0}")]
     Config(String),
+    /// litelet's own request thread gave no answer (it ended, or the request panicked).
+    #[error("{path}: {message}")]
+    Internal { path: String, message: String },
 }
 
 impl ApiError {

@@ -16,6 +16,7 @@ pub mod paths;
 pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
+pub mod request_threads;
 pub mod review;
 pub mod service;
 pub mod stats;

@@ -294,7 +294,7 @@ pub enum ResolveError {
 }
 
 impl Claims<'_> {
-    fn get<T: serde::de::DeserializeOwned>(
+    fn get<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         what: String,
         path: &str,
