@@ -195,10 +195,17 @@ impl StatusCache {
         carry_transition_times(&mut status, old, now);
         status.start_time = old.start_time.or(status.start_time).or(Some(now));
         normalize_status(pod, &mut status);
-        if let Some(c) = cached {
-            if !force && is_status_equal_by_kubelet(&c.status, &status) {
-                return false;
+        let unchanged =
+            cached.is_some_and(|c| !force && is_status_equal_by_kubelet(&c.status, &status));
+        if unchanged {
+            // Nothing new to send, but hold the caller's (newer) version of the pod:
+            // else an old version stays alive for this cache alone.
+            if let Some(c) = self.pods.get_mut(uid) {
+                if !Arc::ptr_eq(&c.pod, pod) {
+                    c.pod = Arc::clone(pod);
+                }
             }
+            return false;
         }
         let version = cached.map_or(1, |c| c.version + 1);
         self.pods.insert(

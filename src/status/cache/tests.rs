@@ -310,3 +310,20 @@ fn orphans_are_removed() {
     assert!(cache.get("u1").is_none());
     assert!(cache.get("u2").is_some());
 }
+
+#[test]
+fn an_unchanged_status_keeps_the_newer_pod_and_no_copy() {
+    // The pod is the caller's shared version; an older one is not kept for the
+    // cache alone when a sync of a newer one changes nothing.
+    let mut cache = StatusCache::default();
+    let v1 = pod(RestartPolicy::Always);
+    let st = status(PodPhase::Running, running(false), False, 1);
+    assert!(cache.set_pod_status(&v1, st.clone(), now(NOW)));
+    assert!(Arc::ptr_eq(&cache.get("u1").unwrap().pod, &v1), "no copy");
+    let mut v2 = pod(RestartPolicy::Always);
+    Arc::make_mut(&mut v2).metadata.resource_version = Some("2".into());
+    assert!(!cache.set_pod_status(&v2, st, now(NOW + 1)));
+    assert_eq!(version(&cache), Some(1), "nothing new to send");
+    assert!(Arc::ptr_eq(&cache.get("u1").unwrap().pod, &v2));
+    assert_eq!(Arc::strong_count(&v1), 1, "the old version is released");
+}
