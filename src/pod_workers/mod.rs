@@ -10,6 +10,7 @@
 //! is dropped: after the pod is finished, or when SyncKnownPods forgets it.
 
 mod grace;
+mod stack;
 mod status;
 mod types;
 mod work_queue;
@@ -409,7 +410,8 @@ impl PodWorkers {
             .name(name)
             .stack_size(WORKER_STACK)
             .spawn(move || {
-                workers.worker_loop(&uid, rx);
+                let stack = stack::StackTop::here(WORKER_STACK);
+                workers.worker_loop(&uid, rx, stack);
                 workers.inner.live_threads.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(err) = spawned {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use super::stack::StackTop;
 use super::types::{StatusFn, SyncError, Synced, UpdatePodOptions, WorkType};
 use super::work_queue::jitter;
 use super::{PodWorkers, State};
@@ -32,8 +33,13 @@ enum Done {
 }
 
 impl PodWorkers {
-    pub(super) fn worker_loop(&self, uid: &str, rx: Receiver<()>) {
-        while rx.recv().is_ok() {
+    pub(super) fn worker_loop(&self, uid: &str, rx: Receiver<()>, stack: StackTop) {
+        loop {
+            // The wait may last minutes: give the last sync's stack pages back first.
+            stack.release_unused();
+            if rx.recv().is_err() {
+                return;
+            }
             let Some((update, work, cancel, start)) = self.start_pod_sync(uid) else {
                 continue;
             };
