@@ -2,6 +2,7 @@
 //! around each sync: consuming the pending update, static pod start gating, the
 //! completion of each phase and the requeue delay.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -37,60 +38,69 @@ impl PodWorkers {
         loop {
             // The wait may last minutes: give the last sync's stack pages back first.
             stack.release_unused();
-            if rx.recv().is_err() {
+            if rx.recv().is_err() || self.on_signal(uid, &rx).is_break() {
                 return;
             }
-            let Some((update, work, cancel, start)) = self.start_pod_sync(uid) else {
-                continue;
-            };
-            // Signals that arrived meanwhile are covered by this consumption.
-            while rx.try_recv().is_ok() {}
-            match start {
-                Start::Never => return,
-                Start::NotYet => continue,
-                Start::Run => {}
-            }
-            let sync_started = Instant::now();
-            let result = self.run_sync(uid, &update, work, &cancel);
-            crate::metrics::POD_WORKER_DURATION
-                .observe_duration(&[work.name()], sync_started.elapsed());
-            let mut phase_transition = false;
-            let mut retry_in = None;
-            let error = match result {
-                Ok(Done::Terminated) => {
-                    self.complete_terminated(uid);
-                    return;
-                }
-                Ok(Done::TerminatingRuntime) => {
-                    self.complete_terminating_runtime_pod(uid);
-                    return;
-                }
-                Ok(Done::Terminating) => {
-                    self.complete_terminating(uid);
-                    phase_transition = true;
-                    None
-                }
-                Ok(Done::Synced(synced)) => {
-                    if synced.terminal {
-                        self.complete_sync(uid);
-                        phase_transition = true;
-                    }
-                    retry_in = synced.retry_in;
-                    None
-                }
-                Err(err) => {
-                    match &err {
-                        SyncError::Canceled => log::debug!("pod {uid}: sync canceled"),
-                        SyncError::RetryAfter(msg, after) => {
-                            log::error!("error syncing pod {uid}, retry in {after:?}: {msg}")
-                        }
-                        other => log::error!("error syncing pod {uid}, skipping: {other}"),
-                    }
-                    Some(err)
-                }
-            };
-            self.complete_work(uid, phase_transition, error.as_ref(), retry_in);
         }
+    }
+
+    /// Handles one wake-up of the worker: starts the pending work, if any, runs it and
+    /// records how it went. `Break` when the worker is done for good. Never inlined:
+    /// its frame (and everything a sync calls) lies below `worker_loop`'s, so the
+    /// release before the next wait covers it.
+    #[inline(never)]
+    fn on_signal(&self, uid: &str, rx: &Receiver<()>) -> ControlFlow<()> {
+        let Some((update, work, cancel, start)) = self.start_pod_sync(uid) else {
+            return ControlFlow::Continue(());
+        };
+        // Signals that arrived meanwhile are covered by this consumption.
+        while rx.try_recv().is_ok() {}
+        match start {
+            Start::Never => return ControlFlow::Break(()),
+            Start::NotYet => return ControlFlow::Continue(()),
+            Start::Run => {}
+        }
+        let sync_started = Instant::now();
+        let result = self.run_sync(uid, &update, work, &cancel);
+        crate::metrics::POD_WORKER_DURATION
+            .observe_duration(&[work.name()], sync_started.elapsed());
+        let mut phase_transition = false;
+        let mut retry_in = None;
+        let error = match result {
+            Ok(Done::Terminated) => {
+                self.complete_terminated(uid);
+                return ControlFlow::Break(());
+            }
+            Ok(Done::TerminatingRuntime) => {
+                self.complete_terminating_runtime_pod(uid);
+                return ControlFlow::Break(());
+            }
+            Ok(Done::Terminating) => {
+                self.complete_terminating(uid);
+                phase_transition = true;
+                None
+            }
+            Ok(Done::Synced(synced)) => {
+                if synced.terminal {
+                    self.complete_sync(uid);
+                    phase_transition = true;
+                }
+                retry_in = synced.retry_in;
+                None
+            }
+            Err(err) => {
+                match &err {
+                    SyncError::Canceled => log::debug!("pod {uid}: sync canceled"),
+                    SyncError::RetryAfter(msg, after) => {
+                        log::error!("error syncing pod {uid}, retry in {after:?}: {msg}")
+                    }
+                    other => log::error!("error syncing pod {uid}, skipping: {other}"),
+                }
+                Some(err)
+            }
+        };
+        self.complete_work(uid, phase_transition, error.as_ref(), retry_in);
+        ControlFlow::Continue(())
     }
 
     /// Waits for a runtime status newer than litelet's last change to the pod, then
