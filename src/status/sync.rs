@@ -344,6 +344,7 @@ impl Syncer {
     }
 
     fn sync_once(&mut self, uid: &str, v: &VersionedStatus, reread: bool) -> Result<(), ApiError> {
+        let started = Instant::now();
         let (ns, name) = (v.pod.namespace(), v.pod.name());
         if reread {
             self.written.remove(uid);
@@ -397,8 +398,14 @@ impl Syncer {
                 {
                     Ok(mut p) => {
                         log::debug!(
-                            "status of pod {ns}/{name} ({uid}) sent, version {}",
-                            v.version
+                            "status of pod {ns}/{name} ({uid}) sent, version {} in {:?} ({})",
+                            v.version,
+                            started.elapsed(),
+                            if cached {
+                                "patch only"
+                            } else {
+                                "read, then patch"
+                            }
                         );
                         // Nothing below reads the spec: drop it before the copy.
                         p.spec = Default::default();
