@@ -30,8 +30,6 @@ pub struct RealNode {
     pub port: u16,
     pub healthz_port: u16,
     extra: Vec<String>,
-    /// A tmpfs mounted as the root dir (its size), unmounted on drop.
-    root_tmpfs: Option<String>,
 }
 
 impl RealNode {
@@ -103,7 +101,6 @@ impl RealNode {
             port: free_port(),
             healthz_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            root_tmpfs,
         };
         Some(node)
     }
@@ -312,10 +309,27 @@ impl Drop for RealNode {
         // exits), so the runtime tears their networks down before it goes.
         self.remove_sandboxes();
         remove_cgroup_tree(&self.cgroup_root);
-        if self.root_tmpfs.is_some() {
-            // Lazily: pod volumes may still be mounted below it.
-            let _ = nix::mount::umount2(&self.root(), nix::mount::MntFlags::MNT_DETACH);
-        }
+        // litelet leaves pods running when it stops, so their volume mounts (projected
+        // token volumes are tmpfs) and the optional root tmpfs are still there.
+        unmount_everything_below(self.dir.path());
+    }
+}
+
+/// Unmounts, lazily and deepest first, every mount point at or below `dir`, so that
+/// none outlives the test's temporary directory.
+fn unmount_everything_below(dir: &Path) {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|point| point.starts_with(dir))
+        .collect();
+    points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
+    for point in points {
+        let _ = nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH);
     }
 }
 
