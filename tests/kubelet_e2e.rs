@@ -164,6 +164,8 @@ impl Drop for Litelet {
         let _ = self.child.kill();
         let _ = self.child.wait();
         remove_cgroup_tree(&self.cgroup_root);
+        // litelet leaves pods running, and their tmpfs volumes mounted.
+        support::unmount_everything_below(self.dir.path());
     }
 }
 

@@ -108,6 +108,8 @@ impl Drop for Litelet {
                 );
             }
         }
+        // litelet leaves pods running, and their tmpfs volumes mounted.
+        support::unmount_everything_below(self.dir.path());
     }
 }
 

@@ -37,3 +37,21 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Unmounts, lazily and deepest first, every mount point at or below `dir`, so that
+/// none outlives the test's temporary directory.
+pub fn unmount_everything_below(dir: &std::path::Path) {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<std::path::PathBuf> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(std::path::PathBuf::from)
+        .filter(|point| point.starts_with(dir))
+        .collect();
+    points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
+    for point in points {
+        let _ = nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH);
+    }
+}

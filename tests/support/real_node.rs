@@ -311,25 +311,7 @@ impl Drop for RealNode {
         remove_cgroup_tree(&self.cgroup_root);
         // litelet leaves pods running when it stops, so their volume mounts (projected
         // token volumes are tmpfs) and the optional root tmpfs are still there.
-        unmount_everything_below(self.dir.path());
-    }
-}
-
-/// Unmounts, lazily and deepest first, every mount point at or below `dir`, so that
-/// none outlives the test's temporary directory.
-fn unmount_everything_below(dir: &Path) {
-    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut points: Vec<PathBuf> = mountinfo
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(PathBuf::from)
-        .filter(|point| point.starts_with(dir))
-        .collect();
-    points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
-    for point in points {
-        let _ = nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH);
+        super::unmount_everything_below(self.dir.path());
     }
 }
 
