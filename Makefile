@@ -5,7 +5,7 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: all deps build release test lint lint-if-available fmt clean demo \
-	static deb rpm package-check package-check-if-enabled bench
+	static deb rpm package-check package-check-if-enabled bench conformance
 
 all: build
 
@@ -45,6 +45,12 @@ package-check-if-enabled:
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
 bench: deps
 	$(CARGO) bench --bench litelet -- $(ONLY)
+
+# Upstream's node-conformance suite (the [NodeConformance] specs of the v1.36 e2e
+# suite) against litelet on a real control plane; about 17 minutes, needs root.
+# Fails on any failed spec not in tests/node-conformance/environmental-failures.txt.
+conformance: deps
+	./scripts/conformance.sh
 
 # A static x86_64 binary (glibc static-pie, stripped) in
 # $(CARGO_TARGET_DIR)/x86_64-unknown-linux-gnu/dist/litelet; file and ldd checked.

@@ -43,6 +43,7 @@ use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
 use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
+use crate::sources::watched::WatchedPods;
 use crate::sources::{self, PodUpdate, SOURCE_API, SOURCE_FILE};
 use crate::status::events;
 use crate::status::manager::{PodHooks, StatusManager, UnstartedStatusManager};
@@ -469,6 +470,8 @@ struct Sources {
     updates: Receiver<PodUpdate>,
     expected: HashSet<&'static str>,
     services: Option<sources::services::ServiceStore>,
+    /// The pods the API watch shows (for the status thread's reading of a 403).
+    watched: Option<WatchedPods>,
 }
 
 /// Starts the static pod (file), API server and services sources.
@@ -497,10 +500,13 @@ fn start_sources(
             updates,
             expected,
             services: None,
+            watched: None,
         });
     };
+    let watched = WatchedPods::new();
     let options = sources::apiserver::Options {
         checkpoint: checkpoint.clone(),
+        watched: Some(watched.clone()),
         ..sources::apiserver::Options::new(node)
     };
     threads.add(sources::apiserver::spawn_with(
@@ -525,6 +531,7 @@ fn start_sources(
         updates,
         expected,
         services: Some(store),
+        watched: Some(watched),
     })
 }
 
@@ -576,15 +583,19 @@ fn start_status(
     unstarted: UnstartedStatusManager,
     client: &ApiClient,
     workers: &PodWorkers,
+    watched: Option<WatchedPods>,
     threads: &mut Threads,
 ) -> Result<(), AgentError> {
     let (w1, w2) = (workers.clone(), workers.clone());
-    let hooks = PodHooks::new(
+    let mut hooks = PodHooks::new(
         Arc::new(move |uid: &str| w1.could_have_running_containers(uid)),
         Arc::new(move |uid: &str| {
             !w2.could_have_running_containers(uid) && w2.should_pod_be_finished(uid)
         }),
     );
+    if let Some(watched) = watched {
+        hooks = hooks.with_watch(Arc::new(move |uid: &str| watched.shows(uid)));
+    }
     threads.add(unstarted.spawn(
         client.clone(),
         hooks,
@@ -721,7 +732,13 @@ pub fn run(
         timings,
     );
     if let (Some(unstarted), Some(client)) = (unstarted_status, &api) {
-        start_status(unstarted, client, &workers, &mut threads)?;
+        start_status(
+            unstarted,
+            client,
+            &workers,
+            sources.watched.clone(),
+            &mut threads,
+        )?;
     }
 
     let (deaths_tx, deaths_rx) = bounded(256);

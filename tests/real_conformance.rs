@@ -424,16 +424,16 @@ fn unsafe_sysctls_fail_the_pod_at_admission() {
 }
 
 #[test]
-fn empty_dirs_are_world_writable_and_shared_with_the_fs_group() {
-    let test = "empty_dirs_are_world_writable_and_shared_with_the_fs_group";
+fn empty_dirs_are_world_writable_sticky_on_tmpfs_and_shared_with_the_fs_group() {
+    let test = "empty_dirs_are_world_writable_sticky_on_tmpfs_and_shared_with_the_fs_group";
     let Some(node) = node(test, "rc-emptydir", &[]) else {
         return;
     };
     let mut p = pod(
         &node,
         "dirs",
-        "ls -ldn /disk /mem | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
-         ls -ldn /sub | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
+        "for d in /disk /mem /sub /memsub; do \
+           ls -ldn $d | while read mode links uid gid rest; do echo \"$mode $gid\"; done; done; \
          echo new > /sub/file; ls -ln /sub/file | while read mode links uid gid rest; do echo \"$mode $gid\"; done; \
          echo END; sleep 3600",
     );
@@ -445,24 +445,85 @@ fn empty_dirs_are_world_writable_and_shared_with_the_fs_group() {
     p["spec"]["containers"][0]["volumeMounts"] = json!([
         {"name": "disk", "mountPath": "/disk"},
         {"name": "mem", "mountPath": "/mem"},
-        {"name": "disk", "mountPath": "/sub", "subPath": "nonexistent"}
+        {"name": "disk", "mountPath": "/sub", "subPath": "nonexistent"},
+        {"name": "mem", "mountPath": "/memsub", "subPath": "nonexistent"}
     ]);
     create(&node, &p);
     let log = log_with(&node, "dirs", "main", "END");
-    let lines: Vec<&str> = log.lines().take(4).collect();
-    // A subPath the kubelet creates has the volume root's mode (upstream's e2e
-    // "nonexistent volume subPath should have the correct mode and owner using
-    // FSGroup"), and a file made there belongs to the fsGroup too.
+    let lines: Vec<&str> = log.lines().take(5).collect();
+    // A tmpfs root is sticky (1777) as the kernel makes it, and the fsGroup adds
+    // setgid; a subPath the kubelet creates has the volume root's mode (upstream's
+    // e2e "nonexistent volume subPath should have the correct mode and owner using
+    // FSGroup": dgrwxrwxrwx on disk, dgtrwxrwxrwx on tmpfs), and a file made there
+    // belongs to the fsGroup too.
     assert_eq!(
         lines,
         [
             "drwxrwsrwx 1234",
+            "drwxrwsrwt 1234",
             "drwxrwsrwx 1234",
-            "drwxrwsrwx 1234",
+            "drwxrwsrwt 1234",
             "-rw-r--r-- 1234"
         ],
         "{log}"
     );
+}
+
+/// upstream's e2e "PodOSRejection ... should reject pod when the node OS doesn't
+/// match pod's OS". A pod bound a moment ago can get a 403 from the Node authorizer
+/// (its graph lags the binding); that once made litelet forget the rejection and
+/// start the pod two seconds later. A burst of pods makes that window likely.
+#[test]
+fn a_pod_for_another_os_is_rejected_for_good() {
+    let test = "a_pod_for_another_os_is_rejected_for_good";
+    let Some(node) = node(test, "rc-os", &[]) else {
+        return;
+    };
+    let names: Vec<String> = (0..32).map(|i| format!("windows-{i}")).collect();
+    // A burst from four clients: the authorizer's graph then lags the most.
+    let uids: Vec<String> = std::thread::scope(|s| {
+        let node = &node;
+        let batches: Vec<_> = names
+            .chunks(8)
+            .map(|batch| {
+                s.spawn(move || {
+                    let mut uids = Vec::new();
+                    for name in batch {
+                        let mut p = pod(node, name, "sleep 3600");
+                        p["spec"]["os"] = json!({"name": "windows"});
+                        let created = create(node, &p);
+                        uids.push(created["metadata"]["uid"].as_str().unwrap_or("").to_owned());
+                    }
+                    uids
+                })
+            })
+            .collect();
+        batches
+            .into_iter()
+            .flat_map(|b| b.join().expect("creating pods"))
+            .collect()
+    });
+    let rejected = |p: &Value| {
+        phase(p) == "Failed" && p["status"]["reason"].as_str() == Some("PodOSNotSupported")
+    };
+    for name in &names {
+        node.wait_pod(&node.name, name, "Failed: PodOSNotSupported", rejected);
+    }
+    // Longer than a housekeeping round and a status resync: nothing starts later.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    for (name, uid) in names.iter().zip(&uids) {
+        let p = node
+            .cp
+            .get(&format!("/api/v1/namespaces/{}/pods/{name}", node.name))
+            .expect("pod");
+        assert!(rejected(&p), "{name} stays rejected: {p}\n{}", node.tail());
+        assert_eq!(
+            node.sandbox_count(uid),
+            0,
+            "{name}: no sandbox for a rejected pod\n{}",
+            node.tail()
+        );
+    }
 }
 
 #[test]

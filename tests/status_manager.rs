@@ -936,6 +936,32 @@ fn forbidden_on_get_forgets_the_pod_without_retrying() {
 }
 
 #[test]
+fn forbidden_for_a_pod_the_watch_still_shows_is_retried_not_forgotten() {
+    // A pod bound a moment ago: the Node authorizer's graph has not caught up and
+    // answers 403, while the node's own watch already delivered the pod. Forgetting
+    // the status there once lost an admission rejection; it is retried instead.
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    fake.inject(Fail::status(403).times(2).verb("get").path("/pods/web"));
+    let watched: Arc<AtomicBool> = Arc::new(AtomicBool::new(true));
+    let shows = watched.clone();
+    let hooks = Flags::new()
+        .hooks()
+        .with_watch(Arc::new(move |_| shows.load(Ordering::SeqCst)));
+    let m = start(&fake, hooks);
+    m.set_pod_status(&pod, running(true));
+    assert!(
+        wait_until(LONG, || patches(&fake, "web") == 1),
+        "the status reaches the api once the 403s pass"
+    );
+    assert!(
+        gets(&fake, "web") >= 3,
+        "two refused GETs, then one that works"
+    );
+    assert!(m.versioned_status(pod.uid()).is_some(), "status kept");
+}
+
+#[test]
 fn forbidden_on_patch_forgets_the_pod_without_retrying() {
     let fake = FakeApi::start();
     let pod = create_pod(&fake, "web");

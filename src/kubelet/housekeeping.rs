@@ -82,6 +82,7 @@ impl Kubelet {
 
         self.probes.cleanup_pods(&plan.possibly_running);
         self.status.remove_orphaned_statuses(&plan.desired);
+        self.rejected.retain(|uid| plan.desired.contains(uid));
         for &pod in desired
             .iter()
             .filter(|p| plan.start.iter().any(|u| u == p.uid()))

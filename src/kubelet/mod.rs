@@ -134,6 +134,12 @@ pub struct Kubelet {
     resize: Arc<ResizeManager>,
     last_relist: LastRelist,
     extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
+    /// UIDs of the desired pods admission refused. A refusal is final (upstream
+    /// keeps such a pod away from the pod workers for good): no later update, sync or
+    /// housekeeping round starts a worker for it, whatever the status manager holds.
+    /// Only a kill, which runs nothing, may reach the workers. Pruned to the desired
+    /// pods.
+    rejected: HashSet<String>,
 }
 
 /// The events the loop reacts to.
@@ -194,6 +200,7 @@ impl Kubelet {
             sources_ready: Arc::new(AtomicBool::new(false)),
             deaths: deps.deaths,
             last_worker_count: 0,
+            rejected: HashSet::new(),
             volumes: deps.volumes,
             heartbeat: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot::PodSnapshot::new(),
@@ -418,7 +425,7 @@ impl Kubelet {
     /// Pods that count against admission (upstream filterOutInactivePods).
     fn active_pods<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<&'a Arc<Pod>> {
         pods.filter(|p| {
-            if self.workers.is_pod_known_terminated(p.uid()) {
+            if self.workers.is_pod_known_terminated(p.uid()) || self.rejected.contains(p.uid()) {
                 return false;
             }
             let terminal = api_terminal(p.status.phase.as_ref())
@@ -429,6 +436,14 @@ impl Kubelet {
     }
 
     fn update(&self, kind: UpdateType, pod: Arc<Pod>, mirror: Option<Arc<Pod>>) {
+        if kind != UpdateType::Kill && self.rejected.contains(pod.uid()) {
+            log::debug!(
+                "pod {} ({}) was rejected at admission; {kind:?} not sent to a worker",
+                pod.full_name(),
+                pod.uid()
+            );
+            return;
+        }
         let mut options = UpdatePodOptions::new(kind, pod);
         options.mirror_pod = mirror;
         self.workers.update_pod(options);
@@ -453,6 +468,11 @@ impl Kubelet {
                 }
                 continue;
             }
+            if self.rejected.contains(pod.uid()) {
+                // Seen again (a relist): the refusal stands, nothing is admitted twice.
+                self.pods.upsert(pod);
+                continue;
+            }
             // Admission sees the pods desired before this one is added, so the pod
             // never counts against itself (upstream takes that list before AddPod).
             let admitted = if self.workers.is_pod_termination_requested(pod.uid()) {
@@ -475,6 +495,7 @@ impl Kubelet {
             self.pods.upsert(pod.clone());
             match admitted {
                 Err(rejection) => {
+                    self.rejected.insert(pod.uid().to_owned());
                     self.reject_pod(&pod, &rejection);
                     continue;
                 }
@@ -542,7 +563,8 @@ impl Kubelet {
                 );
                 continue;
             }
-            self.update(UpdateType::Kill, pod, None);
+            self.update(UpdateType::Kill, pod.clone(), None);
+            self.rejected.remove(pod.uid());
         }
     }
 

@@ -421,6 +421,52 @@ fn runtime_pod(uid: &str, state: ContainerState) -> RunningPod {
     }
 }
 
+/// A refusal at admission is final: no later update, probe-driven sync or
+/// housekeeping round starts the pod, even once the status manager has lost its
+/// Failed status (a 403 from a Node authorizer that had not caught up with the
+/// binding once made it forget the status, and housekeeping then started the pod).
+#[test]
+fn a_rejected_pod_never_reaches_a_worker_whatever_follows() {
+    let mut h = harness(&[SOURCE_API], "1");
+    let relist = h.relist.clone();
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("a")]);
+    h.wait_call(Call::Sync("a".into(), UpdateType::Create));
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("b")]);
+    assert_eq!(h.phase("b"), Some(PodPhase::Failed));
+
+    h.kubelet
+        .status
+        .remove_orphaned_statuses(&HashSet::from(["a".to_owned()]));
+    assert_eq!(h.phase("b"), None, "the status manager lost the rejection");
+    // The slot frees up too: only the rejection itself keeps b from running.
+    h.workers
+        .update_pod(UpdatePodOptions::new(UpdateType::Kill, Arc::new(pod("a"))));
+    wait("a known terminated", || {
+        h.workers.is_pod_known_terminated("a")
+    });
+
+    let mut changed = pod("b");
+    changed.metadata.resource_version = Some("2".into());
+    h.config(SOURCE_API, PodOperation::Update, vec![changed.clone()]);
+    h.config(SOURCE_API, PodOperation::Add, vec![changed]);
+    h.probe("b", ProbeKind::Readiness, ProbeResult::Success);
+    relist.publish(Instant::now(), Arc::new(Default::default()));
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(h.housekeeping_ran());
+    quiet();
+    let synced: Vec<Call> = h
+        .syncer
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Sync(uid, _) if uid == "b"))
+        .collect();
+    assert_eq!(synced, vec![], "a rejected pod never syncs");
+
+    // Its removal is the end of the refusal's record.
+    h.config(SOURCE_API, PodOperation::Remove, vec![pod("b")]);
+    assert!(!h.kubelet.rejected.contains("b"));
+}
+
 /// The harness' runtime is never there, so whatever housekeeping finds running can
 /// only come from the PLEG's last relist.
 #[test]

@@ -45,6 +45,7 @@ use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
 use crate::sources::checkpoint::writer::Writer;
 use crate::sources::checkpoint::{CheckpointFile, CheckpointSpec, API_PODS};
 use crate::sources::merge::SourcePods;
+use crate::sources::watched::WatchedPods;
 use crate::sources::{PodOperation, PodUpdate, SOURCE_API};
 
 /// Tunables of the source; [`Options::new`] has the production values.
@@ -59,6 +60,9 @@ pub struct Options {
     /// Keep a checkpoint of the pods and run them from it when the API server is
     /// unreachable at start-up; `None` turns that off.
     pub checkpoint: Option<CheckpointSpec>,
+    /// Where the UIDs the watch shows are published for other threads (the status
+    /// thread's reading of a 403); `None` publishes nothing.
+    pub watched: Option<WatchedPods>,
 }
 
 impl Options {
@@ -69,6 +73,7 @@ impl Options {
             backoff_max: Duration::from_secs(30),
             watch_timeout_secs: (300, 600),
             checkpoint: None,
+            watched: None,
         }
     }
 }
@@ -285,6 +290,9 @@ impl Watcher {
             list.metadata.resource_version
         );
         self.api_pods = pods;
+        if let Some(watched) = &self.options.watched {
+            watched.replace(self.api_pods.keys());
+        }
         self.resource_version = list.metadata.resource_version;
         self.listed = true;
         let sent = self.send_changes();
@@ -406,6 +414,9 @@ impl Watcher {
                     return true;
                 };
                 let uid = pod.uid().to_owned();
+                if let Some(watched) = &self.options.watched {
+                    watched.insert(&uid);
+                }
                 self.api_pods.insert(uid.clone(), Arc::new(pod));
                 uid
             }
@@ -413,6 +424,9 @@ impl Watcher {
                 let Some(pod) = self.decode_pod(event.object) else {
                     return true;
                 };
+                if let Some(watched) = &self.options.watched {
+                    watched.remove(pod.uid());
+                }
                 if self.api_pods.remove(pod.uid()).is_none() {
                     return true;
                 }

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod file;
 pub mod merge;
 pub mod services;
+pub mod watched;
 
 use std::sync::Arc;
 

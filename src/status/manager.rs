@@ -55,6 +55,10 @@ pub struct PodHooks {
     /// reconcile uses it to notice a status someone else changed; without it only
     /// unsent versions, missing pods and pending deletions are looked at.
     pub api_pod: Option<PodLookup>,
+    /// Does the node's pod watch still show this pod? A 403 for such a pod means the
+    /// Node authorizer has not caught up with a fresh binding yet: retried, not taken
+    /// as the pod being gone. Without it every 403 means gone.
+    pub watch_shows: Option<PodPredicate>,
 }
 
 impl PodHooks {
@@ -63,11 +67,17 @@ impl PodHooks {
             could_have_running_containers,
             may_delete,
             api_pod: None,
+            watch_shows: None,
         }
     }
 
     pub fn with_api_pod(mut self, lookup: PodLookup) -> Self {
         self.api_pod = Some(lookup);
+        self
+    }
+
+    pub fn with_watch(mut self, shows: PodPredicate) -> Self {
+        self.watch_shows = Some(shows);
         self
     }
 }

@@ -18,7 +18,8 @@
 //! Outcomes: 404 on GET or no mirror pod yet → remembered as missing and looked at
 //! again on each full reconcile (cache kept); 403 on GET, PATCH or DELETE → the Node
 //! authorizer no longer lets this node see the pod (deleted, namespace gone): it is
-//! forgotten like a recreated one, without retries; another UID under the name → the
+//! forgotten like a recreated one, without retries, unless the node's pod watch still
+//! shows the pod (the authorizer lags a fresh binding): then it is retried; another UID under the name → the
 //! pod was recreated: its cached status is dropped; any other failure (409 included) → the
 //! version is not recorded and the pod is retried after a jittered, doubling delay
 //! (capped at the resync period), starting with a fresh GET.
@@ -292,15 +293,27 @@ impl Syncer {
         self.retries.remove(uid);
     }
 
-    /// A 403 on the pod: the Node authorizer only answers so for a pod no longer
-    /// bound to this node, which is as gone as a 404 and will not come back.
-    fn forbidden(&mut self, uid: &str, v: &VersionedStatus, e: &ApiError) {
+    /// A 403 on the pod. The Node authorizer answers so for a pod no longer bound to
+    /// this node, which is as gone as a 404 and will not come back; but also, for a
+    /// moment, for a pod bound just now, before its graph has caught up. While the
+    /// node's own watch still shows the pod, the 403 is the latter: an error to retry
+    /// with back-off (forgetting would lose a status such as an admission rejection).
+    fn forbidden(&mut self, uid: &str, v: &VersionedStatus, e: ApiError) -> Result<(), ApiError> {
+        let (ns, name) = (v.pod.namespace(), v.pod.name());
+        if self
+            .hooks
+            .watch_shows
+            .as_ref()
+            .is_some_and(|shows| shows(uid))
+        {
+            log::debug!("pod {ns}/{name} ({uid}): 403 while the watch still shows it; retrying");
+            return Err(e);
+        }
         log::info!(
-            "pod {}/{} ({uid}) is no longer visible to this node; forgetting its status: {e}",
-            v.pod.namespace(),
-            v.pod.name()
+            "pod {ns}/{name} ({uid}) is no longer visible to this node; forgetting its status: {e}"
         );
         self.forget(uid);
+        Ok(())
     }
 
     /// The API copy to patch against: our last write while the pod is not being
@@ -350,10 +363,7 @@ impl Syncer {
             self.written.remove(uid);
         }
         let base = match self.base(uid, v) {
-            Err(e) if e.is_forbidden() => {
-                self.forbidden(uid, v, &e);
-                return Ok(());
-            }
+            Err(e) if e.is_forbidden() => return self.forbidden(uid, v, e),
             other => other?,
         };
         let Some((api_pod, cached)) = base else {
@@ -416,10 +426,7 @@ impl Syncer {
                         self.mark_missing(uid, v.version);
                         return Ok(());
                     }
-                    Err(e) if e.is_forbidden() => {
-                        self.forbidden(uid, v, &e);
-                        return Ok(());
-                    }
+                    Err(e) if e.is_forbidden() => return self.forbidden(uid, v, e),
                     Err(e) => return Err(e),
                 }
             }

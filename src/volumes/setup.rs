@@ -108,6 +108,9 @@ fn make_dir(dir: &Path, mode: u32) -> Result<bool, VolumeError> {
     }
 }
 
+/// The mode of a `medium: Memory` emptyDir's root: world-writable and sticky.
+const TMPFS_ROOT_MODE: u32 = 0o1777;
+
 /// Gives a shared directory to the pod's fsGroup, with setgid so new files inherit it.
 fn share_with_group(dir: &Path, fs_group: Option<u32>, mode: u32) -> Result<(), VolumeError> {
     let Some(gid) = fs_group else { return Ok(()) };
@@ -340,18 +343,22 @@ impl VolumeManager {
         // Containers may run as any user: the scratch space is world-writable.
         let created = make_dir(&dir, 0o777)?;
         let mut fresh = created;
+        let mut mode = 0o777;
         if memory && self.mounts {
             let size = src
                 .and_then(|s| s.size_limit.as_ref())
                 .and_then(|q| u64::try_from(q.value()).ok());
-            fresh = mount::mount_tmpfs(&dir, size, 0o777)?;
+            // A tmpfs root is sticky like /tmp (the kernel's default, which upstream
+            // keeps by passing no mode): users cannot remove each other's files.
+            mode = TMPFS_ROOT_MODE;
+            fresh = mount::mount_tmpfs(&dir, size, mode)?;
         } else if memory && created {
             log::warn!(
                 "emptyDir {name} of pod {uid}: mounts disabled, medium Memory falls back to disk"
             );
         }
         if fresh {
-            share_with_group(&dir, fs_group, 0o777)?;
+            share_with_group(&dir, fs_group, mode)?;
         }
         Ok(dir)
     }
@@ -654,16 +661,17 @@ mod tests {
     }
 
     #[test]
-    fn empty_dir_in_memory_is_a_world_writable_tmpfs_shared_with_the_fs_group() {
+    fn empty_dir_in_memory_is_a_sticky_world_writable_tmpfs_shared_with_the_fs_group() {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIP: mounting tmpfs needs root");
             return;
         }
         let mounting = |root: &std::path::Path| VolumeManager::new(root, None, "n");
-        assert_eq!(setup(mounting, &pod(Some("Memory"), None)).0, 0o777);
+        assert_eq!(setup(mounting, &pod(Some("Memory"), None)).0, 0o1777);
         assert_eq!(
             setup(mounting, &pod(Some("Memory"), Some(4321))),
-            (0o2777, 4321)
+            (0o3777, 4321),
+            "fsGroup: group and setgid, sticky kept"
         );
     }
 }

@@ -3,7 +3,8 @@
 # its root, state, sockets, runc root and CNI config all live under DIR.
 # Usage: start-containerd.sh DIR   -> socket DIR/containerd.sock, pid in DIR/containerd.pid
 # The test images (build-images.sh) are built once into DIR/../images or $LITELET_IMAGES
-# and imported; the pause image is the sandbox image.
+# and imported; the pause image is the sandbox image unless LITELET_SANDBOX_IMAGE
+# names another.
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: start-containerd.sh DIR}")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +31,7 @@ oom_score = 0
   path = "$dir/opt"
 
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/litelet/pause:1.0"
+  sandbox_image = "${LITELET_SANDBOX_IMAGE:-localhost/litelet/pause:1.0}"
   # This VM cannot lower oom_score_adj (no CAP_SYS_RESOURCE): without this, runc fails.
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
@@ -98,7 +99,9 @@ images=${LITELET_IMAGES:-$dir/images}
 if [ ! -f "$images/busybox.tar" ] || [ ! -f "$images/pause.tar" ]; then
   "$here/build-images.sh" "$images" >/dev/null
 fi
-for archive in "$images/pause.tar" "$images/busybox.tar"; do
+# LITELET_EXTRA_IMAGES: more OCI archives to import (space-separated paths), e.g. the
+# node-conformance suite's images.
+for archive in "$images/pause.tar" "$images/busybox.tar" ${LITELET_EXTRA_IMAGES:-}; do
   ctr -a "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
 done
 echo "$sock"

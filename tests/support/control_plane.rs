@@ -346,6 +346,72 @@ impl ControlPlane {
         std::fs::write(path, self.kubeconfig_yaml(&id)).expect("write node kubeconfig");
     }
 
+    /// Starts what a full control plane adds to etcd and the apiserver: a
+    /// kube-controller-manager (from the assets; it makes the namespaces' `default`
+    /// ServiceAccounts and `kube-root-ca.crt`, signs CSRs, collects garbage) and the
+    /// kube-scheduler at `scheduler` (for pods created without `spec.nodeName`). Both
+    /// run as their own users, so RBAC's bootstrap roles apply. A watchdog stops them
+    /// when the test process ends.
+    pub fn start_controllers(&self, scheduler: &Path) -> Result<(), String> {
+        let p = self.dir.join("pki");
+        write_pem(&p.join("ca.key"), &self.pki.ca_key_pem());
+        let kubeconfig = |user: &str| -> Result<PathBuf, String> {
+            let id = self.pki.client(&format!("system:{user}"), &[]);
+            let path = self.dir.join(format!("{user}.kubeconfig"));
+            std::fs::write(&path, self.kubeconfig_yaml(&id)).map_err(|e| e.to_string())?;
+            Ok(path)
+        };
+        let kcm_config = kubeconfig("kube-controller-manager")?;
+        let scheduler_config = kubeconfig("kube-scheduler")?;
+        let arg = |flag: &str, path: &Path| format!("--{flag}={}", path.display());
+        let kcm = Command::new(self.assets.join("kube-controller-manager"))
+            .arg(arg("kubeconfig", &kcm_config))
+            .args(["--controllers", "*"])
+            .arg("--use-service-account-credentials=true")
+            .arg(arg("service-account-private-key-file", &p.join("sa.key")))
+            .arg(arg("root-ca-file", &p.join("ca.crt")))
+            .arg(arg("cluster-signing-cert-file", &p.join("ca.crt")))
+            .arg(arg("cluster-signing-key-file", &p.join("ca.key")))
+            .args(["--service-cluster-ip-range", "10.0.0.0/24"])
+            .arg("--allocate-node-cidrs=false")
+            .arg("--leader-elect=false")
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &free_port().to_string()])
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, "kube-controller-manager.log")?)
+            .spawn()
+            .map_err(|e| format!("start kube-controller-manager: {e}"))?;
+        let sched = Command::new(scheduler)
+            .arg(arg("kubeconfig", &scheduler_config))
+            .arg("--leader-elect=false")
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &free_port().to_string()])
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, "kube-scheduler.log")?)
+            .spawn()
+            .map_err(|e| format!("start kube-scheduler: {e}"))?;
+        let pids = format!("{} {}", kcm.id(), sched.id());
+        self.children
+            .lock()
+            .map_err(|e| e.to_string())?
+            .extend([kcm, sched]);
+        use std::os::unix::process::CommandExt;
+        let script = format!(
+            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill {pids} 2>/dev/null; \
+             sleep 2; kill -9 {pids} 2>/dev/null",
+            me = std::process::id(),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("start watchdog: {e}"))?;
+        Ok(())
+    }
+
     /// The admin kubeconfig (for kubectl).
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig

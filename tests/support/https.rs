@@ -46,6 +46,11 @@ impl Pki {
     }
 
     /// A serving certificate for `sans` (IP addresses or DNS names).
+    /// The CA's private key, PEM (a controller-manager signs with it).
+    pub fn ca_key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     pub fn server(&self, sans: &[&str]) -> Identity {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(

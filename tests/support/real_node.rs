@@ -316,6 +316,20 @@ impl Drop for RealNode {
 }
 
 impl RealNode {
+    /// How many sandboxes the runtime has for the pod with this UID (any state).
+    pub fn sandbox_count(&self, pod_uid: &str) -> usize {
+        use litelet::cri::{self, pb, ConnectOptions, Endpoint};
+        let endpoint = Endpoint::parse(&self.containerd.endpoint()).expect("endpoint");
+        let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
+        let list = runtime
+            .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
+            .expect("list sandboxes");
+        list.items
+            .iter()
+            .filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == pod_uid))
+            .count()
+    }
+
     fn remove_sandboxes(&self) {
         use litelet::cri::{self, pb, ConnectOptions, Endpoint};
         let Ok(endpoint) = Endpoint::parse(&self.containerd.endpoint()) else {
