@@ -147,6 +147,23 @@ pub struct Flags {
     #[arg(long, value_name = "MODE", value_enum, default_value = "Webhook")]
     pub authorization_mode: crate::server::authz::AuthorizationMode,
 
+    /// How long a TokenReview's acceptance of a bearer token is trusted.
+    #[arg(long, value_name = "DURATION", default_value = "2m0s", value_parser = parse_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+
+    /// How long a SubjectAccessReview's "allowed" is trusted.
+    #[arg(long, value_name = "DURATION", default_value = "5m0s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+
+    /// How long a SubjectAccessReview's "denied" is trusted.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+
+    /// Config file fields accepted with no effect (each with why), warned about once at
+    /// start-up.
+    #[arg(skip)]
+    pub config_no_effect: Vec<String>,
+
     /// Serving certificate of the node API.
     #[arg(long, value_name = "FILE")]
     pub tls_cert_file: Option<PathBuf>,

@@ -20,6 +20,12 @@ fn main() -> ExitCode {
         }
     };
     init_logging(flags.verbosity);
+    if !flags.config_no_effect.is_empty() {
+        log::warn!(
+            "config file: accepted, but no effect in litelet: {}",
+            flags.config_no_effect.join("; ")
+        );
+    }
     match &flags.command {
         Some(Command::RuntimeInfo(info)) => {
             run_operator(&info.runtime, "runtime-info", runtime_info::report)

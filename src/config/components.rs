@@ -75,6 +75,11 @@ impl Flags {
         config.tls.host_ips = flags.node_ip.iter().copied().collect();
         config.anonymous_auth = flags.anonymous_auth;
         config.authorization_mode = flags.authorization_mode;
+        let token_ttl = flags.authentication_token_webhook_cache_ttl;
+        config.token_cache.authenticated = token_ttl;
+        config.token_cache.rejected = config.token_cache.rejected.min(token_ttl);
+        config.authz_cache.allowed = flags.authorization_webhook_cache_authorized_ttl;
+        config.authz_cache.denied = flags.authorization_webhook_cache_unauthorized_ttl;
         config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
         config.pod_logs_dir = flags.pod_logs_dir.clone();
         config.configz = Some(std::sync::Arc::new(flags.configz()));

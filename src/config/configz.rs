@@ -40,10 +40,20 @@ impl Flags {
             "healthzPort": f.healthz_port,
             "authentication": {
                 "x509": {"clientCAFile": path(&f.client_ca_file)},
-                "webhook": {"enabled": f.kubeconfig.is_some()},
+                "webhook": {
+                    "enabled": f.kubeconfig.is_some(),
+                    "cacheTTL": go_duration(f.authentication_token_webhook_cache_ttl),
+                },
                 "anonymous": {"enabled": f.anonymous_auth},
             },
-            "authorization": {"mode": mode},
+            "authorization": {
+                "mode": mode,
+                "webhook": {
+                    "cacheAuthorizedTTL": go_duration(f.authorization_webhook_cache_authorized_ttl),
+                    "cacheUnauthorizedTTL":
+                        go_duration(f.authorization_webhook_cache_unauthorized_ttl),
+                },
+            },
             "tlsCertFile": path(&f.tls_cert_file),
             "tlsPrivateKeyFile": path(&f.tls_private_key_file),
             "staticPodPath": path(&f.pod_manifest_path),

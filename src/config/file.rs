@@ -158,6 +158,15 @@ pub struct KubeletConfiguration {
     pub container_log_max_workers: Option<u32>,
     /// Within 3 s and 300 s.
     pub container_log_monitor_interval: Option<Duration>,
+    /// `authentication.webhook.cacheTTL` (0s means the default, as upstream).
+    pub token_webhook_cache_ttl: Option<Duration>,
+    /// `authorization.webhook.cacheAuthorizedTTL` (0s means the default).
+    pub authz_webhook_cache_authorized_ttl: Option<Duration>,
+    /// `authorization.webhook.cacheUnauthorizedTTL` (0s means the default).
+    pub authz_webhook_cache_unauthorized_ttl: Option<Duration>,
+    /// Fields accepted although they change nothing in litelet, each with why, for one
+    /// warning at start-up (kubeadm writes most of them into every node's file).
+    pub no_effect: Vec<String>,
 }
 
 /// A taint of `registerWithTaints` (upstream's core/v1 Taint).
@@ -202,7 +211,10 @@ pub fn parse(text: &str, path: &Path) -> Result<KubeletConfiguration, ConfigFile
         }
     };
     if reader.problems.is_empty() {
-        Ok(config)
+        Ok(KubeletConfiguration {
+            no_effect: reader.no_effect,
+            ..config
+        })
     } else {
         Err(ConfigFileError::Invalid {
             path: path.to_owned(),
@@ -215,9 +227,42 @@ pub fn parse(text: &str, path: &Path) -> Result<KubeletConfiguration, ConfigFile
 #[derive(Default)]
 struct Reader {
     problems: Vec<Problem>,
+    no_effect: Vec<String>,
 }
 
 impl Reader {
+    /// Accepts `field` with no effect on litelet, saying why in the start-up warning.
+    fn no_effect(&mut self, field: &str, why: &str) {
+        self.no_effect.push(format!("{field} ({why})"));
+    }
+
+    /// A duration field litelet lacks the feature for: 0s (off, upstream's default)
+    /// is accepted; any other value is refused with `why`.
+    fn zero_duration_only(&mut self, field: &str, value: &Value, why: &str) {
+        if let Some(d) = self.duration(field, value) {
+            if !d.is_zero() {
+                self.bad(field, format!("{why}; leave it 0s (off)"));
+            }
+        }
+    }
+
+    /// A string field with one accepted value (the behaviour litelet has); any other
+    /// value is refused with `why`.
+    fn only_value(&mut self, field: &str, value: &Value, accepted: &str, why: &str) {
+        if let Some(text) = self.get::<String>(field, value) {
+            if text != accepted {
+                self.bad(field, format!("{text:?} is not supported: {why}"));
+            }
+        }
+    }
+
+    /// A mapping that must be empty (every field at upstream's default).
+    fn empty_only(&mut self, field: &str, value: &Value) {
+        for (inner, _) in self.fields(field, value) {
+            self.push(&format!("{field}.{inner}"), ProblemKind::Unsupported);
+        }
+    }
+
     fn bad(&mut self, field: &str, why: String) {
         self.push(field, ProblemKind::BadValue(why));
     }
@@ -305,7 +350,7 @@ impl Reader {
                 "tlsCertFile" => c.tls_cert_file = self.get(f, v),
                 "tlsPrivateKeyFile" => c.tls_private_key_file = self.get(f, v),
                 "authentication" => self.authentication(v, &mut c),
-                "authorization" => c.authorization_mode = self.authorization(v),
+                "authorization" => self.authorization(v, &mut c),
                 "clusterDNS" => c.cluster_dns = self.get(f, v),
                 "clusterDomain" => c.cluster_domain = self.get(f, v),
                 "resolvConf" => c.resolv_conf = self.get(f, v),
@@ -326,7 +371,11 @@ impl Reader {
                 "eventBurst" => c.event_burst = self.get(f, v),
                 "cgroupRoot" => c.cgroup_root = self.get(f, v),
                 "cgroupDriver" => c.cgroup_driver = self.cgroup_driver(v),
-                "containerRuntimeEndpoint" => c.container_runtime_endpoint = self.get(f, v),
+                "containerRuntimeEndpoint" => {
+                    // kubeadm writes "" when its flags file carries the endpoint.
+                    c.container_runtime_endpoint =
+                        self.get::<String>(f, v).filter(|e| !e.is_empty())
+                }
                 "logging" => c.verbosity = self.logging(v),
                 "nodeStatusUpdateFrequency" => c.node_status_update_frequency = self.duration(f, v),
                 "nodeStatusReportFrequency" => c.node_status_report_frequency = self.duration(f, v),
@@ -365,12 +414,107 @@ impl Reader {
                 "containerLogMonitorInterval" => {
                     c.container_log_monitor_interval = self.monitor_interval(f, v)
                 }
+                _ if self.kubeadm_field(f, v) => {}
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
             }
         }
         self.cross_checks(&c);
         c
+    }
+
+    /// The fields `kubeadm join` writes into every node's file that litelet has no
+    /// feature behind: accepted where the value asks for nothing litelet lacks (off,
+    /// or upstream's default), refused where it would. False for any other field.
+    fn kubeadm_field(&mut self, f: &str, v: &Value) -> bool {
+        match f {
+            "httpCheckFrequency" => {
+                if self.duration(f, v).is_some() {
+                    self.no_effect(f, "litelet has no HTTP static pod source");
+                }
+            }
+            "cpuManagerReconcilePeriod" => {
+                if self.duration(f, v).is_some() {
+                    self.no_effect(f, "litelet has no CPU manager: policy none");
+                }
+            }
+            "volumeStatsAggPeriod" => {
+                if self.duration(f, v).is_some() {
+                    self.no_effect(f, "volume usage is sampled with the other stats every 10 s");
+                }
+            }
+            "streamingConnectionIdleTimeout" => {
+                if self.duration(f, v).is_some() {
+                    self.no_effect(
+                        f,
+                        "exec, attach and port-forward streams are the runtime's streaming \
+                         server's, with its own timeouts",
+                    );
+                }
+            }
+            "cpuManagerPolicy" => {
+                self.only_value(f, v, "none", "litelet has no CPU manager (only none)")
+            }
+            "memoryManagerPolicy" => {
+                self.only_value(f, v, "None", "litelet has no memory manager (only None)")
+            }
+            "topologyManagerPolicy" => {
+                self.only_value(f, v, "none", "litelet has no topology manager (only none)")
+            }
+            "imageMaximumGCAge" => self.zero_duration_only(
+                f,
+                v,
+                "litelet removes unused images by disk usage only, not by age",
+            ),
+            "shutdownGracePeriod" | "shutdownGracePeriodCriticalPods" => self.zero_duration_only(
+                f,
+                v,
+                "litelet does not take part in the node's shutdown yet (no graceful node shutdown)",
+            ),
+            "crashLoopBackOff" => self.empty_only(f, v),
+            "memorySwap" => {
+                for (inner, value) in self.fields(f, v) {
+                    let field = format!("{f}.{inner}");
+                    match inner.as_str() {
+                        "swapBehavior" => {
+                            let text: Option<String> = self.get(&field, value);
+                            if !matches!(text.as_deref(), None | Some("" | "NoSwap")) {
+                                self.bad(
+                                    &field,
+                                    "only NoSwap: litelet does not give workloads swap".into(),
+                                );
+                            }
+                        }
+                        _ => self.push(&field, ProblemKind::Unknown),
+                    }
+                }
+                self.no_effect(
+                    f,
+                    "litelet does not manage swap: containers get the runtime's default",
+                );
+            }
+            "rotateCertificates" => {
+                if self.get::<bool>(f, v) == Some(true) {
+                    self.no_effect(
+                        f,
+                        "client certificate rotation is not implemented yet: the kubeconfig's \
+                         certificate is read at start-up; renew it and restart before it expires",
+                    );
+                }
+            }
+            "serverTLSBootstrap" => {
+                if self.get::<bool>(f, v) == Some(true) {
+                    self.bad(
+                        f,
+                        "serving certificates from the CSR API are not implemented yet; \
+                         set tlsCertFile and tlsPrivateKeyFile or leave it false"
+                            .into(),
+                    );
+                }
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn type_meta(&mut self, map: &Mapping) {
@@ -409,7 +553,7 @@ impl Reader {
                         }
                     }
                 }
-                "webhook" => self.token_webhook(&field, v),
+                "webhook" => self.token_webhook(&field, v, c),
                 _ => self.push(&field, ProblemKind::Unknown),
             }
         }
@@ -417,7 +561,7 @@ impl Reader {
 
     /// litelet always checks bearer tokens with a TokenReview (given an API server), as
     /// upstream does by default: `enabled: true` is accepted, nothing else is settable.
-    fn token_webhook(&mut self, prefix: &str, value: &Value) {
+    fn token_webhook(&mut self, prefix: &str, value: &Value, c: &mut KubeletConfiguration) {
         for (inner, v) in self.fields(prefix, value) {
             let field = format!("{prefix}.{inner}");
             match inner.as_str() {
@@ -431,14 +575,13 @@ impl Reader {
                         );
                     }
                 }
-                "cacheTTL" => self.push(&field, ProblemKind::Unsupported),
+                "cacheTTL" => c.token_webhook_cache_ttl = self.duration(&field, v),
                 _ => self.push(&field, ProblemKind::Unknown),
             }
         }
     }
 
-    fn authorization(&mut self, value: &Value) -> Option<AuthorizationMode> {
-        let mut mode = None;
+    fn authorization(&mut self, value: &Value, c: &mut KubeletConfiguration) {
         for (name, v) in self.fields("authorization", value) {
             let field = format!("authorization.{name}");
             match name.as_str() {
@@ -447,18 +590,30 @@ impl Reader {
                         continue;
                     };
                     match <AuthorizationMode as clap::ValueEnum>::from_str(&text, false) {
-                        Ok(m) => mode = Some(m),
+                        Ok(m) => c.authorization_mode = Some(m),
                         Err(_) => self.bad(
                             &field,
                             format!("{text:?} is not one of \"Webhook\", \"AlwaysAllow\""),
                         ),
                     }
                 }
-                "webhook" => self.push(&field, ProblemKind::Unsupported),
+                "webhook" => {
+                    for (inner, v) in self.fields(&field, v) {
+                        let field = format!("{field}.{inner}");
+                        match inner.as_str() {
+                            "cacheAuthorizedTTL" => {
+                                c.authz_webhook_cache_authorized_ttl = self.duration(&field, v)
+                            }
+                            "cacheUnauthorizedTTL" => {
+                                c.authz_webhook_cache_unauthorized_ttl = self.duration(&field, v)
+                            }
+                            _ => self.push(&field, ProblemKind::Unknown),
+                        }
+                    }
+                }
                 _ => self.push(&field, ProblemKind::Unknown),
             }
         }
-        mode
     }
 
     fn logging(&mut self, value: &Value) -> Option<u8> {
@@ -467,9 +622,10 @@ impl Reader {
             let field = format!("logging.{name}");
             match name.as_str() {
                 "verbosity" => verbosity = self.get(&field, v),
-                "format" | "flushFrequency" | "vmodule" | "options" => {
-                    self.push(&field, ProblemKind::Unsupported)
-                }
+                "format" => self.only_value(&field, v, "text", "litelet writes text logs only"),
+                "flushFrequency" => self.no_effect(&field, "litelet writes log lines unbuffered"),
+                "options" => self.no_effect(&field, "litelet's text logs have no buffer options"),
+                "vmodule" => self.push(&field, ProblemKind::Unsupported),
                 _ => self.push(&field, ProblemKind::Unknown),
             }
         }
@@ -712,11 +868,25 @@ impl KubeletConfiguration {
         if let Some(interval) = self.container_log_monitor_interval {
             flags.container_log_monitor_interval = interval;
         }
+        // In the file, 0s stands for the default (upstream's defaulting).
+        let ttl = |d: Option<Duration>| d.filter(|d| !d.is_zero());
+        set!("authentication_token_webhook_cache_ttl", ttl(self.token_webhook_cache_ttl)
+            => flags.authentication_token_webhook_cache_ttl);
+        set!("authorization_webhook_cache_authorized_ttl",
+            ttl(self.authz_webhook_cache_authorized_ttl)
+            => flags.authorization_webhook_cache_authorized_ttl);
+        set!("authorization_webhook_cache_unauthorized_ttl",
+            ttl(self.authz_webhook_cache_unauthorized_ttl)
+            => flags.authorization_webhook_cache_unauthorized_ttl);
+        flags.config_no_effect = self.no_effect;
     }
 }
 
 /// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
 pub const APPLIED_IDS: &[&str] = &[
+    "authentication_token_webhook_cache_ttl",
+    "authorization_webhook_cache_authorized_ttl",
+    "authorization_webhook_cache_unauthorized_ttl",
     "pod_manifest_path",
     "sync_frequency",
     "file_check_frequency",

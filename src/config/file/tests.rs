@@ -144,10 +144,13 @@ logging: {format: json}
             problem("maxPod", ProblemKind::Unknown),
             problem("serializeImagePulls", ProblemKind::Unsupported),
             problem("featureGates", ProblemKind::Unsupported),
-            problem("authentication.webhook.cacheTTL", ProblemKind::Unsupported),
             problem("authentication.x509.extra", ProblemKind::Unknown),
-            problem("authorization.webhook", ProblemKind::Unsupported),
-            problem("logging.format", ProblemKind::Unsupported),
+            problem(
+                "logging.format",
+                ProblemKind::BadValue(
+                    "\"json\" is not supported: litelet writes text logs only".into()
+                )
+            ),
         ]
     );
     let err = parse_text("maxPod: 10\nserializeImagePulls: false\n").unwrap_err();
@@ -567,4 +570,156 @@ fn container_log_fields_reach_the_log_manager() {
             "containerLogMonitorInterval"
         ]
     );
+}
+
+/// What `kubeadm config print init-defaults --component-configs KubeletConfiguration`
+/// (v1.36.3) prints, which is what `kubeadm join` writes to
+/// `/var/lib/kubelet/config.yaml` on every node (the cluster's values aside).
+const KUBEADM_CONFIG: &str = r#"apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: ""
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 0s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 0s
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: /etc/kubernetes/manifests
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+"#;
+
+#[test]
+fn kubeadms_file_is_refused_only_for_the_systemd_cgroup_driver() {
+    let err = parse(KUBEADM_CONFIG, Path::new("config.yaml")).unwrap_err();
+    let ConfigFileError::Invalid { problems, .. } = err else {
+        panic!("expected problems: {err}");
+    };
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["cgroupDriver"]);
+}
+
+#[test]
+fn kubeadms_file_with_cgroupfs_is_accepted_and_names_what_has_no_effect() {
+    let text = KUBEADM_CONFIG.replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs");
+    let config = parse(&text, Path::new("config.yaml")).unwrap();
+    assert_eq!(config.container_runtime_endpoint, None, "\"\" is unset");
+    let unused: Vec<&str> = config
+        .no_effect
+        .iter()
+        .map(|n| n.split(' ').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        unused,
+        [
+            "cpuManagerReconcilePeriod",
+            "httpCheckFrequency",
+            "logging.flushFrequency",
+            "logging.options",
+            "memorySwap",
+            "rotateCertificates",
+            "streamingConnectionIdleTimeout",
+            "volumeStatsAggPeriod",
+        ]
+    );
+    // Zero cache TTLs mean upstream's defaults.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &text).unwrap();
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(
+        flags.authentication_token_webhook_cache_ttl,
+        Duration::from_secs(120)
+    );
+    assert_eq!(
+        flags.authorization_webhook_cache_authorized_ttl,
+        Duration::from_secs(300)
+    );
+    assert_eq!(
+        flags.authorization_webhook_cache_unauthorized_ttl,
+        Duration::from_secs(30)
+    );
+    assert_eq!(flags.config_no_effect.len(), 8);
+}
+
+#[test]
+fn webhook_cache_ttls_reach_the_server_config() {
+    let file = temp_config(
+        "authentication: {webhook: {cacheTTL: 1m}}\n\
+         authorization: {webhook: {cacheAuthorizedTTL: 10m, cacheUnauthorizedTTL: 5s}}\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    let server = flags.server_config("n");
+    assert_eq!(server.token_cache.authenticated, Duration::from_secs(60));
+    assert_eq!(server.authz_cache.allowed, Duration::from_secs(600));
+    assert_eq!(server.authz_cache.denied, Duration::from_secs(5));
+}
+
+#[test]
+fn kubeadm_fields_asking_for_what_litelet_lacks_are_refused() {
+    let found = problems(
+        r#"
+shutdownGracePeriod: 30s
+imageMaximumGCAge: 1h
+memorySwap: {swapBehavior: LimitedSwap}
+crashLoopBackOff: {maxContainerRestartPeriod: 10s}
+cpuManagerPolicy: static
+serverTLSBootstrap: true
+"#,
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "shutdownGracePeriod",
+            "imageMaximumGCAge",
+            "memorySwap.swapBehavior",
+            "crashLoopBackOff.maxContainerRestartPeriod",
+            "cpuManagerPolicy",
+            "serverTLSBootstrap",
+        ]
+    );
+    // Off or default values of the same fields are fine.
+    let config = parse_text(
+        "shutdownGracePeriod: 0s\nimageMaximumGCAge: 0s\ncpuManagerPolicy: none\n\
+         memoryManagerPolicy: None\ntopologyManagerPolicy: none\nserverTLSBootstrap: false\n\
+         rotateCertificates: false\nmemorySwap: {swapBehavior: NoSwap}\nlogging: {format: text}\n",
+    )
+    .unwrap();
+    assert_eq!(config.no_effect.len(), 1, "{:?}", config.no_effect);
 }
