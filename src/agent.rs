@@ -270,10 +270,29 @@ fn resolve_host(flags: &Flags) -> Result<Host, AgentError> {
     })
 }
 
-fn api_client(flags: &Flags) -> Result<Option<ApiClient>, AgentError> {
+fn api_client(flags: &Flags, node: &str) -> Result<Option<ApiClient>, AgentError> {
     let Some(path) = &flags.kubeconfig else {
         return Ok(None);
     };
+    if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
+        let cert_dir = flags
+            .cert_dir
+            .clone()
+            .unwrap_or_else(|| flags.root_dir.join("pki"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let bootstrap = crate::certificate::Bootstrap {
+            kubeconfig: path,
+            bootstrap_kubeconfig,
+            cert_dir: &cert_dir,
+            node_name: node,
+            // Upstream's kubelet waits an hour for its first certificate.
+            wait: Duration::from_secs(3600),
+        };
+        crate::certificate::ensure_client_certificate(&bootstrap, now)
+            .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
+    }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
     config.qps = flags.kube_api_qps;
     config.burst = flags.kube_api_burst;
@@ -658,7 +677,7 @@ pub fn run(
         .iter()
         .map(|ip| ip.to_string())
         .collect();
-    let api = api_client(flags)?;
+    let api = api_client(flags, &node)?;
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
     // Upstream's first node event (kubelet Run).
     recorder.node(

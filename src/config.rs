@@ -45,6 +45,17 @@ pub struct Flags {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// kubeconfig with bootstrap credentials (a bootstrap token): when --kubeconfig is
+    /// missing or its client certificate is not valid, litelet asks the cluster for a
+    /// certificate with these and writes --kubeconfig for it (TLS bootstrap).
+    #[arg(long, value_name = "FILE", requires = "kubeconfig")]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+
+    /// Where issued client certificates are kept (kubelet-client-current.pem);
+    /// default <root-dir>/pki.
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+
     /// Directory of static pod manifests (YAML or JSON).
     #[arg(long, value_name = "DIR")]
     pub pod_manifest_path: Option<PathBuf>,

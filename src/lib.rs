@@ -7,12 +7,14 @@
 pub mod admission;
 pub mod agent;
 pub mod api;
+pub mod certificate;
 pub mod cgroups;
 pub mod config;
 pub mod credentialprovider;
 pub mod cri;
 pub mod events;
 pub mod eviction;
+pub mod fsutil;
 pub mod kubelet;
 pub mod logs;
 pub mod metrics;

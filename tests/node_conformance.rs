@@ -61,7 +61,7 @@ fn node_conformance_suite_fails_only_where_the_machine_does() {
     let Some(cp) = ControlPlane::shared(test) else {
         return;
     };
-    cp.start_controllers(&e2e.join("kube-scheduler"))
+    cp.start_controllers(Some(&e2e.join("kube-scheduler")))
         .unwrap_or_else(|e| panic!("controllers: {e}"));
     let hosts = tempfile::tempdir().expect("registry hosts dir");
     closed_registries(&images, hosts.path());

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// here (and to the diagram in `docs/ARCHITECTURE.md`).
 const LAYERS: &[&[&str]] = &[
     // Wire types and host helpers: depend on nothing of litelet.
-    &["api", "process"],
+    &["api", "process", "fsutil"],
     // Leaf services over the API types: metrics registry, cgroup writes, events,
     // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
     &[
@@ -28,6 +28,7 @@ const LAYERS: &[&[&str]] = &[
         "sources",
         "credentialprovider",
         "probe",
+        "certificate",
     ],
     // The CRI client (counts its calls in metrics).
     &["cri"],

@@ -18,6 +18,9 @@ use serde::Deserialize;
 use crate::api::client::ClientConfig;
 use crate::api::meta::nullable;
 
+mod render;
+pub use render::client_cert_kubeconfig;
+
 /// A kubeconfig that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {

@@ -3,8 +3,10 @@
 //! objects; the rest of litelet works with these types.
 
 pub mod affinity;
+pub mod base64;
 pub mod client;
 pub mod configmap;
+pub mod csr;
 pub mod error;
 pub mod event;
 pub mod kubeconfig;
@@ -22,6 +24,7 @@ pub mod service;
 pub mod stats;
 pub mod token;
 pub mod watch;
+pub mod x509;
 
 pub use client::{
     ApiClient, ClientConfig, DeleteOptions, ListOptions, PatchType, RetryPolicy, WatchOptions,

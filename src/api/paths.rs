@@ -7,6 +7,7 @@ use crate::api::lease::NODE_LEASE_NAMESPACE;
 
 const CORE: &str = "/api/v1";
 const COORDINATION: &str = "/apis/coordination.k8s.io/v1";
+const CERTIFICATES: &str = "/apis/certificates.k8s.io/v1";
 
 /// Encodes one path segment: unreserved characters pass, everything else is `%XX`.
 fn seg(s: &str) -> String {
@@ -98,6 +99,16 @@ pub fn service_account_token(namespace: &str, name: &str) -> String {
         seg(namespace),
         seg(name)
     )
+}
+
+/// CertificateSigningRequests (cluster-scoped).
+pub fn csrs() -> String {
+    format!("{CERTIFICATES}/certificatesigningrequests")
+}
+
+/// One CertificateSigningRequest.
+pub fn csr(name: &str) -> String {
+    format!("{CERTIFICATES}/certificatesigningrequests/{}", seg(name))
 }
 
 #[cfg(test)]

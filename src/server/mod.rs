@@ -26,7 +26,8 @@ pub mod conn;
 pub mod http;
 pub mod routes;
 pub mod tls;
-pub mod x509;
+/// The DER reading lives with the wire types (the certificate bootstrap reads it too).
+pub use crate::api::x509;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};

@@ -62,6 +62,8 @@ pub struct ControlPlane {
     pub node_ip: Ipv4Addr,
     children: Mutex<Vec<Child>>,
     namespaces: Mutex<Vec<String>>,
+    /// Set once the controller-manager and scheduler were started.
+    controllers: OnceLock<Result<(), String>>,
 }
 
 /// The shared instance (None when it could not start and we may skip).
@@ -172,6 +174,7 @@ impl ControlPlane {
             node_ip,
             children: Mutex::new(children),
             namespaces: Mutex::new(Vec::new()),
+            controllers: OnceLock::new(),
         };
         let etcd_addr: SocketAddr = format!("127.0.0.1:{etcd_port}")
             .parse()
@@ -228,6 +231,8 @@ impl ControlPlane {
             ))
             .args(["--kubelet-preferred-address-types", "InternalIP,Hostname"])
             .arg("--allow-privileged=true")
+            // Bootstrap tokens (kubeadm join's credentials) for the TLS bootstrap tests.
+            .arg("--enable-bootstrap-token-auth=true")
             .args(["--service-cluster-ip-range", "10.0.0.0/24"])
             .args(["--endpoint-reconciler-type", "none"])
             .arg(format!(
@@ -348,11 +353,18 @@ impl ControlPlane {
 
     /// Starts what a full control plane adds to etcd and the apiserver: a
     /// kube-controller-manager (from the assets; it makes the namespaces' `default`
-    /// ServiceAccounts and `kube-root-ca.crt`, signs CSRs, collects garbage) and the
-    /// kube-scheduler at `scheduler` (for pods created without `spec.nodeName`). Both
-    /// run as their own users, so RBAC's bootstrap roles apply. A watchdog stops them
-    /// when the test process ends.
-    pub fn start_controllers(&self, scheduler: &Path) -> Result<(), String> {
+    /// ServiceAccounts and `kube-root-ca.crt`, approves and signs CSRs, collects
+    /// garbage) and, given its path, the kube-scheduler (for pods created without
+    /// `spec.nodeName`). Both run as their own users, so RBAC's bootstrap roles apply.
+    /// A watchdog stops them when the test process ends. Once per control plane: a
+    /// later call returns the first one's outcome.
+    pub fn start_controllers(&self, scheduler: Option<&Path>) -> Result<(), String> {
+        self.controllers
+            .get_or_init(|| self.spawn_controllers(scheduler))
+            .clone()
+    }
+
+    fn spawn_controllers(&self, scheduler: Option<&Path>) -> Result<(), String> {
         let p = self.dir.join("pki");
         write_pem(&p.join("ca.key"), &self.pki.ca_key_pem());
         let kubeconfig = |user: &str| -> Result<PathBuf, String> {
@@ -381,20 +393,25 @@ impl ControlPlane {
             .stderr(log_file(&self.dir, "kube-controller-manager.log")?)
             .spawn()
             .map_err(|e| format!("start kube-controller-manager: {e}"))?;
-        let sched = Command::new(scheduler)
-            .arg(arg("kubeconfig", &scheduler_config))
-            .arg("--leader-elect=false")
-            .args(["--bind-address", "127.0.0.1"])
-            .args(["--secure-port", &free_port().to_string()])
-            .stdout(Stdio::null())
-            .stderr(log_file(&self.dir, "kube-scheduler.log")?)
-            .spawn()
-            .map_err(|e| format!("start kube-scheduler: {e}"))?;
-        let pids = format!("{} {}", kcm.id(), sched.id());
+        let mut started = vec![kcm];
+        if let Some(scheduler) = scheduler {
+            let sched = Command::new(scheduler)
+                .arg(arg("kubeconfig", &scheduler_config))
+                .arg("--leader-elect=false")
+                .args(["--bind-address", "127.0.0.1"])
+                .args(["--secure-port", &free_port().to_string()])
+                .stdout(Stdio::null())
+                .stderr(log_file(&self.dir, "kube-scheduler.log")?)
+                .spawn()
+                .map_err(|e| format!("start kube-scheduler: {e}"))?;
+            started.push(sched);
+        }
+        let pids: Vec<String> = started.iter().map(|c| c.id().to_string()).collect();
+        let pids = pids.join(" ");
         self.children
             .lock()
             .map_err(|e| e.to_string())?
-            .extend([kcm, sched]);
+            .extend(started);
         use std::os::unix::process::CommandExt;
         let script = format!(
             "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill {pids} 2>/dev/null; \
@@ -410,6 +427,78 @@ impl ControlPlane {
             .spawn()
             .map_err(|e| format!("start watchdog: {e}"))?;
         Ok(())
+    }
+
+    /// A bootstrap token (`<id>.<secret>`) as `kubeadm token create` makes one, with
+    /// the RBAC kubeadm sets up: its group may create CertificateSigningRequests,
+    /// and node client requests of bootstrappers and renewals of nodes are approved
+    /// automatically (by the controller-manager's csrapproving controller).
+    pub fn bootstrap_token(&self) -> String {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let id = format!("lt{:04}", NEXT.fetch_add(1, Ordering::Relaxed) % 10_000);
+        let secret = "0123456789abcdef";
+        let api = self.admin();
+        let created = |r: Result<Value, litelet::api::ApiError>, what: &str| match r {
+            Ok(_) => {}
+            Err(e) if e.status_code() == Some(409) => {}
+            Err(e) => panic!("create {what}: {e}"),
+        };
+        created(
+            api.create(
+                "/api/v1/namespaces/kube-system/secrets",
+                &json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
+                    "type": "bootstrap.kubernetes.io/token",
+                    "stringData": {"token-id": id, "token-secret": secret,
+                        "usage-bootstrap-authentication": "true",
+                        "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token"}}),
+            ),
+            "bootstrap token",
+        );
+        let binding = |name: &str, role: &str, group: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]})
+        };
+        let bindings = [
+            (
+                "kubeadm:kubelet-bootstrap",
+                "system:node-bootstrapper",
+                "system:bootstrappers",
+            ),
+            (
+                "kubeadm:node-autoapprove-bootstrap",
+                "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+                "system:bootstrappers",
+            ),
+            (
+                "kubeadm:node-autoapprove-certificate-rotation",
+                "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+                "system:nodes",
+            ),
+        ];
+        for (name, role, group) in bindings {
+            created(
+                api.create(
+                    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                    &binding(name, role, group),
+                ),
+                name,
+            );
+        }
+        format!("{id}.{secret}")
+    }
+
+    /// A kubeconfig with bootstrap token `token` (what kubeadm writes to
+    /// `/etc/kubernetes/bootstrap-kubelet.conf`).
+    pub fn bootstrap_kubeconfig_yaml(&self, token: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: tls-bootstrap-token-user\n  user:\n    token: {token}\ncontexts:\n- name: bootstrap\n  context:\n    cluster: test\n    user: tls-bootstrap-token-user\ncurrent-context: bootstrap\n",
+            self.url,
+            base64(self.ca_pem.as_bytes()),
+        )
     }
 
     /// The admin kubeconfig (for kubectl).

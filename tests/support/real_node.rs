@@ -65,6 +65,29 @@ impl RealNode {
         Some(node)
     }
 
+    /// Like [`RealNode::start`], but the node has no kubeconfig of its own: only a
+    /// bootstrap token (`--bootstrap-kubeconfig`), with which litelet asks the
+    /// cluster for its client certificate into `--cert-dir <dir>/pki` (the control
+    /// plane must run a controller-manager to approve and sign it).
+    pub fn start_bootstrapping(test: &str, name: &str, token: &str) -> Option<RealNode> {
+        let mut node = Self::start_inner(test, name, &[], None, None)?;
+        let d = node.dir.path().to_owned();
+        std::fs::remove_file(d.join("kubeconfig")).expect("remove kubeconfig");
+        std::fs::write(
+            d.join("bootstrap.conf"),
+            node.cp.bootstrap_kubeconfig_yaml(token),
+        )
+        .expect("write bootstrap kubeconfig");
+        node.extra.extend([
+            "--bootstrap-kubeconfig".to_owned(),
+            d.join("bootstrap.conf").display().to_string(),
+            "--cert-dir".to_owned(),
+            d.join("pki").display().to_string(),
+        ]);
+        node.spawn();
+        Some(node)
+    }
+
     fn start_inner(
         test: &str,
         name: &str,

@@ -1,0 +1,201 @@
+//! Reads the subject and the validity period of an X.509 certificate (DER). The
+//! subject's common name becomes the user name and its organizations the groups, as
+//! the API server maps client certificates (the node server, after the chain was
+//! verified); the validity tells the certificate bootstrap whether a client
+//! certificate is still good. A tiny, bounds-checked DER walker: only the path from
+//! Certificate to the subject Name is followed; anything unexpected is an error,
+//! never a panic. Pure.
+
+/// The identity in a certificate's subject.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subject {
+    pub common_name: String,
+    pub organizations: Vec<String>,
+}
+
+const SEQUENCE: u8 = 0x30;
+const SET: u8 = 0x31;
+const OID: u8 = 0x06;
+const EXPLICIT_0: u8 = 0xa0;
+const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
+const OID_O: &[u8] = &[0x55, 0x04, 0x0a];
+const UTC_TIME: u8 = 0x17;
+const GENERALIZED_TIME: u8 = 0x18;
+
+/// One TLV: (tag, content, rest).
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let mut len = 0usize;
+        for &b in &rest[..n] {
+            len = (len << 8) | usize::from(b);
+        }
+        rest = &rest[n..];
+        len
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
+fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (t, content, rest) = tlv(input)?;
+    (t == tag).then_some((content, rest))
+}
+
+/// The fields of the TBSCertificate from `serialNumber` on (the version skipped).
+fn tbs_fields(der: &[u8]) -> Option<&[u8]> {
+    let (cert, _) = expect(der, SEQUENCE)?;
+    let (tbs, _) = expect(cert, SEQUENCE)?;
+    if tbs.first() == Some(&EXPLICIT_0) {
+        return Some(tlv(tbs)?.2);
+    }
+    Some(tbs)
+}
+
+/// The validity period of a DER certificate, `(notBefore, notAfter)` in Unix
+/// seconds; None when it cannot be read.
+pub fn validity(der: &[u8]) -> Option<(i64, i64)> {
+    let mut rest = tbs_fields(der)?;
+    // serialNumber, signature, issuer, then validity.
+    for _ in 0..3 {
+        rest = tlv(rest)?.2;
+    }
+    let (validity, _) = expect(rest, SEQUENCE)?;
+    let (tag, before, rest) = tlv(validity)?;
+    let not_before = time(tag, before)?;
+    let (tag, after, _) = tlv(rest)?;
+    Some((not_before, time(tag, after)?))
+}
+
+/// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime
+/// (`YYYYMMDDHHMMSSZ`) as Unix seconds.
+fn time(tag: u8, text: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(text).ok()?.strip_suffix('Z')?;
+    let (year, rest) = match tag {
+        UTC_TIME if text.len() == 12 => {
+            let yy: i64 = text.get(..2)?.parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &text[2..])
+        }
+        GENERALIZED_TIME if text.len() == 14 => (text.get(..4)?.parse().ok()?, &text[4..]),
+        _ => return None,
+    };
+    if !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let field = |i: usize| -> Option<i64> { rest.get(i..i + 2)?.parse().ok() };
+    let (month, day) = (field(0)?, field(2)?);
+    let (hour, minute, second) = (field(4)?, field(6)?, field(8)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The subject of a DER certificate; None when it cannot be read.
+pub fn subject(der: &[u8]) -> Option<Subject> {
+    let mut rest = tbs_fields(der)?;
+    // serialNumber, signature, issuer, validity, then subject.
+    for _ in 0..4 {
+        rest = tlv(rest)?.2;
+    }
+    let (name, _) = expect(rest, SEQUENCE)?;
+    let mut out = Subject::default();
+    let mut rdns = name;
+    while !rdns.is_empty() {
+        let (set, next) = expect(rdns, SET)?;
+        rdns = next;
+        let mut attrs = set;
+        while !attrs.is_empty() {
+            let (attr, next) = expect(attrs, SEQUENCE)?;
+            attrs = next;
+            let (oid, value) = expect(attr, OID)?;
+            let (tag, text, _) = tlv(value)?;
+            // UTF8String, PrintableString, T61String, IA5String.
+            if !matches!(tag, 0x0c | 0x13 | 0x14 | 0x16) {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(text) else {
+                continue;
+            };
+            if oid == OID_CN {
+                out.common_name = text.to_owned();
+            } else if oid == OID_O {
+                out.organizations.push(text.to_owned());
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cn_and_organizations() {
+        let mut params = rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "system:node:n1");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:nodes");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let s = subject(cert.der()).unwrap();
+        assert_eq!(s.common_name, "system:node:n1");
+        assert_eq!(s.organizations, vec!["system:nodes".to_string()]);
+    }
+
+    #[test]
+    fn reads_the_validity_period() {
+        let mut params = rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2026, 2, 28);
+        // Past 2049 the encoding switches to GeneralizedTime.
+        params.not_after = rcgen::date_time_ymd(2051, 3, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        // `date -u -d 2026-02-28 +%s` and `date -u -d 2051-03-01 +%s`.
+        assert_eq!(validity(cert.der()), Some((1_772_236_800, 2_561_241_600)));
+        assert_eq!(time(UTC_TIME, b"491231235959Z"), Some(2_524_607_999));
+        assert_eq!(time(UTC_TIME, b"500101000000Z"), Some(-631_152_000));
+        assert_eq!(time(UTC_TIME, b"2601010000Z"), None);
+        assert_eq!(time(GENERALIZED_TIME, b"20261301000000Z"), None);
+    }
+
+    #[test]
+    fn garbage_is_none() {
+        assert_eq!(subject(&[]), None);
+        assert_eq!(subject(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subject(&[0x30, 0x03, 0x30, 0x01]), None);
+        proptest::proptest!(|(bytes in proptest::collection::vec(0u8..=255, 0..200))| {
+            let _ = subject(&bytes);
+            let _ = validity(&bytes);
+        });
+    }
+}

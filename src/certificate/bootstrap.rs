@@ -1,0 +1,345 @@
+//! TLS bootstrap at start-up (upstream `LoadClientCert`): make sure `--kubeconfig`
+//! holds a usable client certificate before litelet talks to the API server.
+//!
+//! In order: a kubeconfig that loads and whose client certificate is valid now is
+//! kept as it is (a kubeconfig without a certificate too: a token, say); else the
+//! certificate directory's current pair, when valid, gets a kubeconfig written for
+//! it; else a new ECDSA key and a CertificateSigningRequest (signer
+//! `kubernetes.io/kube-apiserver-client-kubelet`) go to the API server with the
+//! bootstrap kubeconfig's credentials, and litelet waits, watching the request, for
+//! it to be approved and signed (bounded: [`Bootstrap::wait`]). The signed pair goes
+//! to the certificate directory, and the kubeconfig (mode 0600) names its
+//! `kubelet-client-current.pem`. A certificate that expired while the node was off
+//! so falls back to the bootstrap kubeconfig, as upstream.
+//!
+//! Runs on the main thread; every failure is a [`BootstrapError`] naming the file or
+//! the request, and litelet does not start without a certificate.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::api::csr::{CertificateSigningRequest, CsrState};
+use crate::api::kubeconfig::{self, KubeconfigError};
+use crate::api::ratelimit::Backoff;
+use crate::api::{paths, ApiClient, ApiError, ClientConfig, WatchOptions};
+
+use super::request::kubelet_client_request;
+use super::store::{CertStore, StoreError};
+
+/// What the bootstrap works with.
+pub struct Bootstrap<'a> {
+    /// `--kubeconfig`: read when usable, (re)written otherwise.
+    pub kubeconfig: &'a Path,
+    /// `--bootstrap-kubeconfig`: the credentials that may ask for a certificate.
+    pub bootstrap_kubeconfig: &'a Path,
+    /// `--cert-dir`.
+    pub cert_dir: &'a Path,
+    pub node_name: &'a str,
+    /// How long to wait for the request to be approved and signed.
+    pub wait: Duration,
+}
+
+/// How the kubeconfig came to be usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It already was.
+    Kept,
+    /// Written for the certificate directory's current pair.
+    FromStore,
+    /// Written for a pair issued now through the named request.
+    Issued { request: String },
+}
+
+/// Why litelet has no client certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("bootstrap kubeconfig: {0}")]
+    BootstrapConfig(#[source] KubeconfigError),
+    #[error("bootstrap kubeconfig {path}: {source}")]
+    Client {
+        path: PathBuf,
+        #[source]
+        source: ApiError,
+    },
+    #[error("making a key pair and certificate request: {0}")]
+    Request(#[source] rcgen::Error),
+    #[error("sending the CertificateSigningRequest: {0}")]
+    Create(#[source] ApiError),
+    #[error("CertificateSigningRequest {name} was refused: {why}")]
+    Refused { name: String, why: String },
+    #[error(
+        "CertificateSigningRequest {name} was not approved and signed within {waited:?}: \
+         does the cluster approve node client requests (csrapproving controller and the \
+         system:certificates.k8s.io:certificatesigningrequests:nodeclient binding)?"
+    )]
+    Timeout { name: String, waited: Duration },
+    #[error("CertificateSigningRequest {name}: the issued certificate is unusable: {why}")]
+    BadCertificate { name: String, why: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("writing kubeconfig {path}: {source}")]
+    WriteKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rendering kubeconfig {path}: {source}")]
+    RenderKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+}
+
+/// Makes `b.kubeconfig` usable (see the module doc); `now` in Unix seconds.
+pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome, BootstrapError> {
+    match kubeconfig::load(b.kubeconfig) {
+        Ok(config) => match &config.client_cert_pem {
+            Some(cert) if !super::valid_at(cert, now) => log::warn!(
+                "kubeconfig {}: the client certificate is not valid now (expired?); \
+                 bootstrapping a new one",
+                b.kubeconfig.display()
+            ),
+            _ => return Ok(Outcome::Kept),
+        },
+        Err(KubeconfigError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => log::warn!("{err}; bootstrapping a client certificate"),
+    }
+    let bootstrap =
+        kubeconfig::load(b.bootstrap_kubeconfig).map_err(BootstrapError::BootstrapConfig)?;
+    let store = CertStore::new(b.cert_dir, "kubelet-client");
+    if let Some(pem) = store.current()? {
+        if super::valid_at(&pem, now) {
+            write_kubeconfig(b.kubeconfig, &bootstrap, &store.current_path())?;
+            log::info!(
+                "kubeconfig {} written for the stored client certificate {}",
+                b.kubeconfig.display(),
+                store.current_path().display()
+            );
+            return Ok(Outcome::FromStore);
+        }
+    }
+    let client = ApiClient::new(&bootstrap).map_err(|source| BootstrapError::Client {
+        path: b.bootstrap_kubeconfig.to_owned(),
+        source,
+    })?;
+    let pair = kubelet_client_request(b.node_name).map_err(BootstrapError::Request)?;
+    let created: CertificateSigningRequest = client
+        .create(
+            &paths::csrs(),
+            &CertificateSigningRequest::kubelet_client(&pair.request_pem),
+        )
+        .map_err(BootstrapError::Create)?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    log::info!(
+        "CertificateSigningRequest {name} sent for system:node:{}; waiting up to {:?} for approval",
+        b.node_name,
+        b.wait
+    );
+    let cert = wait_for_certificate(&client, &name, created, b.wait)?;
+    if !super::valid_at(&cert, now) {
+        return Err(BootstrapError::BadCertificate {
+            name,
+            why: "no certificate valid now in the PEM".into(),
+        });
+    }
+    let current = store.store(&cert, pair.key_pem.as_bytes(), now)?;
+    write_kubeconfig(b.kubeconfig, &bootstrap, &current)?;
+    log::info!(
+        "client certificate issued through {name}: {} (kubeconfig {})",
+        current.display(),
+        b.kubeconfig.display()
+    );
+    Ok(Outcome::Issued { request: name })
+}
+
+/// Waits for request `name` (last seen as `seen`) to be signed, watching it.
+fn wait_for_certificate(
+    client: &ApiClient,
+    name: &str,
+    seen: CertificateSigningRequest,
+    wait: Duration,
+) -> Result<Vec<u8>, BootstrapError> {
+    let deadline = Instant::now() + wait;
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
+    let mut latest = Some(seen);
+    loop {
+        let csr = match latest.take() {
+            Some(csr) => csr,
+            None => match client.get::<CertificateSigningRequest>(&paths::csr(name)) {
+                Ok(csr) => csr,
+                Err(err) => {
+                    log::warn!("reading CertificateSigningRequest {name}: {err}");
+                    sleep_until_next(&mut backoff, deadline, name, wait)?;
+                    continue;
+                }
+            },
+        };
+        match csr.state() {
+            CsrState::Issued(pem) => return Ok(pem),
+            CsrState::Refused(why) => {
+                return Err(BootstrapError::Refused {
+                    name: name.to_owned(),
+                    why,
+                })
+            }
+            CsrState::Pending => {}
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(BootstrapError::Timeout {
+                name: name.to_owned(),
+                waited: wait,
+            });
+        }
+        let opts = WatchOptions {
+            field_selector: Some(format!("metadata.name={name}")),
+            resource_version: csr.metadata.resource_version.clone(),
+            timeout_seconds: Some(remaining.as_secs().clamp(1, 300)),
+            ..WatchOptions::default()
+        };
+        match client.watch(&paths::csrs(), &opts) {
+            Ok(stream) => {
+                for event in stream {
+                    let Ok(event) = event else { break };
+                    match event.decode::<CertificateSigningRequest>() {
+                        Ok(csr) if !matches!(csr.state(), CsrState::Pending) => {
+                            latest = Some(csr);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                backoff.reset();
+            }
+            Err(err) => {
+                log::warn!("watching CertificateSigningRequest {name}: {err}");
+                sleep_until_next(&mut backoff, deadline, name, wait)?;
+            }
+        }
+    }
+}
+
+fn sleep_until_next(
+    backoff: &mut Backoff,
+    deadline: Instant,
+    name: &str,
+    wait: Duration,
+) -> Result<(), BootstrapError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(BootstrapError::Timeout {
+            name: name.to_owned(),
+            waited: wait,
+        });
+    }
+    std::thread::sleep(backoff.next_delay().min(remaining));
+    Ok(())
+}
+
+/// Writes (0600) the kubeconfig for the pair at `credentials`, with the bootstrap
+/// kubeconfig's server and CA.
+fn write_kubeconfig(
+    path: &Path,
+    bootstrap: &ClientConfig,
+    credentials: &Path,
+) -> Result<(), BootstrapError> {
+    let text = kubeconfig::client_cert_kubeconfig(
+        &bootstrap.server,
+        bootstrap.ca_pem.as_deref(),
+        credentials,
+    )
+    .map_err(|source| BootstrapError::RenderKubeconfig {
+        path: path.to_owned(),
+        source,
+    })?;
+    let io = |source| BootstrapError::WriteKubeconfig {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    crate::fsutil::write_atomic(path, text.as_bytes(), 0o600).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate for `node` valid from `from` to `to` (Unix seconds), PEM with
+    /// its key.
+    fn pair(from: i64, to: i64) -> (String, String) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.not_before = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(from as u64);
+        params.not_after = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(to as u64);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn bootstrap_file(dir: &Path) -> PathBuf {
+        let path = dir.join("bootstrap.conf");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n\
+             users:\n- name: u\n  user:\n    token: abcdef.0123456789abcdef\n\
+             contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+        )
+        .unwrap();
+        path
+    }
+
+    #[test]
+    fn a_valid_stored_pair_gets_a_kubeconfig_without_a_request_and_an_expired_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubelet.conf");
+        let cert_dir = dir.path().join("pki");
+        let bootstrap_kubeconfig = bootstrap_file(dir.path());
+        let b = Bootstrap {
+            kubeconfig: &kubeconfig,
+            bootstrap_kubeconfig: &bootstrap_kubeconfig,
+            cert_dir: &cert_dir,
+            node_name: "n1",
+            wait: Duration::from_millis(200),
+        };
+        let (cert, key) = pair(1_000, 2_000);
+        CertStore::new(&cert_dir, "kubelet-client")
+            .store(cert.as_bytes(), key.as_bytes(), 1_000)
+            .unwrap();
+        assert_eq!(
+            ensure_client_certificate(&b, 1_500).unwrap(),
+            Outcome::FromStore
+        );
+        let loaded = kubeconfig::load(&kubeconfig).unwrap();
+        assert_eq!(loaded.server, "https://127.0.0.1:1");
+        assert!(loaded.client_cert_pem.is_some() && loaded.client_key_pem.is_some());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // While it is valid the kubeconfig is kept as it is.
+        assert_eq!(ensure_client_certificate(&b, 1_999).unwrap(), Outcome::Kept);
+        // Expired (the node was off): the bootstrap credentials ask for a new one;
+        // nothing listens at the server here, so that fails, naming the request.
+        let err = ensure_client_certificate(&b, 2_000).unwrap_err();
+        assert!(
+            matches!(err, BootstrapError::Create(_)),
+            "expected a failed request: {err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_bootstrap_kubeconfig_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Bootstrap {
+            kubeconfig: &dir.path().join("kubelet.conf"),
+            bootstrap_kubeconfig: &dir.path().join("missing.conf"),
+            cert_dir: &dir.path().join("pki"),
+            node_name: "n1",
+            wait: Duration::from_millis(200),
+        };
+        let err = ensure_client_certificate(&b, 0).unwrap_err().to_string();
+        assert!(err.contains("missing.conf"), "{err}");
+    }
+}

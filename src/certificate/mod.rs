@@ -1,0 +1,34 @@
+//! The node's client certificate from the cluster (upstream
+//! `pkg/kubelet/certificate/bootstrap`): the TLS bootstrap that turns a bootstrap-token
+//! kubeconfig into the node's own `system:node:<name>` certificate through the
+//! CertificateSigningRequest API, and the certificate directory that keeps the pairs.
+//!
+//! - `request.rs`: a fresh ECDSA P-256 key and its PKCS#10 request (pure).
+//! - `store.rs`: `<cert-dir>/kubelet-client-<time>.pem` (certificate and key, 0600)
+//!   and the `kubelet-client-current.pem` link the kubeconfig names.
+//! - `bootstrap.rs`: the start-up decision (keep the kubeconfig, reuse the stored
+//!   pair, or request a new one and wait for it) and its I/O.
+//!
+//! Runs once at start-up on the main thread, before any thread talks to the API
+//! server; nothing here keeps running.
+
+pub mod bootstrap;
+pub mod request;
+pub mod store;
+
+pub use bootstrap::{ensure_client_certificate, Bootstrap, BootstrapError, Outcome};
+
+/// The first certificate of a PEM chain, DER.
+fn first_certificate(pem: &[u8]) -> Option<Vec<u8>> {
+    ureq::tls::parse_pem(pem).find_map(|item| match item {
+        Ok(ureq::tls::PemItem::Certificate(der)) => Some(der.der().to_vec()),
+        _ => None,
+    })
+}
+
+/// True when the first certificate of `pem` is valid at `now` (Unix seconds).
+pub fn valid_at(pem: &[u8], now: i64) -> bool {
+    first_certificate(pem)
+        .and_then(|der| crate::api::x509::validity(&der))
+        .is_some_and(|(not_before, not_after)| not_before <= now && now < not_after)
+}
