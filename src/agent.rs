@@ -270,18 +270,25 @@ fn resolve_host(flags: &Flags) -> Result<Host, AgentError> {
     })
 }
 
-fn api_client(flags: &Flags, node: &str) -> Result<Option<ApiClient>, AgentError> {
+/// The API client, and the client certificate (PEM) it presents, if any.
+type Api = (ApiClient, Option<Vec<u8>>);
+
+fn cert_dir(flags: &Flags) -> std::path::PathBuf {
+    flags
+        .cert_dir
+        .clone()
+        .unwrap_or_else(|| flags.root_dir.join("pki"))
+}
+
+fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
     let Some(path) = &flags.kubeconfig else {
         return Ok(None);
     };
+    let cert_dir = cert_dir(flags);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
-        let cert_dir = flags
-            .cert_dir
-            .clone()
-            .unwrap_or_else(|| flags.root_dir.join("pki"));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
         let bootstrap = crate::certificate::Bootstrap {
             kubeconfig: path,
             bootstrap_kubeconfig,
@@ -296,9 +303,50 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<ApiClient>, AgentError
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
     config.qps = flags.kube_api_qps;
     config.burst = flags.kube_api_burst;
-    Ok(Some(
-        ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?,
-    ))
+    if flags.rotate_certificates && config.client_cert_pem.is_some() {
+        // A pair renewed since the kubeconfig was written wins (upstream's manager
+        // starts from the store's current pair too).
+        let store = crate::certificate::store::CertStore::new(&cert_dir, "kubelet-client");
+        if let Ok(Some(pem)) = store.current() {
+            if crate::certificate::valid_at(&pem, now) {
+                config.client_cert_pem = Some(pem.clone());
+                config.client_key_pem = Some(pem);
+            }
+        }
+    }
+    let client = ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?;
+    Ok(Some((client, config.client_cert_pem)))
+}
+
+/// Starts the `cert-rotate` thread when asked to and the client has a certificate.
+fn start_rotation(
+    flags: &Flags,
+    node: &str,
+    api: &Option<Api>,
+    recorder: &Recorder,
+    threads: &mut Threads,
+) -> Result<(), AgentError> {
+    let Some((client, Some(cert))) = api else {
+        if flags.rotate_certificates && api.is_some() {
+            log::warn!("--rotate-certificates: the kubeconfig has no client certificate to rotate");
+        }
+        return Ok(());
+    };
+    if !flags.rotate_certificates {
+        return Ok(());
+    }
+    let rotation = crate::certificate::rotation::Rotation {
+        client: client.clone(),
+        store: crate::certificate::store::CertStore::new(&cert_dir(flags), "kubelet-client"),
+        node: node.to_owned(),
+        current: cert.clone(),
+        recorder: recorder.clone(),
+    };
+    threads.add(crate::certificate::rotation::spawn(
+        rotation,
+        threads.shutdown(),
+    )?);
+    Ok(())
 }
 
 /// Starts the `events` thread (with an API server) and returns the recorder.
@@ -677,8 +725,10 @@ pub fn run(
         .iter()
         .map(|ip| ip.to_string())
         .collect();
-    let api = api_client(flags, &node)?;
+    let api_and_cert = api_client(flags, &node)?;
+    let api = api_and_cert.as_ref().map(|(client, _)| client.clone());
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
+    start_rotation(flags, &node, &api_and_cert, &recorder, &mut threads)?;
     // Upstream's first node event (kubelet Run).
     recorder.node(
         &node,

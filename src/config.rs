@@ -56,6 +56,11 @@ pub struct Flags {
     #[arg(long, value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
 
+    /// Renew the client certificate through the CSR API before it expires and use
+    /// the new one without a restart.
+    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub rotate_certificates: bool,
+
     /// Directory of static pod manifests (YAML or JSON).
     #[arg(long, value_name = "DIR")]
     pub pod_manifest_path: Option<PathBuf>,

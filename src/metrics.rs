@@ -313,8 +313,20 @@ pub static LOG_ROTATIONS: Family = Family::counter(
     &[],
 );
 
+pub static CLIENT_CERT_TTL: Family = Family::gauge(
+    "kubelet_certificate_manager_client_ttl_seconds",
+    "Seconds until the client certificate expires (negative once it has), as last loaded.",
+    &[],
+);
+
+pub static CLIENT_CERT_RENEW_ERRORS: Family = Family::counter(
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "Failed attempts to renew the client certificate.",
+    &[],
+);
+
 /// Every family, in rendering order.
-pub fn families() -> [&'static Family; 16] {
+pub fn families() -> [&'static Family; 18] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -332,6 +344,8 @@ pub fn families() -> [&'static Family; 16] {
         &STATS_SAMPLE_BYTES,
         &EVICTIONS,
         &LOG_ROTATIONS,
+        &CLIENT_CERT_TTL,
+        &CLIENT_CERT_RENEW_ERRORS,
     ]
 }
 

@@ -1,9 +1,11 @@
-//! TLS bootstrap on a real control plane: a node with nothing but a bootstrap-token
-//! kubeconfig (what `kubeadm join` gives a kubelet) asks for its client certificate
-//! through the CertificateSigningRequest API; the real kube-controller-manager
-//! approves it (kubeadm's auto-approval bindings) and signs it; the node then runs
-//! as `system:node:<name>` under the Node authorizer. Skips loudly without the
-//! assets or root unless CI=true.
+//! TLS bootstrap and client certificate rotation on a real control plane: a node
+//! with nothing but a bootstrap-token kubeconfig (what `kubeadm join` gives a
+//! kubelet) asks for its client certificate through the CertificateSigningRequest
+//! API; the real kube-controller-manager approves it (kubeadm's auto-approval
+//! bindings) and signs it; the node then runs as `system:node:<name>` under the Node
+//! authorizer, and with `--rotate-certificates` renews it before it expires. The
+//! controller-manager of this binary signs for 3 minutes, so a rotation happens
+//! within the test. Skips loudly without the assets or root unless CI=true.
 
 mod support;
 
@@ -28,10 +30,9 @@ fn a_node_with_only_a_bootstrap_token_gets_its_certificate_and_goes_ready() {
     let Some(cp) = ControlPlane::shared(test) else {
         return;
     };
-    cp.start_controllers(None)
-        .unwrap_or_else(|e| panic!("controller-manager: {e}"));
+    controllers(cp);
     let token = cp.bootstrap_token();
-    let Some(node) = RealNode::start_bootstrapping(test, "rb-join", &token) else {
+    let Some(node) = RealNode::start_bootstrapping(test, "rb-join", &token, &[]) else {
         return;
     };
     node.wait_ready();
@@ -44,11 +45,7 @@ fn a_node_with_only_a_bootstrap_token_gets_its_certificate_and_goes_ready() {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|c| {
-            c["spec"]["username"]
-                .as_str()
-                .is_some_and(|u| u.starts_with("system:bootstrap:"))
-        })
+        .filter(|c| requested_by(c, "system:bootstrap:") && for_node(c, "rb-join"))
         .collect();
     assert_eq!(ours.len(), 1, "one request: {csrs}");
     let csr = ours[0];
@@ -102,9 +99,139 @@ fn a_node_with_only_a_bootstrap_token_gets_its_certificate_and_goes_ready() {
     let csrs = cp
         .get("/apis/certificates.k8s.io/v1/certificatesigningrequests")
         .expect("csr list");
-    assert_eq!(
-        csrs["items"].as_array().map_or(0, Vec::len),
-        1,
-        "no new request after a restart"
+    let for_us = csrs["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| for_node(c, "rb-join"))
+        .count();
+    assert_eq!(for_us, 1, "no new request after a restart");
+}
+
+fn controllers(cp: &ControlPlane) {
+    cp.start_controllers_signing_for(None, Some("3m"))
+        .unwrap_or_else(|e| panic!("controller-manager: {e}"));
+}
+
+fn requested_by(csr: &serde_json::Value, user_prefix: &str) -> bool {
+    csr["spec"]["username"]
+        .as_str()
+        .is_some_and(|u| u.starts_with(user_prefix))
+}
+
+/// The request is for node `node`'s certificate (its CSR's subject names the node;
+/// a bootstrap request's user does not, so read the request's PEM).
+fn for_node(csr: &serde_json::Value, node: &str) -> bool {
+    let request = csr["spec"]["request"].as_str().unwrap_or("");
+    let pem = litelet::api::kubeconfig::decode_base64(request).unwrap_or_default();
+    let body: String = String::from_utf8_lossy(&pem)
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = litelet::api::kubeconfig::decode_base64(&body).unwrap_or_default();
+    // The subject's CN is in the DER as plain text.
+    let cn = format!("system:node:{node}");
+    der.windows(cn.len()).any(|w| w == cn.as_bytes())
+}
+
+/// The first certificate's notAfter of a PEM file (Unix seconds).
+fn not_after(path: &std::path::Path) -> i64 {
+    let pem = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let der = ureq::tls::parse_pem(&pem)
+        .filter_map(Result::ok)
+        .find_map(|item| match item {
+            ureq::tls::PemItem::Certificate(der) => Some(der.der().to_vec()),
+            _ => None,
+        })
+        .expect("a certificate");
+    litelet::api::x509::validity(&der).expect("validity").1
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// With 3-minute certificates: litelet renews before expiry and, past the first
+/// certificate's notAfter, still renews its Lease and serves logs, without a restart.
+#[test]
+fn a_client_certificate_is_renewed_before_it_expires_without_a_restart() {
+    let test = "a_client_certificate_is_renewed_before_it_expires_without_a_restart";
+    let Some(cp) = ControlPlane::shared(test) else {
+        return;
+    };
+    controllers(cp);
+    let token = cp.bootstrap_token();
+    let Some(node) =
+        RealNode::start_bootstrapping(test, "rb-rotate", &token, &["--rotate-certificates=true"])
+    else {
+        return;
+    };
+    node.wait_ready();
+    let pid = node.pid();
+    let current = node.dir().join("pki/kubelet-client-current.pem");
+    let first = std::fs::read_link(&current).expect("current link");
+    let first_not_after = not_after(&current);
+    assert!(
+        first_not_after - unix_now() < 600,
+        "short-lived certificate"
+    );
+    cp.namespace("rb-rotate");
+    cp.create(
+        "/api/v1/namespaces/rb-rotate/pods",
+        &json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "talker", "namespace": "rb-rotate"},
+            "spec": {"nodeName": "rb-rotate", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": BUSYBOX,
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; echo hello; sleep 3600"]}]}}),
+    );
+    node.wait_pod("rb-rotate", "talker", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    });
+
+    // Renewed: a new pair behind the link, requested by the node itself.
+    node.wait_for("a renewed client certificate", || {
+        std::fs::read_link(&current).is_ok_and(|target| target != first)
+    });
+    assert!(
+        not_after(&current) > first_not_after,
+        "the new certificate outlives the first"
+    );
+    let csrs = cp
+        .get("/apis/certificates.k8s.io/v1/certificatesigningrequests")
+        .expect("csr list");
+    assert!(
+        csrs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| requested_by(c, "system:node:rb-rotate")),
+        "a renewal authenticated by the node's own certificate: {csrs}"
+    );
+
+    // Past the first certificate's end the node still talks to the API server.
+    while unix_now() <= first_not_after + 5 {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/rb-rotate";
+    let renewed = |l: &serde_json::Value| l["spec"]["renewTime"].as_str().unwrap_or("").to_owned();
+    let before = renewed(&cp.get(lease_path).expect("lease"));
+    node.wait_for(
+        "a lease renewal after the first certificate expired",
+        || cp.get(lease_path).is_some_and(|l| renewed(&l) != before),
+    );
+    let out = cp.kubectl(&["logs", "-n", "rb-rotate", "talker"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello"),
+        "kubectl logs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(node.pid(), pid, "the same process throughout");
+    assert!(
+        node.log().contains("client certificate renewed"),
+        "{}",
+        node.tail()
     );
 }

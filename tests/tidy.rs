@@ -28,10 +28,9 @@ const LAYERS: &[&[&str]] = &[
         "sources",
         "credentialprovider",
         "probe",
-        "certificate",
     ],
     // The CRI client (counts its calls in metrics).
-    &["cri"],
+    &["cri", "certificate"],
     // The runtime manager (upstream kuberuntime), with the pure resize decisions
     // (`runtime::resize`), waiting reasons, the log reader and the runtime state.
     &["runtime"],

@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -250,16 +250,39 @@ struct Shared {
     /// Server URL without a trailing slash.
     base: String,
     authorization: Option<String>,
-    agent_config: ureq::config::Config,
+    /// The agent settings (TLS identity included) and their generation, bumped by
+    /// [`ApiClient::set_client_certificate`]; each pool rebuilds its agent when its
+    /// generation is behind.
+    agent_config: RwLock<(u64, ureq::config::Config)>,
+    /// What the agent settings were built from (for a new client certificate).
+    client_config: ClientConfig,
     counters: RequestCounters,
     timeout: Duration,
     retry: RetryPolicy,
 }
 
+impl Shared {
+    fn agent_config(&self) -> (u64, ureq::config::Config) {
+        self.agent_config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// One connection pool: the agent of the newest settings, and the agents of older
+/// settings whose connections (a watch started before a certificate rotation) may
+/// still be in use; closing the pool closes them all.
+struct Pool {
+    generation: u64,
+    agent: ureq::Agent,
+    retired: Vec<ureq::Agent>,
+}
+
 /// A client of one API server. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct ApiClient {
-    agent: ureq::Agent,
+    pool: Arc<Mutex<Pool>>,
     closer: Arc<Closer>,
     limiter: Arc<RateLimiter>,
     shared: Arc<Shared>,
@@ -277,6 +300,33 @@ impl fmt::Debug for ApiClient {
 
 fn config_err(what: impl fmt::Display) -> ApiError {
     ApiError::Config(what.to_string())
+}
+
+impl Pool {
+    fn new(generation: u64, config: ureq::config::Config) -> Arc<Mutex<Pool>> {
+        Arc::new(Mutex::new(Pool {
+            generation,
+            agent: ureq::Agent::new_with_config(config),
+            retired: Vec::new(),
+        }))
+    }
+}
+
+/// The agent settings for `config`.
+fn agent_config(config: &ClientConfig) -> Result<ureq::config::Config, ApiError> {
+    // ureq's default buffers are 128 KiB each way per pooled connection; API
+    // requests and response heads are far smaller (bodies stream through), and
+    // litelet keeps several pools (watch, status, node, lease, events).
+    Ok(ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .input_buffer_size(32 * 1024)
+        .output_buffer_size(32 * 1024)
+        .max_response_header_size(16 * 1024)
+        .user_agent(config.user_agent.as_str())
+        .timeout_global(Some(config.timeout))
+        .timeout_connect(Some(config.connect_timeout))
+        .tls_config(tls_config(config)?)
+        .build())
 }
 
 fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
@@ -351,30 +401,19 @@ impl ApiClient {
         if uri.host().is_none() {
             return Err(config_err(format!("server {:?}: no host", config.server)));
         }
-        // ureq's default buffers are 128 KiB each way per pooled connection; API
-        // requests and response heads are far smaller (bodies stream through), and
-        // litelet keeps several pools (watch, status, node, lease, events).
-        let agent_config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .input_buffer_size(32 * 1024)
-            .output_buffer_size(32 * 1024)
-            .max_response_header_size(16 * 1024)
-            .user_agent(config.user_agent.as_str())
-            .timeout_global(Some(config.timeout))
-            .timeout_connect(Some(config.connect_timeout))
-            .tls_config(tls_config(config)?)
-            .build();
+        let agent_config = agent_config(config)?;
         let authorization = config.token.as_ref().map(|t| format!("Bearer {t}"));
         let shared = Shared {
             base,
             authorization,
-            agent_config: agent_config.clone(),
+            agent_config: RwLock::new((0, agent_config.clone())),
+            client_config: config.clone(),
             counters: RequestCounters::default(),
             timeout: config.timeout,
             retry: config.retry,
         };
         Ok(Self {
-            agent: ureq::Agent::new_with_config(agent_config),
+            pool: Pool::new(0, agent_config),
             closer: Arc::new(Closer::default()),
             limiter: Arc::new(RateLimiter::new(config.qps, config.burst)),
             shared: Arc::new(shared),
@@ -395,8 +434,9 @@ impl ApiClient {
     /// A clone with its own connection pool (sharing limiter and counters), so that
     /// [`close_connections`](Self::close_connections) on it affects no one else.
     pub fn with_own_connections(&self) -> Self {
+        let (generation, config) = self.shared.agent_config();
         Self {
-            agent: ureq::Agent::new_with_config(self.shared.agent_config.clone()),
+            pool: Pool::new(generation, config),
             closer: Arc::new(Closer::default()),
             limiter: self.limiter.clone(),
             shared: self.shared.clone(),
@@ -418,7 +458,41 @@ impl ApiClient {
     /// pool refuses requests (no retries); use it on shutdown.
     pub fn close_connections(&self) {
         self.closer.close();
-        self.agent.clone().shutdown();
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        for agent in pool.retired.iter().chain([&pool.agent]) {
+            agent.clone().shutdown();
+        }
+    }
+
+    /// Swaps the client certificate and key (PEM) of this client and every clone,
+    /// whatever its pool (certificate rotation). Requests and watches started from
+    /// now on present the new certificate; those in flight finish on their
+    /// connections. Fails, changing nothing, on PEM the TLS layer cannot use.
+    pub fn set_client_certificate(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<(), ApiError> {
+        let mut config = self.shared.client_config.clone();
+        config.client_cert_pem = Some(cert_pem.to_vec());
+        config.client_key_pem = Some(key_pem.to_vec());
+        let fresh = agent_config(&config)?;
+        let mut current = self
+            .shared
+            .agent_config
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *current = (current.0 + 1, fresh);
+        Ok(())
+    }
+
+    /// This pool's agent, rebuilt first when the settings changed since.
+    fn agent(&self) -> ureq::Agent {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let (generation, config) = self.shared.agent_config();
+        if pool.generation != generation {
+            let fresh = ureq::Agent::new_with_config(config);
+            let old = std::mem::replace(&mut pool.agent, fresh);
+            pool.retired.push(old);
+            pool.generation = generation;
+        }
+        pool.agent.clone()
     }
 
     /// A clone whose unary requests (not watches) run on `threads` while the caller
@@ -640,7 +714,8 @@ impl ApiClient {
         req: http::Request<S>,
         watch_budget: Option<Option<Duration>>,
     ) -> Result<http::Response<ureq::Body>, ureq::Error> {
-        let with_agent = req.with_agent(&self.agent);
+        let agent = self.agent();
+        let with_agent = req.with_agent(&agent);
         match watch_budget {
             None => with_agent.run(),
             Some(body_budget) => with_agent

@@ -389,7 +389,7 @@ fn count_pem(pem: &[u8], field: &str, r: &Resolver<'_>) -> Result<PemCounts, Kub
 
 /// Decodes standard base64 (RFC 4648 alphabet); ASCII whitespace is skipped and the
 /// `=` padding is optional.
-pub(crate) fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
     fn value(c: u8) -> Option<u32> {
         match c {
             b'A'..=b'Z' => Some(u32::from(c - b'A')),

@@ -124,7 +124,37 @@ pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome,
         path: b.bootstrap_kubeconfig.to_owned(),
         source,
     })?;
-    let pair = kubelet_client_request(b.node_name).map_err(BootstrapError::Request)?;
+    let issued = request_certificate(&client, b.node_name, b.wait, now)?;
+    let current = store.store(&issued.cert_pem, issued.key_pem.as_bytes(), now)?;
+    write_kubeconfig(b.kubeconfig, &bootstrap, &current)?;
+    log::info!(
+        "client certificate issued through {}: {} (kubeconfig {})",
+        issued.request,
+        current.display(),
+        b.kubeconfig.display()
+    );
+    Ok(Outcome::Issued {
+        request: issued.request,
+    })
+}
+
+/// A pair the cluster signed.
+pub struct Issued {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: String,
+    /// The CertificateSigningRequest's name.
+    pub request: String,
+}
+
+/// Asks for a client certificate for `node` with `client`'s credentials (bootstrap
+/// ones, or the current certificate when renewing) and waits up to `wait` for it.
+pub fn request_certificate(
+    client: &ApiClient,
+    node: &str,
+    wait: Duration,
+    now: i64,
+) -> Result<Issued, BootstrapError> {
+    let pair = kubelet_client_request(node).map_err(BootstrapError::Request)?;
     let created: CertificateSigningRequest = client
         .create(
             &paths::csrs(),
@@ -133,25 +163,21 @@ pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome,
         .map_err(BootstrapError::Create)?;
     let name = created.metadata.name.clone().unwrap_or_default();
     log::info!(
-        "CertificateSigningRequest {name} sent for system:node:{}; waiting up to {:?} for approval",
-        b.node_name,
-        b.wait
+        "CertificateSigningRequest {name} sent for system:node:{node}; waiting up to {wait:?} \
+         for approval"
     );
-    let cert = wait_for_certificate(&client, &name, created, b.wait)?;
+    let cert = wait_for_certificate(client, &name, created, wait)?;
     if !super::valid_at(&cert, now) {
         return Err(BootstrapError::BadCertificate {
             name,
             why: "no certificate valid now in the PEM".into(),
         });
     }
-    let current = store.store(&cert, pair.key_pem.as_bytes(), now)?;
-    write_kubeconfig(b.kubeconfig, &bootstrap, &current)?;
-    log::info!(
-        "client certificate issued through {name}: {} (kubeconfig {})",
-        current.display(),
-        b.kubeconfig.display()
-    );
-    Ok(Outcome::Issued { request: name })
+    Ok(Issued {
+        cert_pem: cert,
+        key_pem: pair.key_pem,
+        request: name,
+    })
 }
 
 /// Waits for request `name` (last seen as `seen`) to be signed, watching it.

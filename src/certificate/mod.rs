@@ -7,13 +7,14 @@
 //! - `store.rs`: `<cert-dir>/kubelet-client-<time>.pem` (certificate and key, 0600)
 //!   and the `kubelet-client-current.pem` link the kubeconfig names.
 //! - `bootstrap.rs`: the start-up decision (keep the kubeconfig, reuse the stored
-//!   pair, or request a new one and wait for it) and its I/O.
-//!
-//! Runs once at start-up on the main thread, before any thread talks to the API
-//! server; nothing here keeps running.
+//!   pair, or request a new one and wait for it) and its I/O; runs once on the main
+//!   thread before any thread talks to the API server.
+//! - `rotation.rs`: the `cert-rotate` thread (`--rotate-certificates`), which renews
+//!   the certificate at 70-90 % of its lifetime and swaps it into the running client.
 
 pub mod bootstrap;
 pub mod request;
+pub mod rotation;
 pub mod store;
 
 pub use bootstrap::{ensure_client_certificate, Bootstrap, BootstrapError, Outcome};

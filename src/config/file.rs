@@ -158,6 +158,7 @@ pub struct KubeletConfiguration {
     pub container_log_max_workers: Option<u32>,
     /// Within 3 s and 300 s.
     pub container_log_monitor_interval: Option<Duration>,
+    pub rotate_certificates: Option<bool>,
     /// `authentication.webhook.cacheTTL` (0s means the default, as upstream).
     pub token_webhook_cache_ttl: Option<Duration>,
     /// `authorization.webhook.cacheAuthorizedTTL` (0s means the default).
@@ -411,6 +412,7 @@ impl Reader {
                 "containerLogMaxSize" => c.container_log_max_size = self.log_max_size(f, v),
                 "containerLogMaxFiles" => c.container_log_max_files = self.at_least(f, v, 2),
                 "containerLogMaxWorkers" => c.container_log_max_workers = self.at_least(f, v, 1),
+                "rotateCertificates" => c.rotate_certificates = self.get(f, v),
                 "containerLogMonitorInterval" => {
                     c.container_log_monitor_interval = self.monitor_interval(f, v)
                 }
@@ -492,15 +494,6 @@ impl Reader {
                     f,
                     "litelet does not manage swap: containers get the runtime's default",
                 );
-            }
-            "rotateCertificates" => {
-                if self.get::<bool>(f, v) == Some(true) {
-                    self.no_effect(
-                        f,
-                        "client certificate rotation is not implemented yet: the kubeconfig's \
-                         certificate is read at start-up; renew it and restart before it expires",
-                    );
-                }
             }
             "serverTLSBootstrap" => {
                 if self.get::<bool>(f, v) == Some(true) {
@@ -868,6 +861,7 @@ impl KubeletConfiguration {
         if let Some(interval) = self.container_log_monitor_interval {
             flags.container_log_monitor_interval = interval;
         }
+        set!("rotate_certificates", self.rotate_certificates => flags.rotate_certificates);
         // In the file, 0s stands for the default (upstream's defaulting).
         let ttl = |d: Option<Duration>| d.filter(|d| !d.is_zero());
         set!("authentication_token_webhook_cache_ttl", ttl(self.token_webhook_cache_ttl)
@@ -884,6 +878,7 @@ impl KubeletConfiguration {
 
 /// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
 pub const APPLIED_IDS: &[&str] = &[
+    "rotate_certificates",
     "authentication_token_webhook_cache_ttl",
     "authorization_webhook_cache_authorized_ttl",
     "authorization_webhook_cache_unauthorized_ttl",

@@ -359,12 +359,26 @@ impl ControlPlane {
     /// A watchdog stops them when the test process ends. Once per control plane: a
     /// later call returns the first one's outcome.
     pub fn start_controllers(&self, scheduler: Option<&Path>) -> Result<(), String> {
+        self.start_controllers_signing_for(scheduler, None)
+    }
+
+    /// [`Self::start_controllers`], the controller-manager signing certificates valid
+    /// for `duration` (a Go duration such as `3m`) instead of a year.
+    pub fn start_controllers_signing_for(
+        &self,
+        scheduler: Option<&Path>,
+        duration: Option<&str>,
+    ) -> Result<(), String> {
         self.controllers
-            .get_or_init(|| self.spawn_controllers(scheduler))
+            .get_or_init(|| self.spawn_controllers(scheduler, duration))
             .clone()
     }
 
-    fn spawn_controllers(&self, scheduler: Option<&Path>) -> Result<(), String> {
+    fn spawn_controllers(
+        &self,
+        scheduler: Option<&Path>,
+        duration: Option<&str>,
+    ) -> Result<(), String> {
         let p = self.dir.join("pki");
         write_pem(&p.join("ca.key"), &self.pki.ca_key_pem());
         let kubeconfig = |user: &str| -> Result<PathBuf, String> {
@@ -384,6 +398,7 @@ impl ControlPlane {
             .arg(arg("root-ca-file", &p.join("ca.crt")))
             .arg(arg("cluster-signing-cert-file", &p.join("ca.crt")))
             .arg(arg("cluster-signing-key-file", &p.join("ca.key")))
+            .args(duration.map(|d| format!("--cluster-signing-duration={d}")))
             .args(["--service-cluster-ip-range", "10.0.0.0/24"])
             .arg("--allocate-node-cidrs=false")
             .arg("--leader-elect=false")

@@ -69,8 +69,13 @@ impl RealNode {
     /// bootstrap token (`--bootstrap-kubeconfig`), with which litelet asks the
     /// cluster for its client certificate into `--cert-dir <dir>/pki` (the control
     /// plane must run a controller-manager to approve and sign it).
-    pub fn start_bootstrapping(test: &str, name: &str, token: &str) -> Option<RealNode> {
-        let mut node = Self::start_inner(test, name, &[], None, None)?;
+    pub fn start_bootstrapping(
+        test: &str,
+        name: &str,
+        token: &str,
+        extra: &[&str],
+    ) -> Option<RealNode> {
+        let mut node = Self::start_inner(test, name, extra, None, None)?;
         let d = node.dir.path().to_owned();
         std::fs::remove_file(d.join("kubeconfig")).expect("remove kubeconfig");
         std::fs::write(
