@@ -65,7 +65,14 @@ fn node_conformance_suite_fails_only_where_the_machine_does() {
         .unwrap_or_else(|e| panic!("controllers: {e}"));
     let hosts = tempfile::tempdir().expect("registry hosts dir");
     closed_registries(&images, hosts.path());
-    let Some(node) = RealNode::start_with_registries(test, "conformance", &[], Some(hosts.path()))
+    // The suite's images came from an archive and cannot be pulled again: image GC
+    // (which a full build disk triggers) must not remove them between specs.
+    let extra = [
+        "--image-gc-high-threshold=100",
+        "--image-gc-low-threshold=99",
+    ];
+    let Some(node) =
+        RealNode::start_with_registries(test, "conformance", &extra, Some(hosts.path()))
     else {
         return;
     };
