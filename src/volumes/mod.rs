@@ -377,3 +377,6 @@ fn remove_empty_dir(dir: &Path, failures: &mut Vec<VolumeError>) {
         Err(e) => failures.push(VolumeError::io("remove", dir, e)),
     }
 }
+
+#[cfg(test)]
+mod tests;
