@@ -186,6 +186,12 @@ pub fn prepare_container(
     for request in requests {
         let target = target_path(root_dir, uid, &request.volume, container, request.index)?;
         let path = prepare(&request.volume_path, &request.sub_path, &target)?;
+        log::debug!(
+            "pod {uid} container {container}: subPath {:?} of volume {} mounted at {}",
+            request.sub_path,
+            request.volume,
+            path.display()
+        );
         prepared.insert(request.index, path);
     }
     Ok(prepared)
@@ -287,7 +293,7 @@ fn open_inside_with(
     let fd = opened.map_err(|errno| match errno {
         Errno::ELOOP => changed("a symlink appeared on it"),
         Errno::EXDEV => changed("it led out of the volume"),
-        Errno::ENOTDIR => changed("a directory on it was replaced"),
+        Errno::ENOTDIR => changed("a name on it is not a directory"),
         source => SubPathError::Sys {
             step: "open subPath in",
             path: real_volume.join(&relative),

@@ -88,8 +88,14 @@ fn mount_sub_paths(volumes: &VolumeManager, pod: &Pod) -> Vec<PathBuf> {
     ];
     let prepared =
         subpath::prepare_container(volumes.root_dir(), pod.uid(), "app", &requests).unwrap();
-    assert_eq!(fs::read_to_string(prepared[&0].join("file")).unwrap(), "data");
-    assert!(prepared[&1].join(MARKER).exists(), "the host subPath is mounted");
+    assert_eq!(
+        fs::read_to_string(prepared[&0].join("file")).unwrap(),
+        "data"
+    );
+    assert!(
+        prepared[&1].join(MARKER).exists(),
+        "the host subPath is mounted"
+    );
     prepared.into_values().collect()
 }
 
@@ -131,8 +137,7 @@ fn tearing_down_a_pod_unmounts_and_removes_its_subpath_mounts() {
 }
 
 #[test]
-fn after_a_restart_orphan_cleanup_unmounts_stale_subpath_mounts_and_deletes_nothing_through_them()
-{
+fn after_a_restart_orphan_cleanup_unmounts_stale_subpath_mounts_and_deletes_nothing_through_them() {
     let test = "after_a_restart_orphan_cleanup_unmounts_stale_subpath_mounts_and_deletes_nothing_through_them";
     if !can_mount(test) {
         return;

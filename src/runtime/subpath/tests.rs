@@ -277,3 +277,38 @@ fn a_subpath_swapped_with_a_symlink_during_preparation_never_mounts_the_host_dir
     assert!(!target.exists(), "the mount and its target are gone");
     assert_eq!(fs::read_to_string(host.join(MARKER)).unwrap(), "host");
 }
+
+#[test]
+fn a_file_sub_path_is_bind_mounted_onto_a_file_and_a_restart_remounts_what_is_there_now() {
+    let test =
+        "a_file_sub_path_is_bind_mounted_onto_a_file_and_a_restart_remounts_what_is_there_now";
+    if !can_mount(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let vol = tmp.path().join("vol");
+    let root_dir = tmp.path().join("root");
+    fs::create_dir(&vol).unwrap();
+    fs::write(vol.join("app.conf"), "first").unwrap();
+    let target = target_path(&root_dir, "uid-file", "vol", "c", 2).unwrap();
+    let _clean = CleanOnDrop(&root_dir, "uid-file");
+
+    let mounted = prepare(&vol, "app.conf", &target).unwrap();
+    assert!(fs::symlink_metadata(&mounted).unwrap().is_file());
+    assert_eq!(fs::read_to_string(&mounted).unwrap(), "first");
+
+    // The container restarts after the name came to mean a directory: the old mount
+    // goes and the target becomes a directory.
+    fs::rename(vol.join("app.conf"), vol.join("old.conf")).unwrap();
+    fs::create_dir(vol.join("app.conf")).unwrap();
+    fs::write(vol.join("app.conf/inner"), "second").unwrap();
+    let mounted = prepare(&vol, "app.conf", &target).unwrap();
+    assert_eq!(fs::read_to_string(mounted.join("inner")).unwrap(), "second");
+    // One mount there, not two stacked.
+    umount2(&target, MntFlags::MNT_DETACH).unwrap();
+    assert!(!is_mount_point(&target).unwrap());
+
+    clean_pod(&root_dir, "uid-file").unwrap();
+    assert!(!pod_has_subpaths(&root_dir, "uid-file"));
+    assert_eq!(fs::read_to_string(vol.join("old.conf")).unwrap(), "first");
+}
