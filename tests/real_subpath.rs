@@ -26,7 +26,7 @@ const ATTACK_TIME: Duration = Duration::from_secs(60);
 const ENOUGH_ATTEMPTS: usize = 32;
 
 /// What became of the starts of the mounting containers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Attempts {
     /// Started with `d` mounted (a line in the report volume each).
     mounted: usize,
@@ -145,7 +145,6 @@ fn a_subpath_flipped_to_a_symlink_never_mounts_a_host_directory() {
         .join("volumes/kubernetes.io~empty-dir/report");
 
     let started = Instant::now();
-    let mut seen = Attempts::default();
     let mut polls = 0u32;
     while started.elapsed() < ATTACK_TIME {
         let lines = report_lines(&report);
@@ -157,7 +156,7 @@ fn a_subpath_flipped_to_a_symlink_never_mounts_a_host_directory() {
         );
         // litelet's log is long: read it once a second.
         if polls % 5 == 0 {
-            seen = Attempts::count(lines.len(), &node.log());
+            let seen = Attempts::count(lines.len(), &node.log());
             if seen.total() >= ENOUGH_ATTEMPTS && seen.mounted >= MOUNTERS / 2 {
                 break;
             }
@@ -170,7 +169,7 @@ fn a_subpath_flipped_to_a_symlink_never_mounts_a_host_directory() {
         lines.iter().all(|l| l.starts_with("safe")),
         "a container saw the host directory through subPath d: {lines:?}"
     );
-    seen = Attempts::count(lines.len(), &node.log());
+    let seen = Attempts::count(lines.len(), &node.log());
     eprintln!(
         "{test}: in {:?}, {seen:?}; no container saw the host directory",
         started.elapsed()

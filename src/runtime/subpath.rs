@@ -288,6 +288,8 @@ fn open_inside_with(
             OPENAT2_MISSING.store(true, Ordering::Relaxed);
             walk(&root, &inside, Some(mode))
         }
+        // A rename raced the lookup: the walk gives a definite answer.
+        Err(Errno::EAGAIN) => walk(&root, &inside, Some(mode)),
         Err(other) => Err(other),
     };
     let fd = opened.map_err(|errno| match errno {
