@@ -211,9 +211,8 @@ fn prepare_with(
     opener: Opener,
 ) -> Result<PathBuf, SubPathError> {
     let opened = open_inside_with(volume, sub_path, opener)?;
-    let stat = fstat(opened.as_raw_fd()).map_err(sys("stat", target))?;
-    let is_dir = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
-    make_mount_point(target, is_dir)?;
+    let stat = fstat(opened.as_raw_fd()).map_err(sys("stat the subPath for", target))?;
+    make_mount_point(target, file_type(&stat) == SFlag::S_IFDIR)?;
     let source = PathBuf::from(format!("/proc/self/fd/{}", opened.as_raw_fd()));
     // The magic link resolves to the very file the descriptor holds; the kernel does
     // not look the subPath up again.
@@ -376,16 +375,16 @@ fn walk(root: &OwnedFd, parts: &[OsString], create: Option<u32>) -> Result<Owned
 
 /// Makes directory `name` in `parent` and sets `mode` on the new directory's own
 /// descriptor (mkdir's mode is cut by the umask and drops setgid and sticky bits).
+/// Ownership is the kernel's: root's user, and the volume's group where the volume
+/// root is setgid (an fsGroup volume), as upstream.
 fn make_dir_at(parent: &OwnedFd, name: &Path, mode: u32) -> Result<OwnedFd, Errno> {
-    match mkdirat(
-        Some(parent.as_raw_fd()),
-        name,
-        Mode::from_bits_truncate(0o700),
-    ) {
-        // Someone made it first: open what is there, refusing a symlink.
-        Ok(()) | Err(Errno::EEXIST) => {}
+    let private = Mode::from_bits_truncate(0o700);
+    let made = match mkdirat(Some(parent.as_raw_fd()), name, private) {
+        Ok(()) => true,
+        // Someone made it first: open what is there (refusing a symlink), as it is.
+        Err(Errno::EEXIST) => false,
         Err(other) => return Err(other),
-    }
+    };
     let dir = open_fd(
         Some(parent),
         name,
@@ -396,7 +395,9 @@ fn make_dir_at(parent: &OwnedFd, name: &Path, mode: u32) -> Result<OwnedFd, Errn
         Errno::ELOOP | Errno::ENOTDIR => Errno::ELOOP,
         other => other,
     })?;
-    fchmod(dir.as_raw_fd(), Mode::from_bits_truncate(mode))?;
+    if made {
+        fchmod(dir.as_raw_fd(), Mode::from_bits_truncate(mode))?;
+    }
     Ok(dir)
 }
 
