@@ -25,8 +25,10 @@
 //! it and removes only empty directories and mount-point files, never recursively,
 //! so it cannot delete through a bind mount of a host directory.
 //!
-//! Called on the pod worker threads (one per pod, so one caller per pod directory at
-//! a time); mounting needs CAP_SYS_ADMIN, as the rest of the volume code does.
+//! [`prepare_container`] runs on the pod's worker thread (one per pod, so one caller
+//! per pod directory at a time); [`clean_pod`] runs there too (volume teardown) and on
+//! the `gc` thread for orphaned pod directories, which no worker owns any more.
+//! Mounting needs CAP_SYS_ADMIN, as the rest of the volume code does.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
