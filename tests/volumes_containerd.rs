@@ -139,6 +139,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         env: &env,
         config_source: &source,
         volumes: &ready,
+        sub_paths: &std::collections::BTreeMap::new(),
         termination_log: None,
         hosts_file: None,
         memory_capacity: 1 << 30,

@@ -1,7 +1,8 @@
 //! Carries out housekeeping's slow steps ([`CleanupWork`]) on the `gc` thread:
 //! orphaned mirror pod DELETEs (the API client retries, up to 30 s per try in an
-//! outage), volume teardown and removal of orphaned pod directories, and removal of
-//! orphaned pod cgroups. The sync loop only plans them (`housekeeping_plan.rs`).
+//! outage), volume teardown (subPath bind mounts first) and removal of orphaned pod
+//! directories (never while anything below one is mounted), and removal of orphaned
+//! pod cgroups. The sync loop only plans them (`housekeeping_plan.rs`).
 //!
 //! A plan may be seconds old when it runs: every removal asks the pod workers again
 //! (a pod admitted since then has a worker before it has a directory or cgroup),
@@ -16,6 +17,7 @@ use super::housekeeping_plan::CleanupWork;
 use super::mirror::MirrorClient;
 use crate::cgroups::manager::PodCgroupManager;
 use crate::pod_workers::PodWorkers;
+use crate::runtime::subpath;
 
 /// What the executor needs; built by [`super::Kubelet::cleaner`].
 pub struct Cleaner {
@@ -26,16 +28,27 @@ pub struct Cleaner {
     pub(super) root_dir: PathBuf,
 }
 
-/// True when something is mounted at or below `dir` (never delete through a mount).
+/// True when something is mounted at or below `dir` (never delete through a mount),
+/// or when that cannot be ruled out. `dir` is resolved first, as the kernel lists
+/// mount points by their real path, with octal escapes for blanks and backslashes.
 fn has_mounts_below(dir: &Path) -> bool {
+    let real = match std::fs::canonicalize(dir) {
+        Ok(real) => real,
+        Err(e) => return e.kind() != std::io::ErrorKind::NotFound,
+    };
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
         return true;
     };
-    let prefix = dir.display().to_string();
     mounts
         .lines()
         .filter_map(|l| l.split(' ').nth(1))
-        .any(|m| m == prefix || m.starts_with(&format!("{prefix}/")))
+        .map(|m| {
+            m.replace("\\040", " ")
+                .replace("\\011", "\t")
+                .replace("\\012", "\n")
+                .replace("\\134", "\\")
+        })
+        .any(|m| Path::new(&m).starts_with(&real))
 }
 
 impl Cleaner {
@@ -78,7 +91,9 @@ impl Cleaner {
             if let Err(err) = self.volumes.teardown(&uid) {
                 log::warn!("housekeeping: tearing down volumes of orphaned pod {uid}: {err}");
             }
-            if has_mounts_below(&dir) {
+            // The subPath bind mounts go with the teardown; while their directory
+            // is left (one would not unmount), the pod directory stays too.
+            if subpath::pod_has_subpaths(&self.root_dir, &uid) || has_mounts_below(&dir) {
                 log::warn!(
                     "housekeeping: orphaned pod dir {} still has mounts; left in place",
                     dir.display()

@@ -31,5 +31,6 @@ pub mod resize;
 pub mod result;
 pub mod sandbox;
 pub mod state;
+pub mod subpath;
 pub mod sync;
 pub mod termination;

@@ -18,7 +18,7 @@ use protobuf::MessageField;
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
 use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::cancel::Cancel;
-use super::container::{container_config, ContainerContext};
+use super::container::{container_config, sub_path_requests, ContainerContext};
 use super::dns;
 use super::env::{ConfigSource, EnvContext};
 use super::hooks::HookCall;
@@ -29,6 +29,7 @@ use super::model::{ContainerState, PodRuntimeStatus};
 use super::nonroot;
 use super::result::{Failure, SyncAction, SyncOutcome};
 use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
+use super::subpath;
 use crate::api::pod::{Container, Pod};
 use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
@@ -558,7 +559,8 @@ impl RuntimeManager {
         };
         let hosts_file = ensure_hosts_file(&hosts_inputs, pod, container, &env.pod_ips)
             .map_err(|err| Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string()))?;
-        let ctx = ContainerContext {
+        let no_sub_paths = BTreeMap::new();
+        let mut ctx = ContainerContext {
             pod,
             container,
             restart_count,
@@ -566,6 +568,7 @@ impl RuntimeManager {
             env,
             config_source: inputs.config_source,
             volumes: inputs.volumes,
+            sub_paths: &no_sub_paths,
             termination_log: Some(&termination_log),
             hosts_file: hosts_file.as_deref(),
             memory_capacity: self.settings.memory_capacity,
@@ -574,7 +577,7 @@ impl RuntimeManager {
             seccomp_root: &self.settings.root_dir.join("seccomp"),
             apparmor_enabled: self.settings.apparmor_enabled,
         };
-        let container_config = container_config(&ctx).map_err(|err| {
+        let config_error = |err: String| {
             self.recorder.container(
                 pod,
                 &container.name,
@@ -582,8 +585,21 @@ impl RuntimeManager {
                 "Failed",
                 format!("Error: {err}"),
             );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string())
-        })?;
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+        };
+        // The subPath bind mounts, made from descriptors just before the container is
+        // created (`subpath.rs`); the config then names those mounts.
+        let requests = sub_path_requests(&ctx).map_err(|err| config_error(err.to_string()))?;
+        let sub_paths = subpath::prepare_container(
+            &self.settings.root_dir,
+            pod.uid(),
+            &container.name,
+            &requests,
+        )
+        .map_err(|err| config_error(err.to_string()))?;
+        ctx.sub_paths = &sub_paths;
+        let container_config =
+            container_config(&ctx).map_err(|err| config_error(err.to_string()))?;
         let created = self.runtime.create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_owned(),
             config: MessageField::some(container_config),

@@ -129,6 +129,9 @@ pub enum VolumeError {
     /// A CSI driver step failed (not registered, not attached, a call failed).
     #[error(transparent)]
     Csi(#[from] super::csi::mounter::CsiMountError),
+    /// The pod's subPath bind mounts could not all be unmounted and removed.
+    #[error(transparent)]
+    SubPaths(#[from] crate::runtime::subpath::SubPathError),
     /// A directory still has a mount under it; it is left in place.
     #[error("{path} still has a mount at {mount}; not removed")]
     StillMounted { path: PathBuf, mount: PathBuf },

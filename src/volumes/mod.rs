@@ -18,7 +18,8 @@
 //! - for the environment: [`VolumeManager::config_source`] (same cache as volumes).
 //! - `kubelet::deps::PodVolumes` is implemented on `VolumeManager` (`kubelet.rs`),
 //!   so the kubelet's syncer can take an `Arc<VolumeManager>` as is.
-//! - after the pod terminated: [`VolumeManager::teardown_pod`], then poll
+//! - after the pod terminated: [`VolumeManager::teardown_pod`] (the pod's subPath
+//!   bind mounts under `<uid>/volume-subpaths`, `runtime::subpath`, go first), then poll
 //!   [`VolumeManager::pod_volumes_exist`]; housekeeping walks
 //!   [`VolumeManager::list_pod_dirs`] and calls [`VolumeManager::remove_pod_dir`] on
 //!   orphans.
@@ -52,6 +53,7 @@ use crate::api::pod::{MountPropagationMode, Pod};
 use crate::api::quantity::Quantity;
 use crate::api::ApiClient;
 use crate::runtime::env::EnvContext;
+use crate::runtime::subpath;
 
 pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
 pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
@@ -211,6 +213,11 @@ impl VolumeManager {
         self.objects.unregister_pod(source::NODE_WIDE);
         self.tokens.forget_pod(uid);
         let mut failures = Vec::new();
+        // The subPath bind mounts first: each holds a piece of a volume (or, for a
+        // hostPath, of the host), and nothing below them may be removed through them.
+        if let Err(e) = subpath::clean_pod(&self.root, uid) {
+            failures.push(e.into());
+        }
         for plugin in list_dir(&volumes)? {
             let plugin_dir = volumes.join(&plugin);
             let entries = match list_dir(&plugin_dir) {
@@ -245,12 +252,16 @@ impl VolumeManager {
         })
     }
 
-    /// True while any volume directory of pod `uid` is left on disk (upstream
-    /// podVolumesExist); a directory that cannot be read counts as present.
+    /// True while any volume directory or subPath mount directory of pod `uid` is
+    /// left on disk (upstream podVolumesExist); a directory that cannot be read
+    /// counts as present.
     pub fn pod_volumes_exist(&self, uid: &str) -> bool {
         let Ok(volumes) = paths::pod_volumes_dir(&self.root, uid) else {
             return false;
         };
+        if subpath::pod_has_subpaths(&self.root, uid) {
+            return true;
+        }
         match list_dir(&volumes) {
             Ok(plugins) => plugins
                 .iter()
@@ -366,3 +377,6 @@ fn remove_empty_dir(dir: &Path, failures: &mut Vec<VolumeError>) {
         Err(e) => failures.push(VolumeError::io("remove", dir, e)),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -152,6 +152,7 @@ mod tests {
                 env: &env,
                 config_source: &NoConfigSource,
                 volumes: &volumes,
+                sub_paths: &Default::default(),
                 termination_log: None,
                 hosts_file: None,
                 memory_capacity: 1 << 30,
