@@ -315,7 +315,7 @@ const POLICY: litelet::logs::RotatePolicy = litelet::logs::RotatePolicy {
 /// secret into the pod's folder nor change it; the live log still rotates.
 #[test]
 fn planted_rotated_copy_symlinks_are_never_read_nor_changed_by_rotation() {
-    use litelet::logs::rotate::{rotate_if_needed, Rotated};
+    use litelet::logs::rotate::{rotate_below, rotate_if_needed, Rotated};
     let p = planted();
     std::os::unix::fs::symlink(&p.secret, p.dir.join("0.log.20240101-000000")).expect("plant");
     std::os::unix::fs::symlink(&p.victim, p.dir.join("0.log.20240101-000001.gz")).expect("plant");
@@ -346,6 +346,26 @@ fn planted_rotated_copy_symlinks_are_never_read_nor_changed_by_rotation() {
     );
     p.assert_host_files_untouched();
     p.assert_secret_not_copied();
+
+    // The pod swaps its container folder for a link to a host folder that holds a
+    // `0.log` of its own: the manager's rotation (below the pod logs root) leaves it.
+    let host_app = p.secret.with_file_name("app");
+    std::fs::create_dir(&host_app).expect("host app dir");
+    std::fs::write(host_app.join("0.log"), SECRET.repeat(4)).expect("host log");
+    std::fs::rename(&p.dir, p.dir.with_file_name("c-old")).expect("move folder");
+    std::os::unix::fs::symlink(&host_app, &p.dir).expect("plant folder");
+    let root = p.dir.parent().and_then(Path::parent).expect("pods root");
+    let result = rotate_below(root, &p.live(), &POLICY, base + 200, "c1", &reopen);
+    assert!(
+        !matches!(result, Ok(Rotated::Yes { .. })),
+        "a log in a symlinked folder was rotated"
+    );
+    let names: Vec<_> = std::fs::read_dir(&host_app)
+        .expect("list")
+        .flatten()
+        .collect();
+    assert_eq!(names.len(), 1, "the host folder changed: {names:?}");
+    p.assert_host_files_untouched();
 }
 
 /// While rotation runs, the pod keeps planting `<copy>.tmp -> a host file` for the

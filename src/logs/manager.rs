@@ -20,7 +20,7 @@ use crossbeam_channel::{select, tick, unbounded, Receiver, Sender};
 use protobuf::MessageField;
 
 use super::policy::RotatePolicy;
-use super::rotate::{rotate_if_needed, Rotated};
+use super::rotate::{rotate_below, Rotated};
 use super::LogManagerError;
 use crate::cri::{pb, CriError, RuntimeClient};
 use crate::runtime::{gc, labels};
@@ -260,8 +260,9 @@ impl Worker {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let reopen = || self.runtime.reopen(id);
+        let root = &self.config.pod_logs_dir;
         if let Rotated::Yes { to, size, refused } =
-            rotate_if_needed(&path, &self.config.policy, now, id, &reopen)?
+            rotate_below(root, &path, &self.config.policy, now, id, &reopen)?
         {
             crate::metrics::log_rotated();
             log::debug!(

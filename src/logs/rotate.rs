@@ -51,7 +51,33 @@ pub fn rotate_if_needed(
     id: &str,
     reopen: &dyn Fn() -> Result<(), CriError>,
 ) -> Result<Rotated, E> {
-    let (dir, live) = LogDir::of(path).map_err(|source| E::List {
+    let opened = LogDir::of(path);
+    rotate_in(opened, path, policy, now, id, reopen)
+}
+
+/// [`rotate_if_needed`] for a log below `root` (the pod logs directory): no folder
+/// between `root` and the log may be a symlink either.
+pub fn rotate_below(
+    root: &Path,
+    path: &Path,
+    policy: &RotatePolicy,
+    now: i64,
+    id: &str,
+    reopen: &dyn Fn() -> Result<(), CriError>,
+) -> Result<Rotated, E> {
+    let opened = LogDir::of_below(root, path);
+    rotate_in(opened, path, policy, now, id, reopen)
+}
+
+fn rotate_in(
+    opened: io::Result<(LogDir, &std::ffi::OsStr)>,
+    path: &Path,
+    policy: &RotatePolicy,
+    now: i64,
+    id: &str,
+    reopen: &dyn Fn() -> Result<(), CriError>,
+) -> Result<Rotated, E> {
+    let (dir, live) = opened.map_err(|source| E::List {
         path: path.parent().unwrap_or(path).to_owned(),
         source,
     })?;

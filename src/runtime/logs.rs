@@ -206,7 +206,22 @@ impl LogReader {
     /// symlink, FIFO, device or anything else than a regular file.
     pub fn open(path: &Path, options: LogOptions) -> io::Result<LogReader> {
         let (dir, name) = LogDir::of(path)?;
-        let name = name.to_owned();
+        Self::open_in(path, dir, name.to_owned(), options)
+    }
+
+    /// [`LogReader::open`] for a file below `root` (the pod logs directory): no folder
+    /// between `root` and the file may be a symlink either ([`LogDir::open_below`]).
+    pub fn open_below(root: &Path, path: &Path, options: LogOptions) -> io::Result<LogReader> {
+        let (dir, name) = LogDir::of_below(root, path)?;
+        Self::open_in(path, dir, name.to_owned(), options)
+    }
+
+    fn open_in(
+        path: &Path,
+        dir: LogDir,
+        name: OsString,
+        options: LogOptions,
+    ) -> io::Result<LogReader> {
         let mut file = dir.open_regular(&name)?;
         let meta = file.metadata()?;
         let inode = meta.ino();

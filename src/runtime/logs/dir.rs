@@ -71,6 +71,17 @@ fn owned(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// A file's directory (`.` when it has none) and name.
+fn split(file: &Path) -> io::Result<(&Path, &OsStr)> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidInput, "log path has no file name");
+    let name = file.file_name().ok_or_else(bad)?;
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((dir, name))
+}
+
 /// An open container log directory.
 #[derive(Debug)]
 pub struct LogDir {
@@ -100,15 +111,62 @@ impl LogDir {
         })
     }
 
+    /// Opens `dir` when it lies below `root`: `root` is resolved as usual (the node's
+    /// own layout may use symlinks, e.g. `/var/log` on another disk), and from there
+    /// each folder (the pod's, the container's) is opened without following a
+    /// symlink, since a pod may own them. A `dir` outside `root` is opened as by
+    /// [`LogDir::open`].
+    pub fn open_below(root: &Path, dir: &Path) -> io::Result<LogDir> {
+        let Ok(rel) = dir.strip_prefix(root) else {
+            return LogDir::open(dir);
+        };
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let mut fd = owned(fcntl::open(root, flags, Mode::empty())?);
+        let mut path = root.to_owned();
+        for part in rel.components() {
+            let std::path::Component::Normal(name) = part else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not plainly below {}", dir.display(), root.display()),
+                ));
+            };
+            path.push(name);
+            let next = fcntl::openat(
+                Some(fd.as_raw_fd()),
+                name,
+                flags | OFlag::O_NOFOLLOW,
+                Mode::empty(),
+            );
+            fd = match next {
+                Ok(next) => owned(next),
+                Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                    let st = stat::fstatat(
+                        Some(fd.as_raw_fd()),
+                        name,
+                        fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )?;
+                    return Err(NotRegular {
+                        path,
+                        kind: kind_of(st.st_mode),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            };
+        }
+        Ok(LogDir { fd, path })
+    }
+
     /// Opens the directory of `file` and returns it with the file's name.
     pub fn of(file: &Path) -> io::Result<(LogDir, &OsStr)> {
-        let bad = || io::Error::new(io::ErrorKind::InvalidInput, "log path has no file name");
-        let name = file.file_name().ok_or_else(bad)?;
-        let dir = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
+        let (dir, name) = split(file)?;
         Ok((LogDir::open(dir)?, name))
+    }
+
+    /// [`LogDir::of`] with the directory opened by [`LogDir::open_below`] `root`.
+    pub fn of_below<'a>(root: &Path, file: &'a Path) -> io::Result<(LogDir, &'a OsStr)> {
+        let (dir, name) = split(file)?;
+        Ok((LogDir::open_below(root, dir)?, name))
     }
 
     /// The directory's path (for messages).
@@ -306,5 +364,24 @@ mod tests {
         symlink(tmp.path(), tmp.path().join("link")).unwrap();
         let err = LogDir::open(&tmp.path().join("link")).unwrap_err();
         assert!(is_not_regular(&err), "{err}");
+    }
+
+    #[test]
+    fn below_the_root_no_folder_may_be_a_symlink_but_the_root_may() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real-logs");
+        std::fs::create_dir_all(real.join("ns_p_u/c")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("elsewhere/c")).unwrap();
+        symlink(&real, tmp.path().join("logs")).unwrap();
+        let root = tmp.path().join("logs");
+        let dir = LogDir::open_below(&root, &root.join("ns_p_u/c")).unwrap();
+        assert_eq!(dir.path(), root.join("ns_p_u/c"));
+        // The pod swaps its folder for a link elsewhere.
+        symlink(tmp.path().join("elsewhere"), real.join("ns_q_u")).unwrap();
+        let err = LogDir::open_below(&root, &root.join("ns_q_u/c")).unwrap_err();
+        assert!(is_not_regular(&err), "{err}");
+        assert!(err.to_string().contains("ns_q_u: it is a symlink"), "{err}");
+        let err = LogDir::open_below(&root, &root.join("ns_p_u/../ns_q_u/c")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     }
 }

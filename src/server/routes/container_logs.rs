@@ -212,7 +212,8 @@ fn prepare(
         follow,
         ..options
     };
-    let mut reader = LogReader::open(&path, options).map_err(|e| {
+    let root = &shared.config.pod_logs_dir;
+    let mut reader = LogReader::open_below(root, &path, options).map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound {
             404
         } else {
