@@ -6,6 +6,11 @@
 //! follows it across every rotation without losing or repeating a line; afterwards
 //! `kubectl logs --tail` still returns the last lines. Skips loudly without the
 //! assets or root unless CI=true.
+//!
+//! Also, on real files in a temp dir with rotation driven through the library: links
+//! a pod plants in its log folder (`0.log.<ts> -> a host file`, a raced `<copy>.tmp`
+//! name, a symlinked live log or container folder) are never read, written or chmodded
+//! through.
 
 mod support;
 

@@ -3,7 +3,9 @@
 //! authorization, error answers that leak nothing, 400s for bad input, /pods,
 //! /metrics, container logs from crafted CRI log files (tail, since, timestamps,
 //! limitBytes, previous, follow), the exec proxy to a runtime streaming server,
-//! /run, stalled clients and the connection limit.
+//! /run, stalled clients, the connection budgets (a 401/403 closes the connection;
+//! floods of idle and failing connections do not starve authenticated clients) and a
+//! log linked to `/dev/zero` that is refused rather than streamed for ever.
 
 mod support;
 
