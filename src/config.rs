@@ -272,6 +272,22 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub event_burst: u32,
 
+    /// Authenticated connections the node API keeps open at once (a litelet flag;
+    /// upstream has no limit). One that authenticates beyond it gets a 503.
+    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
+    pub server_max_connections: usize,
+
+    /// Node API connections still in the TLS handshake, first request or
+    /// authentication (a litelet flag). When full, the oldest one of the client
+    /// address holding the most is closed for a newcomer.
+    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS, value_parser = at_least_one)]
+    pub server_max_unauthenticated_connections: usize,
+
+    /// Unauthenticated node API connections from one client address (a litelet flag);
+    /// more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT, value_parser = at_least_one)]
+    pub server_max_unauthenticated_per_client: usize,
+
     /// How often the static pod folder is rescanned besides inotify, as a Go duration.
     #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
     pub file_check_frequency: Duration,
@@ -508,6 +524,15 @@ impl Flags {
     }
 }
 
+/// A count that must be at least 1 (a connection limit of 0 would lock everyone out).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Log level filter for `-v N`, used when RUST_LOG is unset.
 pub fn log_filter(verbosity: u8) -> log::LevelFilter {
     match verbosity {
@@ -652,6 +677,36 @@ mod tests {
             flags.authorization_mode,
             crate::server::authz::AuthorizationMode::AlwaysAllow
         );
+    }
+
+    #[test]
+    fn server_connection_flags() {
+        let flags = Flags::try_parse_from(["litelet"]).unwrap();
+        assert_eq!(
+            (
+                flags.server_max_connections,
+                flags.server_max_unauthenticated_connections,
+                flags.server_max_unauthenticated_per_client
+            ),
+            (64, 32, 8)
+        );
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--server-max-connections=200",
+            "--server-max-unauthenticated-connections=10",
+            "--server-max-unauthenticated-per-client=2",
+        ])
+        .unwrap();
+        let limits = flags.server_config("n").limits;
+        assert_eq!(
+            (
+                limits.max_connections,
+                limits.max_unauthenticated_connections,
+                limits.max_unauthenticated_per_client
+            ),
+            (200, 10, 2)
+        );
+        assert!(Flags::try_parse_from(["litelet", "--server-max-connections=0"]).is_err());
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! follows it across every rotation without losing or repeating a line; afterwards
 //! `kubectl logs --tail` still returns the last lines. Skips loudly without the
 //! assets or root unless CI=true.
+//!
+//! Also, on real files in a temp dir with rotation driven through the library: links
+//! a pod plants in its log folder (`0.log.<ts> -> a host file`, a raced `<copy>.tmp`
+//! name, a symlinked live log or container folder) are never read, written or chmodded
+//! through.
 
 mod support;
 
@@ -231,4 +236,206 @@ fn chatty_container_log_rotates_within_max_files_and_kubectl_logs_keeps_working(
     let tail: Vec<u64> = lines.iter().filter_map(|l| number(l)).collect();
     let want: Vec<u64> = (LINES - 799..LINES).collect();
     assert_eq!(tail, want, "the last 799 numbered lines");
+}
+
+/// A pod's log folder with a file of host secrets beside it and a file to protect, as
+/// a pod that can write its log folder (a hostPath on `/var/log`) would plant them.
+struct Planted {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    secret: PathBuf,
+    victim: PathBuf,
+}
+
+const SECRET: &[u8] = b"root:$6$a-host-password-hash:19000:0:99999:7:::\n";
+const VICTIM: &[u8] = b"a host file nobody may truncate\n";
+
+fn planted() -> Planted {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let host = tmp.path().join("host");
+    std::fs::create_dir(&host).expect("host dir");
+    let (secret, victim) = (host.join("shadow"), host.join("victim"));
+    for (file, body) in [(&secret, SECRET), (&victim, VICTIM)] {
+        std::fs::write(file, body).expect("host file");
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let dir = tmp.path().join("pods/ns_p_uid/c");
+    std::fs::create_dir_all(&dir).expect("log dir");
+    Planted {
+        _tmp: tmp,
+        dir,
+        secret,
+        victim,
+    }
+}
+
+impl Planted {
+    /// The host files are as they were: same bytes, same mode.
+    fn assert_host_files_untouched(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        for (file, body) in [(&self.secret, SECRET), (&self.victim, VICTIM)] {
+            assert_eq!(std::fs::read(file).expect("host file"), body, "{file:?}");
+            let mode = std::fs::metadata(file).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o7777, 0o600, "{file:?}");
+        }
+    }
+
+    /// No regular file in the log folder holds the secret, plain or gzipped.
+    fn assert_secret_not_copied(&self) {
+        use std::io::Read;
+        for entry in std::fs::read_dir(&self.dir).expect("list").flatten() {
+            let path = entry.path();
+            if !entry.file_type().expect("type").is_file() {
+                continue;
+            }
+            let mut bytes = std::fs::read(&path).expect("read");
+            if path.extension().is_some_and(|e| e == "gz") {
+                let mut plain = Vec::new();
+                let _ = flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut plain);
+                bytes = plain;
+            }
+            let leaked = bytes.windows(SECRET.len()).any(|w| w == SECRET);
+            assert!(!leaked, "{path:?} holds the host secret");
+        }
+    }
+
+    fn live(&self) -> PathBuf {
+        self.dir.join("0.log")
+    }
+
+    /// Writes a live file over the size limit (as the runtime does after a reopen).
+    fn fill_live(&self) {
+        let line = "2024-01-01T00:00:00Z stdout F some output of the container\n";
+        std::fs::write(self.live(), line.repeat(4)).expect("live log");
+    }
+}
+
+const POLICY: litelet::logs::RotatePolicy = litelet::logs::RotatePolicy {
+    max_size: 100,
+    max_files: 4,
+};
+
+/// `0.log.<ts> -> /etc/shadow` next to a live log: rotation must neither gzip the
+/// secret into the pod's folder nor change it; the live log still rotates.
+#[test]
+fn planted_rotated_copy_symlinks_are_never_read_nor_changed_by_rotation() {
+    use litelet::logs::rotate::{rotate_below, rotate_if_needed, Rotated};
+    let p = planted();
+    std::os::unix::fs::symlink(&p.secret, p.dir.join("0.log.20240101-000000")).expect("plant");
+    std::os::unix::fs::symlink(&p.victim, p.dir.join("0.log.20240101-000001.gz")).expect("plant");
+    let reopen = || {
+        p.fill_live();
+        Ok(())
+    };
+    let base = 1_800_000_000;
+    let mut rotated = 0;
+    for round in 0..6 {
+        p.fill_live();
+        let result = rotate_if_needed(&p.live(), &POLICY, base + round, "c1", &reopen);
+        if let Ok(Rotated::Yes { .. }) = result {
+            rotated += 1;
+        }
+        p.assert_host_files_untouched();
+        p.assert_secret_not_copied();
+    }
+    assert!(rotated >= 5, "the live log kept rotating ({rotated} times)");
+
+    // A live log that is itself a link to a host file is not rotated at all.
+    std::fs::remove_file(p.live()).expect("remove live");
+    std::os::unix::fs::symlink(&p.secret, p.live()).expect("plant live");
+    let result = rotate_if_needed(&p.live(), &POLICY, base + 100, "c1", &reopen);
+    assert!(
+        !matches!(result, Ok(Rotated::Yes { .. })),
+        "a symlinked live log was rotated"
+    );
+    p.assert_host_files_untouched();
+    p.assert_secret_not_copied();
+
+    // The pod swaps its container folder for a link to a host folder that holds a
+    // `0.log` of its own: the manager's rotation (below the pod logs root) leaves it.
+    let host_app = p.secret.with_file_name("app");
+    std::fs::create_dir(&host_app).expect("host app dir");
+    std::fs::write(host_app.join("0.log"), SECRET.repeat(4)).expect("host log");
+    std::fs::rename(&p.dir, p.dir.with_file_name("c-old")).expect("move folder");
+    std::os::unix::fs::symlink(&host_app, &p.dir).expect("plant folder");
+    let root = p.dir.parent().and_then(Path::parent).expect("pods root");
+    let result = rotate_below(root, &p.live(), &POLICY, base + 200, "c1", &reopen);
+    assert!(
+        !matches!(result, Ok(Rotated::Yes { .. })),
+        "a log in a symlinked folder was rotated"
+    );
+    let names: Vec<_> = std::fs::read_dir(&host_app)
+        .expect("list")
+        .flatten()
+        .collect();
+    assert_eq!(names.len(), 1, "the host folder changed: {names:?}");
+    p.assert_host_files_untouched();
+}
+
+/// While rotation runs, the pod keeps planting `<copy>.tmp -> a host file` for the
+/// copy about to be compressed (the race between removing a leftover temp file and
+/// creating it): the host file is never truncated or written, and rotation resumes
+/// once the pod stops.
+#[test]
+fn a_symlinked_temp_name_raced_into_rotation_never_truncates_its_target() {
+    use litelet::logs::rotate::{rotate_if_needed, Rotated};
+    use std::sync::Mutex;
+    let p = planted();
+    let target: Arc<Mutex<Option<PathBuf>>> = Arc::new(Mutex::new(None));
+    let stop = Arc::new(AtomicBool::new(false));
+    let planter = {
+        let (target, stop, victim) = (target.clone(), stop.clone(), p.victim.clone());
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                let name = target.lock().expect("lock").clone();
+                if let Some(name) = name {
+                    for _ in 0..200 {
+                        let _ = std::os::unix::fs::symlink(&victim, &name);
+                    }
+                }
+            }
+        })
+    };
+    let reopen = || {
+        p.fill_live();
+        Ok(())
+    };
+    let base = 1_800_000_000;
+    let mut last_rotated: Option<String> = None;
+    let (mut rotated, mut refused) = (0, 0);
+    let started = std::time::Instant::now();
+    for round in 0..150 {
+        if started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        // The copy this round compresses is the one the last rotation made.
+        if let Some(copy) = &last_rotated {
+            *target.lock().expect("lock") = Some(p.dir.join(format!("{copy}.tmp")));
+        }
+        if std::fs::metadata(p.live()).map(|m| m.len()).unwrap_or(0) < POLICY.max_size {
+            p.fill_live();
+        }
+        match rotate_if_needed(&p.live(), &POLICY, base + round, "c1", &reopen) {
+            Ok(Rotated::Yes { to, .. }) => {
+                rotated += 1;
+                last_rotated = Some(to);
+            }
+            Ok(_) => {}
+            Err(_) => refused += 1,
+        }
+        p.assert_host_files_untouched();
+    }
+    eprintln!("temp-name race: {rotated} rotations, {refused} rounds lost to the planted name");
+    stop.store(true, Ordering::Relaxed);
+    planter.join().expect("planter");
+    p.assert_host_files_untouched();
+    // Without the pod racing, rotation goes on (leftover links are removed, not followed).
+    let result = rotate_if_needed(&p.live(), &POLICY, base + 1000, "c1", &reopen);
+    assert!(
+        matches!(result, Ok(Rotated::Yes { .. })),
+        "rotation did not resume: {result:?}"
+    );
+    p.assert_host_files_untouched();
 }

@@ -3,7 +3,9 @@
 //! authorization, error answers that leak nothing, 400s for bad input, /pods,
 //! /metrics, container logs from crafted CRI log files (tail, since, timestamps,
 //! limitBytes, previous, follow), the exec proxy to a runtime streaming server,
-//! /run, stalled clients and the connection limit.
+//! /run, stalled clients, the connection budgets (a 401/403 closes the connection;
+//! floods of idle and failing connections do not starve authenticated clients) and a
+//! log linked to `/dev/zero` that is refused rather than streamed for ever.
 
 mod support;
 
@@ -1038,24 +1040,49 @@ fn a_stalled_client_does_not_block_other_requests() {
 }
 
 #[test]
-fn the_connection_limit_closes_extra_connections() {
+fn the_connection_limits_close_extra_connections() {
     let node = start(Setup {
         limits: Limits {
             max_connections: 2,
+            max_unauthenticated_per_client: 2,
             ..Limits::default()
         },
         ..open_setup()
     });
+    // Two authenticated keep-alive connections fill the main budget: the next one
+    // that authenticates is told so and closed.
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
+            let mut reader = BufReader::new(tls);
+            https::send(reader.get_mut(), "GET", "/pods", &[], b"").unwrap();
+            assert_eq!(https::read_answer(&mut reader).unwrap().status, 200);
+            reader
+        })
+        .collect();
+    let full = node.get(None, "/pods");
+    assert_eq!(full.status, 503, "{}", full.text());
+    assert_eq!(full.header("connection"), Some("close"));
+    drop(held);
+    assert!(wait_until(WAIT, || https::get(
+        node.addr,
+        &node.server_ca,
+        None,
+        "GET",
+        "/pods",
+        &[]
+    )
+    .is_ok_and(|a| a.status == 200)));
+    // Two unauthenticated connections from one address: a third is closed at once.
     let before = metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]);
-    let held: Vec<TcpStream> = (0..2)
+    let idle: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(node.addr).unwrap())
         .collect();
     assert!(wait_until(WAIT, || {
         let _ = https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[]);
         metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]) > before
     }));
-    assert!(https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[]).is_err());
-    drop(held);
+    drop(idle);
     assert!(wait_until(WAIT, || https::get(
         node.addr,
         &node.server_ca,
@@ -1160,4 +1187,165 @@ fn port_forward_without_an_upgrade_is_a_bad_request() {
         "{}",
         answer.text()
     );
+}
+
+/// A pod that can write its log folder swaps `0.log` for a link to `/dev/zero`: a logs
+/// request (with or without follow) is answered at once with an error, instead of a
+/// stream that never ends and holds a connection and a core.
+#[test]
+fn a_log_symlinked_to_dev_zero_is_refused_not_streamed_for_ever() {
+    let node = start(open_setup());
+    let log = node.dir.path().join("logs/zero/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &log).unwrap();
+    run_pod(&node, "ns", "zero", "uid-zero", &[("c", &log, true)]);
+    for query in ["", "?follow=true", "?tailLines=10"] {
+        let started = Instant::now();
+        let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
+        // Today's bound on the answer: anything slower counts as streaming for ever.
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(8)))
+            .unwrap();
+        let mut reader = BufReader::new(tls);
+        let path = format!("/containerLogs/ns/zero/c{query}");
+        https::send(reader.get_mut(), "GET", &path, &[], b"").unwrap();
+        let answer = https::read_answer(&mut reader);
+        let answer = answer.unwrap_or_else(|e| panic!("{path}: no bounded answer: {e}"));
+        assert_ne!(answer.status, 200, "{path}: {}", answer.text());
+        assert!(answer.text().contains("symlink"), "{}", answer.text());
+        assert!(started.elapsed() < Duration::from_secs(8));
+    }
+}
+
+/// A client without credentials (401) or without the right (403) loses its connection
+/// with the answer, so it cannot keep a connection open by failing requests.
+#[test]
+fn a_connection_is_closed_after_a_401_or_a_403() {
+    let node = start(Setup::default());
+    node.api().add_token("t", "mallory", &[]);
+    for (auth, want) in [(None, 401), (Some("Bearer t"), 403)] {
+        let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut reader = BufReader::new(tls);
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", *a)).collect();
+        https::send(reader.get_mut(), "GET", "/pods", &headers, b"").unwrap();
+        let answer = https::read_answer(&mut reader).unwrap();
+        assert_eq!(answer.status, want);
+        let mut byte = [0u8; 1];
+        let after = reader.read(&mut byte);
+        assert!(
+            matches!(after, Ok(0)),
+            "{want}: the connection stayed open: {after:?}"
+        );
+        assert_eq!(answer.header("connection"), Some("close"), "{want}");
+    }
+}
+
+/// A TCP connection to `to` from the loopback address `from` (127.0.0.0/8 is all
+/// loopback on Linux), so a test can play many clients.
+fn connect_from(from: std::net::Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::os::fd::AsRawFd;
+    let SocketAddr::V4(to) = to else {
+        return Err(std::io::Error::other("IPv4 only"));
+    };
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(from, 0)),
+    )?;
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
+    Ok(TcpStream::from(fd))
+}
+
+/// 200 idle connections that never start TLS, from ten addresses, and a loop of
+/// failed TLS handshakes from an eleventh: an authenticated client still gets `/pods`,
+/// can start a log follow, and a follow started before the flood keeps streaming.
+#[test]
+fn idle_and_failed_handshake_floods_do_not_starve_authenticated_requests() {
+    let node = start(Setup {
+        mode: AuthorizationMode::AlwaysAllow,
+        api: false,
+        ..Default::default()
+    });
+    let admin = node.admin();
+    let log = node.dir.path().join("logs/flood/0.log");
+    write_log(&log, &["2024-01-01T00:00:00Z stdout F before"]);
+    run_pod(&node, "ns", "flood", "uid-flood", &[("c", &log, true)]);
+    let follow = |expect: &str| {
+        let tls = https::connect(node.addr, &node.server_ca, Some(&admin))?;
+        tls.sock.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut reader = BufReader::new(tls);
+        let path = "/containerLogs/ns/flood/c?follow=true";
+        https::send(reader.get_mut(), "GET", path, &[], b"")?;
+        let (status, _) = https::read_head(&mut reader)?;
+        assert_eq!(status, 200);
+        let mut seen = String::new();
+        while !seen.contains(expect) {
+            let chunk = https::read_chunk(&mut reader)?.unwrap_or_default();
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        std::io::Result::Ok(reader)
+    };
+    let mut early = follow("before\n").unwrap();
+
+    let idle: Vec<TcpStream> = (0..200)
+        .filter_map(|i| connect_from([127, 0, 0, 2 + (i % 10) as u8].into(), node.addr).ok())
+        .collect();
+    assert!(idle.len() >= 150, "only {} idle connections", idle.len());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handshakes = {
+        let (stop, addr) = (stop.clone(), node.addr);
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(15);
+            let mut tries = 0;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < until && tries < 5000 {
+                tries += 1;
+                let Ok(mut sock) = connect_from([127, 0, 0, 12].into(), addr) else {
+                    continue;
+                };
+                let _ = sock.set_read_timeout(Some(Duration::from_secs(1)));
+                // A TLS record header, then garbage: the handshake fails.
+                let _ = sock.write_all(b"\x16\x03\x01\x00\x20not a client hello at all......");
+                let _ = sock.read(&mut [0u8; 256]);
+            }
+            tries
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+
+    let started = Instant::now();
+    for _ in 0..5 {
+        let answer = https::get(
+            node.addr,
+            &node.server_ca,
+            Some(&admin),
+            "GET",
+            "/pods",
+            &[],
+        );
+        let answer = answer.expect("/pods under the flood");
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    let mut late = follow("before\n").expect("a follow started under the flood");
+    {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(f, "2024-01-01T00:00:01Z stdout F during").unwrap();
+    }
+    for (name, reader) in [("early", &mut early), ("late", &mut late)] {
+        let chunk = https::read_chunk(reader).unwrap_or_else(|e| panic!("{name} follow: {e}"));
+        assert_eq!(chunk.as_deref(), Some(&b"during\n"[..]), "{name} follow");
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+    stop.store(true, Ordering::Relaxed);
+    let tries = handshakes.join().unwrap();
+    assert!(tries > 0);
+    drop(idle);
 }

@@ -60,7 +60,7 @@ impl Flags {
     }
 
     /// The server's settings from the command line: TLS files, ports and addresses,
-    /// authentication and authorization modes; the self-signed certificate (when no
+    /// authentication and authorization modes, connection limits; the self-signed certificate (when no
     /// files are given) names the node and its `--node-ip`.
     pub fn server_config(&self, node_name: &str) -> ServerConfig {
         let flags = self;
@@ -82,6 +82,10 @@ impl Flags {
         config.authz_cache.denied = flags.authorization_webhook_cache_unauthorized_ttl;
         config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
         config.pod_logs_dir = flags.pod_logs_dir.clone();
+        config.limits.max_connections = flags.server_max_connections;
+        config.limits.max_unauthenticated_connections =
+            flags.server_max_unauthenticated_connections;
+        config.limits.max_unauthenticated_per_client = flags.server_max_unauthenticated_per_client;
         config.configz = Some(std::sync::Arc::new(flags.configz()));
         config
     }

@@ -20,7 +20,7 @@ use crossbeam_channel::{select, tick, unbounded, Receiver, Sender};
 use protobuf::MessageField;
 
 use super::policy::RotatePolicy;
-use super::rotate::{rotate_if_needed, Rotated};
+use super::rotate::{rotate_below, Rotated};
 use super::LogManagerError;
 use crate::cri::{pb, CriError, RuntimeClient};
 use crate::runtime::{gc, labels};
@@ -177,6 +177,7 @@ fn timer(
             Ok(mut shared) => {
                 shared.failing.retain(|id, _| ids.contains(id));
                 shared.paths.retain(|id, _| ids.contains(id));
+                shared.refused.retain(|id, _| ids.contains(id));
                 // A container still queued from an earlier round is not queued twice.
                 ids.into_iter()
                     .filter(|id| shared.queued.insert(id.clone()))
@@ -208,6 +209,9 @@ struct Shared {
     /// Each running container's log file: it never changes, so ContainerStatus is
     /// asked once per container rather than every interval (upstream asks every time).
     paths: HashMap<String, PathBuf>,
+    /// Rotated copies left alone because they are not regular files, per container,
+    /// so each is warned about once.
+    refused: HashMap<String, HashSet<String>>,
 }
 
 impl Worker {
@@ -256,16 +260,35 @@ impl Worker {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let reopen = || self.runtime.reopen(id);
-        if let Rotated::Yes { to, size } =
-            rotate_if_needed(&path, &self.config.policy, now, id, &reopen)?
+        let root = &self.config.pod_logs_dir;
+        if let Rotated::Yes { to, size, refused } =
+            rotate_below(root, &path, &self.config.policy, now, id, &reopen)?
         {
             crate::metrics::log_rotated();
             log::debug!(
                 "container {id}: rotated {} ({size} bytes) to {to}",
                 path.display()
             );
+            self.warn_refused(id, &path, refused);
         }
         Ok(())
+    }
+
+    /// Warns once per file about rotated copies that are not regular files.
+    fn warn_refused(&self, id: &str, path: &Path, refused: Vec<String>) {
+        let Ok(mut shared) = self.shared.lock() else {
+            return;
+        };
+        let seen = shared.refused.entry(id.to_owned()).or_default();
+        for name in refused {
+            if seen.insert(name.clone()) {
+                let dir = path.parent().unwrap_or(path);
+                log::warn!(
+                    "container {id}: {} is not a regular file; not compressing it",
+                    dir.join(name).display()
+                );
+            }
+        }
     }
 
     /// The container's log file from the runtime; None when it has none (or is gone).

@@ -15,7 +15,9 @@
 //! - [`manager`]: the threads and the CRI side ([`manager::LogRuntime`]).
 //!
 //! Invariants: nothing here runs on the sync loop; only files below `podLogsDir` are
-//! touched; a failure is logged and retried at the next interval, never fatal.
+//! touched, each through a descriptor of its directory and never through a symlink
+//! (`runtime::logs::dir`); a failure is logged and retried at the next interval,
+//! never fatal.
 
 pub mod manager;
 pub mod rotate;
@@ -79,6 +81,13 @@ pub enum LogManagerError {
         id: String,
         step: &'static str,
         source: CriError,
+    },
+    /// The live log is a symlink, FIFO or other non-regular file: it is not rotated
+    /// (a pod that can write its log folder could aim it at a host file).
+    #[error("container log {path} is not rotated: {source}")]
+    NotRegular {
+        path: PathBuf,
+        source: std::io::Error,
     },
     #[error("container {id}: log path {path:?} is not below the pod logs directory")]
     UnsafePath { id: String, path: String },

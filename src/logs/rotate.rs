@@ -5,11 +5,18 @@
 //!
 //! Runs on a `log-rot-N` worker thread; the reopen is a closure so tests need no
 //! runtime. Each step names its file in the error.
+//!
+//! The log directory may be writable by the pod (a hostPath on `/var/log`), so every
+//! step goes through one descriptor of it ([`LogDir`]): nothing is opened through a
+//! symlink, the temp file is created with `O_EXCL` (a planted name fails the create
+//! instead of truncating its target) and gets its mode with `fchmod`, renames and
+//! removals are relative to the descriptor. A rotated copy that is not a regular file
+//! is left alone and reported in [`Rotated::Yes::refused`]; a live file that is not one
+//! is not rotated at all ([`E::NotRegular`]).
 
-use std::fs::{self, File};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -17,6 +24,7 @@ use flate2::Compression;
 use super::policy::{self, Decision, RotatePolicy, COMPRESS_SUFFIX, TMP_SUFFIX};
 use super::LogManagerError as E;
 use crate::cri::CriError;
+use crate::runtime::logs::dir::{is_not_regular, LogDir};
 
 /// What a rotation check did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,8 +33,13 @@ pub enum Rotated {
     No,
     /// Over the limit, but this second's name is taken; next round.
     Later,
-    /// The live file (of `size` bytes) is now `to`.
-    Yes { to: String, size: u64 },
+    /// The live file (of `size` bytes) is now `to`; `refused` names the rotated copies
+    /// left alone because they are not regular files (symlinks, FIFOs, ...).
+    Yes {
+        to: String,
+        size: u64,
+        refused: Vec<String>,
+    },
 }
 
 /// Rotates the log at `path` when `policy` says so. `reopen` asks the runtime to
@@ -38,33 +51,67 @@ pub fn rotate_if_needed(
     id: &str,
     reopen: &dyn Fn() -> Result<(), CriError>,
 ) -> Result<Rotated, E> {
-    let stat = |path: &Path| {
-        fs::metadata(path).map_err(|source| E::Stat {
-            path: path.to_owned(),
-            source,
-        })
+    let opened = LogDir::of(path);
+    rotate_in(opened, path, policy, now, id, reopen)
+}
+
+/// [`rotate_if_needed`] for a log below `root` (the pod logs directory): no folder
+/// between `root` and the log may be a symlink either.
+pub fn rotate_below(
+    root: &Path,
+    path: &Path,
+    policy: &RotatePolicy,
+    now: i64,
+    id: &str,
+    reopen: &dyn Fn() -> Result<(), CriError>,
+) -> Result<Rotated, E> {
+    let opened = LogDir::of_below(root, path);
+    rotate_in(opened, path, policy, now, id, reopen)
+}
+
+fn rotate_in(
+    opened: io::Result<(LogDir, &std::ffi::OsStr)>,
+    path: &Path,
+    policy: &RotatePolicy,
+    now: i64,
+    id: &str,
+    reopen: &dyn Fn() -> Result<(), CriError>,
+) -> Result<Rotated, E> {
+    let (dir, live) = opened.map_err(|source| E::List {
+        path: path.parent().unwrap_or(path).to_owned(),
+        source,
+    })?;
+    let Some(live) = live.to_str() else {
+        return Ok(Rotated::No);
     };
-    let size = match fs::metadata(path) {
-        Ok(meta) => meta.len(),
-        // The live file went missing (e.g. removed by hand): have the runtime make it.
-        Err(err) if err.kind() == ErrorKind::NotFound => {
-            reopen().map_err(|source| runtime(id, "ReopenContainerLog", source))?;
-            stat(path)?.len()
-        }
-        Err(source) => {
-            return Err(E::Stat {
+    let stat = |dir: &LogDir| {
+        dir.regular_len(live).map_err(|source| match source {
+            e if is_not_regular(&e) => E::NotRegular {
+                path: path.to_owned(),
+                source: e,
+            },
+            source => E::Stat {
                 path: path.to_owned(),
                 source,
-            })
+            },
+        })
+    };
+    let size = match stat(&dir) {
+        Ok(size) => size,
+        // The live file went missing (e.g. removed by hand): have the runtime make it.
+        Err(E::Stat { source, .. }) if source.kind() == ErrorKind::NotFound => {
+            reopen().map_err(|source| runtime(id, "ReopenContainerLog", source))?;
+            stat(&dir)?
         }
+        Err(err) => return Err(err),
     };
     if size < policy.max_size {
         return Ok(Rotated::No);
     }
-    let (Some(dir), Some(live)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return Ok(Rotated::No);
-    };
-    let siblings = list(dir)?;
+    let siblings = dir.names().map_err(|source| E::List {
+        path: dir.path().to_owned(),
+        source,
+    })?;
     let plan = match policy::decide(policy, live, size, &siblings, now) {
         Decision::UnderLimit => return Ok(Rotated::No),
         Decision::NameTaken(name) => {
@@ -74,18 +121,29 @@ pub fn rotate_if_needed(
         Decision::Rotate(plan) => plan,
     };
     for name in &plan.remove {
-        remove(&dir.join(name))?;
+        dir.remove(name).map_err(|source| E::Remove {
+            path: dir.join(name),
+            source,
+        })?;
     }
+    let mut refused = Vec::new();
     for name in &plan.compress {
-        let file = dir.join(name);
-        compress(&file).map_err(|source| E::Compress { path: file, source })?;
+        match compress(&dir, name) {
+            Ok(()) => {}
+            Err(err) if is_not_regular(&err) => refused.push(name.clone()),
+            Err(source) => {
+                return Err(E::Compress {
+                    path: dir.join(name),
+                    source,
+                })
+            }
+        }
     }
-    let rotated = dir.join(&plan.rotate_to);
-    rename(path, &rotated)?;
+    rename(&dir, live, &plan.rotate_to)?;
     if let Err(source) = reopen() {
         // Put it back so the runtime keeps writing to the live name and the next
         // round tries again.
-        if let Err(err) = rename(&rotated, path) {
+        if let Err(err) = rename(&dir, &plan.rotate_to, live) {
             log::error!("container {id}: {err}; its output now goes to the rotated file");
         }
         return Err(runtime(id, "ReopenContainerLog", source));
@@ -93,6 +151,7 @@ pub fn rotate_if_needed(
     Ok(Rotated::Yes {
         to: plan.rotate_to,
         size,
+        refused,
     })
 }
 
@@ -104,64 +163,45 @@ fn runtime(id: &str, step: &'static str, source: CriError) -> E {
     }
 }
 
-/// The file names in `dir`.
-fn list(dir: &Path) -> Result<Vec<String>, E> {
-    let entries = fs::read_dir(dir).map_err(|source| E::List {
-        path: dir.to_owned(),
-        source,
-    })?;
-    Ok(entries
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect())
-}
-
-fn remove(path: &Path) -> Result<(), E> {
-    match fs::remove_file(path) {
-        Err(err) if err.kind() != ErrorKind::NotFound => Err(E::Remove {
-            path: path.to_owned(),
-            source: err,
-        }),
-        _ => Ok(()),
-    }
-}
-
-fn rename(from: &Path, to: &Path) -> Result<(), E> {
-    fs::rename(from, to).map_err(|source| E::Rename {
-        from: from.to_owned(),
-        to: to.to_owned(),
+fn rename(dir: &LogDir, from: &str, to: &str) -> Result<(), E> {
+    dir.rename(from, to).map_err(|source| E::Rename {
+        from: dir.join(from),
+        to: dir.join(to),
         source,
     })
 }
 
-/// Gzips `file` into `file.gz` through `file.tmp`, then removes `file`.
-pub fn compress(file: &Path) -> io::Result<()> {
-    let with = |suffix: &str| {
-        let mut name = file.as_os_str().to_owned();
-        name.push(suffix);
-        PathBuf::from(name)
-    };
-    let (tmp, gz) = (with(TMP_SUFFIX), with(COMPRESS_SUFFIX));
+/// Gzips `name` into `name.gz` through `name.tmp`, then removes `name`. Fails with a
+/// [`crate::runtime::logs::dir::NotRegular`] error, touching nothing, when `name` is
+/// not a regular file.
+pub fn compress(dir: &LogDir, name: &str) -> io::Result<()> {
+    let (tmp, gz) = (
+        format!("{name}{TMP_SUFFIX}"),
+        format!("{name}{COMPRESS_SUFFIX}"),
+    );
+    let mut src = dir.open_regular(name)?;
+    let mode = src.metadata()?.permissions().mode();
+    // A leftover of a crash, or a name planted by the pod: the link itself goes, and
+    // the exclusive create below fails if one is planted again in between.
+    dir.remove(&tmp)?;
     let result = (|| {
-        let mut src = File::open(file)?;
-        let mode = src.metadata()?.permissions().mode();
-        let out = File::create(&tmp)?;
-        out.set_permissions(fs::Permissions::from_mode(mode))?;
+        let out = dir.create_new(&tmp, mode)?;
         let mut encoder = GzEncoder::new(out, Compression::default());
         io::copy(&mut src, &mut encoder)?;
         encoder.finish()?.sync_all()?;
-        fs::rename(&tmp, &gz)
+        dir.rename(&tmp, &gz)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = dir.remove(&tmp);
     }
     result?;
-    fs::remove_file(file)
+    dir.remove(name)
 }
 
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
+    use std::fs::{self, File};
     use std::io::Read;
 
     use super::*;
@@ -174,7 +214,7 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v = list(dir).unwrap();
+        let mut v = LogDir::open(dir).unwrap().names().unwrap();
         v.sort();
         v
     }

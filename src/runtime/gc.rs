@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::actions::KillReason;
 use super::kill::KillRequest;
 use super::labels;
+use super::logs::dir::LogDir;
 use super::manager::RuntimeManager;
 use super::model::ContainerState;
 use crate::cri::{pb, CriError};
@@ -341,24 +342,13 @@ pub fn container_log_file(pod_log_dir: &Path, log_path: &str) -> Option<PathBuf>
         .then_some(full)
 }
 
-/// The log files of one container instance: the file and its rotated copies
-/// (`<file>.<suffix>` next to it).
-fn log_files(file: &Path) -> Vec<PathBuf> {
-    let mut files = vec![file.to_path_buf()];
-    let (Some(dir), Some(name)) = (file.parent(), file.file_name().and_then(|n| n.to_str())) else {
-        return files;
-    };
+/// The names of one container instance's log files in `dir`: the file `name` and its
+/// rotated copies (`<name>.<suffix>` next to it).
+fn log_files(dir: &LogDir, name: &str) -> Vec<String> {
     let prefix = format!("{name}.");
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with(&prefix))
-            {
-                files.push(entry.path());
-            }
-        }
+    let mut files = vec![name.to_owned()];
+    if let Ok(names) = dir.names() {
+        files.extend(names.into_iter().filter(|n| n.starts_with(&prefix)));
     }
     files
 }
@@ -520,15 +510,27 @@ impl RuntimeManager {
             // Its directory is gone: nothing to remove.
             None => return,
         }
-        for path in log_files(&file) {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(source) => errors.push(GcError::RemoveLogFile {
+        // Through the folder's descriptor, opened with no symlink below the root: the
+        // pod may own its log folder and swap it for a link after the check above.
+        let (dir, name) = match LogDir::of_below(root, &file) {
+            Ok((dir, name)) => (dir, name.to_string_lossy().into_owned()),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return,
+            Err(source) => {
+                errors.push(GcError::RemoveLogFile {
                     id: id.to_owned(),
-                    path,
+                    path: file,
                     source,
-                }),
+                });
+                return;
+            }
+        };
+        for name in log_files(&dir, &name) {
+            if let Err(source) = dir.remove(&name) {
+                errors.push(GcError::RemoveLogFile {
+                    id: id.to_owned(),
+                    path: dir.join(&name),
+                    source,
+                });
             }
         }
     }

@@ -16,13 +16,25 @@
 //! A `tailLines` larger than the live file takes the rest from the newest rotated copy
 //! (the plain one), so the tail right after a rotation is still the last N lines
 //! (upstream reads the live file only and returns fewer).
+//!
+//! Bounds: files are opened relative to their directory without following symlinks
+//! and only when they are regular files ([`dir`]), so a log swapped for a link to
+//! `/dev/zero` or a host file is refused, not streamed. Without follow a reader stops
+//! at the length each file had when it was opened; with follow it stops at the
+//! deadline its caller sets ([`LogReader::set_deadline`]), checked after every chunk,
+//! so no single [`LogReader::pump`] call runs unbounded.
 
+pub mod dir;
 pub mod policy;
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use dir::LogDir;
 
 use crate::api::meta::parse_rfc3339_nanos;
 
@@ -145,18 +157,13 @@ pub fn tail_lines_start(file: &mut File, n: u64) -> io::Result<(u64, u64)> {
     Ok((0, newlines + u64::from(len > 0)))
 }
 
-/// The newest rotated copy of the live file at `path` when it is plain (not yet
-/// gzipped).
-fn newest_rotated(path: &Path) -> Option<PathBuf> {
-    let dir = path.parent()?;
-    let live = path.file_name()?.to_str()?;
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
+/// The name of the newest rotated copy of the live file `live` when it is plain (not
+/// yet gzipped).
+fn newest_rotated(dir: &LogDir, live: &OsString) -> Option<String> {
+    let live = live.to_str()?;
+    let names = dir.names().ok()?;
     let newest = policy::rotated_in_use(live, &names).pop()?;
-    (!newest.ends_with(policy::COMPRESS_SUFFIX)).then(|| dir.join(newest))
+    (!newest.ends_with(policy::COMPRESS_SUFFIX)).then_some(newest)
 }
 
 /// Why a pump stopped writing.
@@ -166,15 +173,23 @@ pub enum Pumped {
     CaughtUp(bool),
     /// `limitBytes` was reached.
     LimitReached,
+    /// The deadline set with [`LogReader::set_deadline`] passed.
+    TimeUp,
 }
 
 /// Reads a CRI log file from an offset, applying the options.
 pub struct LogReader {
     path: PathBuf,
+    /// The live file's directory and name: rotation checks look there again.
+    dir: LogDir,
+    name: OsString,
     /// The file being read: the live one, or a rotated copy read before it.
     file: File,
-    /// The live file, when `file` is a rotated copy read first for the tail.
-    next: Option<File>,
+    /// Where reading `file` stops (its length at open) unless following.
+    end: Option<u64>,
+    /// The live file, when `file` is a rotated copy read first for the tail, and its
+    /// `end`.
+    next: Option<(File, Option<u64>)>,
     /// The inode of the live file last opened at `path`.
     inode: u64,
     /// Offset in `file`.
@@ -182,38 +197,79 @@ pub struct LogReader {
     pending: Vec<u8>,
     remaining: Option<u64>,
     options: LogOptions,
+    deadline: Option<Instant>,
 }
 
 impl LogReader {
     /// Opens `path` at the start of the tail the options ask for.
+    /// Fails with [`dir::NotRegular`] (as an `InvalidInput` error) when the file is a
+    /// symlink, FIFO, device or anything else than a regular file.
     pub fn open(path: &Path, options: LogOptions) -> io::Result<LogReader> {
-        let mut file = File::open(path)?;
-        let inode = file.metadata()?.ino();
+        let (dir, name) = LogDir::of(path)?;
+        Self::open_in(path, dir, name.to_owned(), options)
+    }
+
+    /// [`LogReader::open`] for a file below `root` (the pod logs directory): no folder
+    /// between `root` and the file may be a symlink either ([`LogDir::open_below`]).
+    pub fn open_below(root: &Path, path: &Path, options: LogOptions) -> io::Result<LogReader> {
+        let (dir, name) = LogDir::of_below(root, path)?;
+        Self::open_in(path, dir, name.to_owned(), options)
+    }
+
+    fn open_in(
+        path: &Path,
+        dir: LogDir,
+        name: OsString,
+        options: LogOptions,
+    ) -> io::Result<LogReader> {
+        let mut file = dir.open_regular(&name)?;
+        let meta = file.metadata()?;
+        let inode = meta.ino();
+        let end_at = |len: u64| (!options.follow).then_some(len);
+        let mut end = end_at(meta.len());
         let mut next = None;
         let mut pos = 0;
         if let Some(n) = options.tail_lines {
             let (start, found) = tail_lines_start(&mut file, n)?;
             pos = start;
-            if found < n {
-                if let Some(mut older) = newest_rotated(path).and_then(|p| File::open(p).ok()) {
-                    let older_pos = tail_start(&mut older, n - found)?;
-                    file.seek(SeekFrom::Start(0))?;
-                    next = Some(std::mem::replace(&mut file, older));
-                    pos = older_pos;
-                }
+            let older = (found < n)
+                .then(|| newest_rotated(&dir, &name))
+                .flatten()
+                .and_then(|older| dir.open_regular(older).ok());
+            if let Some(mut older) = older {
+                let older_pos = tail_start(&mut older, n - found)?;
+                let older_end = end_at(older.metadata()?.len());
+                file.seek(SeekFrom::Start(0))?;
+                next = Some((std::mem::replace(&mut file, older), end));
+                end = older_end;
+                pos = older_pos;
             }
         }
         file.seek(SeekFrom::Start(pos))?;
         Ok(LogReader {
             path: path.to_owned(),
+            dir,
+            name,
             file,
+            end,
             next,
             inode,
             pos,
             pending: Vec::new(),
             remaining: options.limit_bytes,
             options,
+            deadline: None,
         })
+    }
+
+    /// Makes every later [`LogReader::pump`] return [`Pumped::TimeUp`] once `at` has
+    /// passed, even while the file keeps growing.
+    pub fn set_deadline(&mut self, at: Instant) {
+        self.deadline = Some(at);
+    }
+
+    fn time_up(&self) -> bool {
+        self.deadline.is_some_and(|at| Instant::now() >= at)
     }
 
     /// Sends every complete line now in the file to `out`.
@@ -221,15 +277,27 @@ impl LogReader {
         let mut sent = false;
         let mut chunk = vec![0u8; 32 * 1024];
         loop {
-            let n = self.file.read(&mut chunk)?;
+            if self.time_up() {
+                out.flush()?;
+                return Ok(Pumped::TimeUp);
+            }
+            let want = match self.end {
+                Some(end) => end.saturating_sub(self.pos).min(chunk.len() as u64) as usize,
+                None => chunk.len(),
+            };
+            let n = match want {
+                0 => 0,
+                want => self.file.read(&mut chunk[..want])?,
+            };
             if n == 0 {
                 // Only at the end of a file: the old one is read out before moving on.
-                if let Some(live) = self.next.take() {
+                if let Some((live, end)) = self.next.take() {
                     self.file = live;
+                    self.end = end;
                     self.pos = 0;
                     continue;
                 }
-                if self.check_rotation()? {
+                if self.options.follow && self.check_rotation()? {
                     continue;
                 }
                 return Ok(Pumped::CaughtUp(sent));
@@ -289,17 +357,18 @@ impl LogReader {
     /// to the start (truncated); true when it did.
     fn check_rotation(&mut self) -> io::Result<bool> {
         // Between the rename and the runtime's reopen there is no file: keep waiting.
-        let Ok(meta) = std::fs::metadata(&self.path) else {
+        let Ok(meta) = self.dir.stat(&self.name) else {
             return Ok(false);
         };
-        if meta.ino() != self.inode {
-            let file = File::open(&self.path)?;
+        if meta.st_ino != self.inode {
+            // Refused (an error ends the stream) if the new file is not a regular one.
+            let file = self.dir.open_regular(&self.name)?;
             self.inode = file.metadata()?.ino();
             self.file = file;
             self.pos = 0;
             return Ok(true);
         }
-        if meta.len() < self.pos {
+        if (meta.st_size as u64) < self.pos {
             self.file.seek(SeekFrom::Start(0))?;
             self.pos = 0;
             self.pending.clear();
@@ -390,7 +459,7 @@ garbage\n\
             "2024-01-01T00:00:01Z stdout F a\n2024-01-01T00:00:01Z stdout F b",
         )
         .unwrap();
-        let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
+        let mut reader = LogReader::open(&path, following()).unwrap();
         let mut out = Vec::new();
         assert_eq!(reader.pump(&mut out).unwrap(), Pumped::CaughtUp(true));
         assert_eq!(out, b"a\n");
@@ -407,6 +476,47 @@ garbage\n\
         assert_eq!(out, b"a\nbc\nnew\n");
     }
 
+    fn following() -> LogOptions {
+        LogOptions {
+            follow: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn without_follow_a_read_ends_at_the_length_seen_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::fs::write(&path, lines(0..2)).unwrap();
+        let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&lines(2..4)).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(reader.pump(&mut out).unwrap(), Pumped::CaughtUp(true));
+        assert_eq!(String::from_utf8(out).unwrap(), "0\n1\n");
+    }
+
+    #[test]
+    fn a_symlinked_or_special_log_is_refused_and_a_deadline_ends_a_pump() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        for options in [LogOptions::default(), following()] {
+            let err = LogReader::open(&path, options).err().unwrap();
+            assert!(dir::is_not_regular(&err), "{err}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, lines(0..3)).unwrap();
+        let mut reader = LogReader::open(&path, following()).unwrap();
+        reader.set_deadline(Instant::now());
+        let mut out = Vec::new();
+        assert_eq!(reader.pump(&mut out).unwrap(), Pumped::TimeUp);
+        assert!(out.is_empty());
+    }
+
     fn lines(range: std::ops::Range<u8>) -> Vec<u8> {
         range
             .map(|n| format!("2024-01-01T00:00:01Z stdout F {n}\n"))
@@ -419,7 +529,7 @@ garbage\n\
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.log");
         std::fs::write(&path, lines(0..2)).unwrap();
-        let mut reader = LogReader::open(&path, LogOptions::default()).unwrap();
+        let mut reader = LogReader::open(&path, following()).unwrap();
         let mut out = Vec::new();
         reader.pump(&mut out).unwrap();
         // The runtime writes more, then the file is rotated and a new one started.

@@ -6,6 +6,11 @@
 //! connection slot; the slot is released when the thread ends. Every socket read and
 //! write has a timeout, so a client that stops sending or reading costs one thread
 //! for at most that long and never blocks another connection or litelet's loops.
+//!
+//! On the API port the connection holds a [`Ticket`] of the unauthenticated budget
+//! until its first request authenticates: the handshake and that request's head must
+//! arrive within `unauthenticated_timeout` together. A 401 or 403 answer closes the
+//! connection, so a client without credentials cannot sit on one.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -21,6 +26,7 @@ use rustls::{ServerConnection, StreamOwned};
 use crate::metrics;
 use crate::server::auth::AuthnError;
 use crate::server::authz::{self, Decision};
+use crate::server::budget::Ticket;
 use crate::server::http::{self, ReadError, ReadLimits, Request, Response};
 use crate::server::routes;
 use crate::server::Shared;
@@ -109,6 +115,8 @@ pub enum Reply {
     /// The handler wrote (or proxied) the whole answer itself; close the connection
     /// when `close`.
     Streamed { close: bool },
+    /// Write this response, then close the connection (401, 403, a full budget).
+    Refuse(Response),
 }
 
 /// Which of the two servers a connection belongs to.
@@ -120,17 +128,21 @@ pub enum Kind {
     Api,
 }
 
-/// Serves a connection until it closes, errs or times out.
-pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
+/// Serves a connection until it closes, errs or times out. `ticket` is its place in
+/// the API port's budget (None on the healthz port).
+pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream, mut ticket: Option<Ticket>) {
     let limits = shared.config.limits;
     let _ = socket.set_nodelay(true);
     let _ = socket.set_write_timeout(Some(limits.write_timeout));
+    // The handshake and the first request head share one short budget.
+    let unauthenticated_until = Instant::now() + limits.unauthenticated_timeout;
     let mut transport = match (&shared.tls, kind) {
-        (Some(config), Kind::Api) => match handshake(config.clone(), socket, limits.header_timeout)
-        {
-            Some(t) => t,
-            None => return,
-        },
+        (Some(config), Kind::Api) => {
+            match handshake(config.clone(), socket, limits.unauthenticated_timeout) {
+                Some(t) => t,
+                None => return,
+            }
+        }
         _ => Transport::Plain(socket),
     };
     let chain = transport.peer_certificates();
@@ -152,6 +164,10 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
             limits.idle_timeout
         };
         first = false;
+        let mut deadline = Instant::now() + wait;
+        if kind == Kind::Api && !ticket.as_ref().is_none_or(Ticket::is_authenticated) {
+            deadline = deadline.min(unauthenticated_until);
+        }
         let socket = transport.socket().try_clone();
         let mut set_deadline = |left: Duration| match &socket {
             Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
@@ -161,7 +177,7 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
             &mut transport,
             &mut buf,
             read_limits,
-            Instant::now() + wait,
+            deadline,
             &mut set_deadline,
         ) {
             Ok(req) => req,
@@ -189,7 +205,14 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
         let close = req.wants_close();
         let reply = match kind {
             Kind::Healthz => routes::healthz_only(&shared, &req),
-            Kind::Api => guarded(&shared, &req, chain.as_deref(), &mut transport, &mut buf),
+            Kind::Api => guarded(
+                &shared,
+                &req,
+                chain.as_deref(),
+                ticket.as_mut(),
+                &mut transport,
+                &mut buf,
+            ),
         };
         match reply {
             Reply::Full(resp) => {
@@ -201,6 +224,15 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream) {
             }
             Reply::Streamed { close: true } => break,
             Reply::Streamed { close: false } => {}
+            Reply::Refuse(resp) => {
+                metrics::HTTP_REQUESTS
+                    .inc(&[routes::path_kind(&req.raw_path), &resp.status.to_string()]);
+                let _ = http::write_response(&mut transport, &resp, true, head_only);
+                // The client may still be sending a body: read it out so it gets
+                // the answer rather than a reset.
+                drain = true;
+                break;
+            }
         }
     }
     if let Transport::Tls(s) = &mut transport {
@@ -267,11 +299,14 @@ fn handshake(
     Some(Transport::Tls(Box::new(StreamOwned::new(conn, socket))))
 }
 
-/// Authenticates and authorizes, then dispatches. Failures reveal nothing about pods.
+/// Authenticates and authorizes, then dispatches. Failures reveal nothing about pods
+/// and close the connection; the first authenticated request moves the connection to
+/// the authenticated budget (`ticket`), or is refused with a 503 when that is full.
 fn guarded(
     shared: &Shared,
     req: &Request,
     chain: Option<&[CertificateDer<'static>]>,
+    ticket: Option<&mut Ticket>,
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
@@ -286,15 +321,22 @@ fn guarded(
             } else {
                 log::debug!("node server: unauthenticated request: {err}");
             }
-            return Reply::Full(Response::text(401, "Unauthorized"));
+            return Reply::Refuse(Response::text(401, "Unauthorized"));
         }
     };
+    if let Some(Err(full)) = ticket.map(Ticket::authenticated) {
+        log::warn!(
+            "node server: {full}; refusing a connection of {}",
+            user.username
+        );
+        return Reply::Refuse(Response::text(503, "Too many connections"));
+    }
     let attrs = authz::attributes(&req.method, &req.raw_path);
     match shared.authz.authorize(&user, &attrs) {
         Decision::Allow => {}
         Decision::Deny(msg) => {
             log::debug!("node server: {msg}");
-            return Reply::Full(Response::text(403, msg));
+            return Reply::Refuse(Response::text(403, msg));
         }
         Decision::Error(msg) => {
             log::warn!("node server: {msg}");

@@ -386,6 +386,9 @@ impl<W: Write> Write for Chunked<'_, W> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;

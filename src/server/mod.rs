@@ -8,8 +8,9 @@
 //! Shape: synchronous, no async runtime. Each listener has an accept thread
 //! (`srv-api`, `srv-healthz`) that polls with a short timeout so it sees shutdown,
 //! and each accepted connection gets its own `srv-conn` thread while a slot is free
-//! (at most `max_connections`; beyond that the connection is closed at once and
-//! counted). A bounded thread-per-connection pool fits this server better than a
+//! (on the API port: [`budget`], a small budget for connections that have not
+//! authenticated yet, capped per client address, and `max_connections` for
+//! authenticated ones; a connection is closed after a 401 or 403). A bounded thread-per-connection pool fits this server better than a
 //! fixed pool: log follows and exec streams hold a connection for hours, which would
 //! starve a fixed pool, and idle costs nothing. HTTP framing is `httparse`; TLS is
 //! rustls (the ring provider ureq already brings).
@@ -21,6 +22,7 @@
 
 pub mod auth;
 pub mod authz;
+pub mod budget;
 mod cache;
 pub mod conn;
 pub mod http;
@@ -30,7 +32,7 @@ pub mod tls;
 pub use crate::api::x509;
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -49,14 +51,24 @@ use crate::pleg::PlegHealth;
 use crate::status::manager::StatusManager;
 use auth::{Authenticator, TokenCacheTtl};
 use authz::{AuthorizationMode, Authorizer, AuthzCacheTtl};
+use budget::{Budget, BudgetLimits, Ticket};
 use conn::Kind;
 use tls::{ClientCertCheck, TlsSettings};
 
 /// Limits that keep one client from exhausting the node.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Open connections on the API port; more are closed at once.
+    /// Authenticated connections open on the API port; a connection that
+    /// authenticates beyond it gets a 503 and is closed.
     pub max_connections: usize,
+    /// API connections that have not authenticated yet (TLS handshake, first request
+    /// head, authentication); beyond it the oldest of the busiest address is closed.
+    pub max_unauthenticated_connections: usize,
+    /// Unauthenticated API connections from one client address; more are closed at once.
+    pub max_unauthenticated_per_client: usize,
+    /// Budget of an unauthenticated connection: the TLS handshake and its first
+    /// request head together.
+    pub unauthenticated_timeout: Duration,
     /// Open connections on the healthz port.
     pub max_healthz_connections: usize,
     pub max_header_bytes: usize,
@@ -69,15 +81,27 @@ pub struct Limits {
     pub write_timeout: Duration,
     /// Longest a log follow may last.
     pub max_log_stream: Duration,
+    /// Longest a log request without follow may stream.
+    pub max_log_read: Duration,
+    /// Most bytes one log request sends (a smaller `limitBytes` wins).
+    pub max_log_bytes: u64,
     /// An exec/attach/port-forward stream with no traffic this long is closed
     /// (upstream's streaming connection idle timeout).
     pub stream_idle_timeout: Duration,
 }
 
+/// Defaults of the connection flags (`--max-connections` and friends).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+pub const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS: usize = 32;
+pub const DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT: usize = 8;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: 64,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_unauthenticated_connections: DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS,
+            max_unauthenticated_per_client: DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT,
+            unauthenticated_timeout: Duration::from_secs(5),
             max_healthz_connections: 8,
             // Go's http.DefaultMaxHeaderBytes, which upstream's node server keeps.
             max_header_bytes: 1 << 20,
@@ -86,6 +110,8 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
             max_log_stream: Duration::from_secs(4 * 3600),
+            max_log_read: Duration::from_secs(10 * 60),
+            max_log_bytes: 1 << 30,
             stream_idle_timeout: Duration::from_secs(4 * 3600),
         }
     }
@@ -270,28 +296,27 @@ pub fn start(
         stopping: AtomicBool::new(false),
     });
     let mut threads = Vec::new();
-    let start_loop = |name: &'static str, listener: TcpListener, kind: Kind, max: usize| {
+    let start_loop = |name: &'static str, listener: TcpListener, admit: Admit| {
         let shared = shared.clone();
         let shutdown = shutdown.clone();
         std::thread::Builder::new()
             .name(name.into())
             .stack_size(128 * 1024)
-            .spawn(move || accept_loop(shared, listener, kind, max, shutdown))
+            .spawn(move || accept_loop(shared, listener, admit, shutdown))
             .map_err(|source| ServerError::Spawn { name, source })
     };
-    threads.push(start_loop(
-        "srv-api",
-        api_listener,
-        Kind::Api,
-        limits.max_connections,
-    )?);
+    let budget = Budget::new(BudgetLimits {
+        max_authenticated: limits.max_connections,
+        max_unauthenticated: limits.max_unauthenticated_connections,
+        max_per_client: limits.max_unauthenticated_per_client,
+    });
+    threads.push(start_loop("srv-api", api_listener, Admit::Budget(budget))?);
     if let Some(listener) = healthz_listener {
-        threads.push(start_loop(
-            "srv-healthz",
-            listener,
-            Kind::Healthz,
-            limits.max_healthz_connections,
-        )?);
+        let slots = Admit::Slots {
+            open: Arc::new(AtomicUsize::new(0)),
+            max: limits.max_healthz_connections,
+        };
+        threads.push(start_loop("srv-healthz", listener, slots)?);
     }
     log::info!("node server listening on {api_addr} (healthz {healthz_addr:?})");
     Ok(ServerHandle {
@@ -310,15 +335,56 @@ impl Drop for Slot {
     }
 }
 
-/// Accepts connections until shutdown; one thread per connection while slots last.
-fn accept_loop(
-    shared: Arc<Shared>,
-    listener: TcpListener,
-    kind: Kind,
-    max: usize,
-    shutdown: Receiver<()>,
-) {
-    let open = Arc::new(AtomicUsize::new(0));
+/// How a listener decides whether a new connection gets a thread.
+enum Admit {
+    /// The node API: [`budget::Budget`] (authenticated and not yet).
+    Budget(Arc<Budget>),
+    /// The loopback healthz port: at most `max` open, more closed at once.
+    Slots { open: Arc<AtomicUsize>, max: usize },
+}
+
+/// A connection's claim on its listener's budget, released when its thread ends.
+enum Claim {
+    Ticket(Ticket),
+    Slot(Slot),
+}
+
+impl Admit {
+    fn kind(&self) -> Kind {
+        match self {
+            Admit::Budget(_) => Kind::Api,
+            Admit::Slots { .. } => Kind::Healthz,
+        }
+    }
+
+    /// A claim for a new connection, or why it is closed at once.
+    fn claim(&self, socket: &TcpStream, peer: SocketAddr) -> Result<Claim, String> {
+        match self {
+            Admit::Budget(budget) => {
+                let admitted = budget.admit(peer.ip(), socket).map_err(|e| e.to_string())?;
+                if let Some(addr) = admitted.evicted {
+                    metrics::HTTP_REJECTED_CONNECTIONS.inc(&["api"]);
+                    log::debug!(
+                        "node server api: unauthenticated budget full, closed one from {addr}"
+                    );
+                }
+                Ok(Claim::Ticket(admitted.ticket))
+            }
+            Admit::Slots { open, max } => {
+                if open.fetch_add(1, Ordering::AcqRel) >= *max {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    return Err(format!("{max} connections open"));
+                }
+                Ok(Claim::Slot(Slot(open.clone())))
+            }
+        }
+    }
+}
+
+/// Accepts connections until shutdown; one thread per connection while the budget
+/// allows.
+fn accept_loop(shared: Arc<Shared>, listener: TcpListener, admit: Admit, shutdown: Receiver<()>) {
+    let kind = admit.kind();
     let server = match kind {
         Kind::Api => "api",
         Kind::Healthz => "healthz",
@@ -339,8 +405,8 @@ fn accept_loop(
                 continue;
             }
         }
-        let socket = match listener.accept() {
-            Ok((socket, _)) => socket,
+        let (socket, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
             Err(err) => {
                 log::warn!("node server {server}: accept failed: {err}");
                 // EMFILE and friends: back off instead of spinning.
@@ -348,21 +414,25 @@ fn accept_loop(
                 continue;
             }
         };
-        if open.fetch_add(1, Ordering::AcqRel) >= max {
-            open.fetch_sub(1, Ordering::AcqRel);
-            metrics::HTTP_REJECTED_CONNECTIONS.inc(&[server]);
-            log::debug!("node server {server}: {max} connections open, closing a new one");
-            drop(socket);
-            continue;
-        }
-        let slot = Slot(open.clone());
+        let claim = match admit.claim(&socket, peer) {
+            Ok(claim) => claim,
+            Err(why) => {
+                metrics::HTTP_REJECTED_CONNECTIONS.inc(&[server]);
+                log::debug!("node server {server}: closing a new connection from {peer}: {why}");
+                drop(socket);
+                continue;
+            }
+        };
         let shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("srv-conn".into())
             .stack_size(512 * 1024)
-            .spawn(move || {
-                let _slot = slot;
-                conn::serve(shared, kind, socket);
+            .spawn(move || match claim {
+                Claim::Ticket(ticket) => conn::serve(shared, kind, socket, Some(ticket)),
+                Claim::Slot(slot) => {
+                    let _slot = slot;
+                    conn::serve(shared, kind, socket, None);
+                }
             });
         if let Err(err) = spawned {
             log::error!("node server {server}: cannot start a connection thread: {err}");

@@ -2,6 +2,10 @@
 //! runtime (newest, or the one before with `previous`), opens its CRI log file and
 //! streams it chunked. With `follow` it keeps sending new lines until the container
 //! stops, the client goes away, litelet shuts down or `max_log_stream` passes.
+//! Every request is bounded: at most `max_log_bytes` (or less with `limitBytes`), and
+//! in time (`max_log_stream` with follow, `max_log_read` without), also inside one
+//! read of a file that keeps growing; a log that is a symlink or not a regular file is
+//! refused (the pod may own its log folder and point `0.log` at `/dev/zero`).
 //! Also holds the pod and container lookups the streaming routes share.
 
 use std::io::Write;
@@ -14,6 +18,7 @@ use crate::api::pod::Pod;
 use crate::cri::{pb, CriError};
 use crate::runtime::gc::{container_log_file, pod_log_dir_of};
 use crate::runtime::inspect;
+use crate::runtime::logs::dir::is_not_regular;
 use crate::runtime::logs::{LogOptions, LogReader, Pumped};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use crate::server::conn::{Reply, Transport};
@@ -197,17 +202,37 @@ fn prepare(
         )
     })?;
     let follow = options.follow && !previous;
-    let reader = LogReader::open(&path, options).map_err(|e| {
+    let limits = &shared.config.limits;
+    let options = LogOptions {
+        limit_bytes: Some(
+            options
+                .limit_bytes
+                .map_or(limits.max_log_bytes, |n| n.min(limits.max_log_bytes)),
+        ),
+        follow,
+        ..options
+    };
+    let root = &shared.config.pod_logs_dir;
+    let mut reader = LogReader::open_below(root, &path, options).map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound {
             404
         } else {
             500
         };
+        if is_not_regular(&e) {
+            log::warn!("container logs of {}/{}: {e}", t.namespace, t.pod);
+        }
         Response::text(
             code,
             format!("cannot open the log of container \"{}\": {e}", t.container),
         )
     })?;
+    let budget = if follow {
+        limits.max_log_stream
+    } else {
+        limits.max_log_read
+    };
+    reader.set_deadline(Instant::now() + budget);
     Ok((reader, instance.id.clone(), follow))
 }
 
@@ -235,22 +260,18 @@ fn stream(
     if http::start_chunked(transport, "text/plain").is_err() {
         return Reply::Streamed { close: true };
     }
-    let started = Instant::now();
     let mut last_check = Instant::now();
     let mut alive = follow && running(shared, id);
     loop {
         match reader.pump(&mut Chunked::new(transport)) {
-            Ok(Pumped::LimitReached) => break,
+            Ok(Pumped::LimitReached | Pumped::TimeUp) => break,
             Ok(Pumped::CaughtUp(_)) => {}
             Err(err) => {
                 log::debug!("log stream of container {id} ended: {err}");
                 return Reply::Streamed { close: true };
             }
         }
-        if !alive
-            || shared.stopping.load(Ordering::Relaxed)
-            || started.elapsed() >= shared.config.limits.max_log_stream
-        {
+        if !alive || shared.stopping.load(Ordering::Relaxed) {
             break;
         }
         if transport.client_stirred(FOLLOW_POLL) {
