@@ -276,9 +276,28 @@ fn api_client(flags: &Flags) -> Result<Option<ApiClient>, AgentError> {
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
     config.qps = flags.kube_api_qps;
     config.burst = flags.kube_api_burst;
+    for risk in config.security_warnings() {
+        log::warn!("{risk} (kubeconfig {})", path.display());
+    }
     Ok(Some(
         ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?,
     ))
+}
+
+/// What litelet loads before it waits for the runtime: the kubeconfig with its
+/// certificates and the node server's TLS files. A file that cannot be used stops
+/// litelet at once, named in the error, instead of failing later inside a thread
+/// (or only once containerd is up).
+pub struct Prepared {
+    api: Option<ApiClient>,
+}
+
+/// Loads and checks the API client and the node server's certificates.
+pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
+    let api = api_client(flags)?;
+    let tls = flags.server_config(&node_name(flags)).tls;
+    server::tls::check(&tls).map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    Ok(Prepared { api })
 }
 
 /// Starts the `events` thread (with an API server) and returns the recorder.
@@ -631,6 +650,7 @@ fn start_readers(
 /// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
 pub fn run(
     flags: &Flags,
+    prepared: Prepared,
     runtime: RuntimeClient,
     images: cri::ImageClient,
     shutdown: Shutdown,
@@ -647,7 +667,7 @@ pub fn run(
         .iter()
         .map(|ip| ip.to_string())
         .collect();
-    let api = api_client(flags)?;
+    let api = prepared.api;
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
     // Upstream's first node event (kubelet Run).
     recorder.node(

@@ -3,6 +3,7 @@
 //! objects; the rest of litelet works with these types.
 
 pub mod affinity;
+pub mod certs;
 pub mod client;
 pub mod configmap;
 pub mod error;
