@@ -12,6 +12,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::thread;
 
 use crossbeam_channel::{bounded, unbounded, Sender};
 
@@ -41,13 +42,16 @@ impl RequestThreads {
         let (jobs, queue) = unbounded::<Job>();
         for i in 0..count.max(1) {
             let queue = queue.clone();
-            crate::process::spawn_essential(format!("{name}-{i}"), STACK, move || {
-                for job in queue {
-                    // A panicking request fails only its caller (its answer channel
-                    // is dropped); the thread goes on serving the others.
-                    let _ = catch_unwind(AssertUnwindSafe(job));
-                }
-            })?;
+            thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .stack_size(STACK)
+                .spawn(move || {
+                    for job in queue {
+                        // A panicking request fails only its caller (its answer channel
+                        // is dropped); the thread goes on serving the others.
+                        let _ = catch_unwind(AssertUnwindSafe(job));
+                    }
+                })?;
         }
         Ok(RequestThreads {
             jobs: Arc::new(jobs),
@@ -87,9 +91,7 @@ mod tests {
     fn a_request_runs_on_a_request_thread_and_its_answer_comes_back() {
         let threads = RequestThreads::start("test-req", 2).unwrap();
         let name = threads
-            .run("/x", || {
-                Ok(std::thread::current().name().map(str::to_owned))
-            })
+            .run("/x", || Ok(thread::current().name().map(str::to_owned)))
             .unwrap();
         assert!(name.is_some_and(|n| n.starts_with("test-req-")));
         let err = threads

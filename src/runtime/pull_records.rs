@@ -637,7 +637,7 @@ mod tests {
             VerificationPolicy::NeverVerifyPreloadedImages,
             false,
             &pulled,
-            &[cred.clone()],
+            std::slice::from_ref(&cred),
             |c| records.digest(c)
         ));
         assert_eq!(mode(&file), 0o600);
