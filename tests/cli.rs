@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
 use support::wait_until;
 
@@ -332,18 +333,40 @@ fn insecure_api_settings_are_warned_about_at_start() {
 #[test]
 fn a_panic_in_an_essential_thread_stops_litelet() {
     let fake = FakeCri::start();
-    for thread in ["signals", "pleg", "gc", "srv-healthz"] {
+    let api = FakeApi::start();
+    let endpoint = fake.endpoint();
+    let without_api = ["signals", "pleg", "gc", "srv-healthz"];
+    let with_api = ["events", "api-watch", "node", "status"];
+    for (thread, needs_api) in without_api
+        .iter()
+        .map(|t| (*t, false))
+        .chain(with_api.iter().map(|t| (*t, true)))
+    {
         let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "current-context: c\nclusters:\n- {{name: k, cluster: {{server: '{}'}}}}\ncontexts:\n- {{name: c, context: {{cluster: k}}}}\n",
+                api.url()
+            ),
+        )
+        .unwrap();
+        let healthz = support::free_port().to_string();
+        let mut args = vec![
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--port",
+            "0",
+            "--healthz-port",
+            &healthz,
+        ];
+        if needs_api {
+            args.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+        }
         let (status, log) = run_agent(
             dir.path(),
-            &[
-                "--container-runtime-endpoint",
-                &fake.endpoint(),
-                "--port",
-                "0",
-                "--healthz-port",
-                &support::free_port().to_string(),
-            ],
+            &args,
             &[("LITELET_TEST_PANIC_THREAD", thread)],
             Duration::from_secs(20),
         );
