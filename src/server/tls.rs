@@ -345,6 +345,31 @@ mod tests {
         server_config(chain, _key, None).unwrap();
     }
 
+    /// A serving key of another certificate is refused when loaded, naming the
+    /// certificate file (it used to surface only as a bare rustls error).
+    #[test]
+    fn a_mismatched_serving_key_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_pem, _) = self_signed(&["node-1".into()], &[]).unwrap();
+        let (_, other_key) = self_signed(&["node-1".into()], &[]).unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        fs::write(&cert, cert_pem).unwrap();
+        fs::write(&key, other_key).unwrap();
+        let settings = TlsSettings {
+            cert_file: Some(cert.clone()),
+            key_file: Some(key),
+            ..Default::default()
+        };
+        let err = check(&settings).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: private key does not belong to the certificate",
+                cert.display()
+            )
+        );
+    }
+
     #[test]
     fn missing_files_name_the_path() {
         let settings = TlsSettings {
