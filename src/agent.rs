@@ -314,6 +314,9 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             }
         }
     }
+    for risk in config.security_warnings() {
+        log::warn!("{risk} (kubeconfig {})", path.display());
+    }
     let client = ApiClient::new(&config).map_err(|e| AgentError::Config(e.to_string()))?;
     Ok(Some((client, config.client_cert_pem)))
 }
@@ -347,6 +350,22 @@ fn start_rotation(
         threads.shutdown(),
     )?);
     Ok(())
+}
+
+/// What litelet loads before it waits for the runtime: the kubeconfig with its
+/// certificates and the node server's TLS files. A file that cannot be used stops
+/// litelet at once, named in the error, instead of failing later inside a thread
+/// (or only once containerd is up).
+pub struct Prepared {
+    api: Option<Api>,
+}
+
+/// Loads and checks the API client and the node server's certificates.
+pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
+    let api = api_client(flags, &node_name(flags))?;
+    let tls = flags.server_config(&node_name(flags)).tls;
+    server::tls::check(&tls).map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    Ok(Prepared { api })
 }
 
 /// Starts the `events` thread (with an API server) and returns the recorder.
@@ -709,6 +728,7 @@ fn start_readers(
 /// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
 pub fn run(
     flags: &Flags,
+    prepared: Prepared,
     runtime: RuntimeClient,
     images: cri::ImageClient,
     shutdown: Shutdown,
@@ -725,7 +745,7 @@ pub fn run(
         .iter()
         .map(|ip| ip.to_string())
         .collect();
-    let api_and_cert = api_client(flags, &node)?;
+    let api_and_cert = prepared.api;
     let api = api_and_cert.as_ref().map(|(client, _)| client.clone());
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
     start_rotation(flags, &node, &api_and_cert, &recorder, &mut threads)?;

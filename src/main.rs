@@ -86,11 +86,25 @@ fn run_agent(flags: &Flags) -> ExitCode {
         "litelet {} starting, runtime {endpoint}",
         env!("CARGO_PKG_VERSION")
     );
+    // Certificates and the kubeconfig are checked before the (possibly long) wait for
+    // the runtime: a bad file is a configuration error, reported at once.
+    let prepared = match agent::prepare(flags) {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            log::error!("{err}");
+            return ExitCode::from(2);
+        }
+    };
     let (runtime, images) = cri::connect(&endpoint, &options);
     if !wait_for_runtime(&runtime, &shutdown) {
         return ExitCode::SUCCESS;
     }
-    match agent::run(flags, runtime, images, shutdown) {
+    // The sync loop runs on this thread: a panic in it ends the process the same way
+    // as one in any other essential thread.
+    let result = process::exit_on_panic("sync", || {
+        agent::run(flags, prepared, runtime, images, shutdown)
+    });
+    match result {
         Ok(()) => {
             log::info!("litelet stopped; running containers are left to the runtime");
             ExitCode::SUCCESS

@@ -252,32 +252,29 @@ impl Pleg {
     /// Starts the `pleg` thread; it relists at once, then every period and when nudged,
     /// until `shutdown` disconnects.
     pub fn spawn(mut self, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new()
-            .name("pleg".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let ticker = tick(self.period);
-                let nudges = self.nudges.clone();
-                self.relist();
-                let mut last = Instant::now();
-                // When a nudged relist is due (none pending: None).
-                let mut nudged: Option<Instant> = None;
-                loop {
-                    let due = nudged.map(at).unwrap_or_else(never);
-                    select! {
-                        recv(shutdown) -> _ => return,
-                        recv(nudges) -> _ => {
-                            nudged.get_or_insert(last + MIN_NUDGE_GAP);
-                            continue;
-                        }
-                        recv(ticker) -> _ => {}
-                        recv(due) -> _ => {}
+        crate::process::spawn_essential("pleg", 256 * 1024, move || {
+            let ticker = tick(self.period);
+            let nudges = self.nudges.clone();
+            self.relist();
+            let mut last = Instant::now();
+            // When a nudged relist is due (none pending: None).
+            let mut nudged: Option<Instant> = None;
+            loop {
+                let due = nudged.map(at).unwrap_or_else(never);
+                select! {
+                    recv(shutdown) -> _ => return,
+                    recv(nudges) -> _ => {
+                        nudged.get_or_insert(last + MIN_NUDGE_GAP);
+                        continue;
                     }
-                    self.relist();
-                    last = Instant::now();
-                    nudged = None;
+                    recv(ticker) -> _ => {}
+                    recv(due) -> _ => {}
                 }
-            })
+                self.relist();
+                last = Instant::now();
+                nudged = None;
+            }
+        })
     }
 
     /// One relist: list, diff, refresh the cache, send events.

@@ -4,8 +4,20 @@
 //! spawned later inherits the mask) and one `signals` thread waits for them with
 //! `sigwait`. On the first one it drops the shutdown sender: every loop holds a clone
 //! of the [`Shutdown`] receiver and sees it disconnect.
+//!
+//! Essential threads: a thread litelet cannot run without (the watches, node, lease,
+//! status, events, PLEG, GC, the server's accept loops, …) is started with
+//! [`spawn_essential`]. A panic in it logs the thread's name and the panic and ends the
+//! process with [`EXIT_THREAD_PANIC`], so the service manager restarts litelet rather
+//! than leaving an agent that looks alive but no longer reports or watches. Pod
+//! workers, probe attempts and per-connection threads are not essential: one bad pod
+//! or client never stops the agent (the profiles keep `panic = "unwind"` for them).
 
+use std::any::Any;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
@@ -22,10 +34,9 @@ pub fn install_shutdown_signals() -> io::Result<Shutdown> {
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
         .map_err(io::Error::from)?;
     let (sender, receiver) = bounded::<()>(0);
-    std::thread::Builder::new()
-        .name("signals".into())
-        .stack_size(64 * 1024)
-        .spawn(move || wait_for_signal(set, sender))?;
+    // Essential: were it to unwind, the dropped sender would look like a clean
+    // shutdown and litelet would exit 0.
+    spawn_essential("signals", 64 * 1024, move || wait_for_signal(set, sender))?;
     Ok(receiver)
 }
 
@@ -60,5 +71,93 @@ pub fn limit_malloc_arenas() {
         unsafe {
             nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
         }
+    }
+}
+
+/// Exit code of a process ended by a panic in an essential thread (EX_SOFTWARE).
+pub const EXIT_THREAD_PANIC: i32 = 70;
+
+/// Test hook, for the integration tests only: the essential thread of this name
+/// panics as soon as it starts, so a test can watch the process end. Read once.
+pub const TEST_PANIC_THREAD_ENV: &str = "LITELET_TEST_PANIC_THREAD";
+
+fn test_panic_thread() -> Option<&'static str> {
+    static NAME: OnceLock<Option<String>> = OnceLock::new();
+    NAME.get_or_init(|| std::env::var(TEST_PANIC_THREAD_ENV).ok())
+        .as_deref()
+}
+
+/// Spawns a named thread litelet cannot run without: if `body` panics, the process
+/// logs the thread and the panic and exits with [`EXIT_THREAD_PANIC`].
+pub fn spawn_essential<T: Send + 'static>(
+    name: impl Into<String>,
+    stack_size: usize,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    let name = name.into();
+    let panic_now = test_panic_thread() == Some(name.as_str());
+    std::thread::Builder::new()
+        .name(name.clone())
+        .stack_size(stack_size)
+        .spawn(move || {
+            exit_on_panic(&name, move || {
+                if panic_now {
+                    panic!("{TEST_PANIC_THREAD_ENV} names this thread");
+                }
+                body()
+            })
+        })
+}
+
+/// Runs `body` on the calling thread; a panic in it ends the process as in
+/// [`spawn_essential`] (for the sync loop, which runs on the main thread).
+pub fn exit_on_panic<T>(name: &str, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(value) => value,
+        Err(payload) => {
+            log::error!(
+                "essential thread {name:?} panicked: {}; exiting (code {EXIT_THREAD_PANIC}) \
+                 so that litelet is restarted",
+                panic_message(payload.as_ref())
+            );
+            log::logger().flush();
+            // `_exit`, not `exit`: atexit handlers and C++ static destructors (gRPC
+            // core) would run while the other threads still use them, which can hang
+            // or crash instead of ending with this code. Nothing of litelet's state
+            // needs a clean exit: containers are left to the runtime anyway.
+            // SAFETY: `_exit` takes a plain integer and never returns.
+            unsafe { nix::libc::_exit(EXIT_THREAD_PANIC) }
+        }
+    }
+}
+
+/// The text of a panic payload (`panic!` with a literal or a format string).
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "a non-string panic payload"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_read_from_both_payload_kinds() {
+        let literal = catch_unwind(|| panic!("plain")).unwrap_err();
+        assert_eq!(panic_message(literal.as_ref()), "plain");
+        let formatted = catch_unwind(|| panic!("n = {}", 3)).unwrap_err();
+        assert_eq!(panic_message(formatted.as_ref()), "n = 3");
+    }
+
+    #[test]
+    fn an_essential_thread_that_returns_is_joined_normally() {
+        let handle = spawn_essential("ess-test", 64 * 1024, || 7).unwrap();
+        assert_eq!(handle.thread().name(), Some("ess-test"));
+        assert_eq!(handle.join().unwrap(), 7);
     }
 }

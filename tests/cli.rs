@@ -1,13 +1,16 @@
 //! The litelet binary, run for real: `runtime-info`, start-up against a runtime that
-//! is down, and clean shutdown on SIGTERM.
+//! is down, clean shutdown on SIGTERM, certificates refused at start, and the process
+//! ending when an essential thread panics.
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
 use support::wait_until;
 
@@ -118,4 +121,260 @@ fn agent_keeps_retrying_while_the_runtime_is_down() {
     let endpoint = format!("unix://{}/later.sock", dir.path().display());
     // The agent must not exit: it logs the retry and still honours SIGTERM.
     agent_stops_cleanly(&endpoint, "retrying in");
+}
+
+/// Runs the agent with `args` (and `env`) until it exits or `timeout` passes; the
+/// exit status (`None`: still running, then killed) and everything it logged.
+fn run_agent(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> (Option<ExitStatus>, String) {
+    let log = dir.join("litelet.log");
+    let mut child = Command::new(LITELET)
+        .args(args)
+        .arg("--root-dir")
+        .arg(dir.join("root"))
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    wait_until(timeout, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// A throwaway CA and a client certificate signed by `openssl x509 -req` without
+/// extensions, which makes an X.509 v1 certificate; `None` without openssl.
+fn v1_client_certificate(dir: &Path) -> Option<()> {
+    let openssl = |args: &[&str]| -> Option<()> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()?;
+        out.status.success().then_some(())
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=ca", "-days", "2",
+    ]);
+    openssl(&ca)?;
+    let mut req = vec!["req"];
+    req.extend(ec);
+    req.extend([
+        "-keyout",
+        "node.key",
+        "-out",
+        "node.csr",
+        "-subj",
+        "/CN=system:node:n1",
+    ]);
+    openssl(&req)?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "node.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "node.crt",
+        "-days",
+        "2",
+    ])
+}
+
+/// A client certificate rustls refuses (X.509 v1) stops litelet at start, with the
+/// file and the reason, before it even waits for the runtime. It used to pass the
+/// load and panic inside every API thread's HTTP client, leaving litelet running
+/// without them.
+#[test]
+fn a_v1_client_certificate_stops_litelet_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    if v1_client_certificate(dir.path()).is_none() {
+        eprintln!("skipped: no openssl command to make a v1 certificate");
+        return;
+    }
+    let kubeconfig = dir.path().join("kubelet.conf");
+    std::fs::write(
+        &kubeconfig,
+        "current-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n    certificate-authority: ca.crt\ncontexts:\n- {name: c, context: {cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    client-certificate: node.crt\n    client-key: node.key\n",
+    )
+    .unwrap();
+    let endpoint = format!("unix://{}/missing.sock", dir.path().display());
+    let (status, log) = run_agent(
+        dir.path(),
+        &[
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(10),
+    );
+    let status = status.unwrap_or_else(|| panic!("litelet kept running:\n{log}"));
+    assert!(!status.success(), "{log}");
+    let cert = dir.path().join("node.crt");
+    assert!(
+        log.contains(&format!("client-certificate (file {})", cert.display()))
+            && log.contains("X.509 version 1"),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// The same v1 certificate as the node server's `--tls-cert-file`: refused at start
+/// with the file named (it used to disable the node server with a bare rustls error
+/// while litelet went on).
+#[test]
+fn a_v1_serving_certificate_stops_litelet_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    if v1_client_certificate(dir.path()).is_none() {
+        eprintln!("skipped: no openssl command to make a v1 certificate");
+        return;
+    }
+    let (cert, key) = (dir.path().join("node.crt"), dir.path().join("node.key"));
+    let endpoint = format!("unix://{}/missing.sock", dir.path().display());
+    let (status, log) = run_agent(
+        dir.path(),
+        &[
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-private-key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(10),
+    );
+    let status = status.unwrap_or_else(|| panic!("litelet kept running:\n{log}"));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains(&format!("node server TLS: {}", cert.display()))
+            && log.contains("X.509 version 1"),
+        "{log}"
+    );
+}
+
+/// A plain http:// server and insecure-skip-tls-verify still work, but each is
+/// named in a warning at start.
+#[test]
+fn insecure_api_settings_are_warned_about_at_start() {
+    let cases = [
+        ("server: http://127.0.0.1:1", "is plain http://"),
+        (
+            "server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true",
+            "insecure-skip-tls-verify is set",
+        ),
+    ];
+    for (cluster, warning) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubelet.conf");
+        std::fs::write(
+            &kubeconfig,
+            format!("current-context: c\nclusters:\n- name: k\n  cluster:\n    {cluster}\ncontexts:\n- {{name: c, context: {{cluster: k}}}}\n"),
+        )
+        .unwrap();
+        let endpoint = format!("unix://{}/missing.sock", dir.path().display());
+        let log = dir.path().join("litelet.log");
+        let mut child = Command::new(LITELET)
+            .args(["--container-runtime-endpoint", &endpoint, "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--root-dir")
+            .arg(dir.path().join("root"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+        let seen = wait_until(Duration::from_secs(10), || {
+            read_log().contains("retrying in")
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = read_log();
+        assert!(seen, "litelet never reached the runtime wait:\n{text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains(warning))
+            .unwrap_or_else(|| panic!("no warning {warning:?}:\n{text}"));
+        assert!(line.contains("WARN"), "{line}");
+    }
+}
+
+/// A panic in an essential thread ends the process with a non-zero code and names
+/// the thread, so the service manager restarts litelet; it used to leave an agent
+/// running without that thread. The test hook `LITELET_TEST_PANIC_THREAD` makes the
+/// named thread panic as it starts. `signals` starts before the runtime wait, the
+/// others once the agent runs against the fake runtime.
+#[test]
+fn a_panic_in_an_essential_thread_stops_litelet() {
+    let fake = FakeCri::start();
+    let api = FakeApi::start();
+    let endpoint = fake.endpoint();
+    let without_api = ["signals", "pleg", "gc", "srv-healthz"];
+    let with_api = ["events", "api-watch", "node", "status"];
+    for (thread, needs_api) in without_api
+        .iter()
+        .map(|t| (*t, false))
+        .chain(with_api.iter().map(|t| (*t, true)))
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "current-context: c\nclusters:\n- {{name: k, cluster: {{server: '{}'}}}}\ncontexts:\n- {{name: c, context: {{cluster: k}}}}\n",
+                api.url()
+            ),
+        )
+        .unwrap();
+        let healthz = support::free_port().to_string();
+        let mut args = vec![
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--port",
+            "0",
+            "--healthz-port",
+            &healthz,
+        ];
+        if needs_api {
+            args.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+        }
+        let (status, log) = run_agent(
+            dir.path(),
+            &args,
+            &[("LITELET_TEST_PANIC_THREAD", thread)],
+            Duration::from_secs(20),
+        );
+        let status = status.unwrap_or_else(|| panic!("{thread}: litelet kept running:\n{log}"));
+        assert_eq!(status.code(), Some(70), "{thread}:\n{log}");
+        assert!(
+            log.contains(&format!("essential thread {thread:?} panicked")),
+            "{thread}:\n{log}"
+        );
+    }
 }

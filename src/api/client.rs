@@ -31,6 +31,7 @@ use ureq::http;
 use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
 use ureq::RequestExt;
 
+use crate::api::certs;
 use crate::api::error::ApiError;
 use crate::api::meta::{List, Status};
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
@@ -113,6 +114,32 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             user_agent: concat!("litelet/", env!("CARGO_PKG_VERSION")).to_owned(),
         }
+    }
+}
+
+impl ClientConfig {
+    /// The risks this configuration accepts, one sentence each, for a warning at
+    /// start: a plain `http://` server or `insecure-skip-tls-verify`. Both stay
+    /// allowed (tests and lab set-ups use them) but never silently.
+    pub fn security_warnings(&self) -> Vec<String> {
+        let mut risks = Vec::new();
+        if self.server.trim_start().starts_with("http://") {
+            risks.push(format!(
+                "API server {} is plain http://: requests, the node's credentials and \
+                 pod secrets travel unencrypted, and anyone on the path can read or \
+                 change them",
+                self.server
+            ));
+        }
+        if self.insecure_skip_tls_verify && !self.server.trim_start().starts_with("http://") {
+            risks.push(format!(
+                "insecure-skip-tls-verify is set for API server {}: its certificate is \
+                 not checked, so anyone on the path can impersonate it and receive the \
+                 node's credentials",
+                self.server
+            ));
+        }
+        risks
     }
 }
 
@@ -332,6 +359,7 @@ fn agent_config(config: &ClientConfig) -> Result<ureq::config::Config, ApiError>
 fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
     let mut tls = TlsConfig::builder();
     if let Some(ca) = &config.ca_pem {
+        certs::check_ca_bundle(ca).map_err(|e| config_err(format!("CA bundle: {e}")))?;
         let mut roots = Vec::new();
         for item in ureq::tls::parse_pem(ca) {
             if let PemItem::Certificate(c) =
@@ -347,6 +375,10 @@ fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
     }
     match (&config.client_cert_pem, &config.client_key_pem) {
         (Some(cert), Some(key)) => {
+            // ureq builds its rustls config on the first connection and panics there
+            // on a certificate rustls refuses: check it here, where it is an error.
+            certs::check_pair_pem(cert, key)
+                .map_err(|e| config_err(format!("client certificate: {e}")))?;
             let mut chain = Vec::new();
             for item in ureq::tls::parse_pem(cert) {
                 if let PemItem::Certificate(c) =
@@ -897,7 +929,7 @@ mod tests {
         let e = ApiClient::new(&c).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "api client config: CA bundle holds no certificate"
+            "api client config: CA bundle: no PEM certificate found"
         );
         let dbg = format!(
             "{:?}",

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::api::certs::{self, CertError};
 use crate::api::client::ClientConfig;
 use crate::api::meta::nullable;
 
@@ -49,6 +50,21 @@ pub enum KubeconfigError {
     /// The pieces do not fit together (unknown context, cluster or user).
     #[error("kubeconfig {}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+    /// A certificate, key or CA bundle TLS cannot use; `file` is the file the field
+    /// names (none for inline `-data`).
+    #[error("kubeconfig {}: {field}{}: {source}", path.display(), in_file(file))]
+    Certificate {
+        path: PathBuf,
+        field: String,
+        file: Option<PathBuf>,
+        source: CertError,
+    },
+}
+
+fn in_file(file: &Option<PathBuf>) -> String {
+    file.as_ref()
+        .map(|f| format!(" (file {})", f.display()))
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -236,6 +252,17 @@ impl Resolver<'_> {
             if count_pem(pem, &field, self)?.certs == 0 {
                 return Err(self.field(&field, "no PEM certificate found"));
             }
+            certs::check_ca_bundle(pem).map_err(|source| {
+                self.certificate(
+                    &prefix,
+                    "certificate-authority",
+                    (
+                        c.certificate_authority_data.as_deref(),
+                        c.certificate_authority.as_deref(),
+                    ),
+                    source,
+                )
+            })?;
         }
         Ok(config)
     }
@@ -288,6 +315,25 @@ impl Resolver<'_> {
                 if count_pem(k, &kf, self)?.keys == 0 {
                     return Err(self.field(&kf, "no PEM private key found"));
                 }
+                // What rustls would refuse on the first connection is refused now,
+                // naming the certificate (or the key when only it is wrong).
+                let key_source = (u.client_key_data.as_deref(), u.client_key.as_deref());
+                let cert_source = (
+                    u.client_certificate_data.as_deref(),
+                    u.client_certificate.as_deref(),
+                );
+                let key = certs::parse_key(k).map_err(|source| {
+                    self.certificate(&prefix, "client-key", key_source, source)
+                })?;
+                let chain = certs::parse_certs(c).map_err(|source| {
+                    self.certificate(&prefix, "client-certificate", cert_source, source)
+                })?;
+                certs::check_pair(&chain, &key).map_err(|source| match source {
+                    CertError::Key(_) => {
+                        self.certificate(&prefix, "client-key", key_source, source)
+                    }
+                    _ => self.certificate(&prefix, "client-certificate", cert_source, source),
+                })?;
             }
             (Some(_), None) => {
                 return Err(self.field(&prefix, "client-certificate given without client-key"))
@@ -342,6 +388,31 @@ impl Resolver<'_> {
             }
             (None, Some(f)) => self.read_file(&format!("{prefix}.{name}"), f).map(Some),
             (None, None) => Ok(None),
+        }
+    }
+
+    /// A [`KubeconfigError::Certificate`] for `<prefix>.<name>[-data]`, naming the
+    /// file when the value came from one.
+    fn certificate(
+        &self,
+        prefix: &str,
+        name: &str,
+        (data, file): (Option<&str>, Option<&str>),
+        source: CertError,
+    ) -> KubeconfigError {
+        let inline = data.is_some_and(|d| !d.trim().is_empty());
+        let (field, file) = match file.filter(|f| !f.is_empty() && !inline) {
+            Some(f) => (
+                format!("{prefix}.{name}"),
+                Some(resolve_relative(self.path, f)),
+            ),
+            None => (format!("{prefix}.{name}-data"), None),
+        };
+        KubeconfigError::Certificate {
+            path: self.path.to_owned(),
+            field,
+            file,
+            source,
         }
     }
 

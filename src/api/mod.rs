@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod base64;
+pub mod certs;
 pub mod client;
 pub mod configmap;
 pub mod csr;

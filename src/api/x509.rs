@@ -198,4 +198,134 @@ mod tests {
             let _ = validity(&bytes);
         });
     }
+
+    use proptest::prelude::*;
+
+    /// A real certificate with a subject of several attributes, made once.
+    fn real_der() -> &'static [u8] {
+        static DER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        DER.get_or_init(|| {
+            let mut params = rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap();
+            let dn = &mut params.distinguished_name;
+            dn.push(rcgen::DnType::CommonName, "system:node:n1");
+            dn.push(rcgen::DnType::OrganizationName, "system:nodes");
+            dn.push(rcgen::DnType::CountryName, "DE");
+            let key = rcgen::KeyPair::generate().unwrap();
+            params.self_signed(&key).unwrap().der().to_vec()
+        })
+    }
+
+    /// What a parse may hold: never more text than the input has bytes, and an
+    /// organization costs at least the 11 bytes of its SET, SEQUENCE, OID and string
+    /// headers, so no input makes the parser allocate beyond its own size.
+    fn bounded(input: &[u8], s: &Subject) -> bool {
+        let text = s.common_name.len() + s.organizations.iter().map(String::len).sum::<usize>();
+        text <= input.len() && s.organizations.len() * 11 <= input.len()
+    }
+
+    /// A DER-ish tree: constructed tags hold children, others hold bytes; lengths
+    /// are sometimes wrong, in short, long (1 to 5 bytes) or indefinite form.
+    fn tlv_tree() -> impl Strategy<Value = Vec<u8>> {
+        let tag = prop_oneof![
+            Just(SEQUENCE),
+            Just(SET),
+            Just(OID),
+            Just(EXPLICIT_0),
+            Just(0x0c),
+            Just(0x13),
+            Just(0x02),
+            any::<u8>(),
+        ];
+        let leaf = (
+            tag.clone(),
+            proptest::collection::vec(any::<u8>(), 0..24),
+            -2i32..3,
+            0u8..8,
+        )
+            .prop_map(|(t, body, skew, form)| encode(t, &body, skew, form));
+        leaf.prop_recursive(5, 96, 6, move |inner| {
+            (
+                prop_oneof![Just(SEQUENCE), Just(SET), Just(EXPLICIT_0)],
+                proptest::collection::vec(inner, 0..6),
+                -2i32..3,
+                0u8..8,
+            )
+                .prop_map(|(t, kids, skew, form)| encode(t, &kids.concat(), skew, form))
+        })
+    }
+
+    /// One TLV with its length off by `skew` and written in a `form` chosen among
+    /// short, long with 1 to 5 length bytes, and indefinite (0x80).
+    fn encode(tag: u8, body: &[u8], skew: i32, form: u8) -> Vec<u8> {
+        let len = (body.len() as i64 + i64::from(skew)).max(0) as u64;
+        let mut out = vec![tag];
+        match form {
+            0 if len < 0x80 => out.push(len as u8),
+            7 => out.push(0x80),
+            n => {
+                let n = usize::from(n.clamp(1, 5));
+                out.push(0x80 | n as u8);
+                for i in (0..n).rev() {
+                    out.push((len >> (8 * i)) as u8);
+                }
+            }
+        }
+        out.extend_from_slice(body);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// A real certificate with bytes overwritten, cut short or inserted: never a
+        /// panic, and what is read stays within the input.
+        #[test]
+        fn mutated_certificates_never_panic(
+            writes in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 0..8),
+            cut in proptest::option::of(any::<proptest::sample::Index>()),
+            insert in proptest::option::of((any::<proptest::sample::Index>(), proptest::collection::vec(any::<u8>(), 1..16))),
+        ) {
+            let mut der = real_der().to_vec();
+            for (at, byte) in writes {
+                let i = at.index(der.len());
+                der[i] = byte;
+            }
+            if let Some((at, bytes)) = insert {
+                let i = at.index(der.len());
+                der.splice(i..i, bytes);
+            }
+            if let Some(at) = cut {
+                der.truncate(at.index(der.len()));
+            }
+            let _ = validity(&der);
+            if let Some(s) = subject(&der) {
+                prop_assert!(bounded(&der, &s), "{s:?} from {} bytes", der.len());
+            }
+        }
+
+        /// Generated TLV trees, alone and after a valid certificate prefix.
+        #[test]
+        fn generated_der_trees_never_panic(
+            trees in proptest::collection::vec(tlv_tree(), 1..8),
+        ) {
+            for tree in &trees {
+                if let Some(s) = subject(tree) {
+                    prop_assert!(bounded(tree, &s));
+                }
+            }
+            // As the fields of a certificate's TBS, so the walk reaches a subject.
+            let tbs = encode(SEQUENCE, &trees.concat(), 0, 2);
+            let cert = encode(SEQUENCE, &tbs, 0, 2);
+            if let Some(s) = subject(&cert) {
+                prop_assert!(bounded(&cert, &s));
+            }
+        }
+    }
+
+    #[test]
+    fn the_unmutated_certificate_reads_back() {
+        let s = subject(real_der()).unwrap();
+        assert_eq!(s.common_name, "system:node:n1");
+        assert_eq!(s.organizations, vec!["system:nodes".to_string()]);
+    }
 }

@@ -58,12 +58,12 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Starts the `cert-rotate` thread; it ends on `shutdown`.
+/// Starts the `cert-rotate` thread; it ends on `shutdown`. Essential: without it
+/// the node loses the API server the day its certificate expires.
 pub fn spawn(rotation: Rotation, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("cert-rotate".into())
-        .stack_size(512 * 1024)
-        .spawn(move || rotation.run(&shutdown))
+    crate::process::spawn_essential("cert-rotate", 512 * 1024, move || {
+        rotation.run(&shutdown)
+    })
 }
 
 impl Rotation {

@@ -46,17 +46,23 @@ impl std::fmt::Debug for Credential {
 }
 
 impl Credential {
-    /// A SHA-256 of the username and password: what verification records keep
-    /// instead of the credential itself.
-    pub fn hash(&self) -> String {
-        let mut input = Vec::with_capacity(self.username.len() + self.password.len() + 1);
-        input.extend_from_slice(self.username.as_bytes());
-        input.push(0);
-        input.extend_from_slice(self.password.as_bytes());
-        let digest = ring::digest::digest(&ring::digest::SHA256, &input);
-        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    /// An HMAC-SHA256, under a per-node secret `key`, of the username and password:
+    /// what verification records keep instead of the credential itself. Keyed, so
+    /// that a copy of the records does not let anyone test guessed passwords offline.
+    /// Prefixed with its scheme, so records of another scheme never match.
+    pub fn digest(&self, key: &ring::hmac::Key) -> String {
+        let mut ctx = ring::hmac::Context::with_key(key);
+        ctx.update(self.username.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(self.password.as_bytes());
+        let tag = ctx.sign();
+        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        format!("{DIGEST_SCHEME}{hex}")
     }
 }
+
+/// Prefix of a credential digest made by [`Credential::digest`].
+pub const DIGEST_SCHEME: &str = "hmac-sha256:";
 
 const DEFAULT_REGISTRY_HOST: &str = "index.docker.io";
 

@@ -72,10 +72,7 @@ pub struct EvictionManager {
 impl EvictionManager {
     /// Starts the `eviction` thread.
     pub fn spawn(self, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new()
-            .name("eviction".into())
-            .stack_size(256 * 1024)
-            .spawn(move || self.run(shutdown))
+        crate::process::spawn_essential("eviction", 256 * 1024, move || self.run(shutdown))
     }
 
     fn run(self, shutdown: Receiver<()>) {

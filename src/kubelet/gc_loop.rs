@@ -59,10 +59,7 @@ impl GcLoop {
         deaths: Receiver<GcRequest>,
         shutdown: Receiver<()>,
     ) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new()
-            .name("gc".into())
-            .stack_size(512 * 1024)
-            .spawn(move || self.run(deaths, shutdown))
+        crate::process::spawn_essential("gc", 512 * 1024, move || self.run(deaths, shutdown))
     }
 
     fn run(self, deaths: Receiver<GcRequest>, shutdown: Receiver<()>) {

@@ -79,18 +79,15 @@ pub fn spawn(
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let stopper = client.clone();
-    std::thread::Builder::new()
-        .name("node-watch-stop".into())
-        .stack_size(128 * 1024)
-        .spawn(move || {
-            select! {
-                recv(shutdown) -> _ => {
-                    stopper.close_connections();
-                    drop(stop_tx);
-                }
-                recv(done_rx) -> _ => {}
+    crate::process::spawn_essential("node-watch-stop", 128 * 1024, move || {
+        select! {
+            recv(shutdown) -> _ => {
+                stopper.close_connections();
+                drop(stop_tx);
             }
-        })?;
+            recv(done_rx) -> _ => {}
+        }
+    })?;
     let watcher = Watcher {
         client,
         selector: format!("metadata.name={node_name}"),
@@ -98,13 +95,10 @@ pub fn spawn(
         stop: stop_rx,
         resource_version: None,
     };
-    std::thread::Builder::new()
-        .name("node-watch".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            let _done = done_tx;
-            watcher.run();
-        })
+    crate::process::spawn_essential("node-watch", 256 * 1024, move || {
+        let _done = done_tx;
+        watcher.run();
+    })
 }
 
 struct Watcher {

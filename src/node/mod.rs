@@ -79,20 +79,17 @@ pub fn start(
     let lease_done = done_tx.clone();
 
     let stop = (node_client.clone(), lease_client.clone(), shutdown.clone());
-    std::thread::Builder::new()
-        .name("node-stop".into())
-        .stack_size(128 * 1024)
-        .spawn(move || {
-            let (a, b, shutdown) = stop;
-            // Biased: when shutdown and "done" are both ready, closing must win.
-            select_biased! {
-                recv(shutdown) -> _ => {
-                    a.close_connections();
-                    b.close_connections();
-                }
-                recv(done_rx) -> _ => {}
+    crate::process::spawn_essential("node-stop", 128 * 1024, move || {
+        let (a, b, shutdown) = stop;
+        // Biased: when shutdown and "done" are both ready, closing must win.
+        select_biased! {
+            recv(shutdown) -> _ => {
+                a.close_connections();
+                b.close_connections();
             }
-        })?;
+            recv(done_rx) -> _ => {}
+        }
+    })?;
 
     let keeper = lease::LeaseKeeper {
         client: lease_client,
@@ -101,13 +98,10 @@ pub fn start(
         resync: resync_tx,
         shutdown: shutdown.clone(),
     };
-    let lease = std::thread::Builder::new()
-        .name("lease".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            let _done = lease_done;
-            keeper.run();
-        })?;
+    let lease = crate::process::spawn_essential("lease", 256 * 1024, move || {
+        let _done = lease_done;
+        keeper.run();
+    })?;
 
     let updater = updater::Updater {
         client: node_client,
@@ -118,13 +112,10 @@ pub fn start(
         resync: resync_rx,
         shutdown,
     };
-    let node = std::thread::Builder::new()
-        .name("node".into())
-        .stack_size(512 * 1024)
-        .spawn(move || {
-            // Dropped when this thread ends, which releases the stopper.
-            let _done = done_tx;
-            updater.run();
-        })?;
+    let node = crate::process::spawn_essential("node", 512 * 1024, move || {
+        // Dropped when this thread ends, which releases the stopper.
+        let _done = done_tx;
+        updater.run();
+    })?;
     Ok(NodeHandles { node, lease })
 }

@@ -7,6 +7,13 @@
 //! litelet's stack memory. After each sync the worker marks the part of its stack
 //! below its waiting frame as unused (`MADV_DONTNEED`); the next sync faults zeroed
 //! pages back in, about sixteen minor faults.
+//!
+//! The stack's low end is the thread's real one, asked of pthread
+//! (`pthread_getattr_np` + `pthread_attr_getstack`), not derived from the size the
+//! thread was spawned with: the C library rounds that size and keeps its guard page,
+//! TLS and thread descriptor in the same block, so a requested size is only a guess
+//! (and a wrong one would release memory that is not this stack's). The requested size
+//! is the fallback when pthread cannot say.
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -19,11 +26,12 @@ const BELOW_CALLER: usize = 4 * 1024;
 /// and descriptor share the block, so the usable stack is a little less than its size.
 const ABOVE_END: usize = 64 * 1024;
 
-/// Where a thread's stack starts, taken in the thread's first frame.
+/// Where a thread's stack starts, taken in the thread's first frame, and the lowest
+/// address that may be released.
 #[derive(Clone, Copy, Debug)]
 pub struct StackTop {
     address: usize,
-    size: usize,
+    low: usize,
 }
 
 impl StackTop {
@@ -31,10 +39,12 @@ impl StackTop {
     #[inline(always)]
     pub fn here(size: usize) -> StackTop {
         let marker = 0u8;
-        StackTop {
-            address: std::ptr::addr_of!(marker) as usize,
-            size,
-        }
+        let address = std::ptr::addr_of!(marker) as usize;
+        let low = match real_stack_low(page_size()) {
+            Some(low) if low < address => low,
+            _ => address.saturating_sub(size).saturating_add(ABOVE_END),
+        };
+        StackTop { address, low }
     }
 
     /// Releases the pages between this thread's stack end and the caller's frame.
@@ -43,12 +53,12 @@ impl StackTop {
     pub fn release_unused(&self) {
         let marker = 0u8;
         let here = std::ptr::addr_of!(marker) as usize;
-        let Some((start, len)) = unused_range(self.address, self.size, here, page_size()) else {
+        let Some((start, len)) = range_between(self.low, self.address, here, page_size()) else {
             return;
         };
-        // SAFETY: the range lies below this frame by BELOW_CALLER and above the stack's
-        // end by ABOVE_END, within this thread's own stack mapping (`size` bytes below
-        // `address`, which was taken near its top). Nothing lives below the stack
+        // SAFETY: the range lies below this frame by BELOW_CALLER and at or above
+        // `self.low`, within this thread's own stack mapping (pthread's bounds above the
+        // guard, or the requested size less ABOVE_END). Nothing lives below the stack
         // pointer, so dropping those pages loses no data: the kernel gives zeroed pages
         // when a later call reaches that deep again.
         let rc = unsafe { nix::libc::madvise(start as *mut c_void, len, nix::libc::MADV_DONTNEED) };
@@ -73,10 +83,43 @@ fn page_size() -> usize {
     })
 }
 
+/// The lowest releasable address of the calling thread's stack: pthread's low end,
+/// above the guard area and one spare page (older glibc counted the guard inside the
+/// stack it reports). `None` when pthread cannot tell.
+fn real_stack_low(page: usize) -> Option<usize> {
+    use nix::libc;
+    // SAFETY: `attr` is initialised by pthread_getattr_np before any read and
+    // destroyed exactly once after it succeeded; the out-pointers are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size: usize = 0;
+        let mut guard: usize = 0;
+        let stack = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        let guarded = libc::pthread_attr_getguardsize(&attr, &mut guard);
+        libc::pthread_attr_destroy(&mut attr);
+        if stack != 0 || guarded != 0 || addr.is_null() || size == 0 {
+            return None;
+        }
+        (addr as usize).checked_add(guard)?.checked_add(page)
+    }
+}
+
 /// The page-aligned range to release, if any: from the stack's end (plus
-/// `ABOVE_END`) up to `BELOW_CALLER` under the frame at `here`.
+/// `ABOVE_END`) up to `BELOW_CALLER` under the frame at `here`, for a stack of the
+/// requested `size` below `top`.
+#[cfg(test)]
 fn unused_range(top: usize, size: usize, here: usize, page: usize) -> Option<(usize, usize)> {
     let low = top.checked_sub(size)?.checked_add(ABOVE_END)?;
+    range_between(low, top, here, page)
+}
+
+/// The page-aligned range to release, if any: from `low` up to `BELOW_CALLER` under
+/// the frame at `here`, which must lie below `top`.
+fn range_between(low: usize, top: usize, here: usize, page: usize) -> Option<(usize, usize)> {
     let low = low.checked_add(page - 1)? & !(page - 1);
     let high = here.checked_sub(BELOW_CALLER)? & !(page - 1);
     (here <= top && high > low).then(|| (low, high - low))
@@ -143,6 +186,55 @@ mod tests {
         let below = if kib > 1 { touch_stack(kib - 1) } else { 0 };
         std::hint::black_box(&mut buf);
         buf[kib % 1024].wrapping_add(below)
+    }
+
+    /// The mapping (from /proc/self/maps) that holds `address`: (start, end).
+    fn mapping_at(address: usize) -> (usize, usize) {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for line in maps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-') {
+                let lo = usize::from_str_radix(lo, 16).unwrap();
+                let hi = usize::from_str_radix(hi, 16).unwrap();
+                if lo <= address && address < hi {
+                    return (lo, hi);
+                }
+            }
+        }
+        panic!("no mapping holds {address:#x}");
+    }
+
+    /// The released range starts at the thread's real stack end, whatever size the
+    /// caller claims: just above the guard page of the stack mapping (the guard is
+    /// its own PROT_NONE mapping), neither below it nor tens of KiB above it.
+    #[test]
+    fn the_bounds_are_the_threads_real_ones() {
+        let size = 512 * KIB;
+        for claimed in [size, 64 * KIB, 8 * 1024 * KIB] {
+            let handle = std::thread::Builder::new()
+                .stack_size(size)
+                .spawn(move || {
+                    let top = StackTop::here(claimed);
+                    let marker = 0u8;
+                    let here = std::ptr::addr_of!(marker) as usize;
+                    let (start, _len) =
+                        range_between(top.low, top.address, here, page_size()).unwrap();
+                    (top.address, start)
+                })
+                .unwrap();
+            let (address, start) = handle.join().unwrap();
+            let (map_lo, map_hi) = mapping_at(address);
+            assert!(address < map_hi);
+            assert!(
+                start >= map_lo,
+                "claimed {claimed}: release starts at {start:#x}, below the stack {map_lo:#x}"
+            );
+            assert!(
+                start - map_lo <= 3 * page_size(),
+                "claimed {claimed}: release starts {} KiB above the stack's end",
+                (start - map_lo) / KIB
+            );
+        }
     }
 
     #[test]

@@ -112,14 +112,13 @@ impl ProbeManager {
             idle_timeout: config.idle_timeout,
             started: now,
         };
-        let handle = std::thread::Builder::new()
-            .name("probe-timer".into())
-            .stack_size(config.stack_size)
-            .spawn(move || timer.run(&commands_rx, &done_rx, &shutdown))
-            .map_err(|source| ProberError::Spawn {
-                name: "probe-timer".into(),
-                source,
-            })?;
+        let handle = crate::process::spawn_essential("probe-timer", config.stack_size, move || {
+            timer.run(&commands_rx, &done_rx, &shutdown)
+        })
+        .map_err(|source| ProberError::Spawn {
+            name: "probe-timer".into(),
+            source,
+        })?;
         let manager = ProbeManager {
             commands,
             results,

@@ -298,9 +298,11 @@ impl ImageManager {
                 let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
                 // Offered credentials can only lift the need to pull: read secrets
                 // only when the image would be pulled without them.
-                must_pull(policy, allowlisted, &pulled, &[]) && {
+                let records = &self.credentials.records;
+                let digest = |c: &Credential| records.digest(c);
+                must_pull(policy, allowlisted, &pulled, &[], digest) && {
                     let offered = self.credentials_for(pod, &image, secrets);
-                    let pull = must_pull(policy, allowlisted, &pulled, &offered);
+                    let pull = must_pull(policy, allowlisted, &pulled, &offered, digest);
                     credentials = Some(offered);
                     pull
                 }

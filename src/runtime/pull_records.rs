@@ -7,17 +7,31 @@
 //!
 //! The decisions ([`requires_verification`], [`must_pull`], the allowlist) are pure. The records sit behind one short lock (pod
 //! worker threads) and are written atomically to `<root-dir>/image_manager/
-//! pulled.json` so they survive restarts: only secret coordinates and SHA-256 hashes
-//! of credentials, never a credential.
+//! pulled.json` (mode 0600) so they survive restarts: only secret coordinates and
+//! HMAC-SHA256 digests of credentials, never a credential. The HMAC key is a random
+//! per-node secret in `<root-dir>/image_manager/credential_digest.key` (0600, made
+//! once), so a copy of the records allows no offline guessing of weak passwords.
+//! Digests of another scheme (the unkeyed SHA-256 of earlier versions) never match:
+//! they are dropped at load, and the images they covered are verified again (pulled
+//! with the pod's credentials) at their next use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::credentialprovider::keyring::DIGEST_SCHEME;
 use crate::credentialprovider::{Credential, CredentialSource};
+
+/// File of the per-node HMAC key, next to `pulled.json`.
+const KEY_FILE: &str = "credential_digest.key";
+const KEY_LEN: usize = 32;
 
 /// Upstream's `imagePullCredentialsVerificationPolicy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,7 +90,8 @@ pub fn is_allowlisted(allowlist: &[String], repository: &str) -> bool {
     })
 }
 
-/// A secret that pulled an image, with the hash of the credential it gave.
+/// A secret that pulled an image, with the digest of the credential it gave
+/// ([`PullRecords::digest`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SecretCoordinates {
     pub namespace: String,
@@ -125,12 +140,14 @@ pub fn requires_verification(
 }
 
 /// True when an image present on the node must be pulled again (with `offered`, the
-/// pod's matching credentials) before the pod may use it.
+/// pod's matching credentials) before the pod may use it. `digest` is the records'
+/// keyed digest of a credential ([`PullRecords::digest`]); `None` matches nothing.
 pub fn must_pull(
     policy: VerificationPolicy,
     allowlisted: bool,
     pulled: &Pulled,
     offered: &[Credential],
+    digest: impl Fn(&Credential) -> Option<String>,
 ) -> bool {
     if !requires_verification(policy, allowlisted, pulled) {
         return false;
@@ -146,8 +163,10 @@ pub fn must_pull(
         CredentialSource::Node => true,
         CredentialSource::Secret { .. } => {
             // The same credential in another secret is as good (upstream matches hashes).
-            let hash = cred.hash();
-            record.secrets.iter().any(|s| s.credential_hash == hash)
+            match digest(cred) {
+                Some(d) => record.secrets.iter().any(|s| s.credential_hash == d),
+                None => false,
+            }
         }
     };
     !offered.iter().any(accepted)
@@ -159,6 +178,9 @@ type Records = BTreeMap<String, BTreeMap<String, PullRecord>>;
 /// The records, in memory and on disk.
 pub struct PullRecords {
     path: Option<PathBuf>,
+    /// The per-node HMAC key; `None` when no random key could be made, and then no
+    /// secret's record ever matches (every such image is verified again).
+    key: Option<hmac::Key>,
     records: Mutex<Records>,
 }
 
@@ -167,14 +189,22 @@ impl PullRecords {
     pub fn in_memory() -> PullRecords {
         PullRecords {
             path: None,
+            key: random_secret().map(|s| hmac::Key::new(hmac::HMAC_SHA256, &s)),
             records: Mutex::new(BTreeMap::new()),
         }
     }
 
+    /// The digest recorded for `cred` (see [`Credential::digest`]).
+    pub fn digest(&self, cred: &Credential) -> Option<String> {
+        self.key.as_ref().map(|key| cred.digest(key))
+    }
+
     /// The records under `root_dir`; an unreadable file starts empty, with a warning.
     pub fn load(root_dir: &Path) -> PullRecords {
-        let path = root_dir.join("image_manager").join("pulled.json");
-        let records = match std::fs::read(&path) {
+        let dir = root_dir.join("image_manager");
+        let path = dir.join("pulled.json");
+        let key = node_key(&dir).map(|s| hmac::Key::new(hmac::HMAC_SHA256, &s));
+        let mut records: Records = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
                 log::warn!(
                     "ignoring damaged image pull records {}: {e}",
@@ -188,8 +218,27 @@ impl PullRecords {
                 BTreeMap::new()
             }
         };
+        let dropped = drop_foreign_digests(&mut records);
+        if dropped > 0 {
+            log::info!(
+                "dropped {dropped} unkeyed credential digests from {}; their images are \
+                 verified again at their next use",
+                path.display()
+            );
+        }
+        // Rewritten when old digests went, and whenever the file is readable by others
+        // (written by an earlier version with the umask's mode).
+        let loose = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o077 != 0)
+            .unwrap_or(false);
+        if dropped > 0 || loose {
+            if let Err(e) = write_atomic(&path, &records) {
+                log::warn!("cannot rewrite image pull records {}: {e}", path.display());
+            }
+        }
         PullRecords {
             path: Some(path),
+            key,
             records: Mutex::new(records),
         }
     }
@@ -232,7 +281,7 @@ impl PullRecords {
                     namespace: namespace.clone(),
                     name: name.clone(),
                     uid: uid.clone(),
-                    credential_hash: credential.map(Credential::hash).unwrap_or_default(),
+                    credential_hash: credential.and_then(|c| self.digest(c)).unwrap_or_default(),
                 }),
             };
             if !changed {
@@ -253,8 +302,88 @@ fn write_atomic(path: &Path, records: &Records) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let bytes = serde_json::to_vec_pretty(records).map_err(std::io::Error::other)?;
     let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::File::create(&tmp)?;
+    // 0600: the digests are the node's business only (a leftover temp file of looser
+    // mode is replaced, not reused).
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
     file.write_all(&bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Removes every secret digest not made by [`Credential::digest`]; returns how many.
+fn drop_foreign_digests(records: &mut Records) -> usize {
+    let mut dropped = 0;
+    for record in records
+        .values_mut()
+        .flat_map(|by_repo| by_repo.values_mut())
+    {
+        let before = record.secrets.len();
+        record
+            .secrets
+            .retain(|s| s.credential_hash.starts_with(DIGEST_SCHEME));
+        dropped += before - record.secrets.len();
+    }
+    dropped
+}
+
+fn random_secret() -> Option<[u8; KEY_LEN]> {
+    let mut secret = [0u8; KEY_LEN];
+    match SystemRandom::new().fill(&mut secret) {
+        Ok(()) => Some(secret),
+        Err(_) => {
+            log::error!("no random bytes for the credential digest key: images pulled with secrets are verified at every use");
+            None
+        }
+    }
+}
+
+/// The node's HMAC key from `<dir>/credential_digest.key`, made (0600) when missing
+/// or damaged. When it cannot be stored, a key for this run only: the records of
+/// earlier runs then match nothing, which costs re-pulls, never access.
+fn node_key(dir: &Path) -> Option<[u8; KEY_LEN]> {
+    let path = dir.join(KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() == KEY_LEN => {
+            let mut secret = [0u8; KEY_LEN];
+            secret.copy_from_slice(&bytes);
+            if let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            {
+                log::warn!("cannot restrict {}: {e}", path.display());
+            }
+            return Some(secret);
+        }
+        Ok(_) => log::warn!("replacing damaged credential digest key {}", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!("cannot read credential digest key {}: {e}", path.display()),
+    }
+    let secret = random_secret()?;
+    if let Err(e) = write_key(dir, &path, &secret) {
+        log::warn!(
+            "cannot store credential digest key {}: {e}; images pulled with secrets in \
+             earlier runs are verified again",
+            path.display()
+        );
+    }
+    Some(secret)
+}
+
+fn write_key(dir: &Path, path: &Path, secret: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("key.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(secret)?;
     file.sync_all()?;
     drop(file);
     std::fs::rename(&tmp, path)?;
@@ -376,17 +505,26 @@ mod tests {
             ),
         ];
         for (name, policy, pulled, offered, want) in cases {
-            assert_eq!(must_pull(policy, false, pulled, &offered), want, "{name}");
+            let digest = |c: &Credential| records.digest(c);
+            assert_eq!(
+                must_pull(policy, false, pulled, &offered, digest),
+                want,
+                "{name}"
+            );
         }
         // The allowlist exempts what it names, pulled by litelet or not.
         let allow = NeverVerifyAllowlistedImages;
-        assert!(!must_pull(allow, true, &private, &[]), "allowlisted");
+        let digest = |c: &Credential| records.digest(c);
         assert!(
-            must_pull(allow, false, &private, &[]),
+            !must_pull(allow, true, &private, &[], digest),
+            "allowlisted"
+        );
+        assert!(
+            must_pull(allow, false, &private, &[], digest),
             "not allowlisted, secret pull"
         );
         assert!(
-            must_pull(allow, false, &preloaded, &[]),
+            must_pull(allow, false, &preloaded, &[], digest),
             "not allowlisted, preloaded"
         );
     }
@@ -442,7 +580,78 @@ mod tests {
             VerificationPolicy::NeverVerifyPreloadedImages,
             false,
             &Pulled::As(record),
-            &[secret_cred("s", "hunter2")]
+            &[secret_cred("s", "hunter2")],
+            |c| again.digest(c)
+        ));
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    fn plain_sha256(cred: &Credential) -> String {
+        let input = format!("{}\0{}", cred.username, cred.password);
+        let d = ring::digest::digest(&ring::digest::SHA256, input.as_bytes());
+        d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The records and their key are readable by root only, and the file holds a
+    /// keyed digest rather than the plain SHA-256 of the credential.
+    #[test]
+    fn records_and_key_are_private_and_digests_are_keyed() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = PullRecords::load(dir.path());
+        let cred = secret_cred("s", "hunter2");
+        records.record("sha256:img", "reg.io/app", Some(&cred));
+        let file = dir.path().join("image_manager/pulled.json");
+        let key = dir.path().join("image_manager").join(KEY_FILE);
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(&key), 0o600);
+        assert_eq!(std::fs::read(&key).unwrap().len(), KEY_LEN);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains(&plain_sha256(&cred)), "{text}");
+        assert!(text.contains(DIGEST_SCHEME), "{text}");
+        // The key is made once: a reload digests the same way.
+        let again = PullRecords::load(dir.path());
+        assert_eq!(again.digest(&cred), records.digest(&cred));
+    }
+
+    /// A file written by an earlier version (world-readable, unkeyed SHA-256 digests)
+    /// loads without error; the old digest matches nothing, so the image is verified
+    /// again, and the file is rewritten without it, 0600.
+    #[test]
+    fn old_unkeyed_records_are_dropped_and_verified_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cred = secret_cred("s", "hunter2");
+        let file = dir.path().join("image_manager/pulled.json");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let old = serde_json::json!({"sha256:img": {"reg.io/app": {"node_wide": false,
+            "secrets": [{"namespace": "ns", "name": "s", "uid": "uid-s",
+                         "credential_hash": plain_sha256(&cred)}]}}});
+        std::fs::write(&file, old.to_string()).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+        let records = PullRecords::load(dir.path());
+        let pulled = records.get("sha256:img", "reg.io/app");
+        assert!(must_pull(
+            VerificationPolicy::NeverVerifyPreloadedImages,
+            false,
+            &pulled,
+            std::slice::from_ref(&cred),
+            |c| records.digest(c)
+        ));
+        assert_eq!(mode(&file), 0o600);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains(&plain_sha256(&cred)), "{text}");
+        // After the re-pull the keyed digest is recorded and matches.
+        records.record("sha256:img", "reg.io/app", Some(&cred));
+        let pulled = records.get("sha256:img", "reg.io/app");
+        assert!(!must_pull(
+            VerificationPolicy::NeverVerifyPreloadedImages,
+            false,
+            &pulled,
+            &[cred],
+            |c| records.digest(c)
         ));
     }
 }

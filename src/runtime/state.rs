@@ -124,20 +124,17 @@ impl RuntimeState {
         shutdown: Receiver<()>,
     ) -> std::io::Result<JoinHandle<()>> {
         let state = self.clone();
-        std::thread::Builder::new()
-            .name("runtime-up".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let ticker = tick(RUNTIME_UP_PERIOD);
-                loop {
-                    let answer = manager.runtime_conditions().map_err(|e| e.to_string());
-                    state.record(answer, Instant::now());
-                    select! {
-                        recv(shutdown) -> _ => return,
-                        recv(ticker) -> _ => {}
-                    }
+        crate::process::spawn_essential("runtime-up", 256 * 1024, move || {
+            let ticker = tick(RUNTIME_UP_PERIOD);
+            loop {
+                let answer = manager.runtime_conditions().map_err(|e| e.to_string());
+                state.record(answer, Instant::now());
+                select! {
+                    recv(shutdown) -> _ => return,
+                    recv(ticker) -> _ => {}
                 }
-            })
+            }
+        })
     }
 }
 

@@ -299,11 +299,12 @@ pub fn start(
     let start_loop = |name: &'static str, listener: TcpListener, admit: Admit| {
         let shared = shared.clone();
         let shutdown = shutdown.clone();
-        std::thread::Builder::new()
-            .name(name.into())
-            .stack_size(128 * 1024)
-            .spawn(move || accept_loop(shared, listener, admit, shutdown))
-            .map_err(|source| ServerError::Spawn { name, source })
+        // Essential: a dead accept loop would leave a node that looks alive to its
+        // service manager but answers no one.
+        crate::process::spawn_essential(name, 128 * 1024, move || {
+            accept_loop(shared, listener, admit, shutdown)
+        })
+        .map_err(|source| ServerError::Spawn { name, source })
     };
     let budget = Budget::new(BudgetLimits {
         max_authenticated: limits.max_connections,

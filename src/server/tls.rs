@@ -25,6 +25,8 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
+use crate::api::certs::{self, CertError};
+
 /// A TLS set-up failure (start-up only).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -46,6 +48,9 @@ pub enum TlsError {
     },
     #[error("tls config: {0}")]
     Config(String),
+    /// A certificate or key rustls cannot use (e.g. an X.509 v1 serving certificate).
+    #[error("{}: {source}", path.display())]
+    Certificate { path: PathBuf, source: CertError },
 }
 
 /// Where the serving certificate comes from.
@@ -125,7 +130,27 @@ pub fn serving_pair(
             (cert, key)
         }
     };
-    Ok((load_certs(&cert)?, load_key(&key)?))
+    let (chain, private) = (load_certs(&cert)?, load_key(&key)?);
+    // Checked here, with the file names, rather than as a bare rustls error later.
+    certs::check_pair(&chain, &private).map_err(|source| TlsError::Certificate {
+        path: match source {
+            CertError::Key(_) => key,
+            _ => cert,
+        },
+        source,
+    })?;
+    Ok((chain, private))
+}
+
+/// Loads everything the node server's TLS needs (client CA bundle, serving pair) and
+/// builds the rustls config once, so that a bad file is found at start-up.
+pub fn check(s: &TlsSettings) -> Result<(), TlsError> {
+    let clients = match &s.client_ca_file {
+        Some(path) => Some(ClientCertCheck::from_file(path)?),
+        None => None,
+    };
+    let (chain, key) = serving_pair(s)?;
+    server_config(chain, key, clients.as_ref()).map(|_| ())
 }
 
 /// A self-signed ECDSA P-256 serving certificate (PEM cert, PEM key), valid from the
@@ -192,10 +217,13 @@ impl ClientCertCheck {
     /// Loads the CA bundle.
     pub fn from_file(path: &Path) -> Result<ClientCertCheck, TlsError> {
         let mut roots = rustls::RootCertStore::empty();
-        for cert in load_certs(path)? {
-            roots.add(cert).map_err(|e| TlsError::BadPem {
+        for (i, cert) in load_certs(path)?.into_iter().enumerate() {
+            roots.add(cert).map_err(|e| TlsError::Certificate {
                 path: path.to_owned(),
-                message: e.to_string(),
+                source: CertError::Certificate {
+                    index: i + 1,
+                    reason: format!("not usable as a trust anchor: {e}"),
+                },
             })?;
         }
         let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
@@ -315,6 +343,31 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         server_config(chain, _key, None).unwrap();
+    }
+
+    /// A serving key of another certificate is refused when loaded, naming the
+    /// certificate file (it used to surface only as a bare rustls error).
+    #[test]
+    fn a_mismatched_serving_key_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_pem, _) = self_signed(&["node-1".into()], &[]).unwrap();
+        let (_, other_key) = self_signed(&["node-1".into()], &[]).unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        fs::write(&cert, cert_pem).unwrap();
+        fs::write(&key, other_key).unwrap();
+        let settings = TlsSettings {
+            cert_file: Some(cert.clone()),
+            key_file: Some(key),
+            ..Default::default()
+        };
+        let err = check(&settings).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: private key does not belong to the certificate",
+                cert.display()
+            )
+        );
     }
 
     #[test]

@@ -102,18 +102,15 @@ pub fn spawn_with(
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
 
     let stopper_client = client.clone();
-    std::thread::Builder::new()
-        .name("api-watch-stop".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            select! {
-                recv(shutdown) -> _ => {
-                    stopper_client.close_connections();
-                    drop(stop_tx);
-                }
-                recv(done_rx) -> _ => {}
+    crate::process::spawn_essential("api-watch-stop", 256 * 1024, move || {
+        select! {
+            recv(shutdown) -> _ => {
+                stopper_client.close_connections();
+                drop(stop_tx);
             }
-        })?;
+            recv(done_rx) -> _ => {}
+        }
+    })?;
 
     let field_selector = format!("spec.nodeName={}", options.node_name);
     let checkpoint = match &options.checkpoint {
@@ -135,14 +132,11 @@ pub fn spawn_with(
         path: paths::all_pods(),
         field_selector,
     };
-    std::thread::Builder::new()
-        .name("api-watch".into())
-        .stack_size(1024 * 1024)
-        .spawn(move || {
-            // Dropped when this thread ends, which releases the stopper.
-            let _done = done_tx;
-            watcher.run();
-        })
+    crate::process::spawn_essential("api-watch", 1024 * 1024, move || {
+        // Dropped when this thread ends, which releases the stopper.
+        let _done = done_tx;
+        watcher.run();
+    })
 }
 
 /// How one watch request ended.

@@ -35,6 +35,7 @@
 
 mod defaults;
 mod dir;
+mod document;
 mod parse;
 mod uid;
 mod validate;
@@ -156,5 +157,7 @@ pub fn spawn_with(
     watch::spawn(dir, node_name, options, updates, shutdown)
 }
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;

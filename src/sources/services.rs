@@ -78,18 +78,15 @@ pub fn spawn(
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let stopper_client = client.clone();
-    std::thread::Builder::new()
-        .name("services-stop".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            select! {
-                recv(shutdown) -> _ => {
-                    stopper_client.close_connections();
-                    drop(stop_tx);
-                }
-                recv(done_rx) -> _ => {}
+    crate::process::spawn_essential("services-stop", 256 * 1024, move || {
+        select! {
+            recv(shutdown) -> _ => {
+                stopper_client.close_connections();
+                drop(stop_tx);
             }
-        })?;
+            recv(done_rx) -> _ => {}
+        }
+    })?;
     let checkpoint = match &options.checkpoint {
         Some(spec) => Some((spec.start::<Service>(SERVICES)?, spec.node.clone())),
         None => None,
@@ -104,14 +101,11 @@ pub fn spawn(
         resource_version: None,
         path: paths::all_services(),
     };
-    std::thread::Builder::new()
-        .name("services".into())
-        .stack_size(512 * 1024)
-        .spawn(move || {
-            // Dropped when this thread ends, which releases the stopper.
-            let _done = done_tx;
-            watcher.run();
-        })
+    crate::process::spawn_essential("services", 512 * 1024, move || {
+        // Dropped when this thread ends, which releases the stopper.
+        let _done = done_tx;
+        watcher.run();
+    })
 }
 
 /// How one watch request ended.

@@ -77,10 +77,9 @@ pub fn spawn(
     period: Duration,
     shutdown: Shutdown,
 ) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("stats".into())
-        .stack_size(256 * 1024)
-        .spawn(move || run(collector, store, period, shutdown))
+    crate::process::spawn_essential("stats", 256 * 1024, move || {
+        run(collector, store, period, shutdown)
+    })
 }
 
 fn run(collector: Collector, store: StatsStore, period: Duration, shutdown: Shutdown) {

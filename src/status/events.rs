@@ -67,10 +67,9 @@ pub fn spawn(
     events: Receiver<EventRecord>,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("events".into())
-        .stack_size(512 * 1024)
-        .spawn(move || run(client, options, events, shutdown))
+    crate::process::spawn_essential("events", 512 * 1024, move || {
+        run(client, options, events, shutdown)
+    })
 }
 
 fn run(client: ApiClient, options: Options, events: Receiver<EventRecord>, shutdown: Receiver<()>) {

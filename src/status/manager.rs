@@ -143,10 +143,9 @@ impl UnstartedStatusManager {
         shutdown: Receiver<()>,
     ) -> std::io::Result<JoinHandle<()>> {
         let UnstartedStatusManager { shared, wake_rx } = self;
-        std::thread::Builder::new()
-            .name("status".into())
-            .stack_size(1024 * 1024)
-            .spawn(move || sync::run(shared, client, hooks, options, wake_rx, shutdown))
+        crate::process::spawn_essential("status", 1024 * 1024, move || {
+            sync::run(shared, client, hooks, options, wake_rx, shutdown)
+        })
     }
 }
 

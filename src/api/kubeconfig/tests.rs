@@ -4,8 +4,24 @@ use std::path::Path;
 
 use super::*;
 
-const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nAAECAwQF\n-----END CERTIFICATE-----\n";
-const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nAAECAwQF\n-----END PRIVATE KEY-----\n";
+/// A real self-signed pair: certificates are checked at load time, so placeholders
+/// no longer pass.
+fn pair() -> &'static (String, String) {
+    static PAIR: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    PAIR.get_or_init(|| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["node".into()]).unwrap();
+        (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    })
+}
+
+fn cert_pem() -> &'static str {
+    &pair().0
+}
+
+fn key_pem() -> &'static str {
+    &pair().1
+}
 
 fn b64(s: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -49,7 +65,7 @@ users:
   user:
 {user}
 "#,
-        ca = b64(CERT_PEM)
+        ca = b64(cert_pem())
     )
 }
 
@@ -67,14 +83,14 @@ fn err(yaml: &str) -> String {
 fn inline_cert_and_key() {
     let yaml = with_user(&format!(
         "    client-certificate-data: {}\n    client-key-data: {}\n",
-        b64(CERT_PEM),
-        b64(KEY_PEM)
+        b64(cert_pem()),
+        b64(key_pem())
     ));
     let c = load_str(&yaml).unwrap();
     assert_eq!(c.server, "https://10.0.0.1:6443");
-    assert_eq!(c.ca_pem.as_deref(), Some(CERT_PEM.as_bytes()));
-    assert_eq!(c.client_cert_pem.as_deref(), Some(CERT_PEM.as_bytes()));
-    assert_eq!(c.client_key_pem.as_deref(), Some(KEY_PEM.as_bytes()));
+    assert_eq!(c.ca_pem.as_deref(), Some(cert_pem().as_bytes()));
+    assert_eq!(c.client_cert_pem.as_deref(), Some(cert_pem().as_bytes()));
+    assert_eq!(c.client_key_pem.as_deref(), Some(key_pem().as_bytes()));
     assert!(c.token.is_none());
     assert!(!c.insecure_skip_tls_verify);
     // Secrets stay out of Debug output.
@@ -86,7 +102,7 @@ fn inline_cert_and_key() {
 fn files_resolve_against_kubeconfig_dir_and_token_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("pki")).unwrap();
-    std::fs::write(dir.path().join("pki/ca.crt"), CERT_PEM).unwrap();
+    std::fs::write(dir.path().join("pki/ca.crt"), cert_pem()).unwrap();
     std::fs::write(dir.path().join("token"), "s3cret\n").unwrap();
     let yaml = r#"
 current-context: c
@@ -107,7 +123,7 @@ users:
     std::fs::write(&path, yaml).unwrap();
     let c = load(&path).unwrap();
     assert_eq!(c.server, "http://127.0.0.1:8080");
-    assert_eq!(c.ca_pem.as_deref(), Some(CERT_PEM.as_bytes()));
+    assert_eq!(c.ca_pem.as_deref(), Some(cert_pem().as_bytes()));
     assert_eq!(c.token.as_deref(), Some("s3cret"));
     assert!(c.insecure_skip_tls_verify);
     assert!(!format!("{c:?}").contains("s3cret"));
@@ -164,15 +180,15 @@ fn bad_kubeconfigs_name_the_field() {
         ),
         (
             "cert without key",
-            with_user(&format!("    client-certificate-data: {}\n", b64(CERT_PEM))),
+            with_user(&format!("    client-certificate-data: {}\n", b64(cert_pem()))),
             "users[0].user: client-certificate given without client-key",
         ),
         (
             "key is not a key",
             with_user(&format!(
                 "    client-certificate-data: {}\n    client-key-data: {}\n",
-                b64(CERT_PEM),
-                b64(CERT_PEM)
+                b64(cert_pem()),
+                b64(cert_pem())
             )),
             "users[0].user.client-key: no PEM private key found",
         ),
@@ -180,8 +196,8 @@ fn bad_kubeconfigs_name_the_field() {
             "data and file both",
             with_user(&format!(
                 "    client-certificate-data: {}\n    client-certificate: /x\n    client-key-data: {}\n",
-                b64(CERT_PEM),
-                b64(KEY_PEM)
+                b64(cert_pem()),
+                b64(key_pem())
             )),
             "users[0].user.client-certificate: both client-certificate and client-certificate-data are set",
         ),
@@ -247,5 +263,44 @@ fn read_error_names_the_kubeconfig() {
         e.to_string()
             .starts_with("read kubeconfig /nonexistent/kubeconfig:"),
         "{e}"
+    );
+}
+
+/// A key that does not belong to the certificate is refused at load, naming the
+/// certificate's file, rather than on the first connection.
+#[test]
+fn a_key_of_another_certificate_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(dir.path().join("node.crt"), cert_pem()).unwrap();
+    std::fs::write(dir.path().join("node.key"), other.serialize_pem()).unwrap();
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(
+        &path,
+        with_user("    client-certificate: node.crt\n    client-key: node.key\n"),
+    )
+    .unwrap();
+    let got = load(&path).unwrap_err().to_string();
+    let file = dir.path().join("node.crt");
+    assert!(
+        got.contains(&format!(
+            "users[0].user.client-certificate (file {}): private key does not belong",
+            file.display()
+        )),
+        "{got}"
+    );
+}
+
+#[test]
+fn an_unusable_ca_names_the_inline_field() {
+    let broken = "-----BEGIN CERTIFICATE-----\nAAECAwQF\n-----END CERTIFICATE-----\n";
+    let yaml = format!(
+        "current-context: c\nclusters:\n- {{name: k, cluster: {{server: 'https://x', certificate-authority-data: {}}}}}\ncontexts:\n- {{name: c, context: {{cluster: k}}}}\n",
+        b64(broken)
+    );
+    let got = err(&yaml);
+    assert!(
+        got.contains("clusters[0].cluster.certificate-authority-data: certificate 1: not usable as a trust anchor"),
+        "{got}"
     );
 }

@@ -181,18 +181,28 @@ fn pod_credentials_come_before_the_nodes() {
 }
 
 #[test]
-fn credential_hash_is_stable_and_hides_the_password() {
+fn credential_digest_is_keyed_stable_and_hides_the_password() {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"node secret one");
+    let other_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"node secret two");
     let cred = Credential {
         username: "u".into(),
         password: "hunter2".into(),
         source: CredentialSource::Node,
     };
-    assert_eq!(cred.hash().len(), 64);
-    assert_eq!(cred.hash(), cred.clone().hash());
+    let digest = cred.digest(&key);
+    assert_eq!(digest.len(), "hmac-sha256:".len() + 64);
+    assert!(digest.starts_with("hmac-sha256:"), "{digest}");
+    assert_eq!(digest, cred.clone().digest(&key));
+    // Not the plain SHA-256 of the credential, and another node's key gives another
+    // digest: the records alone allow no offline guessing.
+    let plain = ring::digest::digest(&ring::digest::SHA256, b"u\0hunter2");
+    let plain: String = plain.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert!(!digest.contains(&plain));
+    assert_ne!(digest, cred.digest(&other_key));
     assert!(!format!("{cred:?}").contains("hunter2"));
     let other = Credential {
         password: "hunter3".into(),
         ..cred.clone()
     };
-    assert_ne!(cred.hash(), other.hash());
+    assert_ne!(digest, other.digest(&key));
 }

@@ -123,10 +123,9 @@ pub fn spawn<V: Serialize + Send + 'static>(
     let (tx, rx) = crossbeam_channel::unbounded();
     let writes = Arc::new(AtomicU64::new(0));
     let counter = writes.clone();
-    let handle = std::thread::Builder::new()
-        .name(thread_name.to_owned())
-        .stack_size(256 * 1024)
-        .spawn(move || run(rx, file, node, debounce, counter))?;
+    let handle = crate::process::spawn_essential(thread_name, 256 * 1024, move || {
+        run(rx, file, node, debounce, counter)
+    })?;
     Ok((Writer { tx, writes }, handle))
 }
 

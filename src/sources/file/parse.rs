@@ -93,7 +93,8 @@ fn parse_document(path: &Path, data: &[u8]) -> Result<Value, ManifestError> {
         // JSON is YAML too, but the JSON parser's messages are the better ones here.
         serde_json::from_str(text).map_err(|e| syntax(e.to_string()))?
     } else {
-        serde_yaml_ng::from_str::<Value>(text).map_err(|e| syntax(e.to_string()))?
+        // Built within a budget: YAML aliases could expand a small file without bound.
+        super::document::from_yaml(text).map_err(|e| syntax(e.to_string()))?
     };
     if doc.is_null() {
         return Err(syntax("empty document".to_owned()));

@@ -59,17 +59,14 @@ pub(super) fn spawn(
 ) -> io::Result<JoinHandle<()>> {
     let (wake, wake_keep) = UnixStream::pair()?;
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    std::thread::Builder::new()
-        .name("static-stop".into())
-        .stack_size(128 * 1024)
-        .spawn(move || {
-            select! {
-                recv(shutdown) -> _ => {}
-                recv(done_rx) -> _ => {}
-            }
-            // Closing our end makes the watcher's end readable (EOF): it wakes and stops.
-            drop(wake_keep);
-        })?;
+    crate::process::spawn_essential("static-stop", 128 * 1024, move || {
+        select! {
+            recv(shutdown) -> _ => {}
+            recv(done_rx) -> _ => {}
+        }
+        // Closing our end makes the watcher's end readable (EOF): it wakes and stops.
+        drop(wake_keep);
+    })?;
     let source = StaticSource {
         path,
         node,
@@ -83,14 +80,11 @@ pub(super) fn spawn(
         dir_error: None,
         watch_error: None,
     };
-    std::thread::Builder::new()
-        .name("static-pods".into())
-        .stack_size(512 * 1024)
-        .spawn(move || {
-            // Dropped when this thread ends, which releases the helper.
-            let _done = done_tx;
-            source.run(&wake);
-        })
+    crate::process::spawn_essential("static-pods", 512 * 1024, move || {
+        // Dropped when this thread ends, which releases the helper.
+        let _done = done_tx;
+        source.run(&wake);
+    })
 }
 
 struct StaticSource {

@@ -340,7 +340,8 @@ fn read_names(dir: &Path) -> Result<Vec<String>, VolumeError> {
     }
 }
 
-/// Writes `vol_data.json` atomically (temp file, fsync, rename).
+/// Writes `vol_data.json` atomically (temp file, fsync, rename), mode 0600 whatever
+/// the umask: it names the driver's volume handle, which no other user needs.
 fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
     let path = dir.join(VOL_DATA);
     let record_err = |step, message: String| CsiMountError::Record {
@@ -352,7 +353,18 @@ fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
     let tmp = dir.join(format!(".{VOL_DATA}.tmp"));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut f = fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // A leftover temp file would keep its old mode: replace it.
+        if let Err(e) = fs::remove_file(&tmp) {
+            if e.kind() != ErrorKind::NotFound {
+                return Err(e);
+            }
+        }
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, &path)
@@ -395,4 +407,33 @@ fn give_to_group(target: &Path, gid: u32) -> Result<(), VolumeError> {
         .mode();
     fs::set_permissions(target, fs::Permissions::from_mode((mode & 0o7777) | 0o2070))
         .map_err(io_err("chmod", target))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn vol_data_is_private_whatever_the_umask_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        // A leftover temp file from a crash, world-readable: not reused.
+        fs::write(dir.path().join(format!(".{VOL_DATA}.tmp")), b"{}").unwrap();
+        let record = VolData {
+            attachment_id: String::new(),
+            driver_name: "hostpath.csi.k8s.io".into(),
+            node_name: "node-1".into(),
+            spec_vol_id: "pv-1".into(),
+            volume_handle: "vol-1".into(),
+            volume_lifecycle_mode: "Persistent".into(),
+        };
+        write_record(dir.path(), &record).unwrap();
+        let mode = fs::metadata(dir.path().join(VOL_DATA))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(read_record(dir.path()).unwrap(), Some(record));
+    }
 }

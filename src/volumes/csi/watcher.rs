@@ -86,10 +86,7 @@ pub fn spawn(
         drivers,
         sockets: BTreeMap::new(),
     };
-    std::thread::Builder::new()
-        .name("plugins".into())
-        .stack_size(512 * 1024)
-        .spawn(move || watcher.run(&shutdown))
+    crate::process::spawn_essential("plugins", 512 * 1024, move || watcher.run(&shutdown))
 }
 
 struct Watcher {
