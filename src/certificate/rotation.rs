@@ -61,9 +61,7 @@ fn now() -> i64 {
 /// Starts the `cert-rotate` thread; it ends on `shutdown`. Essential: without it
 /// the node loses the API server the day its certificate expires.
 pub fn spawn(rotation: Rotation, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-    crate::process::spawn_essential("cert-rotate", 512 * 1024, move || {
-        rotation.run(&shutdown)
-    })
+    crate::process::spawn_essential("cert-rotate", 512 * 1024, move || rotation.run(&shutdown))
 }
 
 impl Rotation {
