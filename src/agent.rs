@@ -15,6 +15,9 @@ use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::api::request_threads::RequestThreads;
+use crate::certificate::rotation::Rotation;
+use crate::certificate::store::CertStore;
+use crate::certificate::CertKind;
 use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
 use crate::config::Flags;
 use crate::credentialprovider::NodeDockerConfig;
@@ -338,11 +341,19 @@ fn start_rotation(
     if !flags.rotate_certificates {
         return Ok(());
     }
-    let rotation = crate::certificate::rotation::Rotation {
+    let kind = CertKind::Client;
+    let swapped = client.clone();
+    let rotation = Rotation {
+        store: CertStore::new(&cert_dir(flags), kind.prefix()),
+        kind,
         client: client.clone(),
-        store: crate::certificate::store::CertStore::new(&cert_dir(flags), "kubelet-client"),
         node: node.to_owned(),
-        current: cert.clone(),
+        current: Some(cert.clone()),
+        install: Box::new(move |cert, key| {
+            swapped
+                .set_client_certificate(cert, key)
+                .map_err(|e| e.to_string())
+        }),
         recorder: recorder.clone(),
     };
     threads.add(crate::certificate::rotation::spawn(
@@ -350,6 +361,69 @@ fn start_rotation(
         threads.shutdown(),
     )?);
     Ok(())
+}
+
+/// With `--rotate-server-certificates`: the node server's serving pair, held so the
+/// `srv-cert` thread can replace the self-signed (or file) pair with one the cluster
+/// issues (signer `kubernetes.io/kubelet-serving`, for the node's name and
+/// addresses) and renew it. A valid issued pair from an earlier run is used at once.
+fn start_serving_rotation(
+    flags: &Flags,
+    host: &Host,
+    api: &Option<Api>,
+    recorder: &Recorder,
+    threads: &mut Threads,
+) -> Result<Option<server::tls::ServingCert>, AgentError> {
+    if !flags.rotate_server_certificates {
+        return Ok(None);
+    }
+    let Some((client, Some(_))) = api else {
+        log::warn!(
+            "--rotate-server-certificates: no client certificate to ask the cluster with; \
+             the node server keeps its own certificate"
+        );
+        return Ok(None);
+    };
+    let tls = flags.server_config(&host.node).tls;
+    let (chain, key) = server::tls::serving_pair(&tls)
+        .map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    let serving = server::tls::ServingCert::new(chain, key)
+        .map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    let kind = CertKind::Serving {
+        names: vec![host.node.clone()],
+        ips: host.machine.node_ip.into_iter().collect(),
+    };
+    let store = CertStore::new(&cert_dir(flags), kind.prefix());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let current = match store.current() {
+        Ok(Some(pem)) if crate::certificate::valid_at(&pem, now) => {
+            match serving.replace(&pem, &pem) {
+                Ok(()) => Some(pem),
+                Err(err) => {
+                    log::warn!("the stored serving certificate is unusable: {err}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let installed = serving.clone();
+    let rotation = Rotation {
+        kind,
+        client: client.clone(),
+        store,
+        node: host.node.clone(),
+        current,
+        install: Box::new(move |cert, key| installed.replace(cert, key).map_err(|e| e.to_string())),
+        recorder: recorder.clone(),
+    };
+    threads.add(crate::certificate::rotation::spawn(
+        rotation,
+        threads.shutdown(),
+    )?);
+    Ok(Some(serving))
 }
 
 /// What litelet loads before it waits for the runtime: the kubeconfig with its
@@ -695,7 +769,7 @@ fn start_status(
 /// what the sync loop and the runtime publish.
 fn start_readers(
     flags: &Flags,
-    node: &str,
+    server_config: server::ServerConfig,
     runtime: &RuntimeClient,
     images: cri::ImageClient,
     rt: &RuntimeParts,
@@ -717,7 +791,7 @@ fn start_readers(
         ..server
     };
     // Pods keep running without the node API, so a taken port is loud, not fatal.
-    match server::spawn(flags.server_config(node), server, threads.shutdown()) {
+    match server::spawn(server_config, server, threads.shutdown()) {
         Ok(handles) => handles.into_iter().for_each(|h| threads.add(h)),
         Err(err) => log::error!("node server disabled: {err}"),
     }
@@ -749,6 +823,7 @@ pub fn run(
     let api = api_and_cert.as_ref().map(|(client, _)| client.clone());
     let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
     start_rotation(flags, &node, &api_and_cert, &recorder, &mut threads)?;
+    let serving = start_serving_rotation(flags, &host, &api_and_cert, &recorder, &mut threads)?;
     // Upstream's first node event (kubelet Run).
     recorder.node(
         &node,
@@ -886,9 +961,11 @@ pub fn run(
         stats: None,
         probes: probe_metrics,
     };
+    let mut server_config = flags.server_config(&node);
+    server_config.serving = serving;
     let stats = start_readers(
         flags,
-        &node,
+        server_config,
         &runtime,
         stats_images,
         &rt,

@@ -61,6 +61,12 @@ pub struct Flags {
     #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     pub rotate_certificates: bool,
 
+    /// Ask the cluster for the node server's certificate (signer
+    /// kubernetes.io/kubelet-serving) and renew it; until one is issued the node
+    /// server keeps its own.
+    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub rotate_server_certificates: bool,
+
     /// Directory of static pod manifests (YAML or JSON).
     #[arg(long, value_name = "DIR")]
     pub pod_manifest_path: Option<PathBuf>,

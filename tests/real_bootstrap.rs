@@ -235,3 +235,59 @@ fn a_client_certificate_is_renewed_before_it_expires_without_a_restart() {
         node.tail()
     );
 }
+
+/// With `--rotate-server-certificates`: the node asks for a serving certificate
+/// (signer `kubernetes.io/kubelet-serving`, its name and address); once an admin
+/// approves it, port 10250 presents it (it verifies against the cluster CA for the
+/// node's address) without a restart. Until then the self-signed one is served.
+#[test]
+fn an_approved_serving_certificate_replaces_the_self_signed_one() {
+    let test = "an_approved_serving_certificate_replaces_the_self_signed_one";
+    let Some(cp) = ControlPlane::shared(test) else {
+        return;
+    };
+    controllers(cp);
+    let token = cp.bootstrap_token();
+    let Some(node) = RealNode::start_bootstrapping(
+        test,
+        "rb-serve",
+        &token,
+        &["--rotate-server-certificates=true"],
+    ) else {
+        return;
+    };
+    node.wait_ready();
+    let pid = node.pid();
+    let addr = std::net::SocketAddr::new(cp.node_ip.into(), node.port);
+    assert!(
+        support::https::connect(addr, cp.ca_pem.as_bytes(), None).is_err(),
+        "the self-signed certificate does not verify against the cluster CA"
+    );
+    let mut name = String::new();
+    node.wait_for("a serving CertificateSigningRequest from the node", || {
+        let Some(csrs) = cp.get("/apis/certificates.k8s.io/v1/certificatesigningrequests") else {
+            return false;
+        };
+        let found = csrs["items"].as_array().into_iter().flatten().find(|c| {
+            c["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+                && requested_by(c, "system:node:rb-serve")
+        });
+        if let Some(csr) = found {
+            name = csr["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        }
+        !name.is_empty()
+    });
+    let out = cp.kubectl(&["certificate", "approve", &name]);
+    assert!(
+        out.status.success(),
+        "approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    node.wait_for(
+        "10250 presents a certificate the cluster CA verifies",
+        || support::https::connect(addr, cp.ca_pem.as_bytes(), None).is_ok(),
+    );
+    let stored = node.dir().join("pki/kubelet-server-current.pem");
+    assert_eq!(mode(&stored), 0o600);
+    assert_eq!(node.pid(), pid, "no restart");
+}

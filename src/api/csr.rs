@@ -11,6 +11,10 @@ use super::meta::ObjectMeta;
 /// The signer of kubelet client certificates (`system:node:<name>` in `system:nodes`).
 pub const SIGNER_KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
+/// The signer of kubelet serving certificates (port 10250), which a cluster approves
+/// by hand or with an approver of its choosing.
+pub const SIGNER_KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
+
 /// A CertificateSigningRequest.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +94,14 @@ impl CertificateSigningRequest {
             },
             status: CsrStatus::default(),
         }
+    }
+
+    /// A kubelet serving certificate request for `request_pem`.
+    pub fn kubelet_serving(request_pem: &str) -> CertificateSigningRequest {
+        let mut csr = CertificateSigningRequest::kubelet_client(request_pem);
+        csr.spec.signer_name = SIGNER_KUBELET_SERVING.into();
+        csr.spec.usages = vec!["digital signature".into(), "server auth".into()];
+        csr
     }
 
     /// The request's state from its status.

@@ -23,7 +23,7 @@ use crate::api::kubeconfig::{self, KubeconfigError};
 use crate::api::ratelimit::Backoff;
 use crate::api::{paths, ApiClient, ApiError, ClientConfig, WatchOptions};
 
-use super::request::kubelet_client_request;
+use super::request::{kubelet_client_request, kubelet_serving_request};
 use super::store::{CertStore, StoreError};
 
 /// What the bootstrap works with.
@@ -69,8 +69,9 @@ pub enum BootstrapError {
     Refused { name: String, why: String },
     #[error(
         "CertificateSigningRequest {name} was not approved and signed within {waited:?}: \
-         does the cluster approve node client requests (csrapproving controller and the \
-         system:certificates.k8s.io:certificatesigningrequests:nodeclient binding)?"
+         does the cluster approve it (client requests: the csrapproving controller and \
+         the system:certificates.k8s.io:certificatesigningrequests:nodeclient binding; \
+         serving requests: an admin or an approver of the cluster's choosing)?"
     )]
     Timeout { name: String, waited: Duration },
     #[error("CertificateSigningRequest {name}: the issued certificate is unusable: {why}")]
@@ -124,7 +125,7 @@ pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome,
         path: b.bootstrap_kubeconfig.to_owned(),
         source,
     })?;
-    let issued = request_certificate(&client, b.node_name, b.wait, now)?;
+    let issued = request_certificate(&client, &CertKind::Client, b.node_name, b.wait, now)?;
     let current = store.store(&issued.cert_pem, issued.key_pem.as_bytes(), now)?;
     write_kubeconfig(b.kubeconfig, &bootstrap, &current)?;
     log::info!(
@@ -146,20 +147,52 @@ pub struct Issued {
     pub request: String,
 }
 
-/// Asks for a client certificate for `node` with `client`'s credentials (bootstrap
-/// ones, or the current certificate when renewing) and waits up to `wait` for it.
+/// Which certificate a request is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CertKind {
+    /// The node's client certificate (to the API server).
+    Client,
+    /// The node server's certificate, for these host names and addresses.
+    Serving {
+        names: Vec<String>,
+        ips: Vec<std::net::IpAddr>,
+    },
+}
+
+impl CertKind {
+    /// The certificate directory's file prefix, as upstream names them.
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            CertKind::Client => "kubelet-client",
+            CertKind::Serving { .. } => "kubelet-server",
+        }
+    }
+}
+
+/// Asks for a certificate of `kind` for `node` with `client`'s credentials (bootstrap
+/// ones, or the current client certificate) and waits up to `wait` for it.
 pub fn request_certificate(
     client: &ApiClient,
+    kind: &CertKind,
     node: &str,
     wait: Duration,
     now: i64,
 ) -> Result<Issued, BootstrapError> {
-    let pair = kubelet_client_request(node).map_err(BootstrapError::Request)?;
+    let (pair, csr) = match kind {
+        CertKind::Client => {
+            let pair = kubelet_client_request(node).map_err(BootstrapError::Request)?;
+            let csr = CertificateSigningRequest::kubelet_client(&pair.request_pem);
+            (pair, csr)
+        }
+        CertKind::Serving { names, ips } => {
+            let pair =
+                kubelet_serving_request(node, names, ips).map_err(BootstrapError::Request)?;
+            let csr = CertificateSigningRequest::kubelet_serving(&pair.request_pem);
+            (pair, csr)
+        }
+    };
     let created: CertificateSigningRequest = client
-        .create(
-            &paths::csrs(),
-            &CertificateSigningRequest::kubelet_client(&pair.request_pem),
-        )
+        .create(&paths::csrs(), &csr)
         .map_err(BootstrapError::Create)?;
     let name = created.metadata.name.clone().unwrap_or_default();
     log::info!(

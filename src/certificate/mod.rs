@@ -9,15 +9,17 @@
 //! - `bootstrap.rs`: the start-up decision (keep the kubeconfig, reuse the stored
 //!   pair, or request a new one and wait for it) and its I/O; runs once on the main
 //!   thread before any thread talks to the API server.
-//! - `rotation.rs`: the `cert-rotate` thread (`--rotate-certificates`), which renews
-//!   the certificate at 70-90 % of its lifetime and swaps it into the running client.
+//! - `rotation.rs`: the threads that keep a certificate fresh: `cert-rotate` for the
+//!   client certificate (`--rotate-certificates`) and `srv-cert` for the node
+//!   server's (`--rotate-server-certificates`); each renews at 70-90 % of the
+//!   lifetime and hands the new pair to whoever uses it, without a restart.
 
 pub mod bootstrap;
 pub mod request;
 pub mod rotation;
 pub mod store;
 
-pub use bootstrap::{ensure_client_certificate, Bootstrap, BootstrapError, Outcome};
+pub use bootstrap::{ensure_client_certificate, Bootstrap, BootstrapError, CertKind, Outcome};
 
 /// The first certificate of a PEM chain, DER.
 fn first_certificate(pem: &[u8]) -> Option<Vec<u8>> {

@@ -1,7 +1,7 @@
-//! A new key pair and the certificate request a kubelet sends for its client
-//! certificate: ECDSA P-256 (as upstream's kubelet), subject `O=system:nodes,
-//! CN=system:node:<node>`, no extensions (the signer sets the usages). Pure apart
-//! from the system's random numbers.
+//! A new key pair and the certificate request a kubelet sends for its client or
+//! serving certificate: ECDSA P-256 (as upstream's kubelet), subject
+//! `O=system:nodes, CN=system:node:<node>`; a serving request also names the node's
+//! host names and addresses. Pure apart from the system's random numbers.
 
 /// A private key and the request signed with it, both PEM.
 pub struct KeyAndRequest {
@@ -9,10 +9,30 @@ pub struct KeyAndRequest {
     pub request_pem: String,
 }
 
-/// A fresh key pair and its request for node `node`.
+/// A fresh key pair and its client certificate request for node `node`.
 pub fn kubelet_client_request(node: &str) -> Result<KeyAndRequest, rcgen::Error> {
+    request(node, rcgen::CertificateParams::new(Vec::<String>::new())?)
+}
+
+/// A fresh key pair and its serving certificate request for node `node`, valid for
+/// the host names `names` and the addresses `ips` (the node's addresses).
+pub fn kubelet_serving_request(
+    node: &str,
+    names: &[String],
+    ips: &[std::net::IpAddr],
+) -> Result<KeyAndRequest, rcgen::Error> {
+    let mut params = rcgen::CertificateParams::new(names.to_vec())?;
+    params
+        .subject_alt_names
+        .extend(ips.iter().map(|ip| rcgen::SanType::IpAddress(*ip)));
+    request(node, params)
+}
+
+fn request(
+    node: &str,
+    mut params: rcgen::CertificateParams,
+) -> Result<KeyAndRequest, rcgen::Error> {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     let mut name = rcgen::DistinguishedName::new();
     name.push(rcgen::DnType::OrganizationName, "system:nodes");
     name.push(rcgen::DnType::CommonName, format!("system:node:{node}"));

@@ -1,17 +1,21 @@
-//! The `cert-rotate` thread (upstream's client certificate manager,
-//! `--rotate-certificates`): renews the node's client certificate before it expires
-//! and swaps it into the running API client, without a restart.
+//! The threads that keep the node's certificates fresh (upstream's certificate
+//! managers): `cert-rotate` for the client certificate (`--rotate-certificates`) and
+//! `srv-cert` for the node server's (`--rotate-server-certificates`). Neither needs a
+//! restart.
 //!
 //! Loop: from the current certificate's validity, pick a renewal time at a random
 //! 70-90 % of its lifetime ([`renewal_time`], so a fleet does not renew in step);
-//! sleep until then (waking each minute to refresh the TTL gauge, and at once on
-//! shutdown); send a CertificateSigningRequest authenticated by the current
-//! certificate (the cluster's `selfnodeclient` approval applies), wait for it, store
-//! the pair (`kubelet-client-current.pem`, which the kubeconfig names, so a restart
-//! uses it too) and hand it to [`ApiClient::set_client_certificate`]: new requests
-//! and watches use it, those in flight finish on their connections. A failure is
-//! logged, counted (`kubelet_certificate_manager_client_expiration_renew_errors`),
-//! reported as a Warning event on the Node, and retried with back-off.
+//! sleep until then (waking each minute to refresh the client TTL gauge, and at once
+//! on shutdown); send a CertificateSigningRequest authenticated by the node's client
+//! certificate, wait for it, store the pair (`<prefix>-current.pem` in the
+//! certificate directory, so a restart starts from it) and hand it to the
+//! [`Rotation::install`] sink: the API client's [`ApiClient::set_client_certificate`]
+//! (new requests and watches use it; those in flight finish on their connections) or
+//! the node server's serving pair (new handshakes use it). With no cluster-issued
+//! certificate yet (a serving certificate, at first), it asks at once. A failure is
+//! logged, reported as a Warning event on the Node (the client's also counted in
+//! `kubelet_certificate_manager_client_expiration_renew_errors`), and retried with
+//! back-off.
 //!
 //! Channels: `shutdown` only. Owns its state; talks to the API server through the
 //! shared client and writes only the certificate directory.
@@ -26,21 +30,28 @@ use crate::api::ApiClient;
 use crate::events::{EventType, Recorder};
 use crate::metrics::{CLIENT_CERT_RENEW_ERRORS, CLIENT_CERT_TTL};
 
-use super::bootstrap::request_certificate;
+use super::bootstrap::{request_certificate, CertKind};
 use super::store::CertStore;
 
-/// How long one renewal waits for its request to be approved and signed.
-const RENEWAL_WAIT: Duration = Duration::from_secs(300);
+/// How long one request waits to be approved and signed (upstream's 15 minutes): a
+/// serving request may wait for an admin.
+const REQUEST_WAIT: Duration = Duration::from_secs(900);
 /// The TTL gauge is refreshed at least this often.
 const GAUGE_PERIOD: Duration = Duration::from_secs(60);
 
-/// What the thread works with.
+/// Hands a new pair (PEM chain, PEM key) to its user; the error as text.
+pub type Install = Box<dyn Fn(&[u8], &[u8]) -> Result<(), String> + Send>;
+
+/// What one thread works with.
 pub struct Rotation {
+    pub kind: CertKind,
+    /// Sends the requests (the node's own client certificate).
     pub client: ApiClient,
     pub store: CertStore,
     pub node: String,
-    /// The certificate (chain, PEM) the client uses now.
-    pub current: Vec<u8>,
+    /// The cluster-issued certificate (chain, PEM) in use now; None asks at once.
+    pub current: Option<Vec<u8>>,
+    pub install: Install,
     pub recorder: Recorder,
 }
 
@@ -58,49 +69,67 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Starts the `cert-rotate` thread; it ends on `shutdown`. Essential: without it
-/// the node loses the API server the day its certificate expires.
+/// Starts the rotation's thread (`cert-rotate` or `srv-cert`); it ends on `shutdown`.
+/// Essential: without it the node loses the API server (or serves an expired
+/// certificate) the day its certificate expires.
 pub fn spawn(rotation: Rotation, shutdown: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-    crate::process::spawn_essential("cert-rotate", 512 * 1024, move || rotation.run(&shutdown))
+    let name = match rotation.kind {
+        CertKind::Client => "cert-rotate",
+        CertKind::Serving { .. } => "srv-cert",
+    };
+    crate::process::spawn_essential(name, 512 * 1024, move || rotation.run(&shutdown))
 }
 
 impl Rotation {
+    fn what(&self) -> &'static str {
+        match self.kind {
+            CertKind::Client => "client certificate",
+            CertKind::Serving { .. } => "serving certificate",
+        }
+    }
+
     fn run(mut self, shutdown: &Receiver<()>) {
         let mut backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
         loop {
-            let Some((not_before, not_after)) = super::first_certificate(&self.current)
-                .and_then(|der| crate::api::x509::validity(&der))
-            else {
-                log::error!("cert-rotate: the client certificate cannot be read; not rotating");
-                return;
-            };
-            let renew_at = renewal_time(not_before, not_after, random_between(700, 900));
-            log::info!(
-                "cert-rotate: client certificate valid until {not_after} (Unix time); renewing \
-                 at {renew_at}"
-            );
-            loop {
-                let now = now();
-                CLIENT_CERT_TTL.set(&[], (not_after - now) as f64);
-                if now >= renew_at {
-                    break;
-                }
-                let nap = Duration::from_secs((renew_at - now) as u64).min(GAUGE_PERIOD);
-                select! {
-                    recv(shutdown) -> _ => return,
-                    recv(after(nap)) -> _ => {}
+            if let Some(current) = &self.current {
+                let Some((not_before, not_after)) = super::first_certificate(current)
+                    .and_then(|der| crate::api::x509::validity(&der))
+                else {
+                    log::error!("{} cannot be read; not rotating it", self.what());
+                    return;
+                };
+                let renew_at = renewal_time(not_before, not_after, random_between(700, 900));
+                log::info!(
+                    "{} valid until {not_after} (Unix time); renewing at {renew_at}",
+                    self.what()
+                );
+                loop {
+                    let now = now();
+                    if self.kind == CertKind::Client {
+                        CLIENT_CERT_TTL.set(&[], (not_after - now) as f64);
+                    }
+                    if now >= renew_at {
+                        break;
+                    }
+                    let nap = Duration::from_secs((renew_at - now) as u64).min(GAUGE_PERIOD);
+                    select! {
+                        recv(shutdown) -> _ => return,
+                        recv(after(nap)) -> _ => {}
+                    }
                 }
             }
             match self.renew() {
                 Ok(()) => backoff.reset(),
                 Err(why) => {
-                    CLIENT_CERT_RENEW_ERRORS.inc(&[]);
-                    log::error!("cert-rotate: renewing the client certificate: {why}");
+                    if self.kind == CertKind::Client {
+                        CLIENT_CERT_RENEW_ERRORS.inc(&[]);
+                    }
+                    log::error!("renewing the {}: {why}", self.what());
                     self.recorder.node(
                         &self.node,
                         EventType::Warning,
                         "CertificateRotationFailed",
-                        format!("Renewing the client certificate failed: {why}"),
+                        format!("Renewing the {} failed: {why}", self.what()),
                     );
                     select! {
                         recv(shutdown) -> _ => return,
@@ -114,16 +143,15 @@ impl Rotation {
     /// One renewal; the error as text for the log and the event.
     fn renew(&mut self) -> Result<(), String> {
         let now = now();
-        let issued = request_certificate(&self.client, &self.node, RENEWAL_WAIT, now)
+        let issued = request_certificate(&self.client, &self.kind, &self.node, REQUEST_WAIT, now)
             .map_err(|e| e.to_string())?;
         self.store
             .store(&issued.cert_pem, issued.key_pem.as_bytes(), now)
             .map_err(|e| e.to_string())?;
-        self.client
-            .set_client_certificate(&issued.cert_pem, issued.key_pem.as_bytes())
-            .map_err(|e| e.to_string())?;
+        (self.install)(&issued.cert_pem, issued.key_pem.as_bytes())?;
         log::info!(
-            "cert-rotate: client certificate renewed through {}; new connections use it",
+            "{} renewed through {}; new connections use it",
+            self.what(),
             issued.request
         );
         self.recorder.node(
@@ -131,11 +159,12 @@ impl Rotation {
             EventType::Normal,
             "CertificateRotated",
             format!(
-                "Client certificate renewed through CertificateSigningRequest {}",
+                "The {} was renewed through CertificateSigningRequest {}",
+                self.what(),
                 issued.request
             ),
         );
-        self.current = issued.cert_pem;
+        self.current = Some(issued.cert_pem);
         Ok(())
     }
 }

@@ -159,6 +159,7 @@ pub struct KubeletConfiguration {
     /// Within 3 s and 300 s.
     pub container_log_monitor_interval: Option<Duration>,
     pub rotate_certificates: Option<bool>,
+    pub server_tls_bootstrap: Option<bool>,
     /// `authentication.webhook.cacheTTL` (0s means the default, as upstream).
     pub token_webhook_cache_ttl: Option<Duration>,
     /// `authorization.webhook.cacheAuthorizedTTL` (0s means the default).
@@ -413,6 +414,7 @@ impl Reader {
                 "containerLogMaxFiles" => c.container_log_max_files = self.at_least(f, v, 2),
                 "containerLogMaxWorkers" => c.container_log_max_workers = self.at_least(f, v, 1),
                 "rotateCertificates" => c.rotate_certificates = self.get(f, v),
+                "serverTLSBootstrap" => c.server_tls_bootstrap = self.get(f, v),
                 "containerLogMonitorInterval" => {
                     c.container_log_monitor_interval = self.monitor_interval(f, v)
                 }
@@ -494,16 +496,6 @@ impl Reader {
                     f,
                     "litelet does not manage swap: containers get the runtime's default",
                 );
-            }
-            "serverTLSBootstrap" => {
-                if self.get::<bool>(f, v) == Some(true) {
-                    self.bad(
-                        f,
-                        "serving certificates from the CSR API are not implemented yet; \
-                         set tlsCertFile and tlsPrivateKeyFile or leave it false"
-                            .into(),
-                    );
-                }
             }
             _ => return false,
         }
@@ -862,6 +854,8 @@ impl KubeletConfiguration {
             flags.container_log_monitor_interval = interval;
         }
         set!("rotate_certificates", self.rotate_certificates => flags.rotate_certificates);
+        set!("rotate_server_certificates", self.server_tls_bootstrap
+            => flags.rotate_server_certificates);
         // In the file, 0s stands for the default (upstream's defaulting).
         let ttl = |d: Option<Duration>| d.filter(|d| !d.is_zero());
         set!("authentication_token_webhook_cache_ttl", ttl(self.token_webhook_cache_ttl)
@@ -879,6 +873,7 @@ impl KubeletConfiguration {
 /// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
 pub const APPLIED_IDS: &[&str] = &[
     "rotate_certificates",
+    "rotate_server_certificates",
     "authentication_token_webhook_cache_ttl",
     "authorization_webhook_cache_authorized_ttl",
     "authorization_webhook_cache_unauthorized_ttl",

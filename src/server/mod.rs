@@ -141,6 +141,9 @@ pub struct ServerConfig {
     /// The `/configz` document, rendered by the config layer (the server does not
     /// know flags); `None` answers 404 like a node without the endpoint.
     pub configz: Option<Arc<serde_json::Value>>,
+    /// The serving pair when the caller holds it (to replace it while the server
+    /// runs); `None` loads it from `tls` at start.
+    pub serving: Option<tls::ServingCert>,
 }
 
 impl ServerConfig {
@@ -165,6 +168,7 @@ impl ServerConfig {
             sync_loop_threshold: Duration::from_secs(300),
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             configz: None,
+            serving: None,
         }
     }
 }
@@ -254,8 +258,14 @@ pub fn start(
         Some(path) => Some(ClientCertCheck::from_file(path)?),
         None => None,
     };
-    let (chain, key) = tls::serving_pair(&config.tls)?;
-    let tls_config = tls::server_config(chain, key, clients.as_ref())?;
+    let serving = match &config.serving {
+        Some(serving) => serving.clone(),
+        None => {
+            let (chain, key) = tls::serving_pair(&config.tls)?;
+            tls::ServingCert::new(chain, key)?
+        }
+    };
+    let tls_config = tls::server_config_with(&serving, clients.as_ref())?;
     if config.authorization_mode == AuthorizationMode::Webhook && context.api.is_none() {
         log::warn!("node server: webhook authorization without an API server denies every request");
     }

@@ -8,7 +8,8 @@
 //! of the certificate it shows; the chain is verified against `--client-ca-file` after
 //! the handshake by [`ClientCertCheck`], so an untrusted certificate gets a 401 answer
 //! instead of a TLS alert. Called at start-up (config) and from connection threads
-//! (verification); no state changes after start.
+//! (verification). The serving pair sits behind [`ServingCert`], which the serving
+//! certificate's rotation replaces while the server runs.
 
 use std::fs;
 use std::io::Write;
@@ -23,6 +24,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 use crate::api::certs::{self, CertError};
@@ -295,11 +297,74 @@ impl ClientCertVerifier for RequestClientCert {
     }
 }
 
+/// The serving certificate the node server presents, swappable while it runs (a
+/// serving certificate issued by the cluster replaces the self-signed one, and its
+/// renewals replace it in turn). Clones share it; a handshake reads the current one.
+#[derive(Clone)]
+pub struct ServingCert {
+    current: Arc<std::sync::RwLock<Arc<CertifiedKey>>>,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCert").finish_non_exhaustive()
+    }
+}
+
+impl ServingCert {
+    pub fn new(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<ServingCert, TlsError> {
+        let key = CertifiedKey::from_der(chain, key, &provider())
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        Ok(ServingCert {
+            current: Arc::new(std::sync::RwLock::new(Arc::new(key))),
+        })
+    }
+
+    /// Replaces the pair (PEM chain, PEM key) for the handshakes from now on;
+    /// unusable PEM changes nothing.
+    pub fn replace(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
+        let pem_error = |e: rustls::pki_types::pem::Error| TlsError::Config(e.to_string());
+        let chain = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(pem_error)?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(pem_error)?;
+        certs::check_pair(&chain, &key).map_err(|e| TlsError::Config(e.to_string()))?;
+        let fresh = ServingCert::new(chain, key)?;
+        let fresh = fresh.current();
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<CertifiedKey> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingCert {
+    fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
 /// The rustls server config: the serving pair, HTTP/1.1 only, and client
 /// certificates requested when a client CA is configured.
 pub fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    clients: Option<&ClientCertCheck>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    server_config_with(&ServingCert::new(chain, key)?, clients)
+}
+
+/// [`server_config`] presenting whatever `serving` holds at each handshake.
+pub fn server_config_with(
+    serving: &ServingCert,
     clients: Option<&ClientCertCheck>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
@@ -311,9 +376,7 @@ pub fn server_config(
         })),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let mut config = builder.with_cert_resolver(Arc::new(serving.clone()));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -699,7 +699,6 @@ imageMaximumGCAge: 1h
 memorySwap: {swapBehavior: LimitedSwap}
 crashLoopBackOff: {maxContainerRestartPeriod: 10s}
 cpuManagerPolicy: static
-serverTLSBootstrap: true
 "#,
     );
     let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
@@ -711,7 +710,6 @@ serverTLSBootstrap: true
             "memorySwap.swapBehavior",
             "crashLoopBackOff.maxContainerRestartPeriod",
             "cpuManagerPolicy",
-            "serverTLSBootstrap",
         ]
     );
     // Off or default values of the same fields are fine.
