@@ -5,7 +5,8 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: all deps build release test lint lint-if-available fmt clean demo \
-	static deb rpm package-check package-check-if-enabled bench conformance
+	static deb rpm package-check package-check-if-enabled bench conformance \
+	conformance-quick-if-enabled
 
 all: build
 
@@ -30,7 +31,18 @@ demo: deps
 # they are skipped with a message.
 test: deps lint-if-available
 	$(CARGO) test --no-fail-fast
+	@$(MAKE) --no-print-directory conformance-quick-if-enabled
 	@$(MAKE) --no-print-directory package-check-if-enabled
+
+# CI runs the quick node-conformance subset (admission, volumes, pod lifecycle: 144
+# specs, about 3 minutes) on every run; the full suite is `make conformance`.
+conformance-quick-if-enabled:
+	@if [ "$$CI" = true ] || [ "$$CI" = 1 ] || [ "$$CONFORMANCE" = 1 ]; then \
+		LITELET_CONFORMANCE_QUICK=1 ./scripts/conformance.sh; \
+	else echo; \
+		echo "*** SKIPPED make test: the quick node-conformance subset not run;"; \
+		echo "*** set CONFORMANCE=1 (or CI=true, where it is mandatory) to run it ***"; \
+		echo; fi
 
 package-check-if-enabled:
 	@if [ "$$CI" = true ] || [ "$$CI" = 1 ] || [ "$$PACKAGING" = 1 ]; then \

@@ -20,6 +20,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
+use super::x509::tlv;
+
 /// Why a certificate, key or bundle cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {
@@ -114,18 +116,18 @@ pub fn check_ca_bundle(pem: &[u8]) -> Result<usize, CertError> {
 /// rustls) requires of a leaf; `None` when it is, or when the DER is too odd to tell
 /// (rustls then names the problem itself).
 fn version_problem(cert: &[u8]) -> Option<String> {
-    let (tag, certificate, _) = der_tlv(cert)?;
+    let (tag, certificate, _) = tlv(cert)?;
     if tag != 0x30 {
         return None;
     }
-    let (tag, tbs, _) = der_tlv(certificate)?;
+    let (tag, tbs, _) = tlv(certificate)?;
     if tag != 0x30 {
         return None;
     }
-    let (tag, field, _) = der_tlv(tbs)?;
+    let (tag, field, _) = tlv(tbs)?;
     // TBSCertificate starts with `[0] EXPLICIT Version DEFAULT v1`: absent means v1.
     let version = if tag == 0xa0 {
-        match der_tlv(field)? {
+        match tlv(field)? {
             (0x02, [v], _) => i64::from(*v) + 1,
             _ => return None,
         }
@@ -138,31 +140,6 @@ fn version_problem(cert: &[u8]) -> Option<String> {
              (issue it with extensions, e.g. openssl x509 -req -extfile)"
         )
     })
-}
-
-/// One DER tag-length-value: (tag, content, rest). Short and long definite lengths
-/// (up to 4 length bytes); anything else is `None`.
-fn der_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let (bytes, after) = rest.split_at(n);
-        rest = after;
-        bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-    };
-    if rest.len() < len {
-        return None;
-    }
-    let (content, rest) = rest.split_at(len);
-    Some((tag, content, rest))
 }
 
 #[cfg(test)]
@@ -227,9 +204,9 @@ mod tests {
     /// The same certificate without its version field (a v1 shape; the signature no
     /// longer matches, which the version check does not look at).
     fn strip_version(der: &[u8]) -> Vec<u8> {
-        let (_, cert, _) = der_tlv(der).unwrap();
-        let (_, tbs, after_tbs) = der_tlv(cert).unwrap();
-        let (_, _, tbs_rest) = der_tlv(tbs).unwrap();
+        let (_, cert, _) = tlv(der).unwrap();
+        let (_, tbs, after_tbs) = tlv(cert).unwrap();
+        let (_, _, tbs_rest) = tlv(tbs).unwrap();
         let tbs = wrap(0x30, tbs_rest);
         let mut body = tbs;
         body.extend_from_slice(after_tbs);

@@ -23,7 +23,7 @@ const UTC_TIME: u8 = 0x17;
 const GENERALIZED_TIME: u8 = 0x18;
 
 /// One TLV: (tag, content, rest).
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let len = if first < 0x80 {
@@ -102,18 +102,12 @@ fn time(tag: u8, text: &[u8]) -> Option<i64> {
     {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    Some(
+        super::meta::days_from_civil(year, month, day) * 86_400
+            + hour * 3600
+            + minute * 60
+            + second,
+    )
 }
 
 /// The subject of a DER certificate; None when it cannot be read.

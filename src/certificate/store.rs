@@ -94,16 +94,7 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// `YYYY-MM-DD-HH-MM-SS` in UTC, as upstream names the files.
 fn timestamp(unix: i64) -> String {
     let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::api::meta::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}-{:02}-{:02}-{:02}",
         secs / 3600,

@@ -292,7 +292,6 @@ impl ControlPlane {
     /// A process in its own group that outlives a killed test binary: when our PID is
     /// gone it stops the control plane and removes what the harness made.
     fn start_watchdog(&self) -> Result<(), String> {
-        use std::os::unix::process::CommandExt;
         let pids: Vec<String> = self
             .children
             .lock()
@@ -300,24 +299,12 @@ impl ControlPlane {
             .iter()
             .map(|c| c.id().to_string())
             .collect();
-        let script = format!(
-            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-             kill {pids} 2>/dev/null; sleep 2; kill -9 {pids} 2>/dev/null; \
-             ip addr del {ip}/32 dev lo 2>/dev/null; rm -rf '{dir}'",
-            me = std::process::id(),
-            pids = pids.join(" "),
+        let cleanup = format!(
+            "ip addr del {ip}/32 dev lo 2>/dev/null; rm -rf '{dir}'",
             ip = self.node_ip,
             dir = self.dir.display(),
         );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("start watchdog: {e}"))?;
-        Ok(())
+        watchdog(&pids, &cleanup)
     }
 
     pub fn dir(&self) -> &Path {
@@ -422,26 +409,11 @@ impl ControlPlane {
             started.push(sched);
         }
         let pids: Vec<String> = started.iter().map(|c| c.id().to_string()).collect();
-        let pids = pids.join(" ");
         self.children
             .lock()
             .map_err(|e| e.to_string())?
             .extend(started);
-        use std::os::unix::process::CommandExt;
-        let script = format!(
-            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill {pids} 2>/dev/null; \
-             sleep 2; kill -9 {pids} 2>/dev/null",
-            me = std::process::id(),
-        );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("start watchdog: {e}"))?;
-        Ok(())
+        watchdog(&pids, "")
     }
 
     /// A bootstrap token (`<id>.<secret>`) as `kubeadm token create` makes one, with
@@ -617,6 +589,27 @@ impl ControlPlane {
             Err(e) => panic!("DELETE {path}: {e}"),
         }
     }
+}
+
+/// A process in its own group that waits for the test process to end, then stops
+/// `pids` (TERM, then KILL) and runs `cleanup` (shell).
+fn watchdog(pids: &[String], cleanup: &str) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let script = format!(
+        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+         kill {pids} 2>/dev/null; sleep 2; kill -9 {pids} 2>/dev/null; {cleanup}",
+        me = std::process::id(),
+        pids = pids.join(" "),
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("start watchdog: {e}"))?;
+    Ok(())
 }
 
 fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
