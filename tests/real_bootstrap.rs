@@ -155,7 +155,8 @@ fn unix_now() -> i64 {
 }
 
 /// With 3-minute certificates: litelet renews before expiry and, past the first
-/// certificate's notAfter, still renews its Lease and serves logs, without a restart.
+/// certificate's notAfter, still renews its Lease and serves logs and exec, without a
+/// restart.
 #[test]
 fn a_client_certificate_is_renewed_before_it_expires_without_a_restart() {
     let test = "a_client_certificate_is_renewed_before_it_expires_without_a_restart";
@@ -233,6 +234,12 @@ fn a_client_certificate_is_renewed_before_it_expires_without_a_restart() {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("hello"),
         "kubectl logs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cp.kubectl(&["exec", "-n", "rb-rotate", "talker", "--", "echo", "exec-ok"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exec-ok"),
+        "kubectl exec: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(node.pid(), pid, "the same process throughout");
