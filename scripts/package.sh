@@ -105,6 +105,9 @@ stage() {
   install -d -m 0755 "$root/usr/share/man/man1" "$root/usr/share/doc/litelet"
   gzip -9n <packaging/litelet.1 >"$root/usr/share/man/man1/litelet.1.gz"
   chmod 0644 "$root/usr/share/man/man1/litelet.1.gz"
+  # A drop-in for kubeadm nodes, installed by hand (README, "Join a cluster").
+  install -D -m 0644 packaging/kubeadm/10-kubeadm.conf \
+    "$root/usr/share/litelet/kubeadm/10-kubeadm.conf"
   if [ "$flavour" = deb ]; then
     install -D -m 0644 packaging/litelet.service "$root/lib/systemd/system/litelet.service"
     install -D -m 0644 packaging/litelet.default "$root/etc/default/litelet"

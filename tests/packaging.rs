@@ -1,6 +1,7 @@
 //! Keeps the packaging files in step with the binary: the man page documents every
 //! flag `litelet --help` shows, the systemd unit starts the packaged binary with the
-//! packaged config, and the packaged config file is one litelet accepts.
+//! packaged config, the packaged config file is one litelet accepts, and the kubeadm
+//! drop-in's command line is one litelet takes.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -155,4 +156,52 @@ fn package_script_resolves_the_target_dir_to_an_absolute_path() {
     let absolute = package_target_dir(repo, Some("/var/tmp/litelet-t"));
     assert_eq!(absolute, "/var/tmp/litelet-t");
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The kubeadm drop-in's command line, with what `kubeadm join` writes into its
+/// variables (`kubeadm-flags.env`) and an admin's extra flag, is one litelet takes;
+/// otherwise the unit kubeadm restarts could not start.
+#[test]
+fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
+    use clap::Parser;
+    let dropin = repo_file("packaging/kubeadm/10-kubeadm.conf");
+    let mut vars = std::collections::HashMap::new();
+    for line in dropin.lines() {
+        if let Some(setting) = line.strip_prefix("Environment=\"") {
+            let (name, value) = setting.trim_end_matches('"').split_once('=').unwrap();
+            vars.insert(name.to_owned(), value.to_owned());
+        }
+    }
+    vars.insert(
+        "KUBELET_KUBEADM_ARGS".into(),
+        "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock".into(),
+    );
+    vars.insert("KUBELET_EXTRA_ARGS".into(), "--node-ip=192.0.2.10".into());
+    let exec = dropin
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStart="))
+        .rfind(|l| !l.is_empty())
+        .expect("an ExecStart");
+    let mut args: Vec<String> = Vec::new();
+    for word in exec.split_whitespace() {
+        match word.strip_prefix('$') {
+            Some(var) => args.extend(vars[var].split_whitespace().map(str::to_owned)),
+            None => args.push(word.to_owned()),
+        }
+    }
+    assert_eq!(args[0], "/usr/bin/litelet");
+    let flags = litelet::config::Flags::try_parse_from(&args)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(
+        flags.bootstrap_kubeconfig.as_deref(),
+        Some(Path::new("/etc/kubernetes/bootstrap-kubelet.conf"))
+    );
+    assert_eq!(
+        flags.kubeconfig.as_deref(),
+        Some(Path::new("/etc/kubernetes/kubelet.conf"))
+    );
+    assert_eq!(
+        flags.config.as_deref(),
+        Some(Path::new("/var/lib/kubelet/config.yaml"))
+    );
 }
