@@ -535,6 +535,7 @@ fn start_runtime(
     // litelet writes pod cgroups through cgroupfs (the only --cgroup-driver it accepts).
     let cgroups = match PodCgroupManager::from_system(ManagerConfig {
         cgroup_root: flags.cgroup_root.clone(),
+        pod_pids_limit: u64::try_from(flags.pod_max_pids).ok().filter(|n| *n > 0),
         ..Default::default()
     })
     .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))

@@ -100,6 +100,10 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 110)]
     pub max_pods: u32,
 
+    /// Most processes (pids.max) of each pod's cgroup; zero or negative: no limit.
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub pod_max_pids: i64,
+
     /// Labels to add when registering the node (`key=value,...`); only labels a node
     /// may set on itself (no `node-role.kubernetes.io/...`).
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = node_flag(node::config::parse_node_labels))]

@@ -190,8 +190,8 @@ fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
         }
     }
     assert_eq!(args[0], "/usr/bin/litelet");
-    let flags = litelet::config::Flags::try_parse_from(&args)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let flags =
+        litelet::config::Flags::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert_eq!(
         flags.bootstrap_kubeconfig.as_deref(),
         Some(Path::new("/etc/kubernetes/bootstrap-kubelet.conf"))

@@ -565,3 +565,31 @@ fn a_pod_gone_from_the_api_costs_no_status_retries() {
     let n = node.node_object().expect("node");
     assert_eq!(condition(&n["status"], "Ready"), Some("True"));
 }
+
+/// `--pod-max-pids` (`podPidsLimit`) becomes `pids.max` of the pod's cgroup.
+#[test]
+fn the_pod_pids_limit_reaches_the_pod_cgroup() {
+    let test = "the_pod_pids_limit_reaches_the_pod_cgroup";
+    let Some(node) = node(test, "rc-pids", &["--pod-max-pids", "77"]) else {
+        return;
+    };
+    let created = create(&node, &pod(&node, "few-pids", "sleep 3600"));
+    let uid = created["metadata"]["uid"].as_str().unwrap_or("").to_owned();
+    running(&node, "few-pids");
+    // cgroup v1 here (the pids hierarchy); v2 has one tree.
+    let candidates = [
+        format!(
+            "/sys/fs/cgroup/pids{}/kubepods/besteffort/pod{uid}/pids.max",
+            node.cgroup_root()
+        ),
+        format!(
+            "/sys/fs/cgroup{}/kubepods/besteffort/pod{uid}/pids.max",
+            node.cgroup_root()
+        ),
+    ];
+    let limit = candidates
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .unwrap_or_else(|| panic!("no pids.max among {candidates:?}"));
+    assert_eq!(limit.trim(), "77");
+}

@@ -65,6 +65,7 @@ impl Flags {
             "cgroupDriver": "cgroupfs",
             "cgroupsPerQOS": true,
             "maxPods": f.max_pods,
+            "podPidsLimit": f.pod_max_pids,
             "registerNode": f.kubeconfig.is_some(),
             "serializeImagePulls": true,
             "clusterDomain": f.cluster_domain,

@@ -112,6 +112,8 @@ pub struct KubeletConfiguration {
     pub cluster_domain: Option<String>,
     pub resolv_conf: Option<PathBuf>,
     pub max_pods: Option<u32>,
+    /// Zero or negative: no limit (upstream's -1).
+    pub pod_pids_limit: Option<i64>,
     pub pod_logs_dir: Option<PathBuf>,
     pub runtime_request_timeout: Option<Duration>,
     pub image_gc_high_threshold_percent: Option<u8>,
@@ -357,6 +359,7 @@ impl Reader {
                 "clusterDomain" => c.cluster_domain = self.get(f, v),
                 "resolvConf" => c.resolv_conf = self.get(f, v),
                 "maxPods" => c.max_pods = self.get(f, v),
+                "podPidsLimit" => c.pod_pids_limit = self.get(f, v),
                 "podLogsDir" => c.pod_logs_dir = self.get(f, v),
                 "runtimeRequestTimeout" => c.runtime_request_timeout = self.duration(f, v),
                 "imageGCHighThresholdPercent" => {
@@ -788,6 +791,7 @@ impl KubeletConfiguration {
         set!("cluster_domain", self.cluster_domain => flags.cluster_domain);
         set!("resolv_conf", self.resolv_conf => flags.resolv_conf);
         set!("max_pods", self.max_pods => flags.max_pods);
+        set!("pod_max_pids", self.pod_pids_limit => flags.pod_max_pids);
         set!("pod_logs_dir", self.pod_logs_dir => flags.pod_logs_dir);
         set!("runtime_request_timeout", self.runtime_request_timeout
             => flags.runtime.runtime_request_timeout);
@@ -872,6 +876,7 @@ impl KubeletConfiguration {
 
 /// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
 pub const APPLIED_IDS: &[&str] = &[
+    "pod_max_pids",
     "rotate_certificates",
     "rotate_server_certificates",
     "authentication_token_webhook_cache_ttl",
