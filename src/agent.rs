@@ -288,9 +288,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         return Ok(None);
     };
     let cert_dir = cert_dir(flags);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = crate::certificate::unix_now();
     if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
         let bootstrap = crate::certificate::Bootstrap {
             kubeconfig: path,
@@ -394,9 +392,7 @@ fn start_serving_rotation(
         ips: host.machine.node_ip.into_iter().collect(),
     };
     let store = CertStore::new(&cert_dir(flags), kind.prefix());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = crate::certificate::unix_now();
     let current = match store.current() {
         Ok(Some(pem)) if crate::certificate::valid_at(&pem, now) => {
             match serving.replace(&pem, &pem) {

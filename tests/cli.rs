@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use support::fake_api::FakeApi;
+use support::fake_api::{tls, FakeApi};
 use support::fake_cri::FakeCri;
 use support::wait_until;
 
@@ -156,53 +156,8 @@ fn run_agent(
 /// A throwaway CA and a client certificate signed by `openssl x509 -req` without
 /// extensions, which makes an X.509 v1 certificate; `None` without openssl.
 fn v1_client_certificate(dir: &Path) -> Option<()> {
-    let openssl = |args: &[&str]| -> Option<()> {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .ok()?;
-        out.status.success().then_some(())
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=ca", "-days", "2",
-    ]);
-    openssl(&ca)?;
-    let mut req = vec!["req"];
-    req.extend(ec);
-    req.extend([
-        "-keyout",
-        "node.key",
-        "-out",
-        "node.csr",
-        "-subj",
-        "/CN=system:node:n1",
-    ]);
-    openssl(&req)?;
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "node.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "node.crt",
-        "-days",
-        "2",
-    ])
+    tls::make_ca(dir, "ca")?;
+    tls::signed_leaf(dir, "node", "/CN=system:node:n1", None)
 }
 
 /// A client certificate rustls refuses (X.509 v1) stops litelet at start, with the

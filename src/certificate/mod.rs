@@ -21,6 +21,13 @@ pub mod store;
 
 pub use bootstrap::{ensure_client_certificate, Bootstrap, BootstrapError, CertKind, Outcome};
 
+/// Now in Unix seconds, as certificate validity is compared.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// The first certificate of a PEM chain, DER.
 fn first_certificate(pem: &[u8]) -> Option<Vec<u8>> {
     ureq::tls::parse_pem(pem).find_map(|item| match item {

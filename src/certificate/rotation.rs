@@ -21,7 +21,7 @@
 //! shared client and writes only the certificate directory.
 
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossbeam_channel::{after, select, Receiver};
 
@@ -63,12 +63,6 @@ pub fn renewal_time(not_before: i64, not_after: i64, fraction_per_mille: u64) ->
     not_before + lifetime * fraction_per_mille.min(1000) as i64 / 1000
 }
 
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// Starts the rotation's thread (`cert-rotate` or `srv-cert`); it ends on `shutdown`.
 /// Essential: without it the node loses the API server (or serves an expired
 /// certificate) the day its certificate expires.
@@ -104,7 +98,7 @@ impl Rotation {
                     self.what()
                 );
                 loop {
-                    let now = now();
+                    let now = super::unix_now();
                     if self.kind == CertKind::Client {
                         CLIENT_CERT_TTL.set(&[], (not_after - now) as f64);
                     }
@@ -142,7 +136,7 @@ impl Rotation {
 
     /// One renewal; the error as text for the log and the event.
     fn renew(&mut self) -> Result<(), String> {
-        let now = now();
+        let now = super::unix_now();
         let issued = request_certificate(&self.client, &self.kind, &self.node, REQUEST_WAIT, now)
             .map_err(|e| e.to_string())?;
         self.store

@@ -426,12 +426,7 @@ impl ControlPlane {
         let id = format!("lt{:04}", NEXT.fetch_add(1, Ordering::Relaxed) % 10_000);
         let secret = "0123456789abcdef";
         let api = self.admin();
-        let created = |r: Result<Value, litelet::api::ApiError>, what: &str| match r {
-            Ok(_) => {}
-            Err(e) if e.status_code() == Some(409) => {}
-            Err(e) => panic!("create {what}: {e}"),
-        };
-        created(
+        created_or_kept(
             api.create(
                 "/api/v1/namespaces/kube-system/secrets",
                 &json!({"apiVersion": "v1", "kind": "Secret",
@@ -467,7 +462,7 @@ impl ControlPlane {
             ),
         ];
         for (name, role, group) in bindings {
-            created(
+            created_or_kept(
                 api.create(
                     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
                     &binding(name, role, group),
@@ -525,26 +520,21 @@ impl ControlPlane {
     /// `default` ServiceAccount and the `kube-root-ca.crt` configMap.
     pub fn namespace(&self, ns: &str) {
         let api = self.admin();
-        let created = |r: Result<Value, litelet::api::ApiError>, what: &str| match r {
-            Ok(_) => {}
-            Err(e) if e.status_code() == Some(409) => {}
-            Err(e) => panic!("create {what}: {e}"),
-        };
-        created(
+        created_or_kept(
             api.create(
                 "/api/v1/namespaces",
                 &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             ),
             "namespace",
         );
-        created(
+        created_or_kept(
             api.create(
                 &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
                 &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
             ),
             "serviceaccount",
         );
-        created(
+        created_or_kept(
             api.create(
                 &format!("/api/v1/namespaces/{ns}/configmaps"),
                 &json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -610,6 +600,16 @@ fn watchdog(pids: &[String], cleanup: &str) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("start watchdog: {e}"))?;
     Ok(())
+}
+
+/// A create that finds the object already there (409) is fine: set-up runs once per
+/// test and some objects are shared.
+fn created_or_kept(result: Result<Value, litelet::api::ApiError>, what: &str) {
+    match result {
+        Ok(_) => {}
+        Err(e) if e.status_code() == Some(409) => {}
+        Err(e) => panic!("create {what}: {e}"),
+    }
 }
 
 fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {

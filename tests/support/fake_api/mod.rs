@@ -27,7 +27,7 @@ mod review;
 mod selector;
 mod server;
 mod store;
-mod tls;
+pub mod tls;
 mod token;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

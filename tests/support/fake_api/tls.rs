@@ -29,68 +29,75 @@ fn openssl(dir: &Path, args: &[&str]) -> Option<()> {
     out.status.success().then_some(())
 }
 
-/// Makes the CA and both certificates under `dir`; `None` when openssl is missing or fails.
-pub fn generate(dir: &Path, node: &str) -> Option<TlsFiles> {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+/// `openssl req` options for a new ECDSA P-256 key without a passphrase.
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// A self-signed CA under `dir` (`ca.key`, `ca.crt`) named `cn`; `None` when openssl
+/// is missing or fails.
+pub fn make_ca(dir: &Path, cn: &str) -> Option<()> {
+    let subject = format!("/CN={cn}");
     let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
+    ca.extend(EC_KEY);
     ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
+        "-keyout", "ca.key", "-out", "ca.crt", "-subj", &subject, "-days", "2",
+    ]);
+    openssl(dir, &ca)
+}
+
+/// `<name>.key` and `<name>.crt` under `dir`, signed by the CA of [`make_ca`] with
+/// `openssl x509 -req`; with `extensions` (an extfile's text) an X.509 v3
+/// certificate, without them a v1 one, as openssl makes it.
+pub fn signed_leaf(dir: &Path, name: &str, subject: &str, extensions: Option<&str>) -> Option<()> {
+    let key = format!("{name}.key");
+    let csr = format!("{name}.csr");
+    let crt = format!("{name}.crt");
+    let extfile = format!("{name}.ext");
+    let mut req = vec!["req"];
+    req.extend(EC_KEY);
+    req.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+    openssl(dir, &req)?;
+    let mut sign = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
         "ca.crt",
-        "-subj",
-        "/CN=fake-ca",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        &crt,
         "-days",
         "2",
-    ]);
-    openssl(dir, &ca)?;
-    let leaf = |name: &str, subject: &str, ext: &str| -> Option<()> {
-        let key = format!("{name}.key");
-        let csr = format!("{name}.csr");
-        let crt = format!("{name}.crt");
-        let extfile = format!("{name}.ext");
+    ];
+    if let Some(ext) = extensions {
         std::fs::write(dir.join(&extfile), ext).ok()?;
-        let mut req = vec!["req"];
-        req.extend(ec);
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
-        openssl(dir, &req)?;
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &crt,
-                "-days",
-                "2",
-                "-extfile",
-                &extfile,
-            ],
-        )
-    };
-    leaf(
+        sign.extend(["-extfile", &extfile]);
+    }
+    openssl(dir, &sign)
+}
+
+/// Makes the CA and both certificates under `dir`; `None` when openssl is missing or fails.
+pub fn generate(dir: &Path, node: &str) -> Option<TlsFiles> {
+    make_ca(dir, "fake-ca")?;
+    signed_leaf(
+        dir,
         "server",
         "/CN=kube-apiserver",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        Some("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
     )?;
-    leaf(
+    signed_leaf(
+        dir,
         "client",
         &format!("/O=system:nodes/CN=system:node:{node}"),
-        "extendedKeyUsage=clientAuth\n",
+        Some("extendedKeyUsage=clientAuth\n"),
     )?;
     let read = |f: &str| std::fs::read(dir.join(f)).ok();
     Some(TlsFiles {
