@@ -6,7 +6,7 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: all deps build release test lint lint-if-available fmt clean demo \
 	static deb rpm package-check package-check-if-enabled bench conformance \
-	conformance-quick-if-enabled
+	conformance-quick-if-enabled vm vm-if-enabled
 
 all: build
 
@@ -33,6 +33,7 @@ test: deps lint-if-available
 	$(CARGO) test --no-fail-fast
 	@$(MAKE) --no-print-directory conformance-quick-if-enabled
 	@$(MAKE) --no-print-directory package-check-if-enabled
+	@$(MAKE) --no-print-directory vm-if-enabled
 
 # CI runs the quick node-conformance subset (admission, volumes, pod lifecycle: 144
 # specs, about 3 minutes) on every run; the full suite is `make conformance`.
@@ -52,6 +53,17 @@ package-check-if-enabled:
 		echo "*** set PACKAGING=1 (or CI=true, where they are mandatory) to run them ***"; \
 		echo; fi
 
+# The VM tier after the packages: litelet's .deb on a Debian VM with systemd and
+# cgroup v2 (tests/vm_node.rs), mandatory in CI, run with VM=1 otherwise.
+vm-if-enabled:
+	@if [ "$$CI" = true ] || [ "$$CI" = 1 ] || [ "$$VM" = 1 ]; then \
+		LITELET_DEB=$$(./scripts/package.sh target-dir)/packages/litelet_0.1.0-1_amd64.deb \
+			./scripts/vm-tier.sh; \
+	else echo; \
+		echo "*** SKIPPED make test: the VM tier (systemd, cgroup v2, the .deb) not run;"; \
+		echo "*** set VM=1 (or CI=true, where it is mandatory) to run it ***"; \
+		echo; fi
+
 # Benchmarks (issue 11): the release binary against the fake CRI and API server (and
 # a private containerd as root); prints a table, writes bench-results.json. About 10
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
@@ -63,6 +75,11 @@ bench: deps
 # Fails on any failed spec not in tests/node-conformance/environmental-failures.txt.
 conformance: deps
 	./scripts/conformance.sh
+
+# The VM tier alone: builds the .deb, boots a Debian VM (systemd, cgroup v2,
+# containerd) under QEMU and joins it with kubeadm; needs root, about 15 minutes.
+vm: deps
+	./scripts/vm-tier.sh
 
 # A static x86_64 binary (glibc static-pie, stripped) in
 # $(CARGO_TARGET_DIR)/x86_64-unknown-linux-gnu/dist/litelet; file and ldd checked.

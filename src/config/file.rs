@@ -303,6 +303,13 @@ impl Reader {
         }
     }
 
+    /// A duration where upstream's defaulting reads zero as "not set" (kubeadm writes
+    /// `0s` for every such field it leaves alone): zero gives None, so the flag's
+    /// default applies, as in the upstream kubelet.
+    fn duration_or_default(&mut self, field: &str, value: &Value) -> Option<Duration> {
+        self.duration(field, value).filter(|d| !d.is_zero())
+    }
+
     fn percent(&mut self, field: &str, value: &Value) -> Option<u8> {
         let n: i64 = self.get(field, value)?;
         match u8::try_from(n) {
@@ -345,8 +352,8 @@ impl Reader {
             match f {
                 "apiVersion" | "kind" => {}
                 "staticPodPath" => c.static_pod_path = self.get(f, v),
-                "syncFrequency" => c.sync_frequency = self.duration(f, v),
-                "fileCheckFrequency" => c.file_check_frequency = self.duration(f, v),
+                "syncFrequency" => c.sync_frequency = self.duration_or_default(f, v),
+                "fileCheckFrequency" => c.file_check_frequency = self.duration_or_default(f, v),
                 "address" => c.address = self.get(f, v),
                 "port" => c.port = self.get(f, v),
                 "healthzPort" => c.healthz_port = self.get(f, v),
@@ -361,14 +368,16 @@ impl Reader {
                 "maxPods" => c.max_pods = self.get(f, v),
                 "podPidsLimit" => c.pod_pids_limit = self.get(f, v),
                 "podLogsDir" => c.pod_logs_dir = self.get(f, v),
-                "runtimeRequestTimeout" => c.runtime_request_timeout = self.duration(f, v),
+                "runtimeRequestTimeout" => {
+                    c.runtime_request_timeout = self.duration_or_default(f, v)
+                }
                 "imageGCHighThresholdPercent" => {
                     c.image_gc_high_threshold_percent = self.percent(f, v)
                 }
                 "imageGCLowThresholdPercent" => {
                     c.image_gc_low_threshold_percent = self.percent(f, v)
                 }
-                "imageMinimumGCAge" => c.image_minimum_gc_age = self.duration(f, v),
+                "imageMinimumGCAge" => c.image_minimum_gc_age = self.duration_or_default(f, v),
                 "kubeAPIQPS" => c.kube_api_qps = self.get(f, v),
                 "kubeAPIBurst" => c.kube_api_burst = self.get(f, v),
                 "checkpointAPIPods" => c.checkpoint_api_pods = self.get(f, v),
@@ -382,8 +391,12 @@ impl Reader {
                         self.get::<String>(f, v).filter(|e| !e.is_empty())
                 }
                 "logging" => c.verbosity = self.logging(v),
-                "nodeStatusUpdateFrequency" => c.node_status_update_frequency = self.duration(f, v),
-                "nodeStatusReportFrequency" => c.node_status_report_frequency = self.duration(f, v),
+                "nodeStatusUpdateFrequency" => {
+                    c.node_status_update_frequency = self.duration_or_default(f, v)
+                }
+                "nodeStatusReportFrequency" => {
+                    c.node_status_report_frequency = self.duration_or_default(f, v)
+                }
                 "kubeReserved" => c.kube_reserved = self.pairs(f, v, "=", node::parse_reserved),
                 "systemReserved" => c.system_reserved = self.pairs(f, v, "=", node::parse_reserved),
                 "evictionHard" => {
@@ -401,7 +414,7 @@ impl Reader {
                         self.pairs(f, v, "=", crate::eviction::config::parse_minimum_reclaim)
                 }
                 "evictionPressureTransitionPeriod" => {
-                    c.eviction_pressure_transition_period = self.duration(f, v)
+                    c.eviction_pressure_transition_period = self.duration_or_default(f, v)
                 }
                 "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = self.get(f, v),
                 "nodeLabels" => c.node_labels = self.pairs(f, v, "=", node::parse_node_labels),

@@ -127,6 +127,8 @@ impl ControlPlane {
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
             "10.0.0.1",
+            // The host's loopback as the VM tier's QEMU guests reach it.
+            "10.0.2.2",
         ]);
         let admin = pki.client("admin", &["system:masters"]);
         let kubelet_client = pki.client("kube-apiserver-kubelet-client", &["system:masters"]);
@@ -481,6 +483,11 @@ impl ControlPlane {
             self.url,
             base64(self.ca_pem.as_bytes()),
         )
+    }
+
+    /// Where the apiserver listens (`127.0.0.1:<port>`).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The admin kubeconfig (for kubectl).

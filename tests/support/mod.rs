@@ -12,6 +12,7 @@ pub mod https;
 pub mod real_node;
 pub mod registry;
 pub mod tcp_proxy;
+pub mod vm;
 
 use std::time::{Duration, Instant};
 

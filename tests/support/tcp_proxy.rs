@@ -19,7 +19,12 @@ pub struct TcpProxy {
 impl TcpProxy {
     /// Listens on 127.0.0.1 (a port of its own) and forwards to `target`.
     pub fn start(target: SocketAddr) -> TcpProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy listen");
+        Self::start_on("127.0.0.1:0", target)
+    }
+
+    /// Listens on `listen` (e.g. a node address and port) and forwards to `target`.
+    pub fn start_on(listen: &str, target: SocketAddr) -> TcpProxy {
+        let listener = TcpListener::bind(listen).expect("proxy listen");
         let addr = listener.local_addr().expect("proxy address");
         let cut = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));

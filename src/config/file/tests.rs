@@ -677,6 +677,38 @@ fn kubeadms_file_with_cgroupfs_is_accepted_and_names_what_has_no_effect() {
     assert!(flags.rotate_certificates, "kubeadm asks for rotation");
 }
 
+/// kubeadm writes `0s` for every duration it leaves alone; upstream's defaulting reads
+/// zero as unset. Taken literally, `runtimeRequestTimeout: 0s` made every CRI call
+/// fail at once with DeadlineExceeded on the first kubeadm-joined node (VM tier).
+#[test]
+fn kubeadms_zero_durations_mean_upstreams_defaults() {
+    let text = KUBEADM_CONFIG.replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &text).unwrap();
+    let defaults = load_with(&temp_config(""), &[]).unwrap();
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(flags.runtime.runtime_request_timeout, Duration::from_secs(120));
+    assert_eq!(flags.sync_frequency, defaults.sync_frequency);
+    assert_eq!(flags.file_check_frequency, defaults.file_check_frequency);
+    assert_eq!(
+        flags.node_status_update_frequency,
+        defaults.node_status_update_frequency
+    );
+    assert_eq!(
+        flags.node_status_report_frequency,
+        defaults.node_status_report_frequency
+    );
+    assert_eq!(
+        flags.minimum_image_ttl_duration,
+        defaults.minimum_image_ttl_duration
+    );
+    assert_eq!(
+        flags.eviction_pressure_transition_period,
+        defaults.eviction_pressure_transition_period
+    );
+    assert!(!flags.sync_frequency.is_zero() && !flags.node_status_update_frequency.is_zero());
+}
+
 #[test]
 fn webhook_cache_ttls_reach_the_server_config() {
     let file = temp_config(
