@@ -104,7 +104,10 @@ fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str) 
 fn marking_pod(name: &str, node: &str, resources: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name},
+        // No service-account token: after a reboot cut off from the API server a
+        // pod that needs one waits for it (README, edge autonomy).
         "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
+            "automountServiceAccountToken": false,
             "containers": [{"name": "main", "image": "localhost/litelet/busybox:1.0",
                 "imagePullPolicy": "Never",
                 "command": ["sh", "-c",

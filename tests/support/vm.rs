@@ -149,7 +149,16 @@ impl Vm {
         }
         std::fs::write(task.join("task.env"), text).expect("task.env");
 
-        let qemu = Command::new("bash")
+        let mut run = Command::new("bash");
+        // A test killed outright must not leave its VM running: run.sh stops QEMU on TERM.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            run.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let qemu = run
             .arg(image.scripts.join("run.sh"))
             .arg(&image.dir)
             .arg(&task)

@@ -687,7 +687,10 @@ fn kubeadms_zero_durations_mean_upstreams_defaults() {
     std::fs::write(file.path(), &text).unwrap();
     let defaults = load_with(&temp_config(""), &[]).unwrap();
     let flags = load_with(&file, &[]).unwrap();
-    assert_eq!(flags.runtime.runtime_request_timeout, Duration::from_secs(120));
+    assert_eq!(
+        flags.runtime.runtime_request_timeout,
+        Duration::from_secs(120)
+    );
     assert_eq!(flags.sync_frequency, defaults.sync_frequency);
     assert_eq!(flags.file_check_frequency, defaults.file_check_frequency);
     assert_eq!(
