@@ -190,15 +190,16 @@ fn bad_values_name_their_fields() {
 }
 
 #[test]
-fn only_the_cgroupfs_driver_is_accepted() {
-    let found = problems("cgroupDriver: systemd\n");
+fn only_the_cgroupfs_and_systemd_drivers_are_accepted() {
+    let found = problems("cgroupDriver: openrc\n");
     assert_eq!(found.len(), 1);
     let text = found[0].to_string();
     assert!(
-        text.starts_with("cgroupDriver: \"systemd\" is not supported"),
+        text.starts_with("cgroupDriver: \"openrc\" is not a cgroup driver"),
         "{text}"
     );
     assert!(parse_text("cgroupDriver: cgroupfs\n").is_ok());
+    assert!(parse_text("cgroupDriver: systemd\n").is_ok());
 }
 
 #[test]
