@@ -350,8 +350,10 @@ fn a_cgroup_driver_mismatch_stops_litelet_at_start() {
     use litelet::cri::pb;
     let via_runtime_config = || {
         let fake = FakeCri::start();
-        let mut linux = pb::LinuxRuntimeConfiguration::default();
-        linux.cgroup_driver = pb::CgroupDriver::SYSTEMD.into();
+        let linux = pb::LinuxRuntimeConfiguration {
+            cgroup_driver: pb::CgroupDriver::SYSTEMD.into(),
+            ..Default::default()
+        };
         fake.state().runtime_config = Some(pb::RuntimeConfigResponse {
             linux: protobuf::MessageField::some(linux),
             ..Default::default()

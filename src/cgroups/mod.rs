@@ -101,15 +101,22 @@ pub enum CgroupError {
     /// No pod cgroup exists for this UID under any QoS cgroup.
     #[error("no pod cgroup for pod uid {uid}")]
     PodNotFound { uid: String },
-    /// systemd refused or failed an operation (systemd driver).
+    /// systemd refused or failed an operation (systemd driver). Boxed: it carries a
+    /// D-Bus error, and every other cgroup error stays small.
     #[error(transparent)]
-    Systemd(#[from] systemd::SystemdError),
+    Systemd(Box<systemd::SystemdError>),
     /// The mount table could not be read.
     #[error("cannot read mount table {path}: {source}")]
     Mountinfo {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl From<systemd::SystemdError> for CgroupError {
+    fn from(e: systemd::SystemdError) -> Self {
+        CgroupError::Systemd(Box::new(e))
+    }
 }
 
 /// One cgroup filesystem layout (v1 or v2): the small set of operations litelet needs.

@@ -166,8 +166,10 @@ mod tests {
             from_runtime_config(&reply),
             RuntimeDriver::Unknown(_)
         ));
-        let mut linux = pb::LinuxRuntimeConfiguration::default();
-        linux.cgroup_driver = pb::CgroupDriver::CGROUPFS.into();
+        let linux = pb::LinuxRuntimeConfiguration {
+            cgroup_driver: pb::CgroupDriver::CGROUPFS.into(),
+            ..Default::default()
+        };
         reply.linux = protobuf::MessageField::some(linux);
         assert!(matches!(
             from_runtime_config(&reply),

@@ -344,7 +344,7 @@ fn a_failed_start_job_fails_the_pod_cgroup() {
         .push("kubepods-burstable-pod6b1f_22c4.slice".into());
     let err = manager.ensure_pod(&burstable(UID)).unwrap_err();
     assert!(
-        matches!(err, CgroupError::Systemd(SystemdError::JobFailed { ref result, .. }) if result == "failed"),
+        matches!(&err, CgroupError::Systemd(e) if matches!(**e, SystemdError::JobFailed { ref result, .. } if result == "failed")),
         "{err}"
     );
     assert!(!manager.exists(UID));
