@@ -76,8 +76,8 @@ pub enum SystemdError {
     #[error("systemd job for {unit} ended with {result:?}")]
     JobFailed { unit: String, result: String },
     /// The job did not finish in time.
-    #[error("systemd job for {unit} did not finish within {seconds}s")]
-    JobTimeout { unit: String, seconds: u64 },
+    #[error("systemd job for {unit} did not finish within {millis} ms")]
+    JobTimeout { unit: String, millis: u64 },
 }
 
 fn invalid(name: &str, reason: &'static str) -> CgroupError {

@@ -24,11 +24,12 @@ pub const JOB_TIMEOUT: Duration = Duration::from_secs(30);
 const CALL_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// systemd through the system bus.
-#[derive(Default)]
 pub struct DbusUnits {
     /// The bus address; `None` is the system bus.
     address: Option<String>,
     conn: Mutex<Option<Connection>>,
+    /// How long a job may take ([`JOB_TIMEOUT`]).
+    job_timeout: Duration,
 }
 
 impl std::fmt::Debug for DbusUnits {
@@ -51,6 +52,7 @@ impl DbusUnits {
         let units = DbusUnits {
             address,
             conn: Mutex::new(None),
+            job_timeout: JOB_TIMEOUT,
         };
         let conn = units.connect().map_err(|source| SystemdError::Bus {
             step: "connect for",
@@ -59,6 +61,12 @@ impl DbusUnits {
         })?;
         *units.lock() = Some(conn);
         Ok(units)
+    }
+
+    /// The same with another bound on each job (tests).
+    pub fn with_job_timeout(mut self, timeout: Duration) -> DbusUnits {
+        self.job_timeout = timeout;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
@@ -135,14 +143,19 @@ fn properties_value(properties: Vec<Property>) -> Value {
 }
 
 /// Waits for `JobRemoved` of `job`; its result must be `done`.
-fn wait_job(conn: &mut Connection, unit: &str, job: &str) -> Result<(), SystemdError> {
-    let deadline = Instant::now() + JOB_TIMEOUT;
+fn wait_job(
+    conn: &mut Connection,
+    unit: &str,
+    job: &str,
+    timeout: Duration,
+) -> Result<(), SystemdError> {
+    let deadline = Instant::now() + timeout;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Err(SystemdError::JobTimeout {
                 unit: unit.to_owned(),
-                seconds: JOB_TIMEOUT.as_secs(),
+                millis: timeout.as_millis() as u64,
             });
         }
         let msg = conn
@@ -213,7 +226,7 @@ impl SystemdUnits for DbusUnits {
             match call(conn, "start", unit, msg) {
                 Ok(reply) => {
                     let job = job_path(&reply, unit, "start")?;
-                    wait_job(conn, unit, &job)
+                    wait_job(conn, unit, &job, self.job_timeout)
                 }
                 Err(SystemdError::Bus { source, .. })
                     if source.remote_name() == Some(UNIT_EXISTS) =>
@@ -246,7 +259,7 @@ impl SystemdUnits for DbusUnits {
             match call(conn, "stop", unit, msg) {
                 Ok(reply) => {
                     let job = job_path(&reply, unit, "stop")?;
-                    wait_job(conn, unit, &job)
+                    wait_job(conn, unit, &job, self.job_timeout)
                 }
                 Err(SystemdError::Bus { source, .. })
                     if source.remote_name() == Some(NO_SUCH_UNIT) =>
