@@ -18,9 +18,12 @@ use support::dbus_daemon::DbusDaemon;
 
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 
-/// The stand-in: method calls it received (member, body), in order.
+/// Method calls received: (member, body), in order.
+type CallLog = Arc<Mutex<Vec<(String, Vec<Value>)>>>;
+
+/// The stand-in and the calls it received.
 struct FakeSystemd {
-    calls: Arc<Mutex<Vec<(String, Vec<Value>)>>>,
+    calls: CallLog,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -44,7 +47,7 @@ impl FakeSystemd {
             )
             .expect("RequestName");
         assert_eq!(reply.body, vec![Value::U32(1)], "primary owner");
-        let calls = Arc::new(Mutex::new(Vec::new()));
+        let calls: CallLog = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let mut loaded: BTreeSet<String> = existing.iter().map(|s| s.to_string()).collect();
         let (log, quit) = (calls.clone(), stop.clone());
