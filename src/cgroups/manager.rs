@@ -499,7 +499,9 @@ impl PodCgroupManager {
     /// Removes the pod cgroup of `uid` wherever it is (all QoS classes, all
     /// hierarchies), with any container cgroups left below it. Already removed is
     /// success. Processes still inside make it fail with `FsError::Busy` naming the
-    /// cgroup; what could be removed is removed.
+    /// cgroup; what could be removed is removed. With systemd, stopping the slice
+    /// first ends what still runs in it (as upstream's `Destroy`, which kills the
+    /// cgroup's processes before removing it).
     pub fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
         let mut first_error = None;
         for name in self.candidates(uid)? {
