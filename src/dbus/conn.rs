@@ -27,6 +27,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// this, so a connection nobody reads cannot grow without bound.
 const MAX_QUEUED: usize = 4096;
 
+/// Bytes one read takes at most.
+const READ_CHUNK: usize = 64 * 1024;
+
 /// Descriptors one read can carry.
 const MAX_FDS_PER_READ: usize = 32;
 
@@ -35,6 +38,8 @@ pub struct Connection {
     stream: UnixStream,
     /// Bytes read but not yet parsed.
     rbuf: Vec<u8>,
+    /// What one read lands in (kept to avoid an allocation per read).
+    chunk: Vec<u8>,
     /// Descriptors received but not yet attached to a message.
     fds: VecDeque<OwnedFd>,
     /// Whether the bus agreed to pass unix fds.
@@ -62,6 +67,7 @@ impl Connection {
         let mut conn = Connection {
             stream,
             rbuf: Vec::new(),
+            chunk: vec![0; READ_CHUNK],
             fds: VecDeque::new(),
             fd_passing: false,
             last_serial: 0,
@@ -155,10 +161,9 @@ impl Connection {
             }
         }
         let fd = self.stream.as_raw_fd();
-        let mut chunk = vec![0u8; 64 * 1024];
         let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS_PER_READ]);
         let (len, received) = {
-            let mut iov = [IoSliceMut::new(&mut chunk)];
+            let mut iov = [IoSliceMut::new(&mut self.chunk)];
             let msg = match recvmsg::<UnixAddr>(
                 fd,
                 &mut iov,
@@ -194,7 +199,7 @@ impl Connection {
         if len == 0 {
             return Err(DbusError::Closed);
         }
-        self.rbuf.extend_from_slice(&chunk[..len]);
+        self.rbuf.extend_from_slice(&self.chunk[..len]);
         Ok(true)
     }
 

@@ -82,8 +82,14 @@ impl Encoder {
             Value::Signature(s) => self.sig(s)?,
             Value::Array { elem, items } => {
                 // Parsed as the array's type: a dict entry is valid only there.
-                let Type::Array(elem_type) = single_type(&format!("a{elem}"))? else {
-                    unreachable!("a signature starting with 'a' parses as an array")
+                let elem_type = match single_type(&format!("a{elem}"))? {
+                    Type::Array(t) => t,
+                    other => {
+                        return Err(DbusError::Protocol(format!(
+                            "array element signature {elem:?} parsed as {}",
+                            other.signature()
+                        )))
+                    }
                 };
                 self.u32_at(0);
                 let len_at = self.buf.len() - 4;

@@ -100,15 +100,13 @@ impl DbusUnits {
         f: impl FnOnce(&mut Connection) -> Result<T, SystemdError>,
     ) -> Result<T, SystemdError> {
         let mut guard = self.lock();
-        if guard.is_none() {
-            *guard = Some(self.connect().map_err(|source| SystemdError::Bus {
+        let conn = match guard.as_mut() {
+            Some(conn) => conn,
+            None => guard.insert(self.connect().map_err(|source| SystemdError::Bus {
                 step,
                 unit: unit.to_owned(),
                 source,
-            })?);
-        }
-        let Some(conn) = guard.as_mut() else {
-            unreachable!("connected just above");
+            })?),
         };
         let result = f(conn);
         if let Err(SystemdError::Bus { source, .. }) = &result {
@@ -136,10 +134,6 @@ fn call(
             unit: unit.to_owned(),
             source,
         })
-}
-
-fn properties_value(properties: Vec<Property>) -> Value {
-    Value::properties(properties)
 }
 
 /// Waits for `JobRemoved` of `job`; its result must be `done`.
@@ -211,7 +205,7 @@ fn set_properties(
     let msg = Message::method_call(DESTINATION, PATH, MANAGER, "SetUnitProperties")
         .arg(Value::str(unit))
         .arg(Value::Bool(true))
-        .arg(properties_value(properties));
+        .arg(Value::properties(properties));
     call(conn, "set properties of", unit, msg).map(drop)
 }
 
@@ -221,7 +215,7 @@ impl SystemdUnits for DbusUnits {
             let msg = Message::method_call(DESTINATION, PATH, MANAGER, "StartTransientUnit")
                 .arg(Value::str(unit))
                 .arg(Value::str("replace"))
-                .arg(properties_value(properties.clone()))
+                .arg(Value::properties(properties.clone()))
                 .arg(Value::array("(sa(sv))", vec![]));
             match call(conn, "start", unit, msg) {
                 Ok(reply) => {
