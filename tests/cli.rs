@@ -27,6 +27,7 @@ fn version_flag() {
 fn runtime_info_prints_name_version_and_conditions() {
     let fake = FakeCri::start();
     fake.set_condition("NetworkReady", false, "NetworkPluginNotReady");
+    fake.state().status_info = containerd_status_info(true);
     let out = Command::new(LITELET)
         .args([
             "runtime-info",
@@ -46,6 +47,10 @@ fn runtime_info_prints_name_version_and_conditions() {
     assert!(text.contains("RuntimeReady   true"), "{text}");
     assert!(
         text.contains("NetworkReady   false  reason=NetworkPluginNotReady"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CgroupDriver:    systemd (from containerd's"),
         "{text}"
     );
 }
