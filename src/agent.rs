@@ -18,8 +18,9 @@ use crate::api::request_threads::RequestThreads;
 use crate::certificate::rotation::Rotation;
 use crate::certificate::store::CertStore;
 use crate::certificate::CertKind;
-use crate::cgroups::manager::{ManagerConfig, PodCgroupManager};
-use crate::config::Flags;
+use crate::cgroups::manager::{Driver as CgroupsDriver, ManagerConfig, PodCgroupManager};
+use crate::cgroups::systemd::bus::DbusUnits;
+use crate::config::{CgroupDriver, Flags};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::events::Recorder;
@@ -473,6 +474,25 @@ struct RuntimeParts {
     runtime_name: String,
 }
 
+/// Refuses to go on when the runtime puts containers under the other cgroup driver
+/// (pods and their containers would end up in two trees); an unknown driver is a
+/// warning.
+fn check_cgroup_driver(
+    configured: CgroupDriver,
+    runtime: &RuntimeClient,
+) -> Result<(), AgentError> {
+    let detected = cri::cgroup_driver::detect(runtime);
+    match cri::cgroup_driver::check(configured.as_str(), &detected) {
+        Ok(Some(warning)) => log::warn!("{warning}"),
+        Ok(None) => log::info!(
+            "cgroup driver {}, the same as the runtime's",
+            configured.as_str()
+        ),
+        Err(refusal) => return Err(AgentError::Config(refusal)),
+    }
+    Ok(())
+}
+
 fn start_runtime(
     flags: &Flags,
     host: &Host,
@@ -481,6 +501,7 @@ fn start_runtime(
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<RuntimeParts, AgentError> {
+    check_cgroup_driver(flags.cgroup_driver, runtime)?;
     let root_dir = &host.root_dir;
     let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
     let settings = RuntimeSettings {
@@ -528,12 +549,26 @@ fn start_runtime(
             }),
     );
 
-    // litelet writes pod cgroups through cgroupfs (the only --cgroup-driver it accepts).
-    let cgroups = match PodCgroupManager::from_system(ManagerConfig {
-        cgroup_root: flags.cgroup_root.clone(),
-        pod_pids_limit: u64::try_from(flags.pod_max_pids).ok().filter(|n| *n > 0),
-        ..Default::default()
-    })
+    // Pod cgroups through cgroupfs, or through systemd's slices (--cgroup-driver); the
+    // runtime's driver was checked to be the same before.
+    let driver = match flags.cgroup_driver {
+        CgroupDriver::Cgroupfs => CgroupsDriver::Cgroupfs,
+        CgroupDriver::Systemd => {
+            CgroupsDriver::Systemd(Box::new(DbusUnits::system().map_err(|e| {
+                AgentError::Config(format!(
+                    "--cgroup-driver=systemd needs systemd on the system bus: {e}"
+                ))
+            })?))
+        }
+    };
+    let cgroups = match PodCgroupManager::from_system_with(
+        ManagerConfig {
+            cgroup_root: flags.cgroup_root.clone(),
+            pod_pids_limit: u64::try_from(flags.pod_max_pids).ok().filter(|n| *n > 0),
+            ..Default::default()
+        },
+        driver,
+    )
     .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
     {
         Ok(m) => {

@@ -87,8 +87,9 @@ pub struct Flags {
     #[arg(long, value_name = "/NAME", default_value = "/")]
     pub cgroup_root: String,
 
-    /// The cgroup driver of the runtime: only `cgroupfs` (litelet writes pod cgroups
-    /// itself); `systemd` is refused at start, as in the config file.
+    /// How pod cgroups are made: `cgroupfs` (litelet writes cgroupfs itself) or
+    /// `systemd` (a transient slice per pod through systemd's D-Bus API). It must match
+    /// the runtime's driver; litelet refuses to start when the runtime says otherwise.
     #[arg(long, value_name = "DRIVER", default_value = "cgroupfs", value_parser = cgroup_driver)]
     pub cgroup_driver: CgroupDriver,
 
@@ -334,28 +335,38 @@ pub struct Flags {
     pub verbosity: u8,
 }
 
-/// How cgroups are managed on the node (upstream `--cgroup-driver`). litelet writes
-/// pod cgroups through cgroupfs only: under the systemd driver systemd owns the tree
-/// (slices and scopes) and direct writes would fight it, so `systemd` is refused at
-/// start by the flag and the config file alike rather than accepted and half honoured.
+/// How cgroups are managed on the node (upstream `--cgroup-driver`): by writing
+/// cgroupfs directly, or through systemd, which owns the tree on systemd hosts (slices
+/// for pods, scopes for containers). The runtime must use the same driver.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CgroupDriver {
-    /// Direct writes to cgroupfs: the driver litelet implements.
+    /// Direct writes to cgroupfs (`/kubepods/burstable/pod<uid>`).
     #[default]
     Cgroupfs,
+    /// Transient systemd slices (`kubepods-burstable-pod<uid>.slice`).
+    Systemd,
 }
 
-/// Why a cgroup driver other than cgroupfs is refused; the config file says the same.
+impl CgroupDriver {
+    /// The name the flag, the config file and CRI use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDriver::Cgroupfs => "cgroupfs",
+            CgroupDriver::Systemd => "systemd",
+        }
+    }
+}
+
+/// Why a cgroup driver name is refused; the config file says the same.
 pub fn unsupported_cgroup_driver(driver: &str) -> String {
-    format!(
-        "{driver:?} is not supported: litelet writes cgroupfs itself, so only \"cgroupfs\" \
-         works (configure the runtime with SystemdCgroup = false)"
-    )
+    format!("{driver:?} is not a cgroup driver: use \"cgroupfs\" or \"systemd\"")
 }
 
-fn cgroup_driver(text: &str) -> Result<CgroupDriver, String> {
+/// Parses a cgroup driver name as the flag and the config file take it.
+pub fn cgroup_driver(text: &str) -> Result<CgroupDriver, String> {
     match text {
         "cgroupfs" => Ok(CgroupDriver::Cgroupfs),
+        "systemd" => Ok(CgroupDriver::Systemd),
         other => Err(unsupported_cgroup_driver(other)),
     }
 }

@@ -5,18 +5,25 @@
 
 use std::fmt::Write as _;
 
+use crate::cri::cgroup_driver::{self, RuntimeDriver};
 use crate::cri::{pb, CriError, RuntimeClient};
 use crate::runtime::inspect;
 use crate::runtime::model::SandboxState;
 
-/// Queries Version and Status and renders them as aligned text.
+/// Queries Version, Status and the cgroup driver, and renders them as aligned text.
 pub fn report(client: &RuntimeClient) -> Result<String, CriError> {
     let version = client.check_version()?;
     let status = client.status(&pb::StatusRequest {
         verbose: false,
         ..Default::default()
     })?;
-    Ok(render(client.endpoint().to_string(), &version, &status))
+    let driver = cgroup_driver::detect(client);
+    Ok(render(
+        client.endpoint().to_string(),
+        &version,
+        &status,
+        &driver,
+    ))
 }
 
 /// Lists every pod litelet created in the runtime with its containers, newest first.
@@ -58,12 +65,23 @@ pub fn pods_report(client: &RuntimeClient) -> Result<String, CriError> {
     Ok(out)
 }
 
-fn render(endpoint: String, version: &pb::VersionResponse, status: &pb::StatusResponse) -> String {
+fn render(
+    endpoint: String,
+    version: &pb::VersionResponse,
+    status: &pb::StatusResponse,
+    driver: &RuntimeDriver,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Endpoint:        {endpoint}");
     let _ = writeln!(out, "RuntimeName:     {}", version.runtime_name);
     let _ = writeln!(out, "RuntimeVersion:  {}", version.runtime_version);
     let _ = writeln!(out, "RuntimeApiVersion: {}", version.runtime_api_version);
+    let _ = match driver {
+        RuntimeDriver::Known { driver, source } => {
+            writeln!(out, "CgroupDriver:    {driver} (from {source})")
+        }
+        RuntimeDriver::Unknown(why) => writeln!(out, "CgroupDriver:    unknown ({why})"),
+    };
     let _ = writeln!(out, "Conditions:");
     let conditions = status
         .status
@@ -108,7 +126,15 @@ mod tests {
             ..Default::default()
         });
         status.status = Some(runtime_status).into();
-        let text = render("unix:///x.sock".into(), &version, &status);
+        let driver = RuntimeDriver::Known {
+            driver: "systemd",
+            source: "CRI RuntimeConfig",
+        };
+        let text = render("unix:///x.sock".into(), &version, &status, &driver);
+        assert!(
+            text.contains("CgroupDriver:    systemd (from CRI RuntimeConfig)"),
+            "{text}"
+        );
         assert!(text.contains("RuntimeName:     containerd"), "{text}");
         assert!(text.contains("RuntimeApiVersion: v1"), "{text}");
         assert!(

@@ -27,6 +27,7 @@ fn version_flag() {
 fn runtime_info_prints_name_version_and_conditions() {
     let fake = FakeCri::start();
     fake.set_condition("NetworkReady", false, "NetworkPluginNotReady");
+    fake.state().status_info = containerd_status_info(true);
     let out = Command::new(LITELET)
         .args([
             "runtime-info",
@@ -46,6 +47,10 @@ fn runtime_info_prints_name_version_and_conditions() {
     assert!(text.contains("RuntimeReady   true"), "{text}");
     assert!(
         text.contains("NetworkReady   false  reason=NetworkPluginNotReady"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CgroupDriver:    systemd (from containerd's"),
         "{text}"
     );
 }
@@ -331,5 +336,89 @@ fn a_panic_in_an_essential_thread_stops_litelet() {
             log.contains(&format!("essential thread {thread:?} panicked")),
             "{thread}:\n{log}"
         );
+    }
+}
+
+/// containerd's CRI config as its verbose Status carries it (`info["config"]`).
+fn containerd_status_info(systemd_cgroup: bool) -> std::collections::HashMap<String, String> {
+    let config = format!(
+        r#"{{"containerd":{{"defaultRuntimeName":"runc","runtimes":{{"runc":{{"runtimeType":"io.containerd.runc.v2","options":{{"SystemdCgroup":{systemd_cgroup}}}}}}}}}}}"#
+    );
+    std::collections::HashMap::from([("config".to_owned(), config)])
+}
+
+/// litelet refuses to start when the runtime uses the other cgroup driver, whether
+/// the runtime says so through CRI RuntimeConfig or (containerd 1.6/1.7, where that
+/// is UNIMPLEMENTED) through its config in the verbose Status; the message names both.
+#[test]
+fn a_cgroup_driver_mismatch_stops_litelet_at_start() {
+    use litelet::cri::pb;
+    let via_runtime_config = || {
+        let fake = FakeCri::start();
+        let linux = pb::LinuxRuntimeConfiguration {
+            cgroup_driver: pb::CgroupDriver::SYSTEMD.into(),
+            ..Default::default()
+        };
+        fake.state().runtime_config = Some(pb::RuntimeConfigResponse {
+            linux: protobuf::MessageField::some(linux),
+            ..Default::default()
+        });
+        (fake, "CRI RuntimeConfig")
+    };
+    let via_status = || {
+        let fake = FakeCri::start();
+        fake.state().status_info = containerd_status_info(true);
+        (fake, "SystemdCgroup")
+    };
+    for (fake, source) in [via_runtime_config(), via_status()] {
+        let dir = tempfile::tempdir().unwrap();
+        let (status, text) = run_agent(
+            dir.path(),
+            &["--container-runtime-endpoint", &fake.endpoint()],
+            &[],
+            Duration::from_secs(20),
+        );
+        let status = status.unwrap_or_else(|| panic!("litelet kept running:\n{text}"));
+        assert!(!status.success(), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains("cgroup driver mismatch"))
+            .unwrap_or_else(|| panic!("no mismatch message:\n{text}"));
+        assert!(
+            line.contains("\"cgroupfs\"") && line.contains("\"systemd\"") && line.contains(source),
+            "{line}"
+        );
+        assert_eq!(fake.count("RunPodSandbox"), 0);
+        assert_eq!(fake.count("RuntimeConfig"), 1);
+    }
+}
+
+/// The same driver on both sides starts normally; a runtime that tells nothing is
+/// only warned about.
+#[test]
+fn a_matching_or_unknown_runtime_cgroup_driver_lets_litelet_start() {
+    for info in [containerd_status_info(false), Default::default()] {
+        let fake = FakeCri::start();
+        let unknown = info.is_empty();
+        fake.state().status_info = info;
+        let dir = tempfile::tempdir().unwrap();
+        let (status, text) = run_agent(
+            dir.path(),
+            &["--container-runtime-endpoint", &fake.endpoint()],
+            &[],
+            Duration::from_secs(4),
+        );
+        assert!(status.is_none(), "litelet exited {status:?}:\n{text}");
+        assert!(!text.contains("mismatch"), "{text}");
+        if unknown {
+            assert!(
+                text.lines()
+                    .any(|l| l.contains("WARN")
+                        && l.contains("cannot tell the runtime's cgroup driver")),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains("the same as the runtime's"), "{text}");
+        }
     }
 }

@@ -102,7 +102,7 @@ fn a_bad_config_file_is_refused_by_name() {
     std::fs::write(
         &path,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         cgroupDriver: systemd\nserializeImagePulls: false\nmaxPod: 3\n",
+         cgroupDriver: openrc\nserializeImagePulls: false\nmaxPod: 3\n",
     )
     .unwrap();
     let out = litelet(&["--config", path.to_str().unwrap()]);

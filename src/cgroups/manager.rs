@@ -1,19 +1,23 @@
-//! `PodCgroupManager`: pod cgroups for the cgroupfs driver (upstream
-//! `pod_container_manager_linux.go` and `qos_container_manager_linux.go`, cgroupfs only).
+//! `PodCgroupManager`: pod and QoS cgroups (upstream `pod_container_manager_linux.go`,
+//! `qos_container_manager_linux.go` and `cgroup_manager_linux.go`), with either driver.
 //!
 //! Layout under `--cgroup-root` (default `/`), the same on v1 (in each managed
-//! hierarchy) and v2:
+//! hierarchy) and v2. The cgroupfs driver:
 //! ```text
 //! <cgroup-root>/kubepods/pod<uid>              Guaranteed pods
 //! <cgroup-root>/kubepods/burstable/pod<uid>    Burstable pods
 //! <cgroup-root>/kubepods/besteffort/pod<uid>   BestEffort pods
 //! ```
-//! The pod's cgroup name (e.g. `/kubepods/burstable/pod<uid>`) is the sandbox's
-//! `cgroup_parent`; runc creates the container cgroups below it.
+//! The systemd driver (see [`super::systemd`]): the same names as slices,
+//! `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`, made
+//! with `StartTransientUnit`, changed with `SetUnitProperties`, removed with
+//! `StopUnit`; after systemd, the exact values are written through cgroupfs with the
+//! same code as the cgroupfs driver, so a pod's files are the same with both.
 //!
-//! Only the cgroupfs driver exists: litelet's machines have no systemd as PID 1 and
-//! containerd runs with `SystemdCgroup = false`. v1 or v2 is detected once, at
-//! construction, from the injected mount table and mount root.
+//! The pod cgroup's on-disk path (e.g. `/kubepods/burstable/pod<uid>`, or the slice
+//! path) is the sandbox's `cgroup_parent`; the runtime creates the container cgroups
+//! below it. v1 or v2 is detected once, at construction, from the injected mount
+//! table and mount root.
 //!
 //! Threads: pod workers (create before the sandbox, remove after termination, resize
 //! writes) and housekeeping (`list_pod_uids` to find orphans) call it concurrently; it
@@ -40,6 +44,9 @@ use super::detect::{detect, CgroupMode};
 use super::name::{check_part, CgroupName};
 use super::qos::{pod_qos, qos_cpu_shares, QosClass, QosCpuShares};
 use super::resources::{CgroupResources, Limit};
+use super::systemd::{
+    parse_slice, pod_uid_of_slice, resource_properties, slice_path, slice_properties, SystemdUnits,
+};
 use super::v1::CgroupV1;
 use super::v2::CgroupV2;
 use super::{CgroupError, CgroupVersion, Cgroupfs, DEFAULT_MOUNT_ROOT, MOUNTINFO_PATH};
@@ -87,6 +94,15 @@ impl Default for ManagerConfig {
     }
 }
 
+/// How the manager makes, changes and removes cgroups.
+#[derive(Debug)]
+pub enum Driver {
+    /// Directly on cgroupfs.
+    Cgroupfs,
+    /// Through systemd's transient slices, then cgroupfs for the exact values.
+    Systemd(Box<dyn SystemdUnits>),
+}
+
 /// Pod and QoS cgroups on one machine.
 #[derive(Debug)]
 pub struct PodCgroupManager {
@@ -94,6 +110,7 @@ pub struct PodCgroupManager {
     mode: CgroupMode,
     kubepods: CgroupName,
     config: ManagerConfig,
+    driver: Driver,
 }
 
 impl PodCgroupManager {
@@ -104,6 +121,17 @@ impl PodCgroupManager {
         mountinfo: &str,
         config: ManagerConfig,
     ) -> Result<PodCgroupManager, CgroupError> {
+        Self::with_driver(mount_root, mountinfo, config, Driver::Cgroupfs)
+    }
+
+    /// [`PodCgroupManager::new`] with a chosen driver. With systemd, `--cgroup-root`
+    /// may also be given as a slice (`/litelet.slice` is the name `/litelet`).
+    pub fn with_driver(
+        mount_root: &Path,
+        mountinfo: &str,
+        config: ManagerConfig,
+        driver: Driver,
+    ) -> Result<PodCgroupManager, CgroupError> {
         let period = config.options.cpu_period_us;
         if !(MIN_PERIOD_US..=MAX_PERIOD_US).contains(&period) {
             return Err(CgroupError::InvalidPeriod { value: period });
@@ -113,29 +141,99 @@ impl PodCgroupManager {
             (CgroupMode::Unified, Some(point)) => Box::new(CgroupV2::new(point)),
             _ => Box::new(CgroupV1::new(&layout, mount_root)?),
         };
-        let kubepods = CgroupName::parse(&config.cgroup_root)?.child(KUBEPODS)?;
-        info!(
-            "cgroups: {:?} layout under {}, pods under {}",
-            layout.mode,
-            mount_root.display(),
-            kubepods
-        );
-        Ok(PodCgroupManager {
+        let root = match &driver {
+            Driver::Systemd(_) if config.cgroup_root.ends_with(super::systemd::SLICE_SUFFIX) => {
+                parse_slice(&config.cgroup_root)?
+            }
+            _ => CgroupName::parse(&config.cgroup_root)?,
+        };
+        let kubepods = root.child(KUBEPODS)?;
+        let manager = PodCgroupManager {
             fs,
             mode: layout.mode,
             kubepods,
             config,
-        })
+            driver,
+        };
+        // A name systemd cannot spell fails here, not at the first pod.
+        let on_disk = manager.on_disk(&manager.kubepods)?;
+        info!(
+            "cgroups: {:?} layout under {}, pods under {} ({} driver)",
+            layout.mode,
+            mount_root.display(),
+            on_disk,
+            manager.driver_name()
+        );
+        Ok(manager)
     }
 
     /// [`PodCgroupManager::new`] with this machine's mount table and `/sys/fs/cgroup`.
     pub fn from_system(config: ManagerConfig) -> Result<PodCgroupManager, CgroupError> {
+        Self::from_system_with(config, Driver::Cgroupfs)
+    }
+
+    /// [`PodCgroupManager::from_system`] with a chosen driver.
+    pub fn from_system_with(
+        config: ManagerConfig,
+        driver: Driver,
+    ) -> Result<PodCgroupManager, CgroupError> {
         let mountinfo =
             std::fs::read_to_string(MOUNTINFO_PATH).map_err(|source| CgroupError::Mountinfo {
                 path: MOUNTINFO_PATH.into(),
                 source,
             })?;
-        PodCgroupManager::new(Path::new(DEFAULT_MOUNT_ROOT), &mountinfo, config)
+        PodCgroupManager::with_driver(Path::new(DEFAULT_MOUNT_ROOT), &mountinfo, config, driver)
+    }
+
+    /// `cgroupfs` or `systemd`.
+    pub fn driver_name(&self) -> &'static str {
+        match self.driver {
+            Driver::Cgroupfs => "cgroupfs",
+            Driver::Systemd(_) => "systemd",
+        }
+    }
+
+    /// Where a cgroup name lives on cgroupfs: the name itself with the cgroupfs
+    /// driver, its slice path with systemd.
+    pub fn on_disk(&self, name: &CgroupName) -> Result<CgroupName, CgroupError> {
+        match self.driver {
+            Driver::Cgroupfs => Ok(name.clone()),
+            Driver::Systemd(_) => slice_path(name),
+        }
+    }
+
+    /// Makes the cgroup `name` with `resources` (all ancestors too).
+    fn make(
+        &self,
+        name: &CgroupName,
+        resources: &CgroupResources,
+        description: &str,
+    ) -> Result<(), CgroupError> {
+        let path = self.on_disk(name)?;
+        if let Driver::Systemd(units) = &self.driver {
+            let mut properties = slice_properties(name, description)?;
+            properties.extend(resource_properties(
+                resources,
+                self.version(),
+                self.config.options.cpu_period_us,
+            ));
+            units.start_slice(&unit_of(&path)?, properties)?;
+        }
+        // With systemd: only what systemd left out (a hierarchy it does not manage).
+        self.fs.create(&path)?;
+        self.fs.apply(&path, resources)
+    }
+
+    /// Writes the `Some` fields of `resources` to the existing cgroup at `path`.
+    fn write(&self, path: &CgroupName, resources: &CgroupResources) -> Result<(), CgroupError> {
+        if let Driver::Systemd(units) = &self.driver {
+            let properties =
+                resource_properties(resources, self.version(), self.config.options.cpu_period_us);
+            if !properties.is_empty() {
+                units.set_properties(&unit_of(path)?, properties)?;
+            }
+        }
+        self.fs.apply(path, resources)
     }
 
     /// The interface version in use (hybrid machines use v1).
@@ -164,13 +262,28 @@ impl PodCgroupManager {
     /// Creates `kubepods`, `kubepods/burstable` and `kubepods/besteffort`, and gives
     /// BestEffort the minimum CPU shares. Idempotent; run at start-up.
     pub fn ensure_qos_hierarchy(&self) -> Result<(), CgroupError> {
-        for class in [QosClass::Burstable, QosClass::BestEffort] {
-            self.fs.create(&self.qos_cgroup(class))?;
-        }
         let best_effort = CgroupResources {
             cpu_shares: Some(MIN_SHARES),
             ..Default::default()
         };
+        if let Driver::Systemd(_) = self.driver {
+            // Each slice is its own unit: the parent first.
+            let none = CgroupResources::default();
+            self.make(&self.kubepods, &none, "pods")?;
+            self.make(
+                &self.qos_cgroup(QosClass::Burstable),
+                &none,
+                "Burstable pods",
+            )?;
+            return self.make(
+                &self.qos_cgroup(QosClass::BestEffort),
+                &best_effort,
+                "BestEffort pods",
+            );
+        }
+        for class in [QosClass::Burstable, QosClass::BestEffort] {
+            self.fs.create(&self.qos_cgroup(class))?;
+        }
         self.fs
             .apply(&self.qos_cgroup(QosClass::BestEffort), &best_effort)
     }
@@ -187,7 +300,7 @@ impl PodCgroupManager {
                 cpu_shares: Some(value),
                 ..Default::default()
             };
-            self.fs.apply(&self.qos_cgroup(class), &config)?;
+            self.write(&self.on_disk(&self.qos_cgroup(class))?, &config)?;
         }
         Ok(shares)
     }
@@ -204,10 +317,12 @@ impl PodCgroupManager {
             .child(&Self::pod_part(pod.uid())?)
     }
 
-    /// The pod cgroup in the cgroupfs driver's form, e.g. `/kubepods/burstable/pod<uid>`:
-    /// the sandbox's `cgroup_parent`.
+    /// The pod cgroup as the runtime takes it, the sandbox's `cgroup_parent`: its
+    /// on-disk path, `/kubepods/burstable/pod<uid>` with the cgroupfs driver,
+    /// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice` with
+    /// systemd (upstream's `ToSystemd`; runtimes take the slice from its last part).
     pub fn pod_cgroup_name(&self, pod: &Pod) -> Result<String, CgroupError> {
-        Ok(self.pod_cgroup(pod)?.to_cgroupfs())
+        Ok(self.on_disk(&self.pod_cgroup(pod)?)?.to_cgroupfs())
     }
 
     /// What [`PodCgroupManager::create_or_update_pod`] writes for `pod` (pass the pod
@@ -222,12 +337,12 @@ impl PodCgroupManager {
     /// (upstream `EnsureExists`); returns whether it was created. An existing cgroup is
     /// left as it is: changing it is the resize path's job, in its order.
     pub fn ensure_pod(&self, pod: &Pod) -> Result<bool, CgroupError> {
-        let name = self.pod_cgroup(pod)?;
+        let logical = self.pod_cgroup(pod)?;
+        let name = self.on_disk(&logical)?;
         if self.fs.exists(&name) {
             return Ok(false);
         }
-        self.fs.create(&name)?;
-        self.fs.apply(&name, &self.pod_resources(pod))?;
+        self.make(&logical, &self.pod_resources(pod), &pod_description(pod))?;
         info!(
             "created pod cgroup {name} for pod {}/{} uid {}",
             pod.namespace(),
@@ -243,9 +358,14 @@ impl PodCgroupManager {
     /// container still has a higher one; resize code lowers containers first and uses
     /// [`PodCgroupManager::update_pod_resources`] with only the fields it changes.
     pub fn create_or_update_pod(&self, pod: &Pod) -> Result<(), CgroupError> {
-        let name = self.pod_cgroup(pod)?;
-        self.fs.create(&name)?;
-        self.fs.apply(&name, &self.pod_resources(pod))?;
+        let logical = self.pod_cgroup(pod)?;
+        let name = self.on_disk(&logical)?;
+        match self.driver {
+            Driver::Systemd(_) if self.fs.exists(&name) => {
+                self.write(&name, &self.pod_resources(pod))?
+            }
+            _ => self.make(&logical, &self.pod_resources(pod), &pod_description(pod))?,
+        }
         debug!(
             "wrote pod cgroup {name} for pod {}/{} uid {}",
             pod.namespace(),
@@ -255,7 +375,7 @@ impl PodCgroupManager {
         Ok(())
     }
 
-    /// Every place the pod cgroup of `uid` can be, Guaranteed first.
+    /// Every place on disk the pod cgroup of `uid` can be, Guaranteed first.
     fn candidates(&self, uid: &str) -> Result<Vec<CgroupName>, CgroupError> {
         let part = Self::pod_part(uid)?;
         [
@@ -264,11 +384,11 @@ impl PodCgroupManager {
             QosClass::BestEffort,
         ]
         .into_iter()
-        .map(|class| self.qos_cgroup(class).child(&part))
+        .map(|class| self.on_disk(&self.qos_cgroup(class).child(&part)?))
         .collect()
     }
 
-    /// The existing pod cgroup of `uid`, if any.
+    /// The existing pod cgroup of `uid`, if any, as its on-disk path.
     pub fn find_pod(&self, uid: &str) -> Result<Option<CgroupName>, CgroupError> {
         Ok(self
             .candidates(uid)?
@@ -295,7 +415,7 @@ impl PodCgroupManager {
         resources: &CgroupResources,
     ) -> Result<(), CgroupError> {
         let name = self.existing(uid)?;
-        self.fs.apply(&name, resources)
+        self.write(&name, resources)
     }
 
     /// The pod cgroup's current settings, read from the kernel.
@@ -308,9 +428,34 @@ impl PodCgroupManager {
         self.fs.memory_usage(&self.existing(uid)?)
     }
 
-    /// Memory in use by one container of the pod, from its cgroup below the pod's
-    /// (the runtime names it after the container ID with the cgroupfs driver); `None`
-    /// when there is no such cgroup.
+    /// The cgroup of one container below its pod's (on disk), if there is one: named
+    /// after the container ID with the cgroupfs driver, a scope ending in `-<id>.scope`
+    /// with systemd (`cri-containerd-<id>.scope`, `crio-<id>.scope`).
+    pub fn container_cgroup(
+        &self,
+        pod: &CgroupName,
+        container_id: &str,
+    ) -> Result<Option<CgroupName>, CgroupError> {
+        let name = match self.driver {
+            Driver::Cgroupfs => pod.child(container_id)?,
+            Driver::Systemd(_) => {
+                let suffix = format!("-{container_id}.scope");
+                let found = self
+                    .fs
+                    .children(pod)?
+                    .into_iter()
+                    .find(|c| c.ends_with(&suffix));
+                match found {
+                    Some(scope) => pod.child(&scope)?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        Ok(self.fs.exists(&name).then_some(name))
+    }
+
+    /// Memory in use by one container of the pod, from its cgroup below the pod's;
+    /// `None` when there is no such cgroup.
     pub fn container_memory_usage(
         &self,
         uid: &str,
@@ -319,11 +464,10 @@ impl PodCgroupManager {
         let Some(pod) = self.find_pod(uid)? else {
             return Ok(None);
         };
-        let name = pod.child(container_id)?;
-        if !self.fs.exists(&name) {
-            return Ok(None);
+        match self.container_cgroup(&pod, container_id)? {
+            Some(name) => self.fs.memory_usage(&name).map(Some),
+            None => Ok(None),
         }
-        self.fs.memory_usage(&name).map(Some)
     }
 
     /// `resources` as the kernel keeps them, to compare what is with what would be
@@ -355,10 +499,19 @@ impl PodCgroupManager {
     /// Removes the pod cgroup of `uid` wherever it is (all QoS classes, all
     /// hierarchies), with any container cgroups left below it. Already removed is
     /// success. Processes still inside make it fail with `FsError::Busy` naming the
-    /// cgroup; what could be removed is removed.
+    /// cgroup; what could be removed is removed. With systemd, stopping the slice
+    /// first ends what still runs in it (as upstream's `Destroy`, which kills the
+    /// cgroup's processes before removing it).
     pub fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
         let mut first_error = None;
         for name in self.candidates(uid)? {
+            if let Driver::Systemd(units) = &self.driver {
+                // Stopping the slice stops what runs in it and removes its cgroup;
+                // cgroupfs then removes whatever systemd left.
+                if let Err(e) = unit_of(&name).and_then(|u| Ok(units.stop_unit(&u)?)) {
+                    first_error.get_or_insert(e);
+                }
+            }
             if let Err(e) = self.fs.remove(&name) {
                 first_error.get_or_insert(e);
             }
@@ -381,12 +534,15 @@ impl PodCgroupManager {
             QosClass::Burstable,
             QosClass::BestEffort,
         ] {
-            for child in self.fs.children(&self.qos_cgroup(class))? {
-                if let Some(uid) = child.strip_prefix(POD_PREFIX) {
-                    if !uid.is_empty() {
-                        uids.push(uid.to_owned());
-                    }
-                }
+            for child in self.fs.children(&self.on_disk(&self.qos_cgroup(class))?)? {
+                let uid = match self.driver {
+                    Driver::Cgroupfs => child
+                        .strip_prefix(POD_PREFIX)
+                        .filter(|u| !u.is_empty())
+                        .map(str::to_owned),
+                    Driver::Systemd(_) => pod_uid_of_slice(&child, POD_PREFIX),
+                };
+                uids.extend(uid);
             }
         }
         uids.sort();
@@ -395,5 +551,18 @@ impl PodCgroupManager {
     }
 }
 
+/// The unit of a slice path: its last part.
+fn unit_of(path: &CgroupName) -> Result<String, CgroupError> {
+    Ok(path.base().unwrap_or(super::systemd::ROOT_SLICE).to_owned())
+}
+
+/// A pod slice's `Description`.
+fn pod_description(pod: &Pod) -> String {
+    format!("pod {}/{} uid {}", pod.namespace(), pod.name(), pod.uid())
+}
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod systemd_tests;

@@ -8,7 +8,8 @@
 //! - I/O: [`fs`] (the only place that writes or reads a cgroup file), [`detect`]
 //!   (v1/hybrid/v2 from an injected mountinfo text and mount root), [`v1`] and [`v2`]
 //!   (the [`Cgroupfs`] trait over each layout), [`manager`] ([`PodCgroupManager`], the
-//!   cgroupfs driver's pod cgroups under `--cgroup-root`).
+//!   pod cgroups under `--cgroup-root`, with the cgroupfs or the systemd driver),
+//!   [`systemd`] (slice names, unit properties, the D-Bus units backend).
 //!
 //! Callers: pod worker threads (create before the sandbox, remove after termination,
 //! resize writes) and housekeeping on the sync loop's thread (orphan listing). Nothing
@@ -29,6 +30,7 @@ pub mod name;
 pub mod pod_resources;
 pub mod qos;
 pub mod resources;
+pub mod systemd;
 pub mod v1;
 pub mod v2;
 
@@ -40,7 +42,7 @@ use std::path::PathBuf;
 
 pub use detect::{CgroupMode, DetectError};
 pub use fs::FsError;
-pub use manager::{ManagerConfig, PodCgroupManager};
+pub use manager::{Driver, ManagerConfig, PodCgroupManager};
 pub use name::CgroupName;
 pub use qos::QosClass;
 pub use resources::{CgroupResources, Limit};
@@ -99,12 +101,22 @@ pub enum CgroupError {
     /// No pod cgroup exists for this UID under any QoS cgroup.
     #[error("no pod cgroup for pod uid {uid}")]
     PodNotFound { uid: String },
+    /// systemd refused or failed an operation (systemd driver). Boxed: it carries a
+    /// D-Bus error, and every other cgroup error stays small.
+    #[error(transparent)]
+    Systemd(Box<systemd::SystemdError>),
     /// The mount table could not be read.
     #[error("cannot read mount table {path}: {source}")]
     Mountinfo {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl From<systemd::SystemdError> for CgroupError {
+    fn from(e: systemd::SystemdError) -> Self {
+        CgroupError::Systemd(Box::new(e))
+    }
 }
 
 /// One cgroup filesystem layout (v1 or v2): the small set of operations litelet needs.

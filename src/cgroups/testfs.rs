@@ -54,6 +54,27 @@ pub const V2_FILES: &[(&str, &str)] = &[
     ("pids.max", "max"),
 ];
 
+/// [`Model::populate`] for a model at `root` (for fakes that act as the kernel or
+/// systemd without holding the model).
+pub fn populate_at(root: &Path, v2: bool, name: &str) {
+    let relative = CgroupName::parse(name).unwrap().to_relative_path();
+    if v2 {
+        let dir = root.join(relative);
+        fs::create_dir_all(&dir).unwrap();
+        for (file, content) in V2_FILES {
+            fs::write(dir.join(file), content).unwrap();
+        }
+        return;
+    }
+    for (hierarchy, files) in V1_FILES {
+        let dir = root.join(hierarchy).join(&relative);
+        fs::create_dir_all(&dir).unwrap();
+        for (file, content) in *files {
+            fs::write(dir.join(file), content).unwrap();
+        }
+    }
+}
+
 /// A temp-dir cgroupfs with its mount table.
 pub struct Model {
     dir: TempDir,
@@ -139,21 +160,12 @@ impl Model {
     /// Makes `name` as the kernel would on mkdir: the directory with its default
     /// interface files, in every managed v1 hierarchy (or the v2 tree).
     pub fn populate(&self, name: &str) {
-        if self.v2 {
-            let dir = self.path("", name);
-            fs::create_dir_all(&dir).unwrap();
-            for (file, content) in V2_FILES {
-                fs::write(dir.join(file), content).unwrap();
-            }
-            return;
-        }
-        for (hierarchy, files) in V1_FILES {
-            let dir = self.path(hierarchy, name);
-            fs::create_dir_all(&dir).unwrap();
-            for (file, content) in *files {
-                fs::write(dir.join(file), content).unwrap();
-            }
-        }
+        populate_at(self.root(), self.v2, name);
+    }
+
+    /// Whether this is a v2 model.
+    pub fn is_v2(&self) -> bool {
+        self.v2
     }
 
     /// The content of `file` of `name` in `hierarchy`.

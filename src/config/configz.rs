@@ -62,7 +62,7 @@ impl Flags {
             "nodeStatusUpdateFrequency": go_duration(f.node_status_update_frequency),
             "nodeStatusReportFrequency": go_duration(f.node_status_report_frequency),
             "cgroupRoot": f.cgroup_root,
-            "cgroupDriver": "cgroupfs",
+            "cgroupDriver": f.cgroup_driver.as_str(),
             "cgroupsPerQOS": true,
             "maxPods": f.max_pods,
             "podPidsLimit": f.pod_max_pids,

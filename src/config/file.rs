@@ -126,8 +126,8 @@ pub struct KubeletConfiguration {
     pub event_record_qps: Option<f32>,
     pub event_burst: Option<u32>,
     pub cgroup_root: Option<String>,
-    /// Only `cgroupfs` gets past [`parse`].
-    pub cgroup_driver: Option<String>,
+    /// `cgroupfs` or `systemd` (anything else is a problem of [`parse`]).
+    pub cgroup_driver: Option<crate::config::CgroupDriver>,
     pub container_runtime_endpoint: Option<String>,
     /// `logging.verbosity`.
     pub verbosity: Option<u8>,
@@ -674,13 +674,15 @@ impl Reader {
         }
     }
 
-    fn cgroup_driver(&mut self, value: &Value) -> Option<String> {
+    fn cgroup_driver(&mut self, value: &Value) -> Option<crate::config::CgroupDriver> {
         let driver: String = self.get("cgroupDriver", value)?;
-        if driver == "cgroupfs" {
-            return Some(driver);
+        match super::cgroup_driver(&driver) {
+            Ok(d) => Some(d),
+            Err(why) => {
+                self.bad("cgroupDriver", why);
+                None
+            }
         }
-        self.bad("cgroupDriver", super::unsupported_cgroup_driver(&driver));
-        None
     }
 
     /// A string parsed with `T::from_str`, whose error names what is wrong.
@@ -820,8 +822,7 @@ impl KubeletConfiguration {
         set!("event_qps", self.event_record_qps => flags.event_qps);
         set!("event_burst", self.event_burst => flags.event_burst);
         set!("cgroup_root", self.cgroup_root => flags.cgroup_root);
-        // The file accepts only "cgroupfs" (checked when read).
-        set!("cgroup_driver", self.cgroup_driver.map(|_| crate::config::CgroupDriver::Cgroupfs) => flags.cgroup_driver);
+        set!("cgroup_driver", self.cgroup_driver => flags.cgroup_driver);
         set!("container_runtime_endpoint", self.container_runtime_endpoint
             => flags.runtime.container_runtime_endpoint);
         set!("verbosity", self.verbosity => flags.verbosity);

@@ -210,6 +210,10 @@ impl RuntimeClient {
     unary!(
         /// Runtime conditions (RuntimeReady, NetworkReady) and, when verbose, extra info.
         status, status_opt, StatusRequest => StatusResponse, timeout);
+    unary!(
+        /// The runtime's configuration: its cgroup driver (UNIMPLEMENTED before
+        /// containerd 2.0 and CRI-O 1.28).
+        runtime_config, runtime_config_opt, RuntimeConfigRequest => RuntimeConfigResponse, timeout);
 
     /// Runs a command in a container and waits for it. The deadline is the command's
     /// own timeout plus the request timeout, so the runtime reports the timeout itself.

@@ -22,6 +22,7 @@ mod generated {
 }
 
 mod cancellable;
+pub mod cgroup_driver;
 mod client;
 mod endpoint;
 mod error;

@@ -17,8 +17,8 @@
 //!    Deferred, with the admission message; retried when resources free up;
 //! 6. otherwise it fits.
 //!
-//! No cgroup driver check: litelet refuses to start with any driver but cgroupfs
-//! (`--cgroup-driver`, `cgroupDriver`), so every node that resizes writes cgroupfs.
+//! No cgroup driver check: both drivers resize (the systemd driver sets the unit
+//! properties, then writes the same cgroupfs files in the same order).
 
 use std::fmt;
 

@@ -4,11 +4,11 @@
 //! ImageFsInfo + statvfs), then cgroupfs for CPU, memory and PIDs, statvfs for the
 //! node's filesystem, the log directories and emptyDir volumes for disk.
 //!
-//! Usage of a pod comes from its pod cgroup (`kubepods/<qos>/pod<uid>`, found by the
-//! [`PodCgroupManager`]); a container's from `<pod cgroup>/<container id>`, the path
-//! the runtime uses under the cgroupfs driver. Without that cgroup (systemd driver,
-//! no pod cgroups) a container's CPU and memory fall back to what ListContainerStats
-//! reports. Nothing fails the round: every problem is named in `Sample::errors`.
+//! Usage of a pod comes from its pod cgroup (`kubepods/<qos>/pod<uid>`, or its slice
+//! with the systemd driver, found by the [`PodCgroupManager`]); a container's from its
+//! cgroup below (`<container id>`, or the runtime's `*-<id>.scope` with systemd).
+//! Without that cgroup (no pod cgroups) a container's CPU and memory fall back to
+//! what ListContainerStats reports. Nothing fails the round: every problem is named in `Sample::errors`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -226,7 +226,8 @@ impl Collector {
                 let stats = cri_stats.get(&c.id);
                 let cgroup_usage = pod_cgroup
                     .as_ref()
-                    .and_then(|p| p.child(&c.id).ok())
+                    .zip(self.cgroups.as_ref())
+                    .and_then(|(p, m)| m.container_cgroup(p, &c.id).ok().flatten())
                     .and_then(|n| self.reader.read(&n).ok());
                 let rootfs = stats.and_then(|s| s.writable_layer.as_ref()).map(|w| {
                     FsUsage::tenant(

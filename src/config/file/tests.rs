@@ -111,7 +111,10 @@ logging:
     assert_eq!(config.image_minimum_gc_age, Some(Duration::from_secs(300)));
     assert_eq!(config.kube_api_qps, Some(20.0));
     assert_eq!(config.kube_api_burst, Some(40));
-    assert_eq!(config.cgroup_driver.as_deref(), Some("cgroupfs"));
+    assert_eq!(
+        config.cgroup_driver,
+        Some(crate::config::CgroupDriver::Cgroupfs)
+    );
     assert_eq!(config.verbosity, Some(3));
 }
 
@@ -187,15 +190,16 @@ fn bad_values_name_their_fields() {
 }
 
 #[test]
-fn only_the_cgroupfs_driver_is_accepted() {
-    let found = problems("cgroupDriver: systemd\n");
+fn only_the_cgroupfs_and_systemd_drivers_are_accepted() {
+    let found = problems("cgroupDriver: openrc\n");
     assert_eq!(found.len(), 1);
     let text = found[0].to_string();
     assert!(
-        text.starts_with("cgroupDriver: \"systemd\" is not supported"),
+        text.starts_with("cgroupDriver: \"openrc\" is not a cgroup driver"),
         "{text}"
     );
     assert!(parse_text("cgroupDriver: cgroupfs\n").is_ok());
+    assert!(parse_text("cgroupDriver: systemd\n").is_ok());
 }
 
 #[test]
@@ -286,27 +290,39 @@ fn merged_gc_thresholds_are_checked() {
     assert!(load_with(&file, &[]).is_ok());
 }
 
-/// The flag and the file agree: `systemd` is refused by both with the same words
-/// (the flag used to be accepted and then half honoured).
+/// The flag and the file agree: `systemd` and `cgroupfs` are accepted by both, and
+/// any other name is refused by both with the same words.
 #[test]
-fn cgroup_driver_systemd_is_refused_by_flag_and_file_alike() {
+fn cgroup_driver_systemd_is_accepted_and_unknown_refused_by_flag_and_file_alike() {
+    use crate::config::CgroupDriver;
     use clap::Parser;
-    let err = Flags::try_parse_from(["litelet", "--cgroup-driver", "systemd"]).unwrap_err();
-    let flag_text = err.to_string();
-    let expected = super::super::unsupported_cgroup_driver("systemd");
-    assert!(flag_text.contains(&expected), "{flag_text}");
-    let found = problems("cgroupDriver: systemd\n");
+    for (name, driver) in [
+        ("systemd", CgroupDriver::Systemd),
+        ("cgroupfs", CgroupDriver::Cgroupfs),
+    ] {
+        let flags = Flags::try_parse_from(["litelet", "--cgroup-driver", name]).unwrap();
+        assert_eq!(flags.cgroup_driver, driver);
+        let file = temp_config(&format!("cgroupDriver: {name}\n"));
+        assert_eq!(load_with(&file, &[]).unwrap().cgroup_driver, driver);
+    }
+    // The flag overrides the file.
+    let file = temp_config("cgroupDriver: systemd\n");
+    let flags = load_with(&file, &["--cgroup-driver", "cgroupfs"]).unwrap();
+    assert_eq!(flags.cgroup_driver, CgroupDriver::Cgroupfs);
+
+    let err = Flags::try_parse_from(["litelet", "--cgroup-driver", "openrc"]).unwrap_err();
+    let expected = super::super::unsupported_cgroup_driver("openrc");
+    assert!(err.to_string().contains(&expected), "{err}");
+    let found = problems("cgroupDriver: openrc\n");
     assert!(
         found.iter().any(|p| p.to_string().contains(&expected)),
         "{found:?}"
     );
-    let ok = Flags::try_parse_from(["litelet", "--cgroup-driver", "cgroupfs"]).unwrap();
-    assert_eq!(ok.cgroup_driver, crate::config::CgroupDriver::Cgroupfs);
 }
 
 #[test]
 fn a_bad_file_stops_loading() {
-    let file = temp_config("cgroupDriver: systemd\n");
+    let file = temp_config("cgroupDriver: openrc\n");
     assert!(matches!(load_with(&file, &[]), Err(LoadError::File(_))));
     let missing = Flags::try_load_from(["litelet", "--config", "/nonexistent/litelet.yaml"]);
     assert!(matches!(
@@ -626,18 +642,17 @@ volumeStatsAggPeriod: 0s
 "#;
 
 #[test]
-fn kubeadms_file_is_refused_only_for_the_systemd_cgroup_driver() {
-    let err = parse(KUBEADM_CONFIG, Path::new("config.yaml")).unwrap_err();
-    let ConfigFileError::Invalid { problems, .. } = err else {
-        panic!("expected problems: {err}");
-    };
-    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
-    assert_eq!(fields, ["cgroupDriver"]);
+fn kubeadms_file_is_accepted_with_its_systemd_cgroup_driver() {
+    let config = parse(KUBEADM_CONFIG, Path::new("config.yaml")).unwrap();
+    assert_eq!(
+        config.cgroup_driver,
+        Some(crate::config::CgroupDriver::Systemd)
+    );
 }
 
 #[test]
-fn kubeadms_file_with_cgroupfs_is_accepted_and_names_what_has_no_effect() {
-    let text = KUBEADM_CONFIG.replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs");
+fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
+    let text = KUBEADM_CONFIG.to_owned();
     let config = parse(&text, Path::new("config.yaml")).unwrap();
     assert_eq!(config.container_runtime_endpoint, None, "\"\" is unset");
     let unused: Vec<&str> = config

@@ -341,10 +341,23 @@ impl grpc::RuntimeService for FakeService {
     fn status(
         &mut self,
         ctx: RpcContext,
-        _: pb::StatusRequest,
+        req: pb::StatusRequest,
         sink: UnarySink<pb::StatusResponse>,
     ) {
-        self.serve("Status", String::new(), &ctx, sink, |s| Ok(s.status()));
+        self.serve("Status", String::new(), &ctx, sink, |s| {
+            Ok(s.status(req.verbose))
+        });
+    }
+
+    fn runtime_config(
+        &mut self,
+        ctx: RpcContext,
+        _: pb::RuntimeConfigRequest,
+        sink: UnarySink<pb::RuntimeConfigResponse>,
+    ) {
+        self.serve("RuntimeConfig", String::new(), &ctx, sink, |s| {
+            s.runtime_config()
+        });
     }
 
     fn update_runtime_config(

@@ -78,6 +78,10 @@ pub struct FakeState {
     pub exec_results: HashMap<String, (i32, String)>,
     /// Base URL the streaming calls (Exec, Attach, PortForward) answer with.
     pub streaming_url: Option<String>,
+    /// What RuntimeConfig answers; `None` is UNIMPLEMENTED, as containerd 1.6 and 1.7.
+    pub runtime_config: Option<pb::RuntimeConfigResponse>,
+    /// The `info` of a verbose Status (containerd puts its CRI config under "config").
+    pub status_info: HashMap<String, String>,
     conditions: Vec<pb::RuntimeCondition>,
     next_id: u64,
     next_ip: u32,
@@ -143,6 +147,8 @@ impl FakeState {
             exit_rules: HashMap::new(),
             exec_results: HashMap::new(),
             streaming_url: None,
+            runtime_config: None,
+            status_info: HashMap::new(),
             conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             next_id: 1,
             next_ip: 2,
@@ -334,15 +340,29 @@ impl FakeState {
         }
     }
 
-    pub fn status(&self) -> pb::StatusResponse {
+    pub fn status(&self, verbose: bool) -> pb::StatusResponse {
         let status = pb::RuntimeStatus {
             conditions: self.conditions.clone(),
             ..Default::default()
         };
         pb::StatusResponse {
             status: MessageField::some(status),
+            info: if verbose {
+                self.status_info.clone()
+            } else {
+                HashMap::new()
+            },
             ..Default::default()
         }
+    }
+
+    pub fn runtime_config(&self) -> Result<pb::RuntimeConfigResponse, RpcStatus> {
+        self.runtime_config.clone().ok_or_else(|| {
+            failed(
+                RpcStatusCode::UNIMPLEMENTED,
+                "unknown method RuntimeConfig".into(),
+            )
+        })
     }
 
     pub fn run_pod_sandbox(
