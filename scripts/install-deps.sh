@@ -2,7 +2,8 @@
 # Installs, from Debian's packages, what building and testing litelet needs and this
 # machine lacks: cmake (grpcio builds gRPC core), a C toolchain, and for the
 # real-runtime tests containerd, runc, static busybox and the CNI plugins, and for the
-# private-registry tests docker-registry and htpasswd.
+# private-registry tests docker-registry and htpasswd, and for the
+# D-Bus client tests dbus-daemon.
 # Does nothing when all is present; needs root (or sudo) otherwise.
 set -euo pipefail
 needed=()
@@ -22,6 +23,8 @@ have_cmd file || needed+=(file)
 # The private-registry tests: a real distribution registry with htpasswd (bcrypt) auth.
 have_cmd docker-registry || needed+=(docker-registry)
 have_cmd htpasswd || needed+=(apache2-utils)
+# The D-Bus client tests talk to a private dbus-daemon.
+have_cmd dbus-daemon || needed+=(dbus-daemon)
 
 if [ ${#needed[@]} -eq 0 ]; then
   exit 0

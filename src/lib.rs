@@ -12,6 +12,7 @@ pub mod cgroups;
 pub mod config;
 pub mod credentialprovider;
 pub mod cri;
+pub mod dbus;
 pub mod events;
 pub mod eviction;
 pub mod fsutil;

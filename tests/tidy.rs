@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 /// layers, never one of its own layer or above. A new top-level module must be added
 /// here (and to the diagram in `docs/ARCHITECTURE.md`).
 const LAYERS: &[&[&str]] = &[
-    // Wire types and host helpers: depend on nothing of litelet.
-    &["api", "process", "fsutil"],
+    // Wire types and host helpers (the D-Bus client too): depend on nothing of litelet.
+    &["api", "process", "fsutil", "dbus"],
     // Leaf services over the API types: metrics registry, cgroup writes, events,
     // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
     &[

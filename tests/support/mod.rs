@@ -6,6 +6,7 @@
 pub mod cgroup_model;
 pub mod containerd;
 pub mod control_plane;
+pub mod dbus_daemon;
 pub mod fake_api;
 pub mod fake_cri;
 pub mod https;
