@@ -83,7 +83,9 @@ fn serve(
                 Message::method_return(&call).arg(Value::variant(Value::U64(usec)))
             }
             Some("Inhibit") => {
-                let (read, write) = nix::unistd::pipe().expect("pipe");
+                // Close-on-exec: a dbus-daemon a parallel test starts must not inherit
+                // the write end (the lock would then never read as released).
+                let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).expect("pipe");
                 fcntl(read.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).expect("nonblocking");
                 let mut s = seen.lock().unwrap();
                 s.inhibits.push(call.body.clone());
@@ -184,6 +186,9 @@ fn the_delay_lock_is_a_passed_fd_held_until_released() {
     };
     let mut logind = DbusLogind::open(Some(&f.address), f.conf.path().to_owned()).expect("open");
     let lock = logind.inhibit_shutdown().expect("Inhibit");
+    // The fake service's and the bus daemon's copies of the fd close just after the
+    // reply goes out; give them that moment, so that only litelet's copy is left.
+    std::thread::sleep(Duration::from_millis(300));
     {
         let seen = f.seen.lock().unwrap();
         assert_eq!(
@@ -199,7 +204,7 @@ fn the_delay_lock_is_a_passed_fd_held_until_released() {
     }
     lock.release();
     assert!(
-        !held(&f.seen.lock().unwrap().locks[0]),
+        support::wait_until(T, || !held(&f.seen.lock().unwrap().locks[0])),
         "released: the fd is closed"
     );
 }

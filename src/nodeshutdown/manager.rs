@@ -103,9 +103,14 @@ impl ShutdownManager {
                 }
                 Err(e) => e,
             };
-            log::warn!(
-                "node shutdown: not watching for node shutdown, retrying in {delay:?}: {error}"
-            );
+            if self.state.is_shutting_down() {
+                // The machine is going down: the bus goes with it.
+                log::info!("node shutdown: logind connection ended during the shutdown: {error}");
+            } else {
+                log::warn!(
+                    "node shutdown: not watching for node shutdown, retrying in {delay:?}: {error}"
+                );
+            }
             if shutdown.recv_timeout(delay) != Err(crossbeam_channel::RecvTimeoutError::Timeout) {
                 return;
             }
