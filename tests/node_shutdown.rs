@@ -344,6 +344,22 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
     // The preStop hook ran, as in any kill.
     assert!(cri.count("ExecSync") > execs_before, "no preStop hook ran");
 
+    // Upstream's node event.
+    let event_sent = |message: &str| {
+        api.requests().iter().any(|r| {
+            r.path.contains("/events")
+                && r.body
+                    .as_deref()
+                    .is_some_and(|b| b.contains("\"NodeShutdown\"") && b.contains(message))
+        })
+    };
+    assert!(
+        wait_until(WAIT, || event_sent(
+            "Shutdown manager detected shutdown event"
+        )),
+        "no NodeShutdown event"
+    );
+
     // Admission refuses new pods while the node shuts down.
     api.create("pods", "default", pod("late-d", None, 30, false));
     assert!(
@@ -362,6 +378,9 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
     // PrepareForShutdown(false): the lock is taken again and pods are admitted again.
     events_tx.send(false).unwrap();
     assert!(wait_until(WAIT, || record.lock().unwrap().locks.len() == 2));
+    assert!(wait_until(WAIT, || event_sent(
+        "Shutdown manager detected shutdown cancellation"
+    )));
     api.create("pods", "default", pod("after-e", None, 30, false));
     assert!(
         wait_until(WAIT, || phase(&api, "after-e").as_deref()

@@ -118,37 +118,12 @@ impl ShutdownManager {
         }
     }
 
-    /// Step 1 and 2: the delay, the lock, the subscription.
+    /// Step 1 and 2 on a fresh connection.
     fn start(
         &self,
         mut logind: Box<dyn Logind>,
     ) -> Result<(Box<dyn Logind>, InhibitLock), LogindError> {
-        let wanted = self.period_requested();
-        let current = logind.inhibit_delay_max()?;
-        if wanted > current {
-            log::info!(
-                "node shutdown: logind InhibitDelayMaxSec is {current:?}, raising it to {wanted:?}"
-            );
-            logind.override_inhibit_delay(wanted)?;
-            // logind applies a SIGHUP asynchronously: look a few times.
-            let mut now = logind.inhibit_delay_max()?;
-            for _ in 0..10 {
-                if now >= wanted {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-                now = logind.inhibit_delay_max()?;
-            }
-            if now < wanted {
-                return Err(LogindError::DelayTooShort {
-                    current: now,
-                    wanted,
-                });
-            }
-        }
-        let lock = logind.inhibit_shutdown()?;
-        logind.subscribe()?;
-        log::info!("node shutdown: holding a delay inhibitor lock on shutdown");
+        let lock = take_part(logind.as_mut(), self.period_requested())?;
         Ok((logind, lock))
     }
 
@@ -293,5 +268,118 @@ impl ShutdownManager {
                 return;
             }
         }
+    }
+}
+
+/// Step 1 and 2: make logind wait at least `wanted` for delay locks (the drop-in and a
+/// reload when it waits less), take the lock, subscribe.
+fn take_part(logind: &mut dyn Logind, wanted: Duration) -> Result<InhibitLock, LogindError> {
+    let current = logind.inhibit_delay_max()?;
+    if wanted > current {
+        log::info!(
+            "node shutdown: logind InhibitDelayMaxSec is {current:?}, raising it to {wanted:?}"
+        );
+        logind.override_inhibit_delay(wanted)?;
+        // logind applies a SIGHUP asynchronously: look a few times.
+        let mut now = logind.inhibit_delay_max()?;
+        for _ in 0..10 {
+            if now >= wanted {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            now = logind.inhibit_delay_max()?;
+        }
+        if now < wanted {
+            return Err(LogindError::DelayTooShort {
+                current: now,
+                wanted,
+            });
+        }
+    }
+    let lock = logind.inhibit_shutdown()?;
+    logind.subscribe()?;
+    log::info!("node shutdown: holding a delay inhibitor lock on shutdown");
+    Ok(lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// logind with a delay; `reloads` says whether the drop-in takes effect.
+    struct Fake {
+        delay: Duration,
+        reloads: bool,
+        calls: Vec<String>,
+    }
+
+    impl Logind for Fake {
+        fn inhibit_delay_max(&mut self) -> Result<Duration, LogindError> {
+            self.calls.push("delay".into());
+            Ok(self.delay)
+        }
+        fn override_inhibit_delay(&mut self, delay: Duration) -> Result<(), LogindError> {
+            self.calls.push(format!("override {}", delay.as_secs()));
+            if self.reloads {
+                self.delay = delay;
+            }
+            Ok(())
+        }
+        fn inhibit_shutdown(&mut self) -> Result<InhibitLock, LogindError> {
+            self.calls.push("inhibit".into());
+            let (_read, write) = nix::unistd::pipe().map_err(|e| LogindError::Call {
+                call: "pipe",
+                message: e.to_string(),
+            })?;
+            Ok(InhibitLock::new(write))
+        }
+        fn subscribe(&mut self) -> Result<(), LogindError> {
+            self.calls.push("subscribe".into());
+            Ok(())
+        }
+        fn next_event(&mut self, _: Duration) -> Result<Option<bool>, LogindError> {
+            Ok(None)
+        }
+    }
+
+    fn fake(delay: u64, reloads: bool) -> Fake {
+        Fake {
+            delay: Duration::from_secs(delay),
+            reloads,
+            calls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_long_enough_delay_is_left_alone() {
+        let mut logind = fake(30, true);
+        assert!(take_part(&mut logind, Duration::from_secs(30)).is_ok());
+        assert_eq!(logind.calls, ["delay", "inhibit", "subscribe"]);
+    }
+
+    #[test]
+    fn a_short_delay_is_raised_and_read_again_before_the_lock() {
+        let mut logind = fake(5, true);
+        assert!(take_part(&mut logind, Duration::from_secs(30)).is_ok());
+        assert_eq!(
+            logind.calls,
+            ["delay", "override 30", "delay", "inhibit", "subscribe"]
+        );
+    }
+
+    #[test]
+    fn a_delay_that_stays_short_takes_no_lock() {
+        let mut logind = fake(5, false);
+        let err = take_part(&mut logind, Duration::from_secs(30)).unwrap_err();
+        assert!(
+            matches!(err, LogindError::DelayTooShort { current, wanted }
+                if current == Duration::from_secs(5) && wanted == Duration::from_secs(30)),
+            "{err}"
+        );
+        assert!(
+            !logind.calls.iter().any(|c| c == "inhibit"),
+            "{:?}",
+            logind.calls
+        );
     }
 }
