@@ -241,6 +241,16 @@ pub trait PodAdmitHandler: Send + Sync {
     fn admit(&self, pod: &Pod) -> Result<(), Rejection>;
 }
 
+/// Several handlers asked in order; the first refusal wins (upstream's list of admit
+/// handlers: the eviction manager's, then the node shutdown manager's).
+pub struct AdmitHandlers(pub Vec<std::sync::Arc<dyn PodAdmitHandler>>);
+
+impl PodAdmitHandler for AdmitHandlers {
+    fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
+        self.0.iter().try_for_each(|h| h.admit(pod))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,5 +507,32 @@ mod tests {
         );
         asking.spec.containers[0].security_context = Some(context);
         assert!(admit(&asking, &[], &node()).is_ok());
+    }
+
+    struct Refuse(&'static str);
+    impl PodAdmitHandler for Refuse {
+        fn admit(&self, _: &Pod) -> Result<(), Rejection> {
+            reject(self.0, "no")
+        }
+    }
+    struct Allow;
+    impl PodAdmitHandler for Allow {
+        fn admit(&self, _: &Pod) -> Result<(), Rejection> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn handlers_are_asked_in_order_and_the_first_refusal_wins() {
+        use std::sync::Arc;
+        let p = pod("100m", "10Mi");
+        let all = AdmitHandlers(vec![
+            Arc::new(Allow),
+            Arc::new(Refuse("Evicted")),
+            Arc::new(Refuse("NodeShutdown")),
+        ]);
+        assert_eq!(all.admit(&p).unwrap_err().reason, "Evicted");
+        assert!(AdmitHandlers(vec![Arc::new(Allow)]).admit(&p).is_ok());
+        assert!(AdmitHandlers(Vec::new()).admit(&p).is_ok());
     }
 }

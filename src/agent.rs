@@ -429,14 +429,83 @@ fn start_serving_rotation(
 /// (or only once containerd is up).
 pub struct Prepared {
     api: Option<Api>,
+    /// How the node shutdown manager reaches logind (the system D-Bus; tests hand in
+    /// a fake).
+    logind: crate::nodeshutdown::logind::Connect,
 }
 
-/// Loads and checks the API client and the node server's certificates.
+impl Prepared {
+    /// Replaces the logind connection of the node shutdown manager.
+    pub fn with_logind(mut self, connect: crate::nodeshutdown::logind::Connect) -> Prepared {
+        self.logind = connect;
+        self
+    }
+}
+
+/// Loads and checks the API client and the node server's certificates, and refuses a
+/// host with swap on unless `--fail-swap-on=false`.
 pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
+    if flags.fail_swap_on {
+        let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+        check_swap(&swaps).map_err(AgentError::Config)?;
+    }
     let api = api_client(flags, &node_name(flags))?;
     let tls = flags.server_config(&node_name(flags)).tls;
     server::tls::check(&tls).map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
-    Ok(Prepared { api })
+    Ok(Prepared {
+        api,
+        logind: crate::nodeshutdown::dbus_logind::connector(),
+    })
+}
+
+/// `--fail-swap-on`: the host must have no swap area on (upstream's check).
+pub fn check_swap(proc_swaps: &str) -> Result<(), String> {
+    let areas = crate::node::machine::parse_active_swaps(proc_swaps);
+    if areas.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "swap is on ({}): turn it off (swapoff -a) or start with --fail-swap-on=false \
+         (failSwapOn: false), with memorySwap.swapBehavior saying what containers get",
+        areas.join(", ")
+    ))
+}
+
+/// Swap for containers: the policy, the cgroup version, whether the memory controller
+/// limits swap here, the machine's memory and swap.
+fn swap_settings(flags: &Flags, machine: &MachineInfo) -> crate::runtime::swap::SwapSettings {
+    use crate::cgroups::detect::{detect, swap_control_file, CgroupMode};
+    let mountinfo = std::fs::read_to_string(crate::cgroups::MOUNTINFO_PATH).unwrap_or_default();
+    let layout = detect(&mountinfo, Path::new(crate::cgroups::DEFAULT_MOUNT_ROOT)).ok();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let file = layout.as_ref().and_then(|l| swap_control_file(l, &own));
+    let settings = crate::runtime::swap::SwapSettings {
+        behavior: flags.memory_swap_behavior,
+        cgroup_v2: layout.is_some_and(|l| l.mode == CgroupMode::Unified),
+        controller: file.as_ref().is_some_and(|f| f.exists()),
+        memory_capacity: machine
+            .memory_bytes
+            .map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)),
+        swap_capacity: machine
+            .swap_bytes
+            .map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)),
+    };
+    log::info!(
+        "swap: {} ({}), swap controller {}, {} bytes of swap",
+        settings.behavior.as_str(),
+        if settings.cgroup_v2 {
+            "cgroup v2"
+        } else {
+            "cgroup v1"
+        },
+        if settings.controller {
+            "present"
+        } else {
+            "absent: swap left to the runtime"
+        },
+        settings.swap_capacity
+    );
+    settings
 }
 
 /// Starts the `events` thread (with an API server) and returns the recorder.
@@ -516,6 +585,7 @@ fn start_runtime(
         enforce_cpu_limits: true,
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
         node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
+        swap: swap_settings(flags, &host.machine),
     };
     let runtime_name = runtime
         .version(&Default::default())
@@ -626,6 +696,7 @@ fn start_node(
     runtime: &RuntimeClient,
     images: &cri::ImageClient,
     pressure: &crate::eviction::Pressure,
+    shutdown_state: &crate::nodeshutdown::ShutdownState,
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
@@ -633,8 +704,10 @@ fn start_node(
         return Ok(None);
     };
     let mut inputs = NodeInputs::from_host(host.reader, rt.runtime_state.clone(), runtime.clone());
-    // The pressure conditions are the eviction manager's; status.images the runtime's.
-    inputs.health = pressure.wrap_health(inputs.health);
+    // The pressure conditions are the eviction manager's; status.images the runtime's;
+    // Ready false during a node shutdown, sent at once.
+    inputs.health = shutdown_state.wrap_health(pressure.wrap_health(inputs.health));
+    inputs.sync_now = Some(shutdown_state.node_wake());
     inputs.images = Some(crate::node::inputs::images_from(images.clone()));
     let handles = crate::node::start(
         client,
@@ -830,6 +903,45 @@ fn start_readers(
     Ok(stats)
 }
 
+/// What the node shutdown manager acts on.
+struct ShutdownParts {
+    pods: crate::kubelet::snapshot::PodSnapshot,
+    workers: PodWorkers,
+    status: StatusManager,
+    state: crate::nodeshutdown::ShutdownState,
+    recorder: Recorder,
+    node: String,
+}
+
+/// Starts the `node-shutdown` thread when a shutdown grace period is configured.
+fn start_node_shutdown(
+    flags: &Flags,
+    connect: crate::nodeshutdown::logind::Connect,
+    parts: ShutdownParts,
+    threads: &mut Threads,
+) -> Result<(), AgentError> {
+    let groups = flags.shutdown.groups();
+    if groups.is_empty() {
+        log::debug!("node shutdown: no grace period configured; the node's shutdown is immediate");
+        return Ok(());
+    }
+    let snapshot = parts.pods;
+    threads.add(
+        crate::nodeshutdown::ShutdownManager {
+            groups,
+            connect,
+            pods: Box::new(move || snapshot.pods()),
+            workers: parts.workers,
+            status: parts.status,
+            state: parts.state,
+            recorder: parts.recorder,
+            node_name: parts.node,
+        }
+        .spawn(threads.shutdown())?,
+    );
+    Ok(())
+}
+
 /// Starts every thread, runs the sync loop on the calling thread until shutdown,
 /// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
 pub fn run(
@@ -844,6 +956,7 @@ pub fn run(
     let eviction_config =
         crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
     let pressure = crate::eviction::Pressure::new();
+    let shutdown_state = crate::nodeshutdown::ShutdownState::new();
     let (node, root_dir, view) = (host.node.clone(), host.root_dir.clone(), host.view.clone());
     let host_ips: Vec<String> = host
         .machine
@@ -872,6 +985,7 @@ pub fn run(
         &runtime,
         &stats_images,
         &pressure,
+        &shutdown_state,
         &recorder,
         &mut threads,
     )?;
@@ -958,10 +1072,27 @@ pub fn run(
             .as_ref()
             .map(|c| MirrorClient::new(c.clone(), node.clone())),
         node_lister,
-        extra_admission: Some(Arc::new(pressure.clone())),
+        // Upstream's order: the eviction manager's handler, then the shutdown manager's.
+        extra_admission: Some(Arc::new(crate::admission::AdmitHandlers(vec![
+            Arc::new(pressure.clone()),
+            Arc::new(shutdown_state.clone()),
+        ]))),
     });
     let evict_workers = workers.clone();
     let evict_recorder = recorder.clone();
+    start_node_shutdown(
+        flags,
+        prepared.logind,
+        ShutdownParts {
+            pods: kubelet.snapshot(),
+            workers: workers.clone(),
+            status: status.clone(),
+            state: shutdown_state,
+            recorder: recorder.clone(),
+            node: node.clone(),
+        },
+        &mut threads,
+    )?;
     threads.add(
         GcLoop {
             cleaner: kubelet.cleaner(),
@@ -1036,6 +1167,16 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fail_swap_on_refuses_a_host_with_swap_naming_the_areas_and_the_way_out() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert!(check_swap(header).is_ok());
+        assert!(check_swap("").is_ok(), "no /proc/swaps: no swap");
+        let err = check_swap(&format!("{header}/swapfile file 2097148 0 -2\n")).unwrap_err();
+        assert!(err.contains("/swapfile"), "{err}");
+        assert!(err.contains("--fail-swap-on=false"), "{err}");
+    }
 
     /// Shutdown joins the threads that stop on the signal and gives up, without
     /// hanging, on one that does not (blocked elsewhere), leaving it running.

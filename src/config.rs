@@ -105,6 +105,20 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     pub pod_max_pids: i64,
 
+    /// Refuse to start while the host has swap on (/proc/swaps lists a swap area).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fail_swap_on: bool,
+
+    /// How containers may use the host's swap (`memorySwap.swapBehavior`: NoSwap or
+    /// LimitedSwap). Config file only, as upstream.
+    #[arg(skip)]
+    pub memory_swap_behavior: crate::runtime::swap::SwapBehavior,
+
+    /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`,
+    /// `shutdownGracePeriodByPodPriority`). Config file only, as upstream.
+    #[arg(skip)]
+    pub shutdown: crate::nodeshutdown::ShutdownConfig,
+
     /// Labels to add when registering the node (`key=value,...`); only labels a node
     /// may set on itself (no `node-role.kubernetes.io/...`).
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = node_flag(node::config::parse_node_labels))]
@@ -415,6 +429,7 @@ impl Flags {
 
     /// Checks that span several flags (after the file merge).
     fn check(&self) -> Result<(), LoadError> {
+        self.shutdown.validate().map_err(LoadError::Invalid)?;
         if self.image_gc_low_threshold > self.image_gc_high_threshold {
             return Err(LoadError::Invalid(format!(
                 "image GC low threshold {}% (--image-gc-low-threshold, imageGCLowThresholdPercent) \

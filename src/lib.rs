@@ -20,6 +20,7 @@ pub mod kubelet;
 pub mod logs;
 pub mod metrics;
 pub mod node;
+pub mod nodeshutdown;
 pub mod pleg;
 pub mod pod_workers;
 pub mod probe;

@@ -33,6 +33,7 @@ fn machine() -> MachineInfo {
     MachineInfo {
         num_cpus: Some(4),
         memory_bytes: Some(8 << 30),
+        swap_bytes: Some(0),
         hugepages: Vec::new(),
         ephemeral_storage_bytes: Some(100 << 30),
         machine_id: "m1".into(),
@@ -79,6 +80,7 @@ fn start(api: &FakeApi, config: NodeConfig) -> Node {
         }),
         runtime_version: Box::new(|| Some("containerd://1.7.13".into())),
         images: None,
+        sync_now: None,
     };
     let (tx, rx) = crossbeam_channel::bounded(0);
     let handles = node::start(&api.client(), config, inputs, Recorder::log_only(), rx).unwrap();

@@ -28,6 +28,7 @@ use litelet::runtime::hooks::CriHookRunner;
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
+use litelet::runtime::swap::{SwapBehavior, SwapSettings};
 use litelet::runtime::sync::SyncInputs;
 use litelet::status::generate::{generate_pod_status, PodStatusInput};
 use support::cgroup_model::CgroupModel;
@@ -46,6 +47,10 @@ struct Rig {
 
 impl Rig {
     fn new(endpoint: &str, cgroups: Option<PodCgroupManager>) -> Rig {
+        Rig::with_swap(endpoint, cgroups, Default::default())
+    }
+
+    fn with_swap(endpoint: &str, cgroups: Option<PodCgroupManager>, swap: SwapSettings) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = Endpoint::parse(endpoint).unwrap();
         let options = ConnectOptions {
@@ -61,6 +66,7 @@ impl Rig {
             enforce_cpu_limits: true,
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
+            swap,
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
@@ -553,4 +559,42 @@ fn resize_real_v1_cgroups_and_containerd() {
         .manager
         .kill_pod(Some(&down), &rig.status(&down).to_running_pod(), Some(1));
     assert!(killed.is_ok(), "{killed}");
+}
+
+/// LimitedSwap follows a resize: the container's new memory request gets its share of
+/// the node's swap in the same UpdateContainerResources (upstream generates the
+/// container resources, swap included, for a resize as for a creation).
+#[test]
+fn a_resized_burstable_container_gets_the_swap_share_of_its_new_request() {
+    let fake = fake();
+    let swap = SwapSettings {
+        behavior: SwapBehavior::LimitedSwap,
+        cgroup_v2: true,
+        controller: true,
+        memory_capacity: 8 << 30,
+        swap_capacity: 2 << 30,
+    };
+    let rig = Rig::with_swap(&fake.endpoint(), None, swap);
+    let burstable = |request: &str, limit: &str| {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        let mut r = ResourceRequirements::default();
+        r.requests.insert("cpu".into(), q("100m"));
+        r.requests.insert("memory".into(), q(request));
+        r.limits.insert("memory".into(), q(limit));
+        r
+    };
+    let p = pod("uid-swap", burstable("1Gi", "2Gi"));
+    rig.sync_until_running(&p);
+    let id = rig.app_id(&p);
+    let swap_max = |fake: &FakeCri| {
+        let r = fake.state().container_resources(&id).unwrap();
+        r.unified.get("memory.swap.max").cloned()
+    };
+    assert_eq!(swap_max(&fake).as_deref(), Some("268435456"), "1Gi of 8Gi");
+    let calls = fake.calls().len();
+    let up = resized(&p, burstable("2Gi", "4Gi"));
+    let outcome = rig.sync(&up);
+    assert_eq!(resize_step(&outcome), Some(None), "{outcome}");
+    assert_eq!(methods(&fake, calls), ["UpdateContainerResources"]);
+    assert_eq!(swap_max(&fake).as_deref(), Some("536870912"), "2Gi of 8Gi");
 }

@@ -76,6 +76,7 @@ impl Node {
             enforce_cpu_limits: true,
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
+            swap: Default::default(),
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = Arc::new(RuntimeManager::new(

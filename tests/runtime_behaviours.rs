@@ -65,6 +65,7 @@ impl Harness {
             enforce_cpu_limits: true,
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
+            swap: Default::default(),
         };
         let (sink, events) = crossbeam_channel::unbounded();
         let hooks = hooks(&runtime);

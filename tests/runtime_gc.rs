@@ -186,6 +186,7 @@ fn manager(runtime: &RuntimeClient, images: &ImageClient, dir: &Path) -> Runtime
         enforce_cpu_limits: true,
         apparmor_enabled: false,
         node_hosts_file: "/etc/hosts".into(),
+        swap: Default::default(),
     };
     let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     RuntimeManager::new(

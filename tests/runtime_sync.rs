@@ -48,6 +48,7 @@ impl Harness {
             enforce_cpu_limits: true,
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
+            swap: Default::default(),
         };
         let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);

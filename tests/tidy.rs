@@ -48,8 +48,9 @@ const LAYERS: &[&[&str]] = &[
     // Pod admission predicates (upstream lifecycle) and the prober.
     &["admission", "prober"],
     // The kubelet's managers over those: resize allocations and admission; eviction
-    // (reads stats, node and status; used by kubelet and agent).
-    &["resize", "eviction"],
+    // (reads stats, node and status; used by kubelet and agent); the node shutdown
+    // manager (logind, pod workers' kills, admission, node health).
+    &["resize", "eviction", "nodeshutdown"],
     // The sync loop, pod syncer, housekeeping.
     &["kubelet"],
     // Above the kubelet: the node server and the volume manager (implements a

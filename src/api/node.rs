@@ -238,6 +238,19 @@ pub struct NodeSystemInfo {
     pub extra: Map<String, Value>,
 }
 
+impl NodeSystemInfo {
+    /// `swap.capacity`: the machine's swap in bytes.
+    pub fn set_swap_capacity(&mut self, bytes: u64) {
+        self.extra
+            .insert("swap".to_owned(), serde_json::json!({ "capacity": bytes }));
+    }
+
+    /// `swap.capacity`, when reported.
+    pub fn swap_capacity(&self) -> Option<u64> {
+        self.extra.get("swap")?.get("capacity")?.as_u64()
+    }
+}
+
 /// An image present on the node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

@@ -209,6 +209,30 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The interface file whose presence says the memory controller can limit swap
+/// (upstream swapControllerAvailable): v1 `memory.memsw.limit_in_bytes` at the memory
+/// hierarchy's root; v2 `memory.swap.max` in the process's own cgroup (the root has
+/// none), read from `proc_self_cgroup` (the text of /proc/self/cgroup). `None`: no
+/// memory controller at all.
+pub fn swap_control_file(layout: &Layout, proc_self_cgroup: &str) -> Option<PathBuf> {
+    if let (CgroupMode::Unified, Some(root)) = (layout.mode, &layout.unified) {
+        let own = proc_self_cgroup
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or("/");
+        let mut path = root.clone();
+        // Own cgroup path from the kernel: only plain components are joined.
+        for part in Path::new(own.trim()).components() {
+            if let std::path::Component::Normal(name) = part {
+                path.push(name);
+            }
+        }
+        return Some(path.join("memory.swap.max"));
+    }
+    let memory = layout.v1_mount_points().remove("memory")?;
+    Some(memory.join("memory.memsw.limit_in_bytes"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +299,35 @@ mod tests {
         assert_eq!(layout.mode, CgroupMode::Unified);
         assert_eq!(layout.unified, Some(root().to_path_buf()));
         assert!(layout.v1.is_empty());
+    }
+
+    #[test]
+    fn swap_is_controlled_through_memsw_on_v1_and_the_own_cgroup_on_v2() {
+        let v1 = detect(HYBRID, root()).unwrap();
+        assert_eq!(
+            swap_control_file(&v1, "12:memory:/user.slice\n0::/user.slice\n"),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
+            ))
+        );
+        let v2 = detect(UNIFIED, root()).unwrap();
+        assert_eq!(
+            swap_control_file(&v2, "0::/system.slice/litelet.service\n"),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/system.slice/litelet.service/memory.swap.max"
+            ))
+        );
+        // Nothing but plain components is joined.
+        assert_eq!(
+            swap_control_file(&v2, "0::/../../etc\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/etc/memory.swap.max"))
+        );
+        let no_memory = detect(
+            "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n",
+            root(),
+        )
+        .unwrap();
+        assert_eq!(swap_control_file(&no_memory, ""), None);
     }
 
     #[test]

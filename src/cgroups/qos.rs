@@ -25,8 +25,9 @@ pub const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
 pub const BURSTABLE_MIN_OOM_SCORE_ADJ: i64 = 1000 + GUARANTEED_OOM_SCORE_ADJ;
 pub const BURSTABLE_MAX_OOM_SCORE_ADJ: i64 = BEST_EFFORT_OOM_SCORE_ADJ - 1;
 
-/// Priority from which a pod is critical (`system-cluster-critical` and above).
-const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+/// Priority from which a pod is critical (`system-cluster-critical` and above;
+/// upstream's SystemCriticalPriority).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
 
 /// A pod's quality-of-service class.
@@ -144,13 +145,18 @@ pub fn compute_pod_qos(pod: &Pod) -> QosClass {
 /// Node-critical pods get the Guaranteed score whatever their class: a
 /// `system-node-critical` pod that is static, mirrored or of critical priority.
 fn node_critical(pod: &Pod) -> bool {
-    let critical = pod.is_static()
+    is_critical(pod) && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
+}
+
+/// Upstream IsCriticalPod: static, mirror, or of system-critical priority. Such pods
+/// are never evicted and never get swap.
+pub fn is_critical(pod: &Pod) -> bool {
+    pod.is_static()
         || pod.is_mirror()
         || pod
             .spec
             .priority
-            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY);
-    critical && pod.spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL)
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 
 /// `1000 - 1000 * request / capacity`, in wide arithmetic.

@@ -91,6 +91,10 @@ impl Flags {
             "containerLogMaxWorkers": f.container_log_max_workers,
             "containerLogMonitorInterval": go_duration(f.container_log_monitor_interval),
             "allowedUnsafeSysctls": f.allowed_unsafe_sysctls,
+            "failSwapOn": f.fail_swap_on,
+            "memorySwap": {"swapBehavior": f.memory_swap_behavior.as_str()},
+            "shutdownGracePeriod": go_duration(f.shutdown.grace_period),
+            "shutdownGracePeriodCriticalPods": go_duration(f.shutdown.grace_period_critical_pods),
         });
         let optional = [
             ("evictionSoft", f.eviction_soft.as_deref(), '<'),
@@ -109,6 +113,23 @@ impl Flags {
         ];
         if let (Value::Object(map), Value::Object(more)) = (&mut c, more) {
             map.extend(more);
+            if !f.shutdown.by_pod_priority.is_empty() {
+                let rows: Vec<Value> = f
+                    .shutdown
+                    .by_pod_priority
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "priority": r.priority,
+                            "shutdownGracePeriodSeconds": r.shutdown_grace_period_seconds,
+                        })
+                    })
+                    .collect();
+                map.insert(
+                    "shutdownGracePeriodByPodPriority".into(),
+                    Value::Array(rows),
+                );
+            }
             for (name, text, sep) in optional {
                 if let Some(text) = text {
                     map.insert(name.to_owned(), Value::Object(pairs(text, sep)));
@@ -234,5 +255,28 @@ mod tests {
         assert_eq!(c["evictionHard"]["nodefs.available"], "10%");
         assert_eq!(c["authorization"]["mode"], "Webhook");
         assert_eq!(c["evictionPressureTransitionPeriod"], "5m0s");
+        assert_eq!(c["failSwapOn"], true);
+        assert_eq!(c["memorySwap"]["swapBehavior"], "NoSwap");
+        assert_eq!(c["shutdownGracePeriod"], "0s");
+        assert!(c.get("shutdownGracePeriodByPodPriority").is_none());
+    }
+
+    #[test]
+    fn configz_shows_the_shutdown_and_swap_settings() {
+        use crate::nodeshutdown::PriorityPeriod;
+        let mut flags = Flags::try_parse_from(["litelet", "--fail-swap-on=false"]).unwrap();
+        flags.memory_swap_behavior = crate::runtime::swap::SwapBehavior::LimitedSwap;
+        flags.shutdown.by_pod_priority = vec![PriorityPeriod {
+            priority: 10,
+            shutdown_grace_period_seconds: 20,
+        }];
+        let z = flags.configz();
+        let c = &z["kubeletconfig"];
+        assert_eq!(c["failSwapOn"], false);
+        assert_eq!(c["memorySwap"]["swapBehavior"], "LimitedSwap");
+        assert_eq!(
+            c["shutdownGracePeriodByPodPriority"],
+            json!([{"priority": 10, "shutdownGracePeriodSeconds": 20}])
+        );
     }
 }

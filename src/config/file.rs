@@ -168,6 +168,12 @@ pub struct KubeletConfiguration {
     pub authz_webhook_cache_authorized_ttl: Option<Duration>,
     /// `authorization.webhook.cacheUnauthorizedTTL` (0s means the default).
     pub authz_webhook_cache_unauthorized_ttl: Option<Duration>,
+    pub fail_swap_on: Option<bool>,
+    /// `memorySwap.swapBehavior`.
+    pub memory_swap_behavior: Option<crate::runtime::swap::SwapBehavior>,
+    pub shutdown_grace_period: Option<Duration>,
+    pub shutdown_grace_period_critical_pods: Option<Duration>,
+    pub shutdown_grace_period_by_pod_priority: Option<Vec<crate::nodeshutdown::PriorityPeriod>>,
     /// Fields accepted although they change nothing in litelet, each with why, for one
     /// warning at start-up (kubeadm writes most of them into every node's file).
     pub no_effect: Vec<String>,
@@ -434,6 +440,15 @@ impl Reader {
                 "containerLogMonitorInterval" => {
                     c.container_log_monitor_interval = self.monitor_interval(f, v)
                 }
+                "failSwapOn" => c.fail_swap_on = self.get(f, v),
+                "memorySwap" => c.memory_swap_behavior = self.memory_swap(f, v),
+                "shutdownGracePeriod" => c.shutdown_grace_period = self.duration(f, v),
+                "shutdownGracePeriodCriticalPods" => {
+                    c.shutdown_grace_period_critical_pods = self.duration(f, v)
+                }
+                "shutdownGracePeriodByPodPriority" => {
+                    c.shutdown_grace_period_by_pod_priority = self.by_pod_priority(f, v)
+                }
                 _ if self.kubeadm_field(f, v) => {}
                 _ if UPSTREAM_FIELDS.contains(&f) => self.push(f, ProblemKind::Unsupported),
                 _ => self.push(f, ProblemKind::Unknown),
@@ -486,36 +501,52 @@ impl Reader {
                 v,
                 "litelet removes unused images by disk usage only, not by age",
             ),
-            "shutdownGracePeriod" | "shutdownGracePeriodCriticalPods" => self.zero_duration_only(
-                f,
-                v,
-                "litelet does not take part in the node's shutdown yet (no graceful node shutdown)",
-            ),
             "crashLoopBackOff" => self.empty_only(f, v),
-            "memorySwap" => {
-                for (inner, value) in self.fields(f, v) {
-                    let field = format!("{f}.{inner}");
-                    match inner.as_str() {
-                        "swapBehavior" => {
-                            let text: Option<String> = self.get(&field, value);
-                            if !matches!(text.as_deref(), None | Some("" | "NoSwap")) {
-                                self.bad(
-                                    &field,
-                                    "only NoSwap: litelet does not give workloads swap".into(),
-                                );
-                            }
-                        }
-                        _ => self.push(&field, ProblemKind::Unknown),
-                    }
-                }
-                self.no_effect(
-                    f,
-                    "litelet does not manage swap: containers get the runtime's default",
-                );
-            }
             _ => return false,
         }
         true
+    }
+
+    /// `memorySwap: {swapBehavior: ...}`.
+    fn memory_swap(
+        &mut self,
+        field: &str,
+        value: &Value,
+    ) -> Option<crate::runtime::swap::SwapBehavior> {
+        let mut behavior = None;
+        for (inner, value) in self.fields(field, value) {
+            let name = format!("{field}.{inner}");
+            match inner.as_str() {
+                "swapBehavior" => behavior = self.parsed(&name, value),
+                _ => self.push(&name, ProblemKind::Unknown),
+            }
+        }
+        behavior
+    }
+
+    /// `shutdownGracePeriodByPodPriority: [{priority, shutdownGracePeriodSeconds}]`.
+    fn by_pod_priority(
+        &mut self,
+        field: &str,
+        value: &Value,
+    ) -> Option<Vec<crate::nodeshutdown::PriorityPeriod>> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        struct Row {
+            #[serde(default)]
+            priority: i32,
+            #[serde(default)]
+            shutdown_grace_period_seconds: i64,
+        }
+        let rows: Vec<Row> = self.get(field, value)?;
+        Some(
+            rows.into_iter()
+                .map(|r| crate::nodeshutdown::PriorityPeriod {
+                    priority: r.priority,
+                    shutdown_grace_period_seconds: r.shutdown_grace_period_seconds,
+                })
+                .collect(),
+        )
     }
 
     fn type_meta(&mut self, map: &Mapping) {
@@ -871,6 +902,20 @@ impl KubeletConfiguration {
         if let Some(interval) = self.container_log_monitor_interval {
             flags.container_log_monitor_interval = interval;
         }
+        set!("fail_swap_on", self.fail_swap_on => flags.fail_swap_on);
+        // No flags upstream: the file is the only source.
+        if let Some(behavior) = self.memory_swap_behavior {
+            flags.memory_swap_behavior = behavior;
+        }
+        if let Some(d) = self.shutdown_grace_period {
+            flags.shutdown.grace_period = d;
+        }
+        if let Some(d) = self.shutdown_grace_period_critical_pods {
+            flags.shutdown.grace_period_critical_pods = d;
+        }
+        if let Some(rows) = self.shutdown_grace_period_by_pod_priority {
+            flags.shutdown.by_pod_priority = rows;
+        }
         set!("rotate_certificates", self.rotate_certificates => flags.rotate_certificates);
         set!("rotate_server_certificates", self.server_tls_bootstrap
             => flags.rotate_server_certificates);
@@ -890,6 +935,7 @@ impl KubeletConfiguration {
 
 /// The clap ids [`KubeletConfiguration::apply`] consults (checked against `Flags`).
 pub const APPLIED_IDS: &[&str] = &[
+    "fail_swap_on",
     "pod_max_pids",
     "rotate_certificates",
     "rotate_server_certificates",

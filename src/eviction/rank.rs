@@ -19,18 +19,7 @@ use crate::cgroups::pod_resources::{container_requests, memory_bytes, pod_reques
 use super::config::Signal;
 use super::signals::{ContainerUsage, Observation, PodUsage};
 
-/// Upstream's SystemCriticalPriority.
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-/// Upstream IsCriticalPod: static, mirror, or of system-critical priority.
-pub fn is_critical(pod: &Pod) -> bool {
-    pod.is_static()
-        || pod.is_mirror()
-        || pod
-            .spec
-            .priority
-            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
-}
+pub use crate::cgroups::qos::{is_critical, SYSTEM_CRITICAL_PRIORITY};
 
 /// A pod with the usage the ranking reads (`None`: the sampler has none).
 #[derive(Clone, Debug)]

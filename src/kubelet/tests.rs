@@ -121,6 +121,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
             enforce_cpu_limits: true,
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
+            swap: Default::default(),
         },
     ));
     let syncer = Arc::new(RecordingSyncer::default());

@@ -30,6 +30,9 @@ pub struct NodeInputs {
     pub runtime_version: VersionFn,
     /// `None`: `status.images` is never set.
     pub images: Option<ImagesFn>,
+    /// Asks for a status computation now (the node shutdown's NotReady); `None`: only
+    /// the update period.
+    pub sync_now: Option<crossbeam_channel::Receiver<()>>,
 }
 
 /// `status.images` from CRI ListImages.
@@ -78,6 +81,7 @@ impl NodeInputs {
             health: Box::new(health),
             runtime_version: Box::new(version),
             images: None,
+            sync_now: None,
         }
     }
 }

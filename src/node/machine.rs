@@ -58,6 +58,8 @@ pub struct HugePages {
 pub struct MachineInfo {
     pub num_cpus: Option<u32>,
     pub memory_bytes: Option<u64>,
+    /// `SwapTotal` (0 without swap); `None` when /proc/meminfo could not be read.
+    pub swap_bytes: Option<u64>,
     /// Every huge page size the kernel supports, with the pages reserved.
     pub hugepages: Vec<HugePages>,
     /// Size of the filesystem holding the root dir.
@@ -117,6 +119,8 @@ impl MachineReader {
         let meminfo = proc.join("meminfo");
         info.memory_bytes = match read(&meminfo) {
             Ok(text) => {
+                // A kernel without swap support has no SwapTotal line: no swap.
+                info.swap_bytes = Some(parse_swap_total(&text).unwrap_or(0));
                 let m = parse_mem_total(&text);
                 if m.is_none() {
                     problems.push(parse_err(&meminfo, "no MemTotal line"));
@@ -208,8 +212,29 @@ pub fn parse_cpu_count(cpuinfo: &str) -> Option<u32> {
 
 /// `MemTotal:  8049152 kB` of /proc/meminfo, in bytes.
 pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let mut fields = line["MemTotal:".len()..].split_whitespace();
+    meminfo_bytes(meminfo, "MemTotal:")
+}
+
+/// `SwapTotal:  2097148 kB` of /proc/meminfo, in bytes (node status
+/// `nodeInfo.swap.capacity`, LimitedSwap's share).
+pub fn parse_swap_total(meminfo: &str) -> Option<u64> {
+    meminfo_bytes(meminfo, "SwapTotal:")
+}
+
+/// The swap areas /proc/swaps lists (one line each after the header): the host has
+/// swap on when this is not empty.
+pub fn parse_active_swaps(proc_swaps: &str) -> Vec<String> {
+    proc_swaps
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with(key))?;
+    let mut fields = line[key.len()..].split_whitespace();
     let value: u64 = fields.next()?.parse().ok()?;
     match fields.next() {
         Some("kB") => value.checked_mul(1024),
@@ -462,6 +487,20 @@ mod tests {
         assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
         assert_eq!(parse_mem_total("MemTotal: x kB\n"), None);
         assert_eq!(parse_mem_total("MemTotal: 5 MB\n"), None);
+        assert_eq!(
+            parse_swap_total("MemTotal: 8 kB\nSwapTotal:  2097148 kB\n"),
+            Some(2097148 * 1024)
+        );
+        assert_eq!(parse_swap_total("MemTotal: 8 kB\n"), None);
+    }
+
+    #[test]
+    fn active_swaps_are_the_lines_after_the_header() {
+        let off = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert!(parse_active_swaps(off).is_empty());
+        let on = format!("{off}/swapfile                               file\t\t2097148\t\t0\t\t-2\n/dev/vda3 partition 1000 0 -3\n");
+        assert_eq!(parse_active_swaps(&on), ["/swapfile", "/dev/vda3"]);
+        assert!(parse_active_swaps("").is_empty());
     }
 
     #[test]

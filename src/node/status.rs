@@ -57,6 +57,8 @@ pub struct Health {
     pub memory_pressure: bool,
     pub disk_pressure: bool,
     pub pid_pressure: bool,
+    /// The node is shutting down (graceful node shutdown): Ready turns false.
+    pub shutting_down: bool,
 }
 
 /// Everything one status computation depends on.
@@ -310,6 +312,10 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
     if let Some(v) = runtime_version {
         info.container_runtime_version = v.to_owned();
     }
+    // Upstream reports the machine's swap (NodeSwap, on by default since 1.30).
+    if let Some(swap) = machine.swap_bytes {
+        info.set_swap_capacity(swap);
+    }
     status.node_info = Some(info);
     status.daemon_endpoints = Some(NodeDaemonEndpoints {
         kubelet_endpoint: Some(DaemonEndpoint {
@@ -379,6 +385,10 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
 
     let mut errors: Vec<String> = health.runtime_errors.clone();
     errors.extend(health.network_errors.iter().cloned());
+    // Upstream's node shutdown manager error, after the runtime's and the network's.
+    if health.shutting_down {
+        errors.push("node is shutting down".to_owned());
+    }
     let missing: Vec<&str> = REQUIRED_CAPACITY
         .iter()
         .copied()

@@ -64,6 +64,7 @@ impl Updater {
         let mut state = State::default();
         let mut backoff = Backoff::new(self.config.retry_initial, self.config.retry_max);
         let mut resync = self.resync.clone();
+        let mut sync_now = self.inputs.sync_now.take().unwrap_or_else(never);
         loop {
             let delay = if state.node.is_none() {
                 match self.register(&mut state) {
@@ -87,6 +88,9 @@ impl Updater {
                 recv(resync) -> r => match r {
                     Ok(()) => state.stale = true,
                     Err(_) => resync = never(),
+                },
+                recv(sync_now) -> r => if r.is_err() {
+                    sync_now = never();
                 },
                 default(delay) => {}
             }

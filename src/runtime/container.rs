@@ -82,6 +82,8 @@ pub struct ContainerContext<'a> {
     pub seccomp_root: &'a Path,
     /// The kernel enforces AppArmor: profiles a pod asks for can be applied.
     pub apparmor_enabled: bool,
+    /// The node's swap policy and facts (`runtime/swap.rs`).
+    pub swap: &'a super::swap::SwapSettings,
 }
 
 /// The log file of a container instance, relative to the pod's log directory.
@@ -121,6 +123,8 @@ pub fn linux_resources(ctx: &ContainerContext<'_>) -> pb::LinuxContainerResource
             linux.cpu_quota = i64::try_from(quota).unwrap_or(i64::MAX);
         }
     }
+    let swap = super::swap::container_swap(ctx.swap, ctx.pod, ctx.container);
+    super::swap::apply(swap, &mut linux);
     linux
 }
 
@@ -437,6 +441,7 @@ mod tests {
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
+            swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
         };
         container_config(&ctx)
     }
@@ -574,6 +579,7 @@ mod tests {
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
+            swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
         }
     }
 

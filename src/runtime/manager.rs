@@ -39,6 +39,8 @@ pub struct RuntimeSettings {
     pub apparmor_enabled: bool,
     /// The node's hosts file, copied into host-network pods' `/etc/hosts`.
     pub node_hosts_file: PathBuf,
+    /// Swap for containers (`memorySwap.swapBehavior` and the host's facts).
+    pub swap: super::swap::SwapSettings,
 }
 
 /// The runtime's readiness as its Status call reports it.

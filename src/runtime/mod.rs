@@ -32,5 +32,6 @@ pub mod result;
 pub mod sandbox;
 pub mod state;
 pub mod subpath;
+pub mod swap;
 pub mod sync;
 pub mod termination;

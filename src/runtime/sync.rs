@@ -265,6 +265,7 @@ impl RuntimeManager {
             inputs.cgroups,
             pod,
             &actions,
+            &self.settings.swap,
         ) {
             Ok(steps) if steps.is_empty() => {}
             Ok(_) => outcome.ok(SyncAction::ResizeContainers, pod.full_name()),
@@ -576,6 +577,7 @@ impl RuntimeManager {
             target_container_id: target_id.as_deref(),
             seccomp_root: &self.settings.root_dir.join("seccomp"),
             apparmor_enabled: self.settings.apparmor_enabled,
+            swap: &self.settings.swap,
         };
         let config_error = |err: String| {
             self.recorder.container(

@@ -17,10 +17,10 @@
 //! the pod workers: could this pod still have running containers, and may its API
 //! object be deleted now.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -108,6 +108,10 @@ pub(super) struct Shared {
     cache: Mutex<StatusCache>,
     /// Wakes the `status` thread; `None` in standalone mode.
     wake: Option<Sender<()>>,
+    /// The version of each pod's status the API server has (or that had nothing to
+    /// go to), written by the `status` thread, read by [`StatusManager::wait_sent`].
+    /// When both are held, `cache` is taken first.
+    sent: Mutex<HashMap<String, u64>>,
 }
 
 impl Shared {
@@ -115,6 +119,11 @@ impl Shared {
     /// consistent map and is used as is.
     pub(super) fn cache(&self) -> MutexGuard<'_, StatusCache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The versions the API server has (see `sent`).
+    pub(super) fn sent(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -162,6 +171,7 @@ impl StatusManager {
             shared: Arc::new(Shared {
                 cache: Mutex::new(StatusCache::default()),
                 wake: None,
+                sent: Mutex::default(),
             }),
         }
     }
@@ -188,6 +198,7 @@ impl StatusManager {
         let shared = Arc::new(Shared {
             cache: Mutex::new(StatusCache::default()),
             wake: Some(wake_tx),
+            sent: Mutex::default(),
         });
         UnstartedStatusManager { shared, wake_rx }
     }
@@ -256,6 +267,36 @@ impl StatusManager {
         self.shared.cache().get(uid).cloned()
     }
 
+    /// Whether the API server has the pod's newest cached status (the `status` thread
+    /// dealt with that version). True without an API server and for a pod the cache
+    /// no longer has.
+    pub fn is_sent(&self, uid: &str) -> bool {
+        if self.shared.wake.is_none() {
+            return true;
+        }
+        let Some(version) = self.shared.cache().get(uid).map(|v| v.version) else {
+            return true;
+        };
+        self.shared.sent().get(uid).is_some_and(|&s| s >= version)
+    }
+
+    /// Waits until the API server has the newest status of every pod in `uids`, or
+    /// until `deadline`; returns the pods still unsent. Wakes the `status` thread
+    /// while it waits, so a terminal phase held back until the pod's containers
+    /// stopped goes out as soon as it may. For the node shutdown: the statuses must be
+    /// out before the machine goes down.
+    pub fn wait_sent(&self, uids: &[String], deadline: Instant) -> Vec<String> {
+        loop {
+            let pending: Vec<String> = uids.iter().filter(|u| !self.is_sent(u)).cloned().collect();
+            if pending.is_empty() || Instant::now() >= deadline {
+                return pending;
+            }
+            self.changed(true);
+            let left = deadline.saturating_duration_since(Instant::now());
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
+    }
+
     /// Forgets the statuses of pods not in `keep` (the pods the kubelet still knows).
     pub fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
         let n = self.shared.cache().remove_orphans(keep);
@@ -287,6 +328,40 @@ mod tests {
     }
 
     #[test]
+    fn a_status_counts_as_sent_once_the_status_thread_recorded_its_version() {
+        let unstarted = StatusManager::unstarted();
+        let m = unstarted.handle();
+        let uids = vec!["u1".to_owned()];
+        m.set_pod_status(&pod("u1"), PodStatus::default());
+        assert!(!m.is_sent("u1"));
+        let deadline = Instant::now() + Duration::from_millis(150);
+        assert_eq!(
+            m.wait_sent(&uids, deadline),
+            uids,
+            "nothing sent by the deadline"
+        );
+        assert!(Instant::now() >= deadline);
+        // The wait woke the status thread.
+        assert!(unstarted.wake_rx.try_recv().is_ok());
+        let version = m.versioned_status("u1").unwrap().version;
+        m.shared.sent().insert("u1".into(), version);
+        assert!(m.is_sent("u1"));
+        assert!(m.wait_sent(&uids, Instant::now()).is_empty());
+        // A newer version is not sent yet.
+        let newer = PodStatus {
+            message: Some("newer".into()),
+            ..Default::default()
+        };
+        m.set_pod_status(&pod("u1"), newer);
+        assert!(!m.is_sent("u1"));
+        // Without an API server, and for a forgotten pod, there is nothing to wait for.
+        assert!(m.is_sent("gone"));
+        let standalone = StatusManager::standalone();
+        standalone.set_pod_status(&pod("u2"), PodStatus::default());
+        assert!(standalone.is_sent("u2"));
+    }
+
+    #[test]
     fn many_changes_leave_one_wake_up() {
         // #94: changes before the thread runs coalesce into one pending wake-up.
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -294,6 +369,7 @@ mod tests {
             shared: Arc::new(Shared {
                 cache: Mutex::new(StatusCache::default()),
                 wake: Some(tx),
+                sent: Mutex::default(),
             }),
         };
         for i in 0..20 {

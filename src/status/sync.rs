@@ -225,6 +225,8 @@ impl Syncer {
             self.retries.retain(|uid, _| cache.get(uid).is_some());
             if all {
                 self.known.retain(|uid, _| cache.get(uid).is_some());
+                // `cache` first, then `sent` (the order `Shared` documents).
+                self.shared.sent().retain(|uid, _| cache.get(uid).is_some());
                 self.written.retain(|uid, _| cache.get(uid).is_some());
             }
             for (uid, v) in cache.iter() {
@@ -275,8 +277,8 @@ impl Syncer {
 
     fn mark_missing(&mut self, uid: &str, version: u64) {
         self.written.remove(uid);
-        self.known.insert(
-            uid.to_owned(),
+        self.record(
+            uid,
             Known {
                 version,
                 missing: true,
@@ -285,9 +287,17 @@ impl Syncer {
         );
     }
 
+    /// Remembers what the API server has of the pod, here and for
+    /// `StatusManager::wait_sent`.
+    fn record(&mut self, uid: &str, known: Known) {
+        self.shared.sent().insert(uid.to_owned(), known.version);
+        self.known.insert(uid.to_owned(), known);
+    }
+
     /// Forgets a pod whose API object is gone for good.
     fn forget(&mut self, uid: &str) {
         self.shared.cache().remove(uid);
+        self.shared.sent().remove(uid);
         self.known.remove(uid);
         self.written.remove(uid);
         self.retries.remove(uid);
@@ -440,8 +450,8 @@ impl Syncer {
         } else {
             v.version
         };
-        self.known.insert(
-            uid.to_owned(),
+        self.record(
+            uid,
             Known {
                 version: sent,
                 missing: false,

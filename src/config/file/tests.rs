@@ -667,7 +667,6 @@ fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
             "httpCheckFrequency",
             "logging.flushFrequency",
             "logging.options",
-            "memorySwap",
             "streamingConnectionIdleTimeout",
             "volumeStatsAggPeriod",
         ]
@@ -688,7 +687,13 @@ fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
         flags.authorization_webhook_cache_unauthorized_ttl,
         Duration::from_secs(30)
     );
-    assert_eq!(flags.config_no_effect.len(), 7);
+    assert_eq!(flags.config_no_effect.len(), 6);
+    // kubeadm's zero shutdown periods leave the feature off, `memorySwap: {}` NoSwap.
+    assert!(!flags.shutdown.enabled());
+    assert_eq!(
+        flags.memory_swap_behavior,
+        crate::runtime::swap::SwapBehavior::NoSwap
+    );
     assert!(flags.rotate_certificates, "kubeadm asks for rotation");
 }
 
@@ -744,9 +749,7 @@ fn webhook_cache_ttls_reach_the_server_config() {
 fn kubeadm_fields_asking_for_what_litelet_lacks_are_refused() {
     let found = problems(
         r#"
-shutdownGracePeriod: 30s
 imageMaximumGCAge: 1h
-memorySwap: {swapBehavior: LimitedSwap}
 crashLoopBackOff: {maxContainerRestartPeriod: 10s}
 cpuManagerPolicy: static
 "#,
@@ -755,9 +758,7 @@ cpuManagerPolicy: static
     assert_eq!(
         fields,
         [
-            "shutdownGracePeriod",
             "imageMaximumGCAge",
-            "memorySwap.swapBehavior",
             "crashLoopBackOff.maxContainerRestartPeriod",
             "cpuManagerPolicy",
         ]
@@ -769,5 +770,62 @@ cpuManagerPolicy: static
          rotateCertificates: false\nmemorySwap: {swapBehavior: NoSwap}\nlogging: {format: text}\n",
     )
     .unwrap();
-    assert_eq!(config.no_effect.len(), 1, "{:?}", config.no_effect);
+    assert!(config.no_effect.is_empty(), "{:?}", config.no_effect);
+}
+
+#[test]
+fn shutdown_grace_periods_reach_the_flags() {
+    let file = temp_config("shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n");
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(flags.shutdown.grace_period, Duration::from_secs(30));
+    assert_eq!(
+        flags.shutdown.grace_period_critical_pods,
+        Duration::from_secs(10)
+    );
+    assert_eq!(flags.shutdown.period_requested(), Duration::from_secs(30));
+
+    let file = temp_config(
+        "shutdownGracePeriodByPodPriority:\n\
+         - {priority: 100000, shutdownGracePeriodSeconds: 10}\n\
+         - {priority: 0, shutdownGracePeriodSeconds: 20}\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    let groups = flags.shutdown.groups();
+    assert_eq!(
+        groups.iter().map(|g| g.priority).collect::<Vec<_>>(),
+        [0, 100000]
+    );
+    assert_eq!(flags.shutdown.period_requested(), Duration::from_secs(30));
+}
+
+#[test]
+fn shutdown_settings_are_validated_as_upstream() {
+    let file = temp_config("shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n");
+    let err = load_with(&file, &[]).unwrap_err().to_string();
+    assert!(err.contains("shutdownGracePeriodCriticalPods"), "{err}");
+    let file = temp_config(
+        "shutdownGracePeriod: 10s\n\
+         shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 5}]\n",
+    );
+    let err = load_with(&file, &[]).unwrap_err().to_string();
+    assert!(err.contains("cannot specify both"), "{err}");
+    let found = problems("shutdownGracePeriodByPodPriority: [{priority: 0, seconds: 5}]\n");
+    assert_eq!(found[0].field, "shutdownGracePeriodByPodPriority");
+}
+
+#[test]
+fn swap_fields_reach_the_flags_and_the_command_line_wins() {
+    use crate::runtime::swap::SwapBehavior;
+    let file = temp_config("failSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n");
+    let flags = load_with(&file, &[]).unwrap();
+    assert!(!flags.fail_swap_on);
+    assert_eq!(flags.memory_swap_behavior, SwapBehavior::LimitedSwap);
+    let flags = load_with(&file, &["--fail-swap-on=true"]).unwrap();
+    assert!(flags.fail_swap_on);
+    let defaults = load_with(&temp_config(""), &[]).unwrap();
+    assert!(defaults.fail_swap_on, "upstream's default");
+    assert_eq!(defaults.memory_swap_behavior, SwapBehavior::NoSwap);
+    let found = problems("memorySwap: {swapBehavior: UnlimitedSwap, other: 1}\n");
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["memorySwap.swapBehavior", "memorySwap.other"]);
 }

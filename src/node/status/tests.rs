@@ -19,6 +19,7 @@ fn machine() -> MachineInfo {
     MachineInfo {
         num_cpus: Some(4),
         memory_bytes: Some(8 << 30),
+        swap_bytes: Some(2 << 30),
         hugepages: vec![HugePages {
             page_size_bytes: 2 << 20,
             count: 16,
@@ -227,6 +228,11 @@ fn first_status_has_everything() {
     assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
     assert_eq!(info.kernel_version, "6.6.20");
     assert_eq!(
+        info.swap_capacity(),
+        Some(2 << 30),
+        "nodeInfo.swap.capacity"
+    );
+    assert_eq!(
         s.daemon_endpoints
             .as_ref()
             .and_then(|d| d.kubelet_endpoint.as_ref())
@@ -289,6 +295,32 @@ fn transitions_only_on_status_change() {
     assert_eq!(mp.status, ConditionStatus::True);
     assert_eq!(mp.reason.as_deref(), Some("KubeletHasInsufficientMemory"));
     assert_eq!(mp.last_transition_time, Some(t(40)));
+}
+
+#[test]
+fn a_node_shutting_down_is_not_ready_as_upstream_says() {
+    let mut s = NodeStatus::default();
+    run(&mut s, &Health::default(), t(0));
+    let down = Health {
+        shutting_down: true,
+        ..Health::default()
+    };
+    assert_eq!(run(&mut s, &down, t(10)), ["NodeNotReady"]);
+    let ready = cond(&s, NODE_READY);
+    assert_eq!(ready.status, ConditionStatus::False);
+    assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+    assert_eq!(ready.message.as_deref(), Some("node is shutting down"));
+    // After the runtime's problems, as upstream aggregates them.
+    let both = Health {
+        runtime_errors: vec!["container runtime is down".into()],
+        shutting_down: true,
+        ..Health::default()
+    };
+    run(&mut s, &both, t(20));
+    assert_eq!(
+        cond(&s, NODE_READY).message.as_deref(),
+        Some("[container runtime is down, node is shutting down]")
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@ use crate::api::pod::Pod;
 use crate::cgroups::{CgroupError, PodCgroupManager};
 use crate::cri::{pb, CriError, RuntimeClient};
 use crate::runtime::actions::{PodActions, ResizeResource};
+use crate::runtime::swap::{container_swap, SwapSettings};
 
 use super::plan::{plan_resize, PlanError, PlanInput, PodCgroupView, Step};
 use super::values::to_cri;
@@ -71,12 +72,14 @@ fn pod_view(
 
 /// Plans and performs the resize of `pod` (at its allocated resources) that `actions`
 /// asks for, and brings the pod cgroup to the allocated values. `cgroups` is `None`
-/// when litelet does not manage pod cgroups.
+/// when litelet does not manage pod cgroups. Each container's swap follows its new
+/// memory request and limit (`runtime/swap.rs`), as at creation.
 pub fn resize_pod(
     runtime: &RuntimeClient,
     cgroups: Option<&PodCgroupManager>,
     pod: &Pod,
     actions: &PodActions,
+    swap: &SwapSettings,
 ) -> Result<Applied, ApplyError> {
     let mut input = PlanInput {
         updates: Some(&actions.containers_to_update),
@@ -120,10 +123,15 @@ pub fn resize_pod(
                 values,
                 previous,
             } => {
+                let mut linux = to_cri(values, previous);
+                let spec = pod.spec.containers.iter().find(|c| &c.name == name);
+                if let Some(container) = spec {
+                    crate::runtime::swap::apply(container_swap(swap, pod, container), &mut linux);
+                }
                 runtime
                     .update_container_resources(&pb::UpdateContainerResourcesRequest {
                         container_id: id.clone(),
-                        linux: protobuf::MessageField::some(to_cri(values, previous)),
+                        linux: protobuf::MessageField::some(linux),
                         ..Default::default()
                     })
                     .map_err(|source| ApplyError::UpdateContainer {
