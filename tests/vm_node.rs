@@ -64,7 +64,7 @@ fn images() -> PathBuf {
 /// The cluster side of `kubeadm init` a worker's `kubeadm join` needs: the
 /// `kubeadm-config` and `kubelet-config` ConfigMaps and their RBAC, from kubeadm
 /// itself; the bootstrap token and its RBAC come from the harness.
-fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str) {
+fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str, extra: &str) {
     let assets = PathBuf::from(std::env::var_os("KUBEBUILDER_ASSETS").expect("assets"));
     let config = cp.dir().join(format!("kubeadm-{driver}.yaml"));
     std::fs::write(
@@ -76,7 +76,7 @@ fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str) 
              kubernetesVersion: v1.36.3\ncontrolPlaneEndpoint: {api}\n\
              networking:\n  serviceSubnet: 10.0.0.0/24\n  podSubnet: 10.88.0.0/16\n---\n\
              apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             cgroupDriver: {driver}\nport: {port}\npodPidsLimit: 1024\n"
+             cgroupDriver: {driver}\nport: {port}\npodPidsLimit: 1024\n{extra}"
         ),
     )
     .expect("kubeadm config");
@@ -143,96 +143,275 @@ fn containers(cp: &ControlPlane, ns: &str, pods: &[&str]) -> Vec<(String, i64)> 
         .collect()
 }
 
-fn node_ready(cp: &ControlPlane, node: &str) -> bool {
-    cp.get(&format!("/api/v1/nodes/{node}"))
-        .is_some_and(|n| condition(&n["status"], "Ready") == Some("True"))
+/// Where a pod's cgroup is on the VM (cgroup v2), for the node's cgroup driver.
+fn pod_cgroup(driver: &str, qos: &str, uid: &str) -> String {
+    match (driver, qos) {
+        ("systemd", "guaranteed") => format!(
+            "/sys/fs/cgroup/kubepods.slice/kubepods-pod{}.slice",
+            uid.replace('-', "_")
+        ),
+        ("systemd", other) => format!(
+            "/sys/fs/cgroup/kubepods.slice/kubepods-{other}.slice/kubepods-{other}-pod{}.slice",
+            uid.replace('-', "_")
+        ),
+        (_, "guaranteed") => format!("/sys/fs/cgroup/kubepods/pod{uid}"),
+        (_, other) => format!("/sys/fs/cgroup/kubepods/{other}/pod{uid}"),
+    }
 }
 
-/// The pod's cgroup directory on the VM for the cgroupfs driver.
-fn pod_cgroup(qos: &str, uid: &str) -> String {
-    match qos {
-        "guaranteed" => format!("/sys/fs/cgroup/kubepods/pod{uid}"),
-        other => format!("/sys/fs/cgroup/kubepods/{other}/pod{uid}"),
+/// A VM joined to the control plane with `kubeadm join` as node `name`.
+struct JoinedNode {
+    cp: &'static ControlPlane,
+    vm: Vm,
+    name: String,
+    driver: &'static str,
+    /// The VM's way to the apiserver: cut it to play a lost uplink.
+    api: TcpProxy,
+    _to_node: TcpProxy,
+}
+
+impl JoinedNode {
+    /// Boots a VM, installs the package, configures containerd for `driver` and
+    /// joins with kubeadm; `kubelet_config` is added to the cluster's
+    /// KubeletConfiguration. None when this machine cannot run the tier (outside CI).
+    fn join(
+        test: &str,
+        name: &str,
+        driver: &'static str,
+        kubelet_config: &str,
+    ) -> Option<JoinedNode> {
+        let cp = ControlPlane::shared(test)?;
+        let image = VmImage::ensure(test)?;
+        cp.start_controllers(None).expect("controller-manager");
+        cp.namespace(name);
+
+        // The VM reaches the apiserver through a proxy the test can cut, and the
+        // apiserver reaches the node's port through a proxy on the node address.
+        let api = TcpProxy::start(cp.addr());
+        let api_in_vm = format!("10.0.2.2:{}", api.addr.port());
+        let kubelet_port = free_port();
+        let forward = free_port();
+        let to_node = TcpProxy::start_on(
+            &format!("{}:{kubelet_port}", cp.node_ip),
+            format!("127.0.0.1:{forward}").parse().expect("address"),
+        );
+        upload_kubeadm_config(cp, driver, kubelet_port, &api_in_vm, kubelet_config);
+        let token = cp.bootstrap_token();
+        let discovery = cp.dir().join(format!("{name}-discovery.conf"));
+        std::fs::write(
+            &discovery,
+            cp.bootstrap_kubeconfig_yaml(&token)
+                .replace(&cp.url, &format!("https://{api_in_vm}")),
+        )
+        .expect("discovery file");
+
+        let assets = PathBuf::from(std::env::var_os("KUBEBUILDER_ASSETS").expect("assets"));
+        let images = images();
+        let deb = package();
+        let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/node-setup.sh");
+        let vm = Vm::boot(
+            &image,
+            &[
+                ("litelet.deb", &deb),
+                ("kubeadm", &assets.join("kubeadm")),
+                ("busybox.tar", &images.join("busybox.tar")),
+                ("pause.tar", &images.join("pause.tar")),
+                ("discovery.conf", &discovery),
+                ("node-setup.sh", &setup),
+            ],
+            &[("NODE_IP", cp.node_ip.to_string())],
+            &[format!("tcp:127.0.0.1:{forward}-:{kubelet_port}")],
+        );
+        vm.wait_boot(1, SLOW);
+        vm.on_failure(
+            "systemctl status litelet --no-pager | head -20; \
+             journalctl -u litelet --no-pager | tail -n 60",
+        );
+        println!("{}", vm.sh(&format!("sh /task/node-setup.sh {driver}")));
+
+        // kubeadm join, as an operator runs it on a node with the package.
+        let joined = vm.sh_within(
+            &format!(
+                "kubeadm join --discovery-file /task/discovery.conf --tls-bootstrap-token \
+                 {token} --node-name {name} --ignore-preflight-errors=all 2>&1"
+            ),
+            SLOW,
+        );
+        assert!(
+            joined.contains("This node has joined the cluster"),
+            "kubeadm join:\n{joined}"
+        );
+        let node = JoinedNode {
+            cp,
+            vm,
+            name: name.to_owned(),
+            driver,
+            api,
+            _to_node: to_node,
+        };
+        assert!(
+            wait_until(SLOW, || node.ready()),
+            "the node never went Ready"
+        );
+        Some(node)
+    }
+
+    fn ready(&self) -> bool {
+        self.cp
+            .get(&format!("/api/v1/nodes/{}", self.name))
+            .is_some_and(|n| condition(&n["status"], "Ready") == Some("True"))
+    }
+
+    /// The namespace of this node's pods (named after the node).
+    fn ns(&self) -> &str {
+        &self.name
+    }
+
+    fn pod(&self, name: &str) -> Option<Value> {
+        pod(self.cp, self.ns(), name)
+    }
+
+    /// Creates the pod and waits until it runs and is ready; its uid.
+    fn run_pod(&self, pod: Value) -> String {
+        let name = pod["metadata"]["name"].as_str().expect("name").to_owned();
+        let created = self
+            .cp
+            .create(&format!("/api/v1/namespaces/{}/pods", self.ns()), &pod);
+        assert!(
+            wait_until(SLOW, || running_and_ready(self.cp, self.ns(), &name)),
+            "{name} never ran: {:?}",
+            self.pod(&name).map(|p| p["status"].clone())
+        );
+        created["metadata"]["uid"].as_str().expect("uid").to_owned()
+    }
+
+    /// `kubectl exec <pod> -- cat <file>` through the apiserver.
+    fn exec_cat(&self, pod: &str, file: &str) -> String {
+        let out = self
+            .cp
+            .kubectl(&["exec", "-n", self.ns(), pod, "--", "cat", file]);
+        assert!(
+            out.status.success(),
+            "kubectl exec {pod}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// One pod per QoS class; their pod cgroups hold the cgroup v2 values of their
+    /// specs (weight = 1 + (shares - 2) * 9999 / 262142; podPidsLimit 1024), on the
+    /// host side and, through exec, from inside the container. Returns the uids.
+    fn check_qos_pods(&self) -> Vec<String> {
+        let resources = [
+            (
+                "guaranteed",
+                json!({"requests": {"cpu": "250m", "memory": "64Mi"},
+                       "limits": {"cpu": "250m", "memory": "64Mi"}}),
+            ),
+            (
+                "burstable",
+                json!({"requests": {"cpu": "100m", "memory": "32Mi"},
+                       "limits": {"cpu": "500m", "memory": "128Mi"}}),
+            ),
+            ("besteffort", json!({})),
+        ];
+        let uids: Vec<String> = resources
+            .iter()
+            .map(|(name, r)| self.run_pod(marking_pod(name, &self.name, r.clone())))
+            .collect();
+        let expected = [
+            ("guaranteed", "25000 100000", "10", "67108864"),
+            ("burstable", "50000 100000", "4", "134217728"),
+            ("besteffort", "max 100000", "1", "max"),
+        ];
+        for ((qos, cpu_max, weight, memory_max), uid) in expected.iter().zip(&uids) {
+            let dir = pod_cgroup(self.driver, qos, uid);
+            let got = self.vm.sh(&format!(
+                "cd {dir} && cat cpu.max cpu.weight memory.max pids.max"
+            ));
+            let want = format!("{cpu_max}\n{weight}\n{memory_max}\n1024\n");
+            assert_eq!(got, want, "pod cgroup of {qos} ({dir})");
+        }
+        assert_eq!(
+            self.exec_cat("guaranteed", "/sys/fs/cgroup/cpu.max"),
+            "25000 100000"
+        );
+        assert_eq!(
+            self.exec_cat("guaranteed", "/sys/fs/cgroup/memory.max"),
+            "67108864"
+        );
+        let logs = self.cp.kubectl(&["logs", "-n", self.ns(), "burstable"]);
+        assert!(
+            String::from_utf8_lossy(&logs.stdout).contains("hello-from-burstable"),
+            "kubectl logs: {}",
+            String::from_utf8_lossy(&logs.stderr)
+        );
+        uids
+    }
+
+    /// In-place resize of the burstable pod's CPU reaches `cpu.max` and `cpu.weight`
+    /// of its pod cgroup and the container's, and shows in the pod status.
+    fn check_resize(&self, burstable_uid: &str) {
+        let resize = self.cp.kubectl(&[
+            "patch", "pod", "burstable", "-n", self.ns(), "--subresource", "resize", "-p",
+            r#"{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"200m"},"limits":{"cpu":"800m"}}}]}}"#,
+        ]);
+        assert!(
+            resize.status.success(),
+            "resize: {}",
+            String::from_utf8_lossy(&resize.stderr)
+        );
+        let dir = pod_cgroup(self.driver, "burstable", burstable_uid);
+        self.vm.sh_until(
+            "the resize reached the pod cgroup",
+            &format!(
+                "test \"$(cat {dir}/cpu.max)\" = '80000 100000' && \
+                 test \"$(cat {dir}/cpu.weight)\" = 8"
+            ),
+            SLOW,
+        );
+        assert_eq!(
+            self.exec_cat("burstable", "/sys/fs/cgroup/cpu.max"),
+            "80000 100000"
+        );
+        assert!(
+            wait_until(SLOW, || self.pod("burstable").is_some_and(|p| {
+                container_status(&p, "main")
+                    .is_some_and(|c| c["resources"]["limits"]["cpu"] == "800m")
+                    && condition(&p["status"], "PodResizeInProgress").is_none()
+            })),
+            "the resize never showed in the pod status"
+        );
+    }
+
+    /// `systemctl restart` (kubeadm's own command) keeps every container.
+    fn check_restart_keeps_containers(&self, pods: &[&str]) {
+        let before = containers(self.cp, self.ns(), pods);
+        self.vm
+            .sh("systemctl restart kubelet && systemctl is-active litelet");
+        assert!(
+            wait_until(SLOW, || self.ready()),
+            "the node is not Ready after the restart"
+        );
+        std::thread::sleep(Duration::from_secs(20));
+        assert_eq!(
+            containers(self.cp, self.ns(), pods),
+            before,
+            "a restart of litelet restarted containers"
+        );
     }
 }
 
 #[test]
-#[ignore = "the VM tier, about 15 minutes of emulation: run it with make vm"]
+#[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
 fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot() {
     let test = "a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot";
-    let Some(cp) = ControlPlane::shared(test) else {
+    let Some(mut node) = JoinedNode::join(test, "vm-cgroupfs", "cgroupfs", "") else {
         return;
     };
-    let Some(image) = VmImage::ensure(test) else {
-        return;
-    };
-    cp.start_controllers(None).expect("controller-manager");
-    let node = "vm-cgroupfs";
-    let ns = "vm-cgroupfs";
-    cp.namespace(ns);
-
-    // The VM reaches the apiserver through a proxy the test can cut, and the
-    // apiserver reaches the node's port through a proxy on the node address.
-    let api = TcpProxy::start(cp.addr());
-    let api_in_vm = format!("10.0.2.2:{}", api.addr.port());
-    let kubelet_port = free_port();
-    let forward = free_port();
-    let _to_node = TcpProxy::start_on(
-        &format!("{}:{kubelet_port}", cp.node_ip),
-        format!("127.0.0.1:{forward}").parse().expect("address"),
-    );
-    upload_kubeadm_config(cp, "cgroupfs", kubelet_port, &api_in_vm);
-    let token = cp.bootstrap_token();
-    let discovery = cp.dir().join("vm-discovery.conf");
-    std::fs::write(
-        &discovery,
-        cp.bootstrap_kubeconfig_yaml(&token)
-            .replace(&cp.url, &format!("https://{api_in_vm}")),
-    )
-    .expect("discovery file");
-
-    let assets = PathBuf::from(std::env::var_os("KUBEBUILDER_ASSETS").expect("assets"));
-    let images = images();
-    let deb = package();
-    let mut vm = Vm::boot(
-        &image,
-        &[
-            ("litelet.deb", &deb),
-            ("kubeadm", &assets.join("kubeadm")),
-            ("busybox.tar", &images.join("busybox.tar")),
-            ("pause.tar", &images.join("pause.tar")),
-            ("discovery.conf", &discovery),
-            (
-                "node-setup.sh",
-                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/node-setup.sh"),
-            ),
-        ],
-        &[("NODE_IP", cp.node_ip.to_string())],
-        &[format!("tcp:127.0.0.1:{forward}-:{kubelet_port}")],
-    );
-    vm.wait_boot(1, SLOW);
-    vm.on_failure(
-        "systemctl status litelet --no-pager | head -20; journalctl -u litelet --no-pager | tail -n 60",
-    );
-    println!("{}", vm.sh("sh /task/node-setup.sh cgroupfs"));
-
-    // kubeadm join, as an operator runs it on a node with the package.
-    let joined = vm.sh_within(
-        &format!(
-            "kubeadm join --discovery-file /task/discovery.conf --tls-bootstrap-token {token} \
-             --node-name {node} --ignore-preflight-errors=all 2>&1"
-        ),
-        SLOW,
-    );
-    assert!(
-        joined.contains("This node has joined the cluster"),
-        "kubeadm join:\n{joined}"
-    );
-    assert!(
-        wait_until(SLOW, || node_ready(cp, node)),
-        "the node never went Ready"
-    );
-    let modes = vm.sh("stat -L -c '%a %n' /etc/kubernetes/kubelet.conf \
+    let modes = node
+        .vm
+        .sh("stat -L -c '%a %n' /etc/kubernetes/kubelet.conf \
          /var/lib/litelet/pki/kubelet-client-current.pem");
     for line in modes.lines() {
         assert!(
@@ -240,100 +419,13 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
             "credentials must be 0600: {modes}"
         );
     }
-
-    // One pod per QoS class.
-    let resources = [
-        (
-            "guaranteed",
-            json!({"requests": {"cpu": "250m", "memory": "64Mi"},
-                   "limits": {"cpu": "250m", "memory": "64Mi"}}),
-        ),
-        (
-            "burstable",
-            json!({"requests": {"cpu": "100m", "memory": "32Mi"},
-                   "limits": {"cpu": "500m", "memory": "128Mi"}}),
-        ),
-        ("besteffort", json!({})),
-    ];
-    let mut uids = Vec::new();
-    for (name, r) in &resources {
-        let created = cp.create(
-            &format!("/api/v1/namespaces/{ns}/pods"),
-            &marking_pod(name, node, r.clone()),
-        );
-        uids.push(created["metadata"]["uid"].as_str().expect("uid").to_owned());
-    }
-    let names = ["guaranteed", "burstable", "besteffort"];
-    for name in names {
-        assert!(
-            wait_until(SLOW, || running_and_ready(cp, ns, name)),
-            "{name} never ran: {:?}",
-            pod(cp, ns, name).map(|p| p["status"].clone())
-        );
-    }
-
-    // The pod cgroups on the host side: cgroup v2 files from the pods' specs
-    // (weight = 1 + (shares - 2) * 9999 / 262142; podPidsLimit 1024).
-    let expected = [
-        ("guaranteed", "25000 100000", "10", "67108864"),
-        ("burstable", "50000 100000", "4", "134217728"),
-        ("besteffort", "max 100000", "1", "max"),
-    ];
-    for ((qos, cpu_max, weight, memory_max), uid) in expected.iter().zip(&uids) {
-        let dir = pod_cgroup(qos, uid);
-        let got = vm.sh(&format!(
-            "cd {dir} && cat cpu.max cpu.weight memory.max pids.max"
-        ));
-        let want = format!("{cpu_max}\n{weight}\n{memory_max}\n1024\n");
-        assert_eq!(got, want, "pod cgroup of {qos} ({dir})");
-    }
-    // ... and from inside the container (its own cgroup namespace), through exec.
-    let exec = |name: &str, file: &str| -> String {
-        let out = cp.kubectl(&["exec", "-n", ns, name, "--", "cat", file]);
-        assert!(
-            out.status.success(),
-            "kubectl exec {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    assert_eq!(exec("guaranteed", "/sys/fs/cgroup/cpu.max"), "25000 100000");
-    assert_eq!(exec("guaranteed", "/sys/fs/cgroup/memory.max"), "67108864");
-    let logs = cp.kubectl(&["logs", "-n", ns, "burstable"]);
-    assert!(
-        String::from_utf8_lossy(&logs.stdout).contains("hello-from-burstable"),
-        "kubectl logs: {}",
-        String::from_utf8_lossy(&logs.stderr)
-    );
-
-    // In-place resize on cgroup v2: the CPU limit and request of the burstable pod.
-    let resize = cp.kubectl(&[
-        "patch", "pod", "burstable", "-n", ns, "--subresource", "resize", "-p",
-        r#"{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"200m"},"limits":{"cpu":"800m"}}}]}}"#,
-    ]);
-    assert!(
-        resize.status.success(),
-        "resize: {}",
-        String::from_utf8_lossy(&resize.stderr)
-    );
-    let dir = pod_cgroup("burstable", &uids[1]);
-    vm.sh_until(
-        "the resize reached the pod cgroup",
-        &format!("test \"$(cat {dir}/cpu.max)\" = '80000 100000' && test \"$(cat {dir}/cpu.weight)\" = 8"),
-        SLOW,
-    );
-    assert_eq!(exec("burstable", "/sys/fs/cgroup/cpu.max"), "80000 100000");
-    assert!(
-        wait_until(SLOW, || pod(cp, ns, "burstable").is_some_and(|p| {
-            container_status(&p, "main").is_some_and(|c| c["resources"]["limits"]["cpu"] == "800m")
-                && condition(&p["status"], "PodResizeInProgress").is_none()
-        })),
-        "the resize never showed in the pod status"
-    );
+    let uids = node.check_qos_pods();
+    node.check_resize(&uids[1]);
 
     // Stats from the v2 files, through the apiserver's node proxy.
+    let (cp, vm) = (node.cp, &node.vm);
     let summary = cp
-        .get(&format!("/api/v1/nodes/{node}/proxy/stats/summary"))
+        .get(&format!("/api/v1/nodes/{}/proxy/stats/summary", node.name))
         .expect("stats summary");
     assert!(
         summary["node"]["memory"]["availableBytes"]
@@ -346,10 +438,11 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
     let pods_seen = summary["pods"].as_array().map(Vec::len).unwrap_or(0);
     assert!(pods_seen >= 3, "summary lists {pods_seen} pods");
 
-    // Restarts of the agent keep every container: systemctl restart (kubeadm's own
-    // command), then a kill -9 of the main process (systemd starts it again).
-    let before = containers(cp, ns, &names);
-    vm.sh("systemctl restart kubelet && systemctl is-active litelet");
+    // Restarts keep every container: systemctl restart, then a kill -9 of the main
+    // process (systemd starts it again).
+    let names = ["guaranteed", "burstable", "besteffort"];
+    node.check_restart_keeps_containers(&names);
+    let before = containers(cp, node.ns(), &names);
     let old_pid = vm.sh("systemctl show -p MainPID --value litelet");
     vm.sh(&format!("kill -9 {}", old_pid.trim()));
     vm.sh_until(
@@ -362,21 +455,21 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
         SLOW,
     );
     assert!(
-        wait_until(SLOW, || node_ready(cp, node)),
-        "the node is not Ready after the restarts"
+        wait_until(SLOW, || node.ready()),
+        "the node is not Ready after the kill"
     );
     std::thread::sleep(Duration::from_secs(20));
     assert_eq!(
-        containers(cp, ns, &names),
+        containers(cp, node.ns(), &names),
         before,
-        "a restart of litelet restarted containers"
+        "a kill -9 of litelet restarted containers"
     );
     let marks = vm.sh("wc -l < /var/lib/vm-marks/guaranteed");
     assert_eq!(marks.trim(), "1", "the container started again");
 
     // A deleted pod's cgroup goes.
-    cp.delete(&format!("/api/v1/namespaces/{ns}/pods/besteffort"));
-    let gone = pod_cgroup("besteffort", &uids[2]);
+    cp.delete(&format!("/api/v1/namespaces/{}/pods/besteffort", node.ns()));
+    let gone = pod_cgroup(node.driver, "besteffort", &uids[2]);
     vm.sh_until(
         "the pod cgroup was removed",
         &format!("! test -e {gone}"),
@@ -384,7 +477,7 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
     );
 
     // A reboot with the apiserver unreachable: the checkpointed pods come back.
-    api.cut();
+    node.api.cut();
     vm.reboot();
     vm.wait_boot(2, SLOW);
     vm.sh_until(
@@ -393,13 +486,94 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
          test $(wc -l < /var/lib/vm-marks/burstable) -ge 2",
         SLOW,
     );
-    api.restore();
+    node.api.restore();
     assert!(
-        wait_until(SLOW, || node_ready(cp, node)
-            && running_and_ready(cp, ns, "guaranteed")
-            && running_and_ready(cp, ns, "burstable")),
+        wait_until(SLOW, || node.ready()
+            && running_and_ready(cp, node.ns(), "guaranteed")
+            && running_and_ready(cp, node.ns(), "burstable")),
         "the node did not converge after the reboot: {:?}",
-        pod(cp, ns, "guaranteed").map(|p| p["status"].clone())
+        node.pod("guaranteed").map(|p| p["status"].clone())
     );
-    assert_eq!(vm.power_off(SLOW), 0, "the VM task failed");
+    assert_eq!(node.vm.power_off(SLOW), 0, "the VM task failed");
+}
+
+/// A host-network pod whose preStop hook and SIGTERM handler report to the test
+/// (`/mark` of the VM channel) before the container ends.
+fn shutdown_reporting_pod(name: &str, node: &str, ctl_port: u16) -> Value {
+    let mark = |what: &str| format!("wget -q -O- 'http://10.0.2.2:{ctl_port}/mark?{name}-{what}'");
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "hostNetwork": true, "terminationGracePeriodSeconds": 20,
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "main", "image": "localhost/litelet/busybox:1.0",
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", format!(
+                    "trap '{}; exit 0' TERM; while true; do sleep 1; done", mark("term"))],
+                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", mark("prestop")]}}}}]}})
+}
+
+#[test]
+#[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
+fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_poweroff() {
+    let test = "a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_poweroff";
+    let Some(mut node) = JoinedNode::join(
+        test,
+        "vm-systemd",
+        "systemd",
+        "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+    ) else {
+        return;
+    };
+    // The QoS slices are systemd units.
+    let slices = node.vm.sh(
+        "systemctl is-active kubepods.slice kubepods-burstable.slice kubepods-besteffort.slice",
+    );
+    assert_eq!(slices, "active\nactive\nactive\n", "QoS slices");
+    let uids = node.check_qos_pods();
+    node.check_resize(&uids[1]);
+    node.check_restart_keeps_containers(&["guaranteed", "burstable", "besteffort"]);
+    // The container's scope lives in its pod's slice, as containerd's systemd driver
+    // puts it.
+    let burstable = pod_cgroup(node.driver, "burstable", &uids[1]);
+    node.vm
+        .sh(&format!("ls -d {burstable}/cri-containerd-*.scope"));
+
+    // Graceful shutdown: logind's delay was raised to the period and litelet holds a
+    // delay lock; `systemctl poweroff` then gives the pods their preStop hooks and
+    // SIGTERM, and their final statuses reach the apiserver before the VM is off.
+    let inhibit = node.vm.sh(
+        "systemd-inhibit --list --no-pager; busctl get-property org.freedesktop.login1 \
+         /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec",
+    );
+    assert!(
+        inhibit.contains("delay") && inhibit.contains("t 30000000"),
+        "no delay lock or logind's delay not raised: {inhibit}"
+    );
+    node.run_pod(shutdown_reporting_pod(
+        "graceful",
+        &node.name,
+        node.vm.ctl_port(),
+    ));
+    assert_eq!(node.vm.power_off(SLOW), 0, "the VM task failed");
+    let marks = node.vm.marks();
+    assert_eq!(
+        marks,
+        ["graceful-prestop", "graceful-term"],
+        "the preStop hook, then SIGTERM, before power-off"
+    );
+    for name in ["graceful", "guaranteed", "burstable"] {
+        let p = node.pod(name).expect("pod");
+        let status = &p["status"];
+        assert_eq!(status["phase"], "Failed", "{name}: {status}");
+        assert_eq!(status["reason"], "Terminated", "{name}: {status}");
+        assert_eq!(
+            status["message"], "Pod was terminated in response to imminent node shutdown.",
+            "{name}"
+        );
+        assert_eq!(
+            condition(status, "DisruptionTarget"),
+            Some("True"),
+            "{name}: {status}"
+        );
+    }
 }

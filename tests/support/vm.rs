@@ -83,6 +83,9 @@ struct Channel {
     answers: HashMap<u64, (i32, String)>,
     /// The boot the agent last asked from (1, 2, ...; 0 before the first).
     boot: u32,
+    /// What pods in the VM reported with `GET /mark?<text>` (e.g. from a preStop
+    /// hook: `wget -q -O- http://10.0.2.2:$CTL_PORT/mark?prestop`), in order.
+    marks: Vec<String>,
 }
 
 struct Shared {
@@ -99,6 +102,7 @@ impl Shared {
 /// A booted VM running `tests/vm/agent.sh`.
 pub struct Vm {
     task: PathBuf,
+    ctl_port: u16,
     shared: Arc<Shared>,
     qemu: Mutex<Option<Child>>,
     /// Run in the VM when a step fails, its output added to the failure.
@@ -171,6 +175,7 @@ impl Vm {
             .expect("start the VM");
         Vm {
             task,
+            ctl_port: port,
             shared,
             qemu: Mutex::new(Some(qemu)),
             diagnostics: Mutex::new(None),
@@ -335,6 +340,16 @@ impl Vm {
         assert!(answer.is_ok(), "the VM's agent did not take #exit {code}");
     }
 
+    /// The port of this test's channel, as the VM reaches it at 10.0.2.2.
+    pub fn ctl_port(&self) -> u16 {
+        self.ctl_port
+    }
+
+    /// What the VM's pods reported through `/mark`, in order.
+    pub fn marks(&self) -> Vec<String> {
+        self.shared.lock().marks.clone()
+    }
+
     /// The end of the serial console (boot messages and the agent's output).
     pub fn console_tail(&self) -> String {
         let text = std::fs::read_to_string(self.task.join("console.log")).unwrap_or_default();
@@ -436,6 +451,12 @@ fn serve(mut conn: TcpStream, shared: &Shared) {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
+        }
+        "/mark" => {
+            let mut ch = shared.lock();
+            ch.marks.push(query.to_owned());
+            shared.changed.notify_all();
+            String::new()
         }
         "/result" => {
             let mut data = vec![0u8; length];
