@@ -179,6 +179,7 @@ impl JoinedNode {
         name: &str,
         driver: &'static str,
         kubelet_config: &str,
+        swap: bool,
     ) -> Option<JoinedNode> {
         let cp = ControlPlane::shared(test)?;
         let image = VmImage::ensure(test)?;
@@ -227,7 +228,24 @@ impl JoinedNode {
             "systemctl status litelet --no-pager | head -20; \
              journalctl -u litelet --no-pager | tail -n 60",
         );
-        println!("{}", vm.sh(&format!("sh /task/node-setup.sh {driver}")));
+        let swap_arg = if swap { "swap" } else { "" };
+        println!(
+            "{}",
+            vm.sh(&format!("sh /task/node-setup.sh {driver} {swap_arg}"))
+        );
+        if swap {
+            // failSwapOn (upstream's default) refuses a host with swap on.
+            let (rc, out) = vm
+                .run(
+                    "timeout 60 litelet --fail-swap-on=true --root-dir /tmp/swap-check 2>&1",
+                    SLOW,
+                )
+                .expect("litelet with swap on");
+            assert!(
+                rc != 0 && out.contains("swap"),
+                "litelet started with swap on: {rc} {out}"
+            );
+        }
 
         // kubeadm join, as an operator runs it on a node with the package.
         let joined = vm.sh_within(
@@ -406,7 +424,7 @@ impl JoinedNode {
 #[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
 fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot() {
     let test = "a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot";
-    let Some(mut node) = JoinedNode::join(test, "vm-cgroupfs", "cgroupfs", "") else {
+    let Some(mut node) = JoinedNode::join(test, "vm-cgroupfs", "cgroupfs", "", false) else {
         return;
     };
     let modes = node
@@ -520,7 +538,9 @@ fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_powero
         test,
         "vm-systemd",
         "systemd",
-        "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+        "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n\
+         failSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n",
+        true,
     ) else {
         return;
     };
@@ -535,8 +555,30 @@ fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_powero
     // The container's scope lives in its pod's slice, as containerd's systemd driver
     // puts it.
     let burstable = pod_cgroup(node.driver, "burstable", &uids[1]);
-    node.vm
-        .sh(&format!("ls -d {burstable}/cri-containerd-*.scope"));
+    // LimitedSwap on a host with a swap file: a Burstable container gets the share of
+    // the node's swap its memory request has of the node's memory (32Mi here); a
+    // Guaranteed one none.
+    let swap = node.vm.sh(&format!(
+        "cat {burstable}/cri-containerd-*.scope/memory.swap.max; \
+         awk '/^MemTotal|^SwapTotal/ {{print $2 * 1024}}' /proc/meminfo"
+    ));
+    let numbers: Vec<f64> = swap
+        .split_whitespace()
+        .map(|n| n.parse().expect("a number"))
+        .collect();
+    let [limit, memory, swap_total] = numbers[..] else {
+        panic!("swap figures: {swap}");
+    };
+    let share = 32.0 * 1024.0 * 1024.0 / memory * swap_total;
+    assert!(
+        swap_total > 0.0 && (limit - share).abs() <= share * 0.01,
+        "burstable memory.swap.max {limit}, expected about {share}"
+    );
+    let guaranteed = pod_cgroup(node.driver, "guaranteed", &uids[0]);
+    let none = node.vm.sh(&format!(
+        "cat {guaranteed}/cri-containerd-*.scope/memory.swap.max"
+    ));
+    assert_eq!(none.trim(), "0", "a Guaranteed container gets no swap");
 
     // Graceful shutdown: logind's delay was raised to the period and litelet holds a
     // delay lock; `systemctl poweroff` then gives the pods their preStop hooks and

@@ -2,10 +2,14 @@
 # Makes the VM a node as an operator would, before `kubeadm join`: litelet's own .deb,
 # the one-time kubeadm step of the README, containerd configured for the given cgroup
 # driver with a bridge pod network, the test images, and the node's address.
-# Usage: node-setup.sh cgroupfs|systemd   (environment: /task/task.env)
+# Usage: node-setup.sh cgroupfs|systemd [swap]   (environment: /task/task.env)
+# "swap" turns on a 256 MiB swap file first.
 set -eu
 . /task/task.env
 driver=$1
+if [ "${2:-}" = swap ]; then
+  fallocate -l 256M /swapfile && chmod 600 /swapfile && mkswap -q /swapfile && swapon /swapfile
+fi
 dpkg -i /task/litelet.deb
 # The README's one-time step for kubeadm nodes.
 install -D -m 0644 /usr/share/litelet/kubeadm/10-kubeadm.conf \
