@@ -267,8 +267,9 @@ impl JoinedNode {
             api,
             _to_node: to_node,
         };
+        // Registration follows the client certificate within seconds, even emulated.
         assert!(
-            wait_until(SLOW, || node.ready()),
+            wait_until(Duration::from_secs(300), || node.ready()),
             "the node never went Ready"
         );
         Some(node)
@@ -402,6 +403,61 @@ impl JoinedNode {
         );
     }
 
+    /// A memory limit lowered below what the container uses is not applied: the
+    /// limit stays, and the pod says why in its PodResizeInProgress condition.
+    fn check_memory_decrease_below_usage_is_refused(&self, burstable_uid: &str) {
+        let fill = self.cp.kubectl(&[
+            "exec",
+            "-n",
+            self.ns(),
+            "burstable",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/shm/fill",
+            "bs=1M",
+            "count=48",
+        ]);
+        assert!(
+            fill.status.success(),
+            "filling /dev/shm: {}",
+            String::from_utf8_lossy(&fill.stderr)
+        );
+        let resize = self.cp.kubectl(&[
+            "patch",
+            "pod",
+            "burstable",
+            "-n",
+            self.ns(),
+            "--subresource",
+            "resize",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"main","resources":{"limits":{"memory":"40Mi"}}}]}}"#,
+        ]);
+        assert!(
+            resize.status.success(),
+            "resize: {}",
+            String::from_utf8_lossy(&resize.stderr)
+        );
+        assert!(
+            wait_until(SLOW, || self.pod("burstable").is_some_and(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "PodResizeInProgress"
+                            && c["reason"] == "Error"
+                            && c["message"].as_str().is_some_and(|m| m.contains("usage"))
+                    })
+                })
+            })),
+            "no resize error for a memory limit below usage: {:?}",
+            self.pod("burstable")
+                .map(|p| p["status"]["conditions"].clone())
+        );
+        let dir = pod_cgroup(self.driver, "burstable", burstable_uid);
+        let limit = self.vm.sh(&format!("cat {dir}/memory.max"));
+        assert_eq!(limit.trim(), "134217728", "the pod's memory limit changed");
+    }
+
     /// `systemctl restart` (kubeadm's own command) keeps every container.
     fn check_restart_keeps_containers(&self, pods: &[&str]) {
         let before = containers(self.cp, self.ns(), pods);
@@ -439,6 +495,7 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
     }
     let uids = node.check_qos_pods();
     node.check_resize(&uids[1]);
+    node.check_memory_decrease_below_usage_is_refused(&uids[1]);
 
     // Stats from the v2 files, through the apiserver's node proxy.
     let (cp, vm) = (node.cp, &node.vm);

@@ -374,6 +374,9 @@ impl Vm {
 
 impl Drop for Vm {
     fn drop(&mut self) {
+        if std::thread::panicking() && self.exit_code().is_none() {
+            eprintln!("{}", self.diagnose());
+        }
         let qemu = self.qemu.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(mut child) = qemu.take() {
             // run.sh stops QEMU on TERM and copies the task disk back.

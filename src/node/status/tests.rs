@@ -494,3 +494,25 @@ fn images_largest_first_capped_at_fifty_with_five_names_each() {
     let patch = status_patch(&NodeStatus::default(), &status);
     assert_eq!(patch["status"]["images"][0]["sizeBytes"], 61_000);
 }
+
+/// The real apiserver refuses `nodeInfo.swap.capacity: 0` (the node never registered
+/// on a swapless host, found by the VM tier): without swap the field is left out.
+#[test]
+fn a_node_without_swap_reports_no_swap_capacity() {
+    let c = config();
+    let mut m = machine();
+    m.swap_bytes = Some(0);
+    let mut s = NodeStatus::default();
+    let inputs = StatusInputs {
+        config: &c,
+        machine: &m,
+        health: &Health::default(),
+        runtime_version: None,
+        images: None,
+        now: t(0),
+    };
+    apply(&mut s, &inputs);
+    let info = s.node_info.as_ref().unwrap();
+    assert_eq!(info.swap_capacity(), None);
+    assert!(!info.extra.contains_key("swap"), "{:?}", info.extra);
+}

@@ -349,6 +349,7 @@ impl Store {
                 }
             }
         }
+        validate(kind, &name, &obj)?;
         let key = Self::key(kind, ns, &name);
         if self.objects.contains_key(&key) {
             return Err(Failure::new(
@@ -496,6 +497,7 @@ impl Store {
         if new == current {
             return Ok(current);
         }
+        validate(kind, name, &new)?;
         if kind.resource == "pods" && new.get("spec") != current.get("spec") {
             let generation = current["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), generation.into());
@@ -693,4 +695,24 @@ impl Store {
         self.history.clear();
         self.floor = self.rv;
     }
+}
+
+/// The real apiserver's validation where litelet once sent what it refuses: a Node's
+/// `nodeInfo.swap.capacity` must be above zero (a node without swap leaves it out).
+fn validate(kind: &Kind, name: &str, obj: &Value) -> Result<(), Failure> {
+    if kind.resource == "nodes" {
+        if let Some(capacity) = obj.pointer("/status/nodeInfo/swap/capacity") {
+            if capacity.as_i64().is_none_or(|c| c <= 0) {
+                return Err(Failure::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "Node {name:?} is invalid: metadata.nodeSwapStatus.capacity: \
+                         Invalid value: {capacity}: must be greater than zero"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
