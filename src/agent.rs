@@ -44,6 +44,7 @@ use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
+use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
 use crate::sources::watched::WatchedPods;
@@ -94,6 +95,11 @@ fn node_view(
         taints: config.register_with_taints.clone(),
         allocatable: node_status::allocatable(&capacity, &reserved),
         sysctls,
+        support: crate::admission::fields::NodeSupport {
+            // Filled from each CRI Status answer by the sync loop.
+            runtime: Default::default(),
+            runtime_classes: flags.kubeconfig.is_some(),
+        },
     })
 }
 
@@ -478,6 +484,7 @@ fn start_runtime(
     host: &Host,
     runtime: &RuntimeClient,
     images: cri::ImageClient,
+    api: Option<ApiClient>,
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<RuntimeParts, AgentError> {
@@ -520,6 +527,9 @@ fn start_runtime(
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
+            .with_runtime_classes(RuntimeClasses::new(
+                api.map(|c| Box::new(c) as Box<dyn RuntimeClassSource>),
+            ))
             .on_runtime_change(move |change| {
                 marks.runtime_changed(change.uid, Instant::now());
                 if change.lifecycle {
@@ -829,7 +839,22 @@ pub fn run(
         "Starting kubelet.",
     );
     let stats_images = images.clone();
-    let rt = start_runtime(flags, &host, &runtime, images, &recorder, &mut threads)?;
+    // Pod workers' own API reads (volume objects, tokens, mirror pods, RuntimeClasses)
+    // run on two request threads, so that one worker thread per pod keeps a shallow
+    // stack.
+    let worker_api = match &api {
+        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
+        None => None,
+    };
+    let rt = start_runtime(
+        flags,
+        &host,
+        &runtime,
+        images,
+        worker_api.clone(),
+        &recorder,
+        &mut threads,
+    )?;
     let node_lister = start_node(
         host,
         api.as_ref(),
@@ -844,12 +869,6 @@ pub fn run(
     let (probes, probe_rx, probe_metrics) = start_probes(&runtime, &recorder, &mut threads);
     let (status, unstarted_status) = status_manager(api.as_ref());
 
-    // Pod workers' own API reads (volume objects, tokens, mirror pods) run on two
-    // request threads, so that one worker thread per pod keeps a shallow stack.
-    let worker_api = match &api {
-        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
-        None => None,
-    };
     let allocatable = view.allocatable.clone();
     let volumes = Arc::new(volume_manager(
         &root_dir,

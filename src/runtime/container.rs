@@ -525,6 +525,92 @@ mod tests {
         );
     }
 
+    /// Every Linux field of a container's securityContext (and the pod's identity
+    /// fields it inherits) lands in the CRI config; the field audit names this test.
+    #[test]
+    fn security_context_fields_reach_the_cri_config() {
+        use crate::api::pod::{Capabilities, PodSecurityContext};
+        let mut pod = pod_with(Container {
+            name: "app".into(),
+            image: Some("busybox:1.0".into()),
+            stdin: Some(true),
+            stdin_once: Some(true),
+            tty: Some(true),
+            working_dir: Some("/work".into()),
+            ..Default::default()
+        });
+        pod.spec.security_context = Some(PodSecurityContext {
+            run_as_user: Some(1000),
+            run_as_group: Some(3000),
+            supplemental_groups: vec![4000],
+            fs_group: Some(2000),
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert_eq!(sc.run_as_user.value, 1000, "pod runAsUser inherited");
+        assert_eq!(sc.run_as_group.value, 3000, "pod runAsGroup inherited");
+        assert_eq!(sc.supplemental_groups, [4000, 2000], "groups then fsGroup");
+        assert!(!sc.privileged && !sc.readonly_rootfs && !sc.no_new_privs);
+        assert!(!sc.masked_paths.is_empty() && !sc.readonly_paths.is_empty());
+        assert!(cfg.stdin && cfg.stdin_once && cfg.tty);
+        assert_eq!(cfg.working_dir, "/work");
+
+        pod.spec.containers[0].security_context = Some(SecurityContext {
+            capabilities: Some(Capabilities {
+                add: vec!["NET_ADMIN".into()],
+                drop: vec!["ALL".into()],
+            }),
+            run_as_user: Some(1),
+            run_as_group: Some(2),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            proc_mount: Some("Unmasked".into()),
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert_eq!(sc.capabilities.add_capabilities, ["NET_ADMIN"]);
+        assert_eq!(sc.capabilities.drop_capabilities, ["ALL"]);
+        assert_eq!(
+            (sc.run_as_user.value, sc.run_as_group.value),
+            (1, 2),
+            "container wins"
+        );
+        assert!(sc.readonly_rootfs && sc.no_new_privs);
+        assert!(
+            sc.masked_paths.is_empty() && sc.readonly_paths.is_empty(),
+            "procMount Unmasked"
+        );
+
+        pod.spec.containers[0].security_context = Some(SecurityContext {
+            privileged: Some(true),
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert!(sc.privileged && sc.masked_paths.is_empty());
+    }
+
+    /// An ephemeral container's targetContainerName: it joins that container's PID
+    /// namespace (CRI `TARGET` mode with the target's runtime ID).
+    #[test]
+    fn target_container_name_joins_the_targets_pid_namespace() {
+        let pod = pod_with(Container {
+            name: "debug".into(),
+            image: Some("busybox:1.0".into()),
+            ..Default::default()
+        });
+        let env = EnvContext::default();
+        let volumes = BTreeMap::new();
+        let mut ctx = context(&pod, &volumes, &env);
+        ctx.target_container_id = Some("abc123");
+        let cfg = container_config(&ctx).unwrap();
+        let ns = &cfg.linux.security_context.namespace_options;
+        assert_eq!(ns.pid.enum_value_or_default(), pb::NamespaceMode::TARGET);
+        assert_eq!(ns.target_id, "abc123");
+    }
+
     #[test]
     fn resources_convert_to_cgroup_values() {
         let mut container = Container {

@@ -29,6 +29,7 @@ pub mod profiles;
 pub mod pull_records;
 pub mod resize;
 pub mod result;
+pub mod runtime_class;
 pub mod sandbox;
 pub mod state;
 pub mod subpath;

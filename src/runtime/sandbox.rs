@@ -205,6 +205,32 @@ mod tests {
         }
     }
 
+    /// hostNetwork, hostPID, hostIPC and shareProcessNamespace pick the sandbox's
+    /// namespace modes; the field audit names this test.
+    #[test]
+    fn namespace_modes_follow_host_network_pid_ipc_and_share_process_namespace() {
+        use pb::NamespaceMode::{CONTAINER, NODE, POD};
+        let modes = |p: &Pod| {
+            let ns = namespace_options(p);
+            (
+                ns.network.enum_value_or_default(),
+                ns.pid.enum_value_or_default(),
+                ns.ipc.enum_value_or_default(),
+            )
+        };
+        let mut p = pod();
+        assert_eq!(modes(&p), (POD, CONTAINER, POD));
+        p.spec.share_process_namespace = Some(true);
+        assert_eq!(modes(&p), (POD, POD, POD));
+        p.spec.host_network = Some(true);
+        p.spec.host_pid = Some(true);
+        p.spec.host_ipc = Some(true);
+        assert_eq!(modes(&p), (NODE, NODE, NODE));
+        let cfg = sandbox_config(&p, 0, &ctx()).unwrap();
+        let ns = &cfg.linux.security_context.namespace_options;
+        assert_eq!(ns.network.enum_value_or_default(), NODE);
+    }
+
     #[test]
     fn config_identifies_the_pod() {
         let cfg = sandbox_config(&pod(), 2, &ctx()).unwrap();

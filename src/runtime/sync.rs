@@ -392,8 +392,29 @@ impl RuntimeManager {
             );
             return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
         }
+        // The pod's RuntimeClass picks the runtime handler (upstream createPodSandbox).
+        let handler = self
+            .runtime_classes
+            .handler(
+                pod.spec.runtime_class_name.as_deref(),
+                std::time::Instant::now(),
+            )
+            .map_err(|err| {
+                Failure::new(
+                    CREATE_POD_SANDBOX_ERROR,
+                    format!("Failed to create pod sandbox: {err}"),
+                )
+            })?;
+        if !handler.is_empty() {
+            log::debug!(
+                "pod {} ({}): runtime handler {handler:?}",
+                pod.full_name(),
+                pod.uid()
+            );
+        }
         let created = self.runtime.run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(config.clone()),
+            runtime_handler: handler,
             ..Default::default()
         });
         match created {

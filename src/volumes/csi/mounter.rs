@@ -46,6 +46,10 @@ pub enum CsiMountError {
         "volume {handle} is not attached to this node yet (VolumeAttachment {attachment}): waiting"
     )]
     NotAttached { handle: String, attachment: String },
+    /// The driver's CSIDriver object does not list the volume's lifecycle mode
+    /// (upstream's message).
+    #[error("{0}")]
+    LifecycleMode(String),
     /// The record beside a mount point cannot be read or written.
     #[error("{step} {path}: {message}")]
     Record {
@@ -142,12 +146,16 @@ impl Mounter {
         fs_group: Option<u32>,
         vol: &CsiVolume<'_>,
     ) -> Result<PathBuf, VolumeError> {
-        let client = self.client(vol.driver)?;
         let object = self.get(
             format!("CSIDriver {}", vol.driver),
             &format!("/apis/storage.k8s.io/v1/csidrivers/{}", vol.driver),
         )?;
         let policy = DriverPolicy::from_object(object.as_ref());
+        // Before the driver is even asked: a mode it does not serve never works.
+        policy
+            .check_lifecycle_mode(vol.driver, vol.ephemeral)
+            .map_err(CsiMountError::LifecycleMode)?;
+        let client = self.client(vol.driver)?;
         let caps = client.node_capabilities().map_err(call_err(vol.driver))?;
         let mode = plan::access_mode(
             vol.access_mode,
