@@ -528,7 +528,7 @@ mod tests {
     /// Every Linux field of a container's securityContext (and the pod's identity
     /// fields it inherits) lands in the CRI config; the field audit names this test.
     #[test]
-    fn security_context_fields_reach_the_cri_config() {
+    fn container_security_stdio_and_working_dir_reach_the_cri_config() {
         use crate::api::pod::{Capabilities, PodSecurityContext};
         let mut pod = pod_with(Container {
             name: "app".into(),

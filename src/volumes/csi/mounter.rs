@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -28,6 +27,7 @@ use crate::api::pod::Pod;
 use crate::api::{ApiClient, ApiError};
 use crate::volumes::error::VolumeError;
 use crate::volumes::mount;
+use crate::volumes::ownership;
 
 /// A CSI step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -249,7 +249,7 @@ impl Mounter {
             && policy.applies_fs_group(vol.fs_type, vol.access_mode, vol.ephemeral)
         {
             if let Some(gid) = fs_group {
-                give_to_group(&target, gid)?;
+                ownership::set_volume_ownership(&target, gid, ownership::ChangePolicy::of(pod))?;
             }
         }
         Ok(target)
@@ -401,20 +401,6 @@ pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
             path,
             message: e.to_string(),
         })
-}
-
-/// Gives the volume's top directory to `gid` with setgid and group write (upstream
-/// SetVolumeOwnership, top level only: the files a driver provides are its own).
-fn give_to_group(target: &Path, gid: u32) -> Result<(), VolumeError> {
-    nix::unistd::chown(target, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| {
-        VolumeError::io("chown", target, std::io::Error::from_raw_os_error(e as i32))
-    })?;
-    let mode = fs::metadata(target)
-        .map_err(io_err("stat", target))?
-        .permissions()
-        .mode();
-    fs::set_permissions(target, fs::Permissions::from_mode((mode & 0o7777) | 0o2070))
-        .map_err(io_err("chmod", target))
 }
 
 #[cfg(test)]
