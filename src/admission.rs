@@ -344,6 +344,28 @@ mod tests {
         );
     }
 
+    /// `requests.ephemeral-storage` counts against the node's allocatable
+    /// ephemeral-storage like cpu and memory.
+    #[test]
+    fn ephemeral_storage_requests_count_in_the_fit() {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        let mut n = node();
+        n.allocatable
+            .insert("ephemeral-storage".to_owned(), q("10Gi"));
+        let with_disk = |size: &str| {
+            let mut p = pod("", "");
+            if let Some(r) = p.spec.containers[0].resources.as_mut() {
+                r.requests.insert("ephemeral-storage".to_owned(), q(size));
+            }
+            p
+        };
+        let big = with_disk("6Gi");
+        let r = admit(&with_disk("5Gi"), &[&big], &n).unwrap_err();
+        assert_eq!(r.reason, "OutOfephemeral-storage");
+        assert!(r.message.contains("ephemeral-storage, requested: 5Gi"), "{}", r.message);
+        assert!(admit(&with_disk("4Gi"), &[&big], &n).is_ok());
+    }
+
     #[test]
     fn node_name_os_selector_taints_ports() {
         let n = node();
