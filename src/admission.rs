@@ -362,7 +362,11 @@ mod tests {
         let big = with_disk("6Gi");
         let r = admit(&with_disk("5Gi"), &[&big], &n).unwrap_err();
         assert_eq!(r.reason, "OutOfephemeral-storage");
-        assert!(r.message.contains("ephemeral-storage, requested: 5Gi"), "{}", r.message);
+        assert!(
+            r.message.contains("ephemeral-storage, requested: 5Gi"),
+            "{}",
+            r.message
+        );
         assert!(admit(&with_disk("4Gi"), &[&big], &n).is_ok());
     }
 
