@@ -237,7 +237,11 @@ fn table() -> Vec<(&'static str, &'static str, Audit)> {
         ("PodSecurityContext", "runAsNonRoot", Honoured("verify_run_as_non_root_table")),
         ("PodSecurityContext", "runAsUser", Honoured(CRI_SECURITY)),
         ("PodSecurityContext", "seLinuxChangePolicy", Refused(r#""MountOption""#)),
-        ("PodSecurityContext", "seLinuxOptions", Refused(r#"{"level": "s0:c1,c2"}"#)),
+        (
+            "PodSecurityContext",
+            "seLinuxOptions",
+            Honoured("selinux_options_container_over_pod_reach_the_cri"),
+        ),
         (
             "PodSecurityContext",
             "seccompProfile",
@@ -265,7 +269,11 @@ fn table() -> Vec<(&'static str, &'static str, Audit)> {
         ("SecurityContext", "runAsGroup", Honoured(CRI_SECURITY)),
         ("SecurityContext", "runAsNonRoot", Honoured("verify_run_as_non_root_table")),
         ("SecurityContext", "runAsUser", Honoured(CRI_SECURITY)),
-        ("SecurityContext", "seLinuxOptions", Refused(r#"{"level": "s0:c1,c2"}"#)),
+        (
+            "SecurityContext",
+            "seLinuxOptions",
+            Honoured("selinux_options_container_over_pod_reach_the_cri"),
+        ),
         (
             "SecurityContext",
             "seccompProfile",

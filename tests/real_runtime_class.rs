@@ -127,10 +127,13 @@ fn runtime_class_runs_the_sandbox_with_its_handler_and_overhead_in_the_pod_cgrou
         ),
     );
     node.wait_ready();
-    let created = node.cp.create(
-        &format!("/api/v1/namespaces/{ns}/pods"),
-        &pod(ns, "alt", &node.name, Some(&class)),
-    );
+    let mut alt = pod(ns, "alt", &node.name, Some(&class));
+    // A label reaches the runtime, which ignores it on this host without SELinux (as
+    // upstream): the pod runs.
+    alt["spec"]["securityContext"] = json!({"seLinuxOptions": {"level": "s0:c1,c2"}});
+    let created = node
+        .cp
+        .create(&format!("/api/v1/namespaces/{ns}/pods"), &alt);
     // The API server's RuntimeClass admission copied the class's overhead in.
     assert_eq!(created["spec"]["overhead"]["cpu"], "250m", "{created}");
     let uid = created["metadata"]["uid"].as_str().expect("uid").to_owned();

@@ -13,8 +13,8 @@
 //!   when the runtime lacks it; litelet does not pass the policy to the runtime either.
 //! - Dynamic resource allocation (`resourceClaims`, a container's `resources.claims`),
 //!   `schedulingGroup` and `restartPolicyRules` (alpha, gated off upstream), raw block
-//!   devices (`volumeDevices`), SELinux labels (`seLinuxOptions`,
-//!   `seLinuxChangePolicy`), `windowsOptions`, and every volume source but emptyDir,
+//!   devices (`volumeDevices`), `seLinuxChangePolicy: MountOption` (no `-o context=`
+//!   volume mounts), `windowsOptions`, and every volume source but emptyDir,
 //!   hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim,
 //!   ephemeral and csi (the in-tree network and cloud disks, gitRepo, image).
 //! - Any field of PodSpec, Container, PodSecurityContext, SecurityContext or Volume that
@@ -61,9 +61,9 @@ const POD_SPEC_KNOWN: &[&str] = &[
 ];
 /// PodSecurityContext fields kept in `extra` and carried out (`runtime/profiles.rs`,
 /// the volume manager).
-const POD_SECURITY_KNOWN: &[&str] = &["appArmorProfile", "fsGroupChangePolicy"];
+const POD_SECURITY_KNOWN: &[&str] = &["appArmorProfile", "fsGroupChangePolicy", "seLinuxOptions"];
 /// SecurityContext fields kept in `extra` and carried out (`runtime/profiles.rs`).
-const SECURITY_KNOWN: &[&str] = &["appArmorProfile"];
+const SECURITY_KNOWN: &[&str] = &["appArmorProfile", "seLinuxOptions"];
 /// Volume sources litelet sets up that live in `extra`.
 const VOLUME_KNOWN: &[&str] = &["csi", "ephemeral"];
 
@@ -82,18 +82,8 @@ const CONTAINER_REFUSED: &[(&str, &str)] = &[(
     "restartPolicyRules",
     "container restart rules are alpha and gated off upstream; litelet does not carry them out",
 )];
-const POD_SECURITY_REFUSED: &[(&str, &str)] = &[
-    ("seLinuxOptions", "litelet does not apply SELinux labels"),
-    (
-        "seLinuxChangePolicy",
-        "litelet does not apply SELinux labels",
-    ),
-    ("windowsOptions", "this is a linux node"),
-];
-const SECURITY_REFUSED: &[(&str, &str)] = &[
-    ("seLinuxOptions", "litelet does not apply SELinux labels"),
-    ("windowsOptions", "this is a linux node"),
-];
+const POD_SECURITY_REFUSED: &[(&str, &str)] = &[("windowsOptions", "this is a linux node")];
+const SECURITY_REFUSED: &[(&str, &str)] = &[("windowsOptions", "this is a linux node")];
 
 /// A JSON value that says something: not null, not an empty list, map or string.
 fn is_set(v: &Value) -> bool {
@@ -158,9 +148,21 @@ fn check_pod_security(
             });
         }
     }
+    // Recursive relabelling is the default and what a runtime does with a label;
+    // MountOption asks the kubelet to mount volumes with `-o context=`, which it does
+    // not do.
+    if let Some(policy) = sc.extra.get("seLinuxChangePolicy").and_then(Value::as_str) {
+        if policy == "MountOption" {
+            return Err(refuse(
+                &format!("{at}.seLinuxChangePolicy"),
+                "litelet does not mount volumes with SELinux context options (MountOption)",
+            ));
+        }
+    }
     let mut known = POD_SECURITY_KNOWN.to_vec();
     // Merge is the default: what the runtime does without the field.
     known.push("supplementalGroupsPolicy");
+    known.push("seLinuxChangePolicy");
     check_extra(at, &sc.extra, &known, POD_SECURITY_REFUSED)
 }
 

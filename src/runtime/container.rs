@@ -196,7 +196,12 @@ fn security_context(
         Some(a) => (MessageField::some(a.profile), a.legacy),
         None => (MessageField::none(), String::new()),
     };
+    let selinux = profiles::selinux(
+        ctx.pod,
+        ctx.container.security_context.as_ref().map(|s| &s.extra),
+    );
     Ok(pb::LinuxContainerSecurityContext {
+        selinux_options: selinux.into(),
         capabilities: capabilities.into(),
         privileged,
         namespace_options: MessageField::some(namespaces),
@@ -539,15 +544,24 @@ mod tests {
             working_dir: Some("/work".into()),
             ..Default::default()
         });
-        pod.spec.security_context = Some(PodSecurityContext {
+        let mut pod_sc = PodSecurityContext {
             run_as_user: Some(1000),
             run_as_group: Some(3000),
             supplemental_groups: vec![4000],
             fs_group: Some(2000),
             ..Default::default()
-        });
+        };
+        pod_sc.extra.insert(
+            "seLinuxOptions".into(),
+            serde_json::json!({"level": "s0:c7"}),
+        );
+        pod.spec.security_context = Some(pod_sc);
         let cfg = build(&pod, &BTreeMap::new()).unwrap();
         let sc = &cfg.linux.security_context;
+        assert_eq!(
+            sc.selinux_options.level, "s0:c7",
+            "pod seLinuxOptions inherited"
+        );
         assert_eq!(sc.run_as_user.value, 1000, "pod runAsUser inherited");
         assert_eq!(sc.run_as_group.value, 3000, "pod runAsGroup inherited");
         assert_eq!(sc.supplemental_groups, [4000, 2000], "groups then fsGroup");

@@ -103,6 +103,7 @@ fn security_context(pod: &Pod, seccomp_root: &Path) -> pb::LinuxSandboxSecurityC
     }
     pb::LinuxSandboxSecurityContext {
         namespace_options: MessageField::some(namespace_options(pod)),
+        selinux_options: profiles::selinux(pod, None).into(),
         run_as_user: pod_security
             .run_as_user
             .map(|value| pb::Int64Value {
