@@ -479,6 +479,19 @@ struct RuntimeParts {
     runtime_name: String,
 }
 
+/// The host IDs pods' user namespaces come from: the `kubelet` entries of
+/// `/etc/subuid` and `/etc/subgid`, else upstream's default range. A bad entry leaves
+/// `hostUsers: false` pods without a range (their sandboxes fail, saying why).
+fn user_namespace_range(
+) -> Result<crate::runtime::userns::IdRange, crate::runtime::userns::UsernsError> {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let range = crate::runtime::userns::kubelet_range(&read("/etc/subuid"), &read("/etc/subgid"));
+    if let Err(err) = &range {
+        log::error!("user namespaces: {err}; pods with hostUsers: false will not start");
+    }
+    range
+}
+
 fn start_runtime(
     flags: &Flags,
     host: &Host,
@@ -527,6 +540,7 @@ fn start_runtime(
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
+            .with_user_namespace_range(user_namespace_range())
             .with_runtime_classes(RuntimeClasses::new(
                 api.map(|c| Box::new(c) as Box<dyn RuntimeClassSource>),
             ))

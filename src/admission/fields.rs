@@ -3,11 +3,12 @@
 //! reason and a message naming the field. Pure; called by [`super::admit`] first.
 //!
 //! What is refused, and why:
-//! - `hostUsers: false` (user namespaces): upstream fails the sandbox when the runtime
-//!   reports no handler with user namespace support (CRI Status, as containerd 1.6);
-//!   litelet refuses such pods at admission with upstream's message, and also when the
-//!   runtime does support them, since litelet does not allocate ID mappings yet
-//!   (running the pod in the host's user namespace would give it host root).
+//! - `hostUsers: false` (user namespaces) when the runtime reports no handler with user
+//!   namespace support (CRI Status; containerd 1.6 reports none): upstream fails the
+//!   sandbox with the same message; litelet refuses at admission. Where supported, the
+//!   pod gets its own ID range (`runtime/userns.rs`); the sandbox's own handler is
+//!   checked again at creation, so such a pod never runs in the host's user namespace.
+//!   With `hostNetwork`, `hostPID` or `hostIPC` (which the API server refuses) too.
 //! - `runtimeClassName` without an API server (standalone): nothing can resolve it.
 //! - `supplementalGroupsPolicy: Strict`: upstream's `SupplementalGroupsPolicyNotSupported`
 //!   when the runtime lacks it; litelet does not pass the policy to the runtime either.
@@ -35,8 +36,7 @@ pub const NOT_SUPPORTED_REASON: &str = "PodFieldNotSupported";
 pub const USERNS_REASON: &str = "UserNamespacesNotSupported";
 /// Upstream's message when the runtime has no user namespace support (kubelet
 /// userns manager, kubernetes#131623).
-pub const USERNS_RUNTIME_MESSAGE: &str =
-    "can't set `spec.hostUsers: false`, runtime does not support user namespaces";
+pub const USERNS_RUNTIME_MESSAGE: &str = crate::runtime::userns::NO_RUNTIME_SUPPORT;
 /// Upstream's reason and message for a Strict supplemental groups policy the runtime
 /// cannot enforce (lifecycle predicate admission).
 pub const SUPPLEMENTAL_GROUPS_POLICY_REASON: &str = "SupplementalGroupsPolicyNotSupported";
@@ -205,15 +205,26 @@ fn check_volume(at: &str, v: &Volume) -> Result<(), Rejection> {
 pub fn check(pod: &Pod, node: &NodeSupport) -> Result<(), Rejection> {
     let spec = &pod.spec;
     if spec.host_users == Some(false) {
-        let message = if node.runtime.user_namespaces() {
-            "can't set `spec.hostUsers: false`: litelet does not map user namespaces yet"
-        } else {
-            USERNS_RUNTIME_MESSAGE
-        };
-        return Err(Rejection {
-            reason: USERNS_REASON.to_owned(),
-            message: message.to_owned(),
-        });
+        let host = [
+            ("hostNetwork", spec.host_network),
+            ("hostPID", spec.host_pid),
+            ("hostIPC", spec.host_ipc),
+        ];
+        if let Some((name, _)) = host.iter().find(|(_, on)| *on == Some(true)) {
+            // The API server refuses this pair; a static pod could still ask for it.
+            return Err(Rejection {
+                reason: USERNS_REASON.to_owned(),
+                message: format!(
+                    "can't set `spec.hostUsers: false` together with `spec.{name}: true`"
+                ),
+            });
+        }
+        if !node.runtime.user_namespaces() {
+            return Err(Rejection {
+                reason: USERNS_REASON.to_owned(),
+                message: USERNS_RUNTIME_MESSAGE.to_owned(),
+            });
+        }
     }
     if let Some(class) = spec.runtime_class_name.as_deref().filter(|c| !c.is_empty()) {
         if !node.runtime_classes {
@@ -281,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn host_users_false_is_refused_even_when_the_runtime_supports_userns() {
+    fn host_users_false_is_admitted_when_the_runtime_supports_userns() {
         let node = NodeSupport {
             runtime: RuntimeFeatures {
                 handlers: vec![HandlerFeatures {
@@ -293,13 +304,12 @@ mod tests {
             },
             runtime_classes: true,
         };
-        let r = check(&with(base(), "hostUsers", Value::Bool(false)), &node).unwrap_err();
+        assert!(check(&with(base(), "hostUsers", Value::Bool(false)), &node).is_ok());
+        let mut spec = base();
+        spec["hostUsers"] = Value::Bool(false);
+        let r = check(&with(spec, "hostPID", Value::Bool(true)), &node).unwrap_err();
         assert_eq!(r.reason, USERNS_REASON);
-        assert!(
-            r.message.contains("does not map user namespaces"),
-            "{}",
-            r.message
-        );
+        assert!(r.message.contains("spec.hostPID"), "{}", r.message);
     }
 
     #[test]

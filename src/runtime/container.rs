@@ -82,6 +82,8 @@ pub struct ContainerContext<'a> {
     pub seccomp_root: &'a Path,
     /// The kernel enforces AppArmor: profiles a pod asks for can be applied.
     pub apparmor_enabled: bool,
+    /// The pod's own user namespace, as its sandbox has it (None: the host's).
+    pub userns: Option<&'a pb::UserNamespace>,
 }
 
 /// The log file of a container instance, relative to the pod's log directory.
@@ -164,6 +166,7 @@ fn security_context(
         )
     };
     let mut namespaces = namespace_options(ctx.pod);
+    namespaces.userns_options = ctx.userns.cloned().into();
     if let Some(target) = ctx.target_container_id {
         namespaces.pid = EnumOrUnknown::new(pb::NamespaceMode::TARGET);
         namespaces.target_id = target.to_owned();
@@ -442,6 +445,7 @@ mod tests {
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
+            userns: None,
         };
         container_config(&ctx)
     }
@@ -674,6 +678,7 @@ mod tests {
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
+            userns: None,
         }
     }
 

@@ -128,6 +128,8 @@ pub struct RuntimeManager {
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
     /// RuntimeClass → runtime handler for new sandboxes (none resolve standalone).
     pub(super) runtime_classes: super::runtime_class::RuntimeClasses,
+    /// ID ranges of `hostUsers: false` pods.
+    pub(super) userns: super::userns::UsernsManager,
 }
 
 impl RuntimeManager {
@@ -138,7 +140,12 @@ impl RuntimeManager {
         recorder: Recorder,
         settings: RuntimeSettings,
     ) -> RuntimeManager {
+        let userns = super::userns::UsernsManager::new(
+            settings.root_dir.join("pods"),
+            Ok(Default::default()),
+        );
         RuntimeManager {
+            userns,
             image_manager: ImageManager::new(images.clone(), recorder.clone()),
             runtime,
             images,
@@ -150,6 +157,16 @@ impl RuntimeManager {
             missing_dns_logged: Default::default(),
             runtime_classes: super::runtime_class::RuntimeClasses::new(None),
         }
+    }
+
+    /// Gives `hostUsers: false` pods their IDs from `range` (the node's `kubelet`
+    /// sub-IDs), or none when the range is unusable.
+    pub fn with_user_namespace_range(
+        mut self,
+        range: Result<super::userns::IdRange, super::userns::UsernsError>,
+    ) -> Self {
+        self.userns = super::userns::UsernsManager::new(self.settings.root_dir.join("pods"), range);
+        self
     }
 
     /// Resolves pods' `runtimeClassName` through `classes` (with an API server).

@@ -35,3 +35,4 @@ pub mod state;
 pub mod subpath;
 pub mod sync;
 pub mod termination;
+pub mod userns;

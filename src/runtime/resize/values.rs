@@ -160,6 +160,7 @@ mod tests {
                 target_container_id: None,
                 seccomp_root: std::path::Path::new("/"),
                 apparmor_enabled: false,
+                userns: None,
             };
             let created = linux_resources(&ctx);
             let values = container_values(&c);

@@ -78,6 +78,8 @@ pub struct FakeState {
     pub exec_results: HashMap<String, (i32, String)>,
     /// Base URL the streaming calls (Exec, Attach, PortForward) answer with.
     pub streaming_url: Option<String>,
+    /// What Status reports as runtime handlers (none, as containerd 1.6, by default).
+    pub runtime_handlers: Vec<pb::RuntimeHandler>,
     conditions: Vec<pb::RuntimeCondition>,
     next_id: u64,
     next_ip: u32,
@@ -143,6 +145,7 @@ impl FakeState {
             exit_rules: HashMap::new(),
             exec_results: HashMap::new(),
             streaming_url: None,
+            runtime_handlers: Vec::new(),
             conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             next_id: 1,
             next_ip: 2,
@@ -341,6 +344,7 @@ impl FakeState {
         };
         pb::StatusResponse {
             status: MessageField::some(status),
+            runtime_handlers: self.runtime_handlers.clone(),
             ..Default::default()
         }
     }
