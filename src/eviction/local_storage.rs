@@ -138,7 +138,16 @@ mod tests {
             })
         };
         // (case, container limit, emptyDir sizeLimit, rootfs, logs, emptyDir use, message)
-        let cases: &[(&str, Option<&str>, Option<&str>, u64, u64, u64, Option<&str>)] = &[
+        type Case = (
+            &'static str,
+            Option<&'static str>,
+            Option<&'static str>,
+            u64,
+            u64,
+            u64,
+            Option<&'static str>,
+        );
+        let cases: &[Case] = &[
             ("no limits", None, None, 900 * MI, 0, 900 * MI, None),
             (
                 "emptyDir over its sizeLimit",
@@ -155,7 +164,7 @@ mod tests {
                 Some("20Mi"),
                 None,
                 5 * MI,
-                1 * MI,
+                MI,
                 15 * MI,
                 Some("Pod ephemeral local storage usage exceeds the total limit of containers 20Mi. "),
             ),
@@ -169,7 +178,7 @@ mod tests {
                 // The pod total (21Mi) is checked first, as upstream.
                 Some("Pod ephemeral local storage usage exceeds the total limit of containers 20Mi. "),
             ),
-            ("within every limit", Some("20Mi"), Some("10Mi"), 5 * MI, 1 * MI, 5 * MI, None),
+            ("within every limit", Some("20Mi"), Some("10Mi"), 5 * MI, MI, 5 * MI, None),
         ];
         for (name, limit, size, rootfs, logs, volume, want) in cases {
             let got = violation(&pod(spec(*limit, *size)), &sample(*rootfs, *logs, *volume));
