@@ -52,6 +52,12 @@ oom_score = 0
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-alt.options]
         SystemdCgroup = false
         Root = "$dir/runc-alt"
+    # Upstream's node e2e suite expects a handler named test-handler (RuntimeClass specs).
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
+        SystemdCgroup = false
+        Root = "$dir/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni"
