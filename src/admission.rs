@@ -2,7 +2,8 @@
 //! the pods it already runs? Pure: the node's allocatable, labels and taints and the
 //! other active pods are inputs; a rejection carries upstream's reason and message.
 //!
-//! Checks, first failure wins: sysctls (`sysctls.rs`, `SysctlForbidden`), node name,
+//! Checks, first failure wins: fields litelet does not carry out (`fields.rs`:
+//! `hostUsers: false`, unsupported volume sources, ...), sysctls (`sysctls.rs`, `SysctlForbidden`), node name,
 //! OS, node selector and required node affinity (`affinity.rs`, `NodeAffinity`),
 //! untolerated NoExecute taints (API pods only), host ports, then resources — pods
 //! count, cpu, memory, ephemeral-storage and any other requested resource
@@ -24,6 +25,7 @@
 //! (pinned by `b54_...` below and the profile tests).
 
 pub mod affinity;
+pub mod fields;
 pub mod sysctls;
 
 use std::collections::{BTreeMap, HashSet};
@@ -43,6 +45,8 @@ pub struct NodeView {
     pub allocatable: BTreeMap<String, Quantity>,
     /// Sysctls pods may set: the safe ones plus `--allowed-unsafe-sysctls`.
     pub sysctls: sysctls::SysctlAllowlist,
+    /// The runtime's features and whether RuntimeClasses resolve (`fields.rs`).
+    pub support: fields::NodeSupport,
 }
 
 /// Upstream's message for a pod whose node selector or affinity does not match.
@@ -118,6 +122,7 @@ pub fn tolerates(pod: &Pod, taint: &Taint) -> bool {
 
 /// Decides whether `pod` may run on `node` beside `others` (the active pods).
 pub fn admit(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection> {
+    fields::check(pod, &node.support)?;
     if let Some(message) = node.sysctls.check(pod) {
         return reject(sysctls::FORBIDDEN_REASON, message);
     }
@@ -327,6 +332,52 @@ mod tests {
             )),
             ""
         );
+    }
+
+    /// RuntimeClass overhead (`spec.overhead`, set by the API server) counts in the fit,
+    /// for the pod admitted and for the pods already running.
+    #[test]
+    fn pod_overhead_counts_in_the_resource_fit() {
+        let n = node();
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        let mut with_overhead = pod("1500m", "");
+        with_overhead.spec.overhead = BTreeMap::from([("cpu".to_owned(), q("600m"))]);
+        let r = admit(&with_overhead, &[], &n).unwrap_err();
+        assert_eq!(r.reason, "OutOfcpu");
+        assert!(r.message.contains("requested: 2100m"), "{}", r.message);
+        with_overhead.spec.overhead = BTreeMap::from([("cpu".to_owned(), q("500m"))]);
+        assert!(admit(&with_overhead, &[], &n).is_ok(), "exactly full fits");
+        assert_eq!(
+            reason(admit(&pod("1m", ""), &[&with_overhead], &n)),
+            "OutOfcpu",
+            "a running pod's overhead is used capacity"
+        );
+    }
+
+    /// `requests.ephemeral-storage` counts against the node's allocatable
+    /// ephemeral-storage like cpu and memory.
+    #[test]
+    fn ephemeral_storage_requests_count_in_the_fit() {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        let mut n = node();
+        n.allocatable
+            .insert("ephemeral-storage".to_owned(), q("10Gi"));
+        let with_disk = |size: &str| {
+            let mut p = pod("", "");
+            if let Some(r) = p.spec.containers[0].resources.as_mut() {
+                r.requests.insert("ephemeral-storage".to_owned(), q(size));
+            }
+            p
+        };
+        let big = with_disk("6Gi");
+        let r = admit(&with_disk("5Gi"), &[&big], &n).unwrap_err();
+        assert_eq!(r.reason, "OutOfephemeral-storage");
+        assert!(
+            r.message.contains("ephemeral-storage, requested: 5Gi"),
+            "{}",
+            r.message
+        );
+        assert!(admit(&with_disk("4Gi"), &[&big], &n).is_ok());
     }
 
     #[test]

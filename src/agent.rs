@@ -45,6 +45,7 @@ use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
+use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
 use crate::sources::watched::WatchedPods;
@@ -95,6 +96,11 @@ fn node_view(
         taints: config.register_with_taints.clone(),
         allocatable: node_status::allocatable(&capacity, &reserved),
         sysctls,
+        support: crate::admission::fields::NodeSupport {
+            // Filled from each CRI Status answer by the sync loop.
+            runtime: Default::default(),
+            runtime_classes: flags.kubeconfig.is_some(),
+        },
     })
 }
 
@@ -562,11 +568,25 @@ fn check_cgroup_driver(
     Ok(())
 }
 
+/// The host IDs pods' user namespaces come from: the `kubelet` entries of
+/// `/etc/subuid` and `/etc/subgid`, else upstream's default range. A bad entry leaves
+/// `hostUsers: false` pods without a range (their sandboxes fail, saying why).
+fn user_namespace_range(
+) -> Result<crate::runtime::userns::IdRange, crate::runtime::userns::UsernsError> {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let range = crate::runtime::userns::kubelet_range(&read("/etc/subuid"), &read("/etc/subgid"));
+    if let Err(err) = &range {
+        log::error!("user namespaces: {err}; pods with hostUsers: false will not start");
+    }
+    range
+}
+
 fn start_runtime(
     flags: &Flags,
     host: &Host,
     runtime: &RuntimeClient,
     images: cri::ImageClient,
+    api: Option<ApiClient>,
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<RuntimeParts, AgentError> {
@@ -611,6 +631,10 @@ fn start_runtime(
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
+            .with_user_namespace_range(user_namespace_range())
+            .with_runtime_classes(RuntimeClasses::new(
+                api.map(|c| Box::new(c) as Box<dyn RuntimeClassSource>),
+            ))
             .on_runtime_change(move |change| {
                 marks.runtime_changed(change.uid, Instant::now());
                 if change.lifecycle {
@@ -977,7 +1001,22 @@ pub fn run(
         "Starting kubelet.",
     );
     let stats_images = images.clone();
-    let rt = start_runtime(flags, &host, &runtime, images, &recorder, &mut threads)?;
+    // Pod workers' own API reads (volume objects, tokens, mirror pods, RuntimeClasses)
+    // run on two request threads, so that one worker thread per pod keeps a shallow
+    // stack.
+    let worker_api = match &api {
+        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
+        None => None,
+    };
+    let rt = start_runtime(
+        flags,
+        &host,
+        &runtime,
+        images,
+        worker_api.clone(),
+        &recorder,
+        &mut threads,
+    )?;
     let node_lister = start_node(
         host,
         api.as_ref(),
@@ -993,12 +1032,6 @@ pub fn run(
     let (probes, probe_rx, probe_metrics) = start_probes(&runtime, &recorder, &mut threads);
     let (status, unstarted_status) = status_manager(api.as_ref());
 
-    // Pod workers' own API reads (volume objects, tokens, mirror pods) run on two
-    // request threads, so that one worker thread per pod keeps a shallow stack.
-    let worker_api = match &api {
-        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
-        None => None,
-    };
     let allocatable = view.allocatable.clone();
     let volumes = Arc::new(volume_manager(
         &root_dir,

@@ -476,6 +476,7 @@ fn host_inputs_follow_the_runtime() {
         runtime_ready: true,
         network_ready: true,
         problems: Vec::new(),
+        ..Default::default()
     };
     state.record(Ok(ok), Instant::now());
     let h = (inputs.health)();
@@ -488,6 +489,7 @@ fn host_inputs_follow_the_runtime() {
         runtime_ready: true,
         network_ready: false,
         problems: vec!["NetworkReady=false reason:NetworkPluginNotReady message:cni".into()],
+        ..Default::default()
     };
     state.record(Ok(no_net), Instant::now());
     let h = (inputs.health)();

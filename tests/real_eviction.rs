@@ -193,3 +193,50 @@ fn disk_pressure_evicts_the_pod_filling_nodefs_and_clears_after_the_transition_p
     );
     assert!(!log.contains("eviction: evicting pod evict-e2e/quiet"));
 }
+
+/// Local storage limits (upstream localStorageEviction) on a node with plenty of disk:
+/// a pod whose emptyDir outgrows its sizeLimit and one whose container (writable
+/// layer) outgrows its ephemeral-storage limit are evicted with upstream's messages;
+/// a pod without limits writing as much is left alone.
+#[test]
+fn pods_over_their_emptydir_size_limit_or_ephemeral_storage_limit_are_evicted() {
+    let Some(node) = RealNode::start(
+        "pods_over_their_emptydir_size_limit_or_ephemeral_storage_limit_are_evicted",
+        "rn-evict-local",
+        &[],
+    ) else {
+        return;
+    };
+    node.cp.namespace(NS);
+    node.wait_ready();
+    let pods = format!("/api/v1/namespaces/{NS}/pods");
+    let fill = |path: &str| format!("dd if=/dev/zero of={path} bs=1048576 count=16; sleep 3600");
+
+    let mut sized = pod("local-sized", &node.name, &fill("/scratch/f"));
+    sized["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = json!("4Mi");
+    let mut limited = pod("local-limited", &node.name, &fill("/fill"));
+    limited["spec"]["containers"][0]["resources"] = json!({"limits": {"ephemeral-storage": "4Mi"}});
+    let free = pod("local-free", &node.name, &fill("/scratch/f"));
+    for p in [&sized, &limited, &free] {
+        node.cp.create(&pods, p);
+    }
+
+    let evicted = |name: &str, message: &str| {
+        let p = node.wait_pod(NS, name, "evicted", |p| p["status"]["phase"] == "Failed");
+        assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+        assert_eq!(p["status"]["message"], message, "{p}");
+    };
+    evicted(
+        "local-sized",
+        r#"Usage of EmptyDir volume "scratch" exceeds the limit "4Mi". "#,
+    );
+    evicted(
+        "local-limited",
+        "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. ",
+    );
+    let p = node
+        .cp
+        .get(&format!("{pods}/local-free"))
+        .expect("the pod without limits");
+    assert_eq!(p["status"]["phase"], "Running", "{p}");
+}

@@ -619,3 +619,67 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
         mounts_under(&node.root())
     );
 }
+
+/// An inline CSI volume is set up only for a driver whose CSIDriver object lists the
+/// `Ephemeral` lifecycle mode (upstream csi_plugin.go); otherwise the pod waits with
+/// upstream's reason in a FailedMount event, and the driver is never asked.
+#[test]
+fn inline_csi_volume_needs_a_csi_driver_listing_ephemeral() {
+    let test = "inline_csi_volume_needs_a_csi_driver_listing_ephemeral";
+    let Some(node) = RealNode::start(test, "csi-modes", &[]) else {
+        return;
+    };
+    let cp = node.cp;
+    let ns = "storage-csi-modes";
+    cp.namespace(ns);
+    let persistent_only = format!("persistent-only-{}.example", std::process::id());
+    cp.create(
+        "/apis/storage.k8s.io/v1/csidrivers",
+        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                "metadata": {"name": persistent_only},
+                "spec": {"attachRequired": false}}),
+    );
+    let no_object = format!("no-object-{}.example", std::process::id());
+    node.wait_ready();
+    for (name, driver) in [
+        ("persistent-only", &persistent_only),
+        ("no-object", &no_object),
+    ] {
+        cp.create(
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            &pod(
+                ns,
+                name,
+                &node.name,
+                "sleep 3600 & wait",
+                json!({"name": "data", "csi": {"driver": driver}}),
+                "Never",
+            ),
+        );
+    }
+    node.wait_for("FailedMount: the driver serves only Persistent", || {
+        events(&node, ns, "persistent-only", "FailedMount")
+            .iter()
+            .any(|m| {
+                m.contains(&format!(
+                    r#"volume mode "Ephemeral" not supported by driver {persistent_only} (only supports ["Persistent"])"#
+                ))
+            })
+    });
+    node.wait_for("FailedMount: the driver has no CSIDriver object", || {
+        events(&node, ns, "no-object", "FailedMount").iter().any(|m| {
+            m.contains(&format!(
+                r#"volume mode "Ephemeral" not supported by driver {no_object} (no CSIDriver object)"#
+            ))
+        })
+    });
+    for name in ["persistent-only", "no-object"] {
+        let p = cp
+            .get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
+            .expect("pod");
+        assert_eq!(phase(&p), "Pending", "{p}");
+    }
+    cp.delete(&format!(
+        "/apis/storage.k8s.io/v1/csidrivers/{persistent_only}"
+    ));
+}

@@ -148,6 +148,7 @@ impl Harness {
             cgroup_parent: String::new(),
             dns: Default::default(),
             seccomp_root: self.dir.path().join("seccomp"),
+            userns: None,
         };
         self.manager
             .runtime
@@ -1305,4 +1306,85 @@ fn b62_pod_status_skips_vanished_sandboxes_and_fails_on_other_errors() {
         .unwrap_err();
     assert!(!err.is_not_found(), "{err}");
     assert!(err.to_string().contains("runtime hiccup"), "{err}");
+}
+
+/// `hostUsers: false` (upstream pkg/kubelet/userns): on a runtime whose handler can
+/// create user namespaces, the sandbox and each container get the pod's own 65536 host
+/// IDs (mapped from 0), distinct per pod and kept in `<root>/pods/<uid>/userns`; on a
+/// runtime that cannot, no sandbox is created and the failure carries upstream's
+/// message, so the pod never runs in the host's user namespace.
+#[test]
+fn host_users_false_pods_get_their_own_user_namespace_or_no_sandbox() {
+    let fake = fake();
+    let h = Harness::new(&fake);
+    let userns_pod = |uid: &str| {
+        let mut p = pod(uid);
+        p.spec.host_network = Some(false);
+        p.spec.host_users = Some(false);
+        p
+    };
+    let a = userns_pod("uid-userns-a");
+    let outcome = h.sync(&a);
+    let failures: Vec<_> = outcome.failures().collect();
+    assert_eq!(failures.len(), 1, "{outcome}");
+    assert_eq!(failures[0].1.reason, "CreatePodSandboxError");
+    assert_eq!(
+        failures[0].1.message,
+        "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"
+    );
+    assert_eq!(
+        fake.count("RunPodSandbox"),
+        0,
+        "no sandbox without user namespaces"
+    );
+
+    fake.state().runtime_handlers = vec![pb::RuntimeHandler {
+        name: String::new(),
+        features: MessageField::some(pb::RuntimeHandlerFeatures {
+            user_namespaces: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let b = userns_pod("uid-userns-b");
+    for p in [&a, &b] {
+        h.sync_until(p, "running", |s| running(s, "app"));
+    }
+    let host_id = |ns: &pb::NamespaceOption| {
+        let u = ns.userns_options.as_ref().expect("userns options");
+        assert_eq!(u.mode.enum_value_or_default(), pb::NamespaceMode::POD);
+        assert_eq!(u.uids, u.gids);
+        assert_eq!((u.uids[0].container_id, u.uids[0].length), (0, 65536));
+        u.uids[0].host_id
+    };
+    let state = fake.state();
+    for (uid, want) in [("uid-userns-a", 65536), ("uid-userns-b", 131072)] {
+        let sandbox = state
+            .sandbox_configs()
+            .into_iter()
+            .find(|c| c.metadata.uid == uid)
+            .expect("sandbox");
+        assert_eq!(
+            host_id(&sandbox.linux.security_context.namespace_options),
+            want,
+            "{uid}"
+        );
+        let container = state
+            .container_configs()
+            .into_iter()
+            .find(|c| c.labels.get("io.kubernetes.pod.uid").map(String::as_str) == Some(uid))
+            .expect("container");
+        assert_eq!(
+            host_id(&container.linux.security_context.namespace_options),
+            want,
+            "{uid}: the container joins the pod's user namespace"
+        );
+        assert!(h
+            .dir
+            .path()
+            .join("root/pods")
+            .join(uid)
+            .join("userns")
+            .is_file());
+    }
 }

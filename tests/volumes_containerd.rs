@@ -148,6 +148,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         seccomp_root: std::path::Path::new("/"),
         apparmor_enabled: false,
         swap: &litelet::runtime::swap::SwapSettings::UNTOUCHED,
+        userns: None,
     })
     .expect("container config");
     let read_only: Vec<bool> = config.mounts.iter().map(|m| m.readonly).collect();

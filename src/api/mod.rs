@@ -21,6 +21,7 @@ pub mod quantity;
 pub mod ratelimit;
 pub mod request_threads;
 pub mod review;
+pub mod runtime_class;
 pub mod service;
 pub mod stats;
 pub mod token;

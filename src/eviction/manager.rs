@@ -13,6 +13,10 @@
 //!    `Evicted`, a `DisruptionTarget` condition, an `Evicted` event), waiting until it
 //!    has stopped. One pod per round.
 //!
+//!
+//! Before the thresholds, every round evicts at once the pods over their own local
+//! storage limits (emptyDir `sizeLimit`, `ephemeral-storage` limits: [`local_storage`]).
+//!
 //! After acting it waits for a sample taken later than the action, so one shortage is
 //! never counted twice (upstream asks cAdvisor for fresh stats instead). Never runs on
 //! the sync loop; holds no lock across I/O; ends when the shutdown channel disconnects.
@@ -39,6 +43,7 @@ use crate::stats::StatsStore;
 use super::admit::{Pressure, REASON};
 use super::config::{Condition, EvictionConfig, Signal};
 use super::decide::{amount, thresholds_met, State};
+use super::local_storage;
 use super::rank::{self, is_critical, Candidate};
 use super::signals::{container_usage, observe, pod_usage, Observations};
 
@@ -130,6 +135,12 @@ impl EvictionManager {
             );
         }
         self.pressure.set(round.conditions);
+        // Pods over their own storage limits go first, whatever the node's state
+        // (upstream localStorageEviction); then a later sample for the rest.
+        if self.evict_for_local_storage(sample) {
+            *acted_at = Some(SystemTime::now());
+            return;
+        }
         let Some(&index) = round.act_on.first() else {
             return;
         };
@@ -209,6 +220,39 @@ impl EvictionManager {
             return;
         }
         log::warn!("eviction: unable to evict any pod from the node");
+    }
+
+    /// Evicts, at once (grace 0, as upstream), every active non-critical pod over an
+    /// emptyDir sizeLimit or an ephemeral-storage limit; true when one was.
+    fn evict_for_local_storage(&self, sample: &Sample) -> bool {
+        let pods = (self.pods)();
+        let mut evicted = false;
+        for pod in pods.iter() {
+            if self.workers.active_pod(pod.uid()).is_none()
+                || self.workers.is_pod_termination_requested(pod.uid())
+            {
+                continue;
+            }
+            let Some(stats) = sample.pods.iter().find(|s| s.uid == pod.uid()) else {
+                continue;
+            };
+            let Some(violation) = local_storage::violation(pod, stats) else {
+                continue;
+            };
+            if is_critical(pod) {
+                log::error!(
+                    "eviction: cannot evict critical pod {}/{}: {}",
+                    pod.namespace(),
+                    pod.name(),
+                    violation.message
+                );
+                continue;
+            }
+            self.evict(pod, violation.message, 0);
+            crate::metrics::evicted(violation.signal);
+            evicted = true;
+        }
+        evicted
     }
 
     /// Whether `signal` has node-level resources to reclaim (upstream

@@ -8,6 +8,7 @@
 //! - [`decide`]: thresholds met, grace periods, minimum reclaim, condition transition
 //!   period — one round as [`decide::State::step`] (pure);
 //! - [`rank`]: eviction order and message (pure);
+//! - [`local_storage`]: emptyDir sizeLimit and ephemeral-storage limits (pure);
 //! - [`admit`]: admission under pressure and the shared [`Pressure`];
 //! - [`manager`]: the `eviction` thread (the I/O shell).
 //!
@@ -19,6 +20,7 @@
 pub mod admit;
 pub mod config;
 pub mod decide;
+pub mod local_storage;
 pub mod manager;
 pub mod rank;
 pub mod signals;

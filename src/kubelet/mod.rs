@@ -456,9 +456,10 @@ impl Kubelet {
         let _admission = resize.admission_lock();
         let mut allocations_changed = false;
         let batch = pods.len();
-        let node = self
+        let mut node = self
             .node
             .with_listed(self.node_lister.as_ref().and_then(|l| l.get()));
+        node.support.runtime = self.runtime_state.features();
         for pod in pods {
             crate::metrics::pod_seen(pod.uid(), Instant::now());
             if pod.is_mirror() {

@@ -496,3 +496,28 @@ impl PodSyncer for KubeletSyncer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    /// spec.activeDeadlineSeconds: counted from the pod's start time, then the pod is
+    /// failed with upstream's reason and message (the field audit names this test).
+    #[test]
+    fn active_deadline_seconds_fails_the_pod_once_it_ran_that_long() {
+        let mut pod = Pod::default();
+        pod.spec.active_deadline_seconds = Some(30);
+        let start = Time::from_unix_seconds(1_000);
+        pod.status.start_time = Some(start);
+        assert!(active_deadline_exceeded(&pod, None, Time::from_unix_seconds(1_029)).is_none());
+        let evicted = active_deadline_exceeded(&pod, None, Time::from_unix_seconds(1_030))
+            .expect("deadline reached");
+        assert_eq!(evicted.reason, "DeadlineExceeded");
+        assert_eq!(
+            evicted.message,
+            "Pod was active on the node longer than the specified deadline of 30 seconds"
+        );
+        pod.spec.active_deadline_seconds = None;
+        assert!(active_deadline_exceeded(&pod, None, Time::from_unix_seconds(9_999)).is_none());
+    }
+}

@@ -399,6 +399,7 @@ fn b36_no_housekeeping_while_the_runtime_is_not_ready() {
             runtime_ready: true,
             network_ready: true,
             problems: vec![],
+            ..Default::default()
         }),
         Instant::now(),
     );
@@ -609,6 +610,7 @@ fn the_pod_snapshot_is_published_once_a_burst_of_updates_is_handled() {
             runtime_ready: true,
             network_ready: true,
             problems: vec![],
+            ..Default::default()
         }),
         Instant::now(),
     );

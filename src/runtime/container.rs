@@ -84,6 +84,8 @@ pub struct ContainerContext<'a> {
     pub apparmor_enabled: bool,
     /// The node's swap policy and facts (`runtime/swap.rs`).
     pub swap: &'a super::swap::SwapSettings,
+    /// The pod's own user namespace, as its sandbox has it (None: the host's).
+    pub userns: Option<&'a pb::UserNamespace>,
 }
 
 /// The log file of a container instance, relative to the pod's log directory.
@@ -168,6 +170,7 @@ fn security_context(
         )
     };
     let mut namespaces = namespace_options(ctx.pod);
+    namespaces.userns_options = ctx.userns.cloned().into();
     if let Some(target) = ctx.target_container_id {
         namespaces.pid = EnumOrUnknown::new(pb::NamespaceMode::TARGET);
         namespaces.target_id = target.to_owned();
@@ -200,7 +203,12 @@ fn security_context(
         Some(a) => (MessageField::some(a.profile), a.legacy),
         None => (MessageField::none(), String::new()),
     };
+    let selinux = profiles::selinux(
+        ctx.pod,
+        ctx.container.security_context.as_ref().map(|s| &s.extra),
+    );
     Ok(pb::LinuxContainerSecurityContext {
+        selinux_options: selinux.into(),
         capabilities: capabilities.into(),
         privileged,
         namespace_options: MessageField::some(namespaces),
@@ -442,6 +450,7 @@ mod tests {
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
             swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
+            userns: None,
         };
         container_config(&ctx)
     }
@@ -530,6 +539,101 @@ mod tests {
         );
     }
 
+    /// Every Linux field of a container's securityContext (and the pod's identity
+    /// fields it inherits) lands in the CRI config; the field audit names this test.
+    #[test]
+    fn container_security_stdio_and_working_dir_reach_the_cri_config() {
+        use crate::api::pod::{Capabilities, PodSecurityContext};
+        let mut pod = pod_with(Container {
+            name: "app".into(),
+            image: Some("busybox:1.0".into()),
+            stdin: Some(true),
+            stdin_once: Some(true),
+            tty: Some(true),
+            working_dir: Some("/work".into()),
+            ..Default::default()
+        });
+        let mut pod_sc = PodSecurityContext {
+            run_as_user: Some(1000),
+            run_as_group: Some(3000),
+            supplemental_groups: vec![4000],
+            fs_group: Some(2000),
+            ..Default::default()
+        };
+        pod_sc.extra.insert(
+            "seLinuxOptions".into(),
+            serde_json::json!({"level": "s0:c7"}),
+        );
+        pod.spec.security_context = Some(pod_sc);
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert_eq!(
+            sc.selinux_options.level, "s0:c7",
+            "pod seLinuxOptions inherited"
+        );
+        assert_eq!(sc.run_as_user.value, 1000, "pod runAsUser inherited");
+        assert_eq!(sc.run_as_group.value, 3000, "pod runAsGroup inherited");
+        assert_eq!(sc.supplemental_groups, [4000, 2000], "groups then fsGroup");
+        assert!(!sc.privileged && !sc.readonly_rootfs && !sc.no_new_privs);
+        assert!(!sc.masked_paths.is_empty() && !sc.readonly_paths.is_empty());
+        assert!(cfg.stdin && cfg.stdin_once && cfg.tty);
+        assert_eq!(cfg.working_dir, "/work");
+
+        pod.spec.containers[0].security_context = Some(SecurityContext {
+            capabilities: Some(Capabilities {
+                add: vec!["NET_ADMIN".into()],
+                drop: vec!["ALL".into()],
+            }),
+            run_as_user: Some(1),
+            run_as_group: Some(2),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            proc_mount: Some("Unmasked".into()),
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert_eq!(sc.capabilities.add_capabilities, ["NET_ADMIN"]);
+        assert_eq!(sc.capabilities.drop_capabilities, ["ALL"]);
+        assert_eq!(
+            (sc.run_as_user.value, sc.run_as_group.value),
+            (1, 2),
+            "container wins"
+        );
+        assert!(sc.readonly_rootfs && sc.no_new_privs);
+        assert!(
+            sc.masked_paths.is_empty() && sc.readonly_paths.is_empty(),
+            "procMount Unmasked"
+        );
+
+        pod.spec.containers[0].security_context = Some(SecurityContext {
+            privileged: Some(true),
+            ..Default::default()
+        });
+        let cfg = build(&pod, &BTreeMap::new()).unwrap();
+        let sc = &cfg.linux.security_context;
+        assert!(sc.privileged && sc.masked_paths.is_empty());
+    }
+
+    /// An ephemeral container's targetContainerName: it joins that container's PID
+    /// namespace (CRI `TARGET` mode with the target's runtime ID).
+    #[test]
+    fn target_container_name_joins_the_targets_pid_namespace() {
+        let pod = pod_with(Container {
+            name: "debug".into(),
+            image: Some("busybox:1.0".into()),
+            ..Default::default()
+        });
+        let env = EnvContext::default();
+        let volumes = BTreeMap::new();
+        let mut ctx = context(&pod, &volumes, &env);
+        ctx.target_container_id = Some("abc123");
+        let cfg = container_config(&ctx).unwrap();
+        let ns = &cfg.linux.security_context.namespace_options;
+        assert_eq!(ns.pid.enum_value_or_default(), pb::NamespaceMode::TARGET);
+        assert_eq!(ns.target_id, "abc123");
+    }
+
     #[test]
     fn resources_convert_to_cgroup_values() {
         let mut container = Container {
@@ -580,6 +684,7 @@ mod tests {
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
             apparmor_enabled: false,
             swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
+            userns: None,
         }
     }
 

@@ -50,6 +50,55 @@ pub struct RuntimeConditions {
     pub network_ready: bool,
     /// "Type=false reason:... message:..." for every condition that is not true.
     pub problems: Vec<String>,
+    /// What the runtime says it supports, for admission.
+    pub features: RuntimeFeatures,
+}
+
+/// The runtime's handlers and features as its Status reports them (CRI
+/// `runtime_handlers`, `features`); all empty/false from a runtime that predates them
+/// (containerd 1.6), which is what "not supported" means upstream too.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeFeatures {
+    pub handlers: Vec<HandlerFeatures>,
+    /// `features.supplemental_groups_policy`: `supplementalGroupsPolicy: Strict` works.
+    pub supplemental_groups_policy: bool,
+}
+
+/// One runtime handler ("" is the default one) and what it supports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandlerFeatures {
+    pub name: String,
+    pub user_namespaces: bool,
+    pub recursive_read_only_mounts: bool,
+}
+
+impl RuntimeFeatures {
+    /// From a Status answer.
+    pub fn from_status(response: &pb::StatusResponse) -> RuntimeFeatures {
+        RuntimeFeatures {
+            handlers: response
+                .runtime_handlers
+                .iter()
+                .map(|h| HandlerFeatures {
+                    name: h.name.clone(),
+                    user_namespaces: h.features.as_ref().is_some_and(|f| f.user_namespaces),
+                    recursive_read_only_mounts: h
+                        .features
+                        .as_ref()
+                        .is_some_and(|f| f.recursive_read_only_mounts),
+                })
+                .collect(),
+            supplemental_groups_policy: response
+                .features
+                .as_ref()
+                .is_some_and(|f| f.supplemental_groups_policy),
+        }
+    }
+
+    /// Whether any handler can run pods in their own user namespace.
+    pub fn user_namespaces(&self) -> bool {
+        self.handlers.iter().any(|h| h.user_namespaces)
+    }
 }
 
 /// What a sync or kill did to one pod in the runtime, for [`RuntimeManager::on_runtime_change`].
@@ -79,6 +128,10 @@ pub struct RuntimeManager {
     /// The missing `--cluster-dns` has been logged (once per process; each pod gets
     /// its own `MissingClusterDNS` event).
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
+    /// RuntimeClass → runtime handler for new sandboxes (none resolve standalone).
+    pub(super) runtime_classes: super::runtime_class::RuntimeClasses,
+    /// ID ranges of `hostUsers: false` pods.
+    pub(super) userns: super::userns::UsernsManager,
 }
 
 impl RuntimeManager {
@@ -89,7 +142,12 @@ impl RuntimeManager {
         recorder: Recorder,
         settings: RuntimeSettings,
     ) -> RuntimeManager {
+        let userns = super::userns::UsernsManager::new(
+            settings.root_dir.join("pods"),
+            Ok(Default::default()),
+        );
         RuntimeManager {
+            userns,
             image_manager: ImageManager::new(images.clone(), recorder.clone()),
             runtime,
             images,
@@ -99,7 +157,24 @@ impl RuntimeManager {
             settings,
             changed: None,
             missing_dns_logged: Default::default(),
+            runtime_classes: super::runtime_class::RuntimeClasses::new(None),
         }
+    }
+
+    /// Gives `hostUsers: false` pods their IDs from `range` (the node's `kubelet`
+    /// sub-IDs), or none when the range is unusable.
+    pub fn with_user_namespace_range(
+        mut self,
+        range: Result<super::userns::IdRange, super::userns::UsernsError>,
+    ) -> Self {
+        self.userns = super::userns::UsernsManager::new(self.settings.root_dir.join("pods"), range);
+        self
+    }
+
+    /// Resolves pods' `runtimeClassName` through `classes` (with an API server).
+    pub fn with_runtime_classes(mut self, classes: super::runtime_class::RuntimeClasses) -> Self {
+        self.runtime_classes = classes;
+        self
     }
 
     /// Pulls with `credentials` (node Docker config, pull records, verification policy).
@@ -196,9 +271,12 @@ impl RuntimeManager {
         let response = self.runtime.status(&pb::StatusRequest::default())?;
         let conditions = response
             .status
+            .as_ref()
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
-        Ok(conditions_from(&conditions))
+        let mut out = conditions_from(&conditions);
+        out.features = RuntimeFeatures::from_status(&response);
+        Ok(out)
     }
 }
 
@@ -209,6 +287,7 @@ pub fn conditions_from(conditions: &[pb::RuntimeCondition]) -> RuntimeConditions
         runtime_ready: find("RuntimeReady").is_some_and(|c| c.status),
         network_ready: find("NetworkReady").is_some_and(|c| c.status),
         problems: Vec::new(),
+        features: RuntimeFeatures::default(),
     };
     for kind in ["RuntimeReady", "NetworkReady"] {
         match find(kind) {

@@ -11,6 +11,10 @@
 //! leaves the choice to the runtime. A profile that must be enforced on a host without
 //! AppArmor is an error: the container does not start, rather than run unconfined
 //! while its spec says otherwise (upstream blocks such pods at admission).
+//!
+//! SELinux: the container's `seLinuxOptions` as a whole, else the pod's (upstream
+//! DetermineEffectiveSecurityContext), handed to the runtime, which labels the
+//! container when the host runs SELinux and ignores the label otherwise, as upstream.
 
 use std::path::Path;
 
@@ -94,6 +98,41 @@ fn from_annotation(value: &str) -> Result<(String, String), String> {
             Some(name) => Ok(("Localhost".into(), name.to_owned())),
             None => Err(format!("invalid AppArmor profile {value:?}")),
         },
+    }
+}
+
+/// A `seLinuxOptions` object as CRI's SELinuxOption; None when unset or empty.
+fn selinux_from(extra: Option<&Map<String, Value>>) -> Option<pb::SELinuxOption> {
+    let options = extra?.get("seLinuxOptions")?.as_object()?;
+    let part = |key: &str| {
+        options
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let option = pb::SELinuxOption {
+        user: part("user"),
+        role: part("role"),
+        type_: part("type"),
+        level: part("level"),
+        ..Default::default()
+    };
+    (option != pb::SELinuxOption::default()).then_some(option)
+}
+
+/// The SELinux label of a container (its own options, else the pod's), or of the
+/// sandbox (`container_extra` None: the pod's).
+pub fn selinux(
+    pod: &Pod,
+    container_extra: Option<&Map<String, Value>>,
+) -> Option<pb::SELinuxOption> {
+    let pod_extra = pod.spec.security_context.as_ref().map(|sc| &sc.extra);
+    let container_set = container_extra.is_some_and(|e| e.contains_key("seLinuxOptions"));
+    if container_set {
+        selinux_from(container_extra)
+    } else {
+        selinux_from(pod_extra)
     }
 }
 
@@ -225,6 +264,38 @@ mod tests {
         let mut m = Map::new();
         m.insert("appArmorProfile".into(), v);
         m
+    }
+
+    /// seLinuxOptions reach the sandbox (the pod's) and each container (its own as a
+    /// whole, else the pod's); the field audit names this test.
+    #[test]
+    fn selinux_options_container_over_pod_reach_the_cri() {
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "spec": {
+                "securityContext": {"seLinuxOptions": {"level": "s0:c1,c2", "type": "spc_t"}},
+                "containers": [{"name": "app"}]
+            }
+        }))
+        .unwrap();
+        let pod_label = selinux(&p, None).expect("pod label");
+        assert_eq!(
+            (pod_label.level.as_str(), pod_label.type_.as_str()),
+            ("s0:c1,c2", "spc_t")
+        );
+        let mut own = Map::new();
+        own.insert(
+            "seLinuxOptions".into(),
+            serde_json::json!({"level": "s0:c3"}),
+        );
+        let container = selinux(&p, Some(&own)).expect("container label");
+        assert_eq!(container.level, "s0:c3");
+        assert_eq!(
+            container.type_, "",
+            "the container's options replace the pod's whole"
+        );
+        assert_eq!(selinux(&p, Some(&Map::new())), Some(pod_label));
+        p.spec.security_context = None;
+        assert_eq!(selinux(&p, None), None);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct SandboxContext {
     pub dns: DnsSettings,
     /// Where Localhost seccomp profiles live (`<root-dir>/seccomp`).
     pub seccomp_root: PathBuf,
+    /// The pod's own user namespace (`hostUsers: false`, `userns.rs`); None: the host's.
+    pub userns: Option<pb::UserNamespace>,
 }
 
 /// `<root>/<namespace>_<name>_<uid>`: where the runtime writes the pod's container logs.
@@ -79,7 +81,8 @@ pub fn namespace_options(pod: &Pod) -> pb::NamespaceOption {
     }
 }
 
-fn security_context(pod: &Pod, seccomp_root: &Path) -> pb::LinuxSandboxSecurityContext {
+fn security_context(pod: &Pod, ctx: &SandboxContext) -> pb::LinuxSandboxSecurityContext {
+    let seccomp_root = ctx.seccomp_root.as_path();
     let pod_security = pod.spec.security_context.clone().unwrap_or_default();
     // A bad pod-level profile leaves the sandbox to the runtime's default; the same
     // error stops every container that inherits it, where it is reported.
@@ -101,8 +104,11 @@ fn security_context(pod: &Pod, seccomp_root: &Path) -> pb::LinuxSandboxSecurityC
     if let Some(fs_group) = pod_security.fs_group {
         groups.push(fs_group);
     }
+    let mut namespaces = namespace_options(pod);
+    namespaces.userns_options = ctx.userns.clone().into();
     pb::LinuxSandboxSecurityContext {
-        namespace_options: MessageField::some(namespace_options(pod)),
+        namespace_options: MessageField::some(namespaces),
+        selinux_options: profiles::selinux(pod, None).into(),
         run_as_user: pod_security
             .run_as_user
             .map(|value| pb::Int64Value {
@@ -145,7 +151,7 @@ pub fn sandbox_config(
         .unwrap_or_default();
     let linux = pb::LinuxPodSandboxConfig {
         cgroup_parent: ctx.cgroup_parent.clone(),
-        security_context: MessageField::some(security_context(pod, &ctx.seccomp_root)),
+        security_context: MessageField::some(security_context(pod, ctx)),
         sysctls,
         ..Default::default()
     };
@@ -202,7 +208,34 @@ mod tests {
             cgroup_parent: "/kubepods/besteffort/pod1234".into(),
             dns: DnsSettings::default(),
             seccomp_root: PathBuf::from("/var/lib/litelet/seccomp"),
+            userns: None,
         }
+    }
+
+    /// hostNetwork, hostPID, hostIPC and shareProcessNamespace pick the sandbox's
+    /// namespace modes; the field audit names this test.
+    #[test]
+    fn namespace_modes_follow_host_network_pid_ipc_and_share_process_namespace() {
+        use pb::NamespaceMode::{CONTAINER, NODE, POD};
+        let modes = |p: &Pod| {
+            let ns = namespace_options(p);
+            (
+                ns.network.enum_value_or_default(),
+                ns.pid.enum_value_or_default(),
+                ns.ipc.enum_value_or_default(),
+            )
+        };
+        let mut p = pod();
+        assert_eq!(modes(&p), (POD, CONTAINER, POD));
+        p.spec.share_process_namespace = Some(true);
+        assert_eq!(modes(&p), (POD, POD, POD));
+        p.spec.host_network = Some(true);
+        p.spec.host_pid = Some(true);
+        p.spec.host_ipc = Some(true);
+        assert_eq!(modes(&p), (NODE, NODE, NODE));
+        let cfg = sandbox_config(&p, 0, &ctx()).unwrap();
+        let ns = &cfg.linux.security_context.namespace_options;
+        assert_eq!(ns.network.enum_value_or_default(), NODE);
     }
 
     #[test]

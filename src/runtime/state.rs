@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, tick, Receiver};
 
-use crate::runtime::manager::{RuntimeConditions, RuntimeManager};
+use crate::runtime::manager::{RuntimeConditions, RuntimeFeatures, RuntimeManager};
 
 /// How often the runtime is asked for its status.
 pub const RUNTIME_UP_PERIOD: Duration = Duration::from_secs(5);
@@ -24,6 +24,8 @@ struct Inner {
     last_ok: Option<Instant>,
     runtime_error: Option<String>,
     network_error: Option<String>,
+    /// From the last good Status answer.
+    features: RuntimeFeatures,
 }
 
 /// A health check that gates pod work besides the runtime's own status: the PLEG's
@@ -48,6 +50,7 @@ impl RuntimeState {
                 last_ok: None,
                 runtime_error: None,
                 network_error: Some("network state unknown".into()),
+                features: RuntimeFeatures::default(),
             })),
             pleg: Arc::new(pleg),
             started: Instant::now(),
@@ -68,6 +71,7 @@ impl RuntimeState {
                 return;
             }
         };
+        inner.features = conditions.features.clone();
         inner.network_error = (!conditions.network_ready).then(|| {
             let detail = conditions
                 .problems
@@ -110,6 +114,11 @@ impl RuntimeState {
         }
         errors.extend(inner.runtime_error.clone());
         errors
+    }
+
+    /// The runtime's handlers and features as last reported (admission reads them).
+    pub fn features(&self) -> RuntimeFeatures {
+        self.lock().features.clone()
     }
 
     /// Why pods that need the pod network cannot start now.
@@ -156,6 +165,7 @@ mod tests {
             .into_iter()
             .flatten()
             .collect(),
+            ..Default::default()
         }
     }
 

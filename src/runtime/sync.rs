@@ -151,11 +151,26 @@ impl RuntimeManager {
         } else {
             status.ips.clone()
         };
+        // hostUsers: false: the pod's own ID range (kept across syncs and restarts).
+        let userns = match self.pod_user_namespace(pod) {
+            Ok(userns) => userns,
+            Err(failure) => {
+                self.recorder.pod(
+                    pod,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    &failure.message,
+                );
+                outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                return outcome;
+            }
+        };
         let sandbox_ctx = SandboxContext {
             pod_logs_dir: self.settings.pod_logs_dir.clone(),
             cgroup_parent: inputs.cgroup_parent.clone(),
             dns: self.settings.dns.clone(),
             seccomp_root: self.settings.root_dir.join("seccomp"),
+            userns,
         };
         let config = match sandbox_config(pod, actions.attempt, &sandbox_ctx) {
             Ok(config) => config,
@@ -393,8 +408,32 @@ impl RuntimeManager {
             );
             return Err(Failure::new(CREATE_POD_SANDBOX_ERROR, message));
         }
+        // The pod's RuntimeClass picks the runtime handler (upstream createPodSandbox).
+        let handler = self
+            .runtime_classes
+            .handler(
+                pod.spec.runtime_class_name.as_deref(),
+                std::time::Instant::now(),
+            )
+            .map_err(|err| {
+                Failure::new(
+                    CREATE_POD_SANDBOX_ERROR,
+                    format!("Failed to create pod sandbox: {err}"),
+                )
+            })?;
+        if pod.spec.host_users == Some(false) {
+            self.handler_supports_user_namespaces(&handler)?;
+        }
+        if !handler.is_empty() {
+            log::debug!(
+                "pod {} ({}): runtime handler {handler:?}",
+                pod.full_name(),
+                pod.uid()
+            );
+        }
         let created = self.runtime.run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(config.clone()),
+            runtime_handler: handler,
             ..Default::default()
         });
         match created {
@@ -404,6 +443,48 @@ impl RuntimeManager {
                 format!("Failed to create pod sandbox: {err}"),
             )),
         }
+    }
+
+    /// The user namespace of a `hostUsers: false` pod (None for the others).
+    fn pod_user_namespace(&self, pod: &Pod) -> Result<Option<pb::UserNamespace>, Failure> {
+        if pod.spec.host_users != Some(false) {
+            return Ok(None);
+        }
+        self.userns.mappings(pod.uid()).map(Some).map_err(|err| {
+            Failure::new(
+                CREATE_POD_SANDBOX_ERROR,
+                format!("Failed to create pod sandbox: user namespace: {err}"),
+            )
+        })
+    }
+
+    /// Asks the runtime (CRI Status, as upstream's runtime handler list) whether
+    /// `handler` can create user namespaces; a pod that wants one never runs without.
+    fn handler_supports_user_namespaces(&self, handler: &str) -> Result<(), Failure> {
+        let status = self
+            .runtime
+            .status(&pb::StatusRequest::default())
+            .map_err(|err| {
+                Failure::new(
+                    CREATE_POD_SANDBOX_ERROR,
+                    format!("Failed to create pod sandbox: runtime status: {err}"),
+                )
+            })?;
+        let features = super::manager::RuntimeFeatures::from_status(&status);
+        let supported = features
+            .handlers
+            .iter()
+            .any(|h| h.name == handler && h.user_namespaces);
+        if supported {
+            return Ok(());
+        }
+        Err(Failure::new(
+            CREATE_POD_SANDBOX_ERROR,
+            format!(
+                "Failed to create pod sandbox: {}",
+                crate::runtime::userns::NO_RUNTIME_SUPPORT
+            ),
+        ))
     }
 
     /// The IPs of the sandbox just created (upstream reads its status right away).
@@ -578,6 +659,13 @@ impl RuntimeManager {
             seccomp_root: &self.settings.root_dir.join("seccomp"),
             apparmor_enabled: self.settings.apparmor_enabled,
             swap: &self.settings.swap,
+            // Every container joins the sandbox's user namespace.
+            userns: config
+                .linux
+                .as_ref()
+                .and_then(|l| l.security_context.as_ref())
+                .and_then(|s| s.namespace_options.as_ref())
+                .and_then(|n| n.userns_options.as_ref()),
         };
         let config_error = |err: String| {
             self.recorder.container(

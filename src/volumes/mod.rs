@@ -35,6 +35,7 @@ pub mod error;
 pub mod hostpath;
 mod kubelet;
 pub mod mount;
+pub mod ownership;
 pub mod paths;
 pub mod payload;
 pub mod pv;

@@ -8,7 +8,7 @@
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: start-containerd.sh DIR}")
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$dir"/{root,state,runc,cni,opt}
+mkdir -p "$dir"/{root,state,runc,runc-alt,cni,opt}
 sock="$dir/containerd.sock"
 
 for tool in containerd runc ctr; do
@@ -43,6 +43,19 @@ oom_score = 0
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$dir/runc"
+    # A second handler (RuntimeClass tests): runc again, with its own state root, so
+    # a test can tell which handler ran a sandbox.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-alt]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-alt.options]
+        SystemdCgroup = false
+        Root = "$dir/runc-alt"
+    # Upstream's node e2e suite expects a handler named test-handler (RuntimeClass specs).
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
         SystemdCgroup = false
         Root = "$dir/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]

@@ -161,6 +161,7 @@ mod tests {
                 seccomp_root: std::path::Path::new("/"),
                 apparmor_enabled: false,
                 swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
+                userns: None,
             };
             let created = linux_resources(&ctx);
             let values = container_values(&c);

@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -28,6 +27,7 @@ use crate::api::pod::Pod;
 use crate::api::{ApiClient, ApiError};
 use crate::volumes::error::VolumeError;
 use crate::volumes::mount;
+use crate::volumes::ownership;
 
 /// A CSI step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,10 @@ pub enum CsiMountError {
         "volume {handle} is not attached to this node yet (VolumeAttachment {attachment}): waiting"
     )]
     NotAttached { handle: String, attachment: String },
+    /// The driver's CSIDriver object does not list the volume's lifecycle mode
+    /// (upstream's message).
+    #[error("{0}")]
+    LifecycleMode(String),
     /// The record beside a mount point cannot be read or written.
     #[error("{step} {path}: {message}")]
     Record {
@@ -142,12 +146,16 @@ impl Mounter {
         fs_group: Option<u32>,
         vol: &CsiVolume<'_>,
     ) -> Result<PathBuf, VolumeError> {
-        let client = self.client(vol.driver)?;
         let object = self.get(
             format!("CSIDriver {}", vol.driver),
             &format!("/apis/storage.k8s.io/v1/csidrivers/{}", vol.driver),
         )?;
         let policy = DriverPolicy::from_object(object.as_ref());
+        // Before the driver is even asked: a mode it does not serve never works.
+        policy
+            .check_lifecycle_mode(vol.driver, vol.ephemeral)
+            .map_err(CsiMountError::LifecycleMode)?;
+        let client = self.client(vol.driver)?;
         let caps = client.node_capabilities().map_err(call_err(vol.driver))?;
         let mode = plan::access_mode(
             vol.access_mode,
@@ -241,7 +249,7 @@ impl Mounter {
             && policy.applies_fs_group(vol.fs_type, vol.access_mode, vol.ephemeral)
         {
             if let Some(gid) = fs_group {
-                give_to_group(&target, gid)?;
+                ownership::set_volume_ownership(&target, gid, ownership::ChangePolicy::of(pod))?;
             }
         }
         Ok(target)
@@ -393,20 +401,6 @@ pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
             path,
             message: e.to_string(),
         })
-}
-
-/// Gives the volume's top directory to `gid` with setgid and group write (upstream
-/// SetVolumeOwnership, top level only: the files a driver provides are its own).
-fn give_to_group(target: &Path, gid: u32) -> Result<(), VolumeError> {
-    nix::unistd::chown(target, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(|e| {
-        VolumeError::io("chown", target, std::io::Error::from_raw_os_error(e as i32))
-    })?;
-    let mode = fs::metadata(target)
-        .map_err(io_err("stat", target))?
-        .permissions()
-        .mode();
-    fs::set_permissions(target, fs::Permissions::from_mode((mode & 0o7777) | 0o2070))
-        .map_err(io_err("chmod", target))
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub struct DriverPolicy {
     pub requires_republish: bool,
     /// Audiences of `tokenRequests` (not served by litelet: see the design note).
     pub token_audiences: Vec<String>,
+    /// `volumeLifecycleModes` (the API server defaults it to `Persistent`); `None`
+    /// when the driver has no CSIDriver object.
+    pub lifecycle_modes: Option<Vec<String>>,
 }
 
 impl DriverPolicy {
@@ -116,6 +119,39 @@ impl DriverPolicy {
                         .collect()
                 })
                 .unwrap_or_default(),
+            lifecycle_modes: obj.map(|_| {
+                let modes: Vec<String> = spec["volumeLifecycleModes"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|m| m.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if modes.is_empty() {
+                    vec!["Persistent".to_owned()]
+                } else {
+                    modes
+                }
+            }),
+        }
+    }
+
+    /// May the driver serve a volume in this mode (upstream csi_plugin.go
+    /// `supportsVolumeLifecycleMode`)? An inline (`Ephemeral`) volume needs a CSIDriver
+    /// object listing the mode; a persistent one is fine without an object. The error
+    /// is upstream's message.
+    pub fn check_lifecycle_mode(&self, driver: &str, ephemeral: bool) -> Result<(), String> {
+        let mode = if ephemeral { "Ephemeral" } else { "Persistent" };
+        match &self.lifecycle_modes {
+            None if !ephemeral => Ok(()),
+            None => Err(format!(
+                "volume mode {mode:?} not supported by driver {driver} (no CSIDriver object)"
+            )),
+            Some(modes) if modes.iter().any(|m| m == mode) => Ok(()),
+            Some(modes) => Err(format!(
+                "volume mode {mode:?} not supported by driver {driver} (only supports {modes:?})"
+            )),
         }
     }
 
@@ -230,6 +266,32 @@ mod tests {
         assert!(!none.applies_fs_group("ext4", Some("ReadWriteMany"), false));
         let off = DriverPolicy::from_object(Some(&json!({"spec": {"fsGroupPolicy": "None"}})));
         assert!(!off.applies_fs_group("ext4", Some("ReadWriteOnce"), true));
+    }
+
+    #[test]
+    fn inline_volumes_need_a_csi_driver_listing_the_ephemeral_mode() {
+        let check = |obj: Option<Value>, ephemeral: bool| {
+            DriverPolicy::from_object(obj.as_ref()).check_lifecycle_mode("d.example", ephemeral)
+        };
+        assert_eq!(
+            check(None, true).unwrap_err(),
+            r#"volume mode "Ephemeral" not supported by driver d.example (no CSIDriver object)"#
+        );
+        assert!(check(None, false).is_ok(), "persistent needs no object");
+        let default = json!({"spec": {}});
+        assert_eq!(
+            check(Some(default.clone()), true).unwrap_err(),
+            r#"volume mode "Ephemeral" not supported by driver d.example (only supports ["Persistent"])"#
+        );
+        assert!(check(Some(default), false).is_ok());
+        let both = json!({"spec": {"volumeLifecycleModes": ["Persistent", "Ephemeral"]}});
+        assert!(check(Some(both.clone()), true).is_ok());
+        assert!(check(Some(both), false).is_ok());
+        let inline_only = json!({"spec": {"volumeLifecycleModes": ["Ephemeral"]}});
+        assert_eq!(
+            check(Some(inline_only), false).unwrap_err(),
+            r#"volume mode "Persistent" not supported by driver d.example (only supports ["Ephemeral"])"#
+        );
     }
 
     #[test]

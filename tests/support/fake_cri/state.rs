@@ -82,6 +82,8 @@ pub struct FakeState {
     pub runtime_config: Option<pb::RuntimeConfigResponse>,
     /// The `info` of a verbose Status (containerd puts its CRI config under "config").
     pub status_info: HashMap<String, String>,
+    /// What Status reports as runtime handlers (none, as containerd 1.6, by default).
+    pub runtime_handlers: Vec<pb::RuntimeHandler>,
     conditions: Vec<pb::RuntimeCondition>,
     next_id: u64,
     next_ip: u32,
@@ -149,6 +151,7 @@ impl FakeState {
             streaming_url: None,
             runtime_config: None,
             status_info: HashMap::new(),
+            runtime_handlers: Vec::new(),
             conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             next_id: 1,
             next_ip: 2,
@@ -352,6 +355,7 @@ impl FakeState {
             } else {
                 HashMap::new()
             },
+            runtime_handlers: self.runtime_handlers.clone(),
             ..Default::default()
         }
     }
