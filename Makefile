@@ -57,7 +57,7 @@ package-check-if-enabled:
 # cgroup v2 (tests/vm_node.rs), mandatory in CI, run with VM=1 otherwise.
 vm-if-enabled:
 	@if [ "$$CI" = true ] || [ "$$CI" = 1 ] || [ "$$VM" = 1 ]; then \
-		LITELET_DEB=$$(./scripts/package.sh target-dir)/packages/litelet_0.1.0-1_amd64.deb \
+		LITELET_DEB=$$(ls "$$(./scripts/package.sh target-dir)"/packages/litelet_*_amd64.deb | head -n 1) \
 			./scripts/vm-tier.sh; \
 	else echo; \
 		echo "*** SKIPPED make test: the VM tier (systemd, cgroup v2, the .deb) not run;"; \

@@ -609,31 +609,37 @@ fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_powero
     let uids = node.check_qos_pods();
     node.check_resize(&uids[1]);
     node.check_restart_keeps_containers(&["guaranteed", "burstable", "besteffort"]);
-    // The container's scope lives in its pod's slice, as containerd's systemd driver
-    // puts it.
-    let burstable = pod_cgroup(node.driver, "burstable", &uids[1]);
     // LimitedSwap on a host with a swap file: a Burstable container gets the share of
     // the node's swap its memory request has of the node's memory (32Mi here); a
-    // Guaranteed one none.
+    // Guaranteed one none. Each container is a scope in its pod's slice, as
+    // containerd's systemd driver puts it (the sandbox's is there too).
+    let scope = |qos: &str, uid: &str| {
+        let id = containers(node.cp, node.ns(), &[qos])[0].0.clone();
+        let id = id.trim_start_matches("containerd://").to_owned();
+        format!(
+            "{}/cri-containerd-{id}.scope",
+            pod_cgroup(node.driver, qos, uid)
+        )
+    };
     let swap = node.vm.sh(&format!(
-        "cat {burstable}/cri-containerd-*.scope/memory.swap.max; \
-         awk '/^MemTotal|^SwapTotal/ {{print $2 * 1024}}' /proc/meminfo"
+        "cat {}/memory.swap.max; awk '/^MemTotal|^SwapTotal/ {{print $2 * 1024}}' /proc/meminfo",
+        scope("burstable", &uids[1])
     ));
     let numbers: Vec<f64> = swap
         .split_whitespace()
-        .map(|n| n.parse().expect("a number"))
+        .filter_map(|n| n.parse().ok())
         .collect();
     let [limit, memory, swap_total] = numbers[..] else {
-        panic!("swap figures: {swap}");
+        panic!("swap figures (memory.swap.max, MemTotal, SwapTotal): {swap}");
     };
     let share = 32.0 * 1024.0 * 1024.0 / memory * swap_total;
     assert!(
         swap_total > 0.0 && (limit - share).abs() <= share * 0.01,
         "burstable memory.swap.max {limit}, expected about {share}"
     );
-    let guaranteed = pod_cgroup(node.driver, "guaranteed", &uids[0]);
     let none = node.vm.sh(&format!(
-        "cat {guaranteed}/cri-containerd-*.scope/memory.swap.max"
+        "cat {}/memory.swap.max",
+        scope("guaranteed", &uids[0])
     ));
     assert_eq!(none.trim(), "0", "a Guaranteed container gets no swap");
 
