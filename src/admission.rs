@@ -234,6 +234,35 @@ pub fn fits(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection
     Ok(())
 }
 
+/// Upstream's reason for a pod its device plugins cannot serve (the resource
+/// allocation admit handler's).
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// Device plugins' part of admission (upstream's resource allocation handler, run
+/// before the predicates): enough free healthy devices for every device-plugin
+/// resource `pod` asks for, else `UnexpectedAdmissionError`. On success the node's
+/// allocatable for those resources is the plugins' healthy count, so [`fits`] checks
+/// them like any other resource (upstream's UpdatePluginResources).
+pub fn admit_devices(
+    devices: &crate::devicemanager::DeviceManager,
+    pod: &Pod,
+    active: &[&Pod],
+    node: &NodeView,
+) -> Result<NodeView, Rejection> {
+    devices.admit(pod, active).map_err(|e| Rejection {
+        reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+        message: format!("Allocate failed due to {e}, which is unexpected"),
+    })?;
+    let mut view = node.clone();
+    for (name, (_, allocatable)) in devices.capacity() {
+        view.allocatable.insert(
+            name,
+            Quantity::from_milli(allocatable.saturating_mul(1000), Default::default()),
+        );
+    }
+    Ok(view)
+}
+
 /// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
 /// the eviction manager's refuses pods under node pressure). Implementations read
 /// shared state only: the sync loop calls it.

@@ -23,6 +23,7 @@ use crate::cgroups::systemd::bus::DbusUnits;
 use crate::config::{CgroupDriver, Flags};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
+use crate::devicemanager::DeviceManager;
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
@@ -562,12 +563,30 @@ fn check_cgroup_driver(
     Ok(())
 }
 
+/// The device manager with its checkpoint read back, serving plugin registration.
+/// A failure leaves the node without device plugins (logged), never stops litelet.
+fn start_devices(
+    flags: &Flags,
+    root_dir: &Path,
+) -> Option<(DeviceManager, crate::devicemanager::RegistrationServer)> {
+    let started = DeviceManager::new(&flags.device_plugins_dir, &root_dir.join("device-plugins"))
+        .and_then(|m| m.serve().map(|server| (m, server)));
+    match started {
+        Ok(started) => Some(started),
+        Err(e) => {
+            log::error!("device plugins disabled: {e}");
+            None
+        }
+    }
+}
+
 fn start_runtime(
     flags: &Flags,
     host: &Host,
     runtime: &RuntimeClient,
     images: cri::ImageClient,
     recorder: &Recorder,
+    devices: Option<&DeviceManager>,
     threads: &mut Threads,
 ) -> Result<RuntimeParts, AgentError> {
     check_cgroup_driver(flags.cgroup_driver, runtime)?;
@@ -600,8 +619,13 @@ fn start_runtime(
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
     let marks = cache.clone();
+    let mut manager =
+        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
+    if let Some(devices) = devices {
+        manager = manager.with_devices(Arc::new(devices.clone()));
+    }
     let manager = Arc::new(
-        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
+        manager
             .with_credentials(CredentialSettings {
                 node_config: NodeDockerConfig::for_root_dir(
                     root_dir,
@@ -698,6 +722,7 @@ fn start_node(
     pressure: &crate::eviction::Pressure,
     shutdown_state: &crate::nodeshutdown::ShutdownState,
     recorder: &Recorder,
+    devices: Option<&DeviceManager>,
     threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
     let Some(client) = api else {
@@ -709,6 +734,9 @@ fn start_node(
     inputs.health = shutdown_state.wrap_health(pressure.wrap_health(inputs.health));
     inputs.sync_now = Some(shutdown_state.node_wake());
     inputs.images = Some(crate::node::inputs::images_from(images.clone()));
+    if let Some(devices) = devices.cloned() {
+        inputs.devices = Some(Box::new(move || devices.capacity()));
+    }
     let handles = crate::node::start(
         client,
         host.node_config,
@@ -977,7 +1005,18 @@ pub fn run(
         "Starting kubelet.",
     );
     let stats_images = images.clone();
-    let rt = start_runtime(flags, &host, &runtime, images, &recorder, &mut threads)?;
+    // Device plugins: the registration server lives until `run` returns.
+    let device_plugins = start_devices(flags, &root_dir);
+    let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
+    let rt = start_runtime(
+        flags,
+        &host,
+        &runtime,
+        images,
+        &recorder,
+        devices.as_ref(),
+        &mut threads,
+    )?;
     let node_lister = start_node(
         host,
         api.as_ref(),
@@ -987,6 +1026,7 @@ pub fn run(
         &pressure,
         &shutdown_state,
         &recorder,
+        devices.as_ref(),
         &mut threads,
     )?;
     let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
@@ -1077,6 +1117,7 @@ pub fn run(
             Arc::new(pressure.clone()),
             Arc::new(shutdown_state.clone()),
         ]))),
+        devices,
     });
     let evict_workers = workers.clone();
     let evict_recorder = recorder.clone();

@@ -136,6 +136,9 @@ impl Updater {
             now,
         };
         let events = status::apply(status, &inputs);
+        if let Some(devices) = self.inputs.devices.as_mut() {
+            status::apply_devices(status, &devices());
+        }
         (machine, events)
     }
 

@@ -79,6 +79,9 @@ pub struct RuntimeManager {
     /// The missing `--cluster-dns` has been logged (once per process; each pod gets
     /// its own `MissingClusterDNS` event).
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
+    /// Device plugins' allocations for containers (`src/devicemanager/`); `None`: no
+    /// container gets devices.
+    pub(super) devices: Option<Arc<dyn super::devices::ContainerDevices>>,
 }
 
 impl RuntimeManager {
@@ -99,12 +102,19 @@ impl RuntimeManager {
             settings,
             changed: None,
             missing_dns_logged: Default::default(),
+            devices: None,
         }
     }
 
     /// Pulls with `credentials` (node Docker config, pull records, verification policy).
     pub fn with_credentials(mut self, credentials: super::images::CredentialSettings) -> Self {
         self.image_manager.set_credentials(credentials);
+        self
+    }
+
+    /// Asks `devices` for each container's device plugin allocations before creating it.
+    pub fn with_devices(mut self, devices: Arc<dyn super::devices::ContainerDevices>) -> Self {
+        self.devices = Some(devices);
         self
     }
 
