@@ -328,8 +328,9 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
     if let Some(v) = runtime_version {
         info.container_runtime_version = v.to_owned();
     }
-    // Upstream reports the machine's swap (NodeSwap, on by default since 1.30).
-    if let Some(swap) = machine.swap_bytes {
+    // Upstream reports the machine's swap (NodeSwap, on by default since 1.30); the
+    // API server refuses a capacity of zero (a host with no swap reports none).
+    if let Some(swap) = machine.swap_bytes.filter(|bytes| *bytes > 0) {
         info.set_swap_capacity(swap);
     }
     status.node_info = Some(info);

@@ -509,3 +509,22 @@ fn device_plugin_resources_count_every_device_in_capacity_and_healthy_ones_in_al
     assert_eq!(status.capacity["vendor.com/gone"].to_string(), "0");
     assert_eq!(status.allocatable["vendor.com/gone"].to_string(), "0");
 }
+
+#[test]
+fn a_host_without_swap_reports_no_swap_capacity_since_the_api_server_refuses_zero() {
+    let (c, mut m) = (config(), machine());
+    m.swap_bytes = Some(0);
+    let mut status = NodeStatus::default();
+    apply(
+        &mut status,
+        &StatusInputs {
+            config: &c,
+            machine: &m,
+            health: &Health::default(),
+            runtime_version: None,
+            images: None,
+            now: t(0),
+        },
+    );
+    assert_eq!(status.node_info.as_ref().unwrap().swap_capacity(), None);
+}
