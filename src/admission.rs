@@ -253,11 +253,21 @@ pub fn admit_devices(
         reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
         message: format!("Allocate failed due to {e}, which is unexpected"),
     })?;
+    // What the node then offers: at least what the active pods and this one ask
+    // (upstream sets it to the devices allocated), so a pod holding devices from
+    // before a restart passes while its plugin has not listed them again.
     let mut view = node.clone();
     for (name, (_, allocatable)) in devices.capacity() {
+        let asked: i64 = active
+            .iter()
+            .copied()
+            .chain(std::iter::once(pod))
+            .map(|p| pod_requests(p).get(&name).map(|q| q.value()).unwrap_or(0))
+            .sum();
+        let offered = allocatable.max(asked);
         view.allocatable.insert(
             name,
-            Quantity::from_milli(allocatable.saturating_mul(1000), Default::default()),
+            Quantity::from_milli(offered.saturating_mul(1000), Default::default()),
         );
     }
     Ok(view)

@@ -218,8 +218,29 @@ fn sample_device_plugin_devices_are_published_allocated_admitted_and_survive_res
     });
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(ids(&node), before, "a container was restarted");
-    assert_eq!(checkpointed(&node, &uids[0]), [seen_a.clone()]);
-    assert_eq!(checkpointed(&node, &uids[1]), [seen_b.clone()]);
+    for name in ["dev-a", "dev-b"] {
+        let p = node.cp.get(&format!("{}/{name}", pods_path(&ns))).unwrap();
+        assert!(running(&p), "{name} after the restart: {}", p["status"]);
+    }
+    let device_log = || -> String {
+        node.log()
+            .lines()
+            .filter(|l| l.contains("device"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        checkpointed(&node, &uids[0]),
+        [seen_a.clone()],
+        "{}",
+        device_log()
+    );
+    assert_eq!(
+        checkpointed(&node, &uids[1]),
+        [seen_b.clone()],
+        "{}",
+        device_log()
+    );
     assert_eq!(devices_seen(&node, &ns, "dev-a"), seen_a);
 
     // The plugin restarts: its new socket registers and replaces the old endpoint.

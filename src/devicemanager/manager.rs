@@ -141,6 +141,13 @@ impl DeviceManager {
         let path = state_dir.join(checkpoint::FILE);
         let mut state = DeviceState::default();
         checkpoint::load(&path, &mut state, Instant::now())?;
+        if !state.allocations().is_empty() {
+            log::info!(
+                "device plugins: {} containers hold devices (checkpoint {})",
+                state.allocations().len(),
+                path.display()
+            );
+        }
         Ok(DeviceManager {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
@@ -310,7 +317,15 @@ impl DeviceManager {
     /// are ready: before that a pod not yet listed again would lose its devices).
     pub fn retain_pods(&self, active: &BTreeSet<String>) {
         let mut state = lock(&self.shared.state);
+        let before: BTreeSet<String> = state
+            .allocations()
+            .keys()
+            .map(|(uid, _)| uid.clone())
+            .collect();
         if state.retain_pods(active) {
+            for uid in before.difference(active) {
+                log::info!("device plugins: pod {uid} is gone; its devices are free");
+            }
             self.store(&state);
         }
     }

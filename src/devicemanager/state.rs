@@ -152,7 +152,9 @@ impl DeviceState {
 
     /// Admission: does every device-plugin resource `pod` asks for have enough free
     /// healthy devices, given the `active` pods' requests (the pod itself not among
-    /// them)? Extended resources no plugin serves are the predicates' business.
+    /// them)? Devices the pod already holds (a pod admitted again after a litelet
+    /// restart, from the checkpoint) count as its own, whatever the plugin says yet.
+    /// Extended resources no plugin serves are the predicates' business.
     pub fn admit(&self, pod: &Pod, active: &[&Pod], now: Instant) -> Result<(), Unavailable> {
         let wanted = pod_requests(pod);
         let capacity = self.capacity(now);
@@ -161,7 +163,14 @@ impl DeviceState {
                 continue;
             };
             let requested = quantity.value();
-            if requested <= 0 {
+            let held: i64 = self
+                .allocations
+                .iter()
+                .filter(|((uid, _), _)| uid == pod.uid())
+                .filter_map(|(_, m)| m.get(resource))
+                .map(|a| a.ids.len() as i64)
+                .sum();
+            if requested <= 0 || requested <= held {
                 continue;
             }
             let used: i64 = active

@@ -179,3 +179,17 @@ fn a_missing_checkpoint_is_empty_and_a_corrupt_one_is_an_error() {
     std::fs::write(&path, b"{not json").unwrap();
     assert!(crate::devicemanager::checkpoint::load(&path, &mut state, Instant::now()).is_err());
 }
+
+#[test]
+fn a_pod_holding_devices_from_the_checkpoint_is_admitted_again_before_its_plugin_lists() {
+    let (mut state, now) = two_devices();
+    state.pick(&key("a"), R, 1, &[]).unwrap();
+    let mut restored = DeviceState::default();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("allocations.json");
+    crate::devicemanager::checkpoint::store(&path, &state).unwrap();
+    crate::devicemanager::checkpoint::load(&path, &mut restored, now).unwrap();
+    assert_eq!(restored.capacity(now)[R], (0, 0));
+    assert_eq!(restored.admit(&pod("a", "1"), &[], now), Ok(()));
+    assert!(restored.admit(&pod("b", "1"), &[], now).is_err());
+}
