@@ -173,8 +173,8 @@ fn sample_device_plugin_devices_are_published_allocated_admitted_and_survive_res
         "dev-b sees {seen_b:?}"
     );
     assert_ne!(seen_a, seen_b, "both pods got the same device");
-    assert_eq!(checkpointed(&node, &uids[0]), [seen_a.clone()]);
-    assert_eq!(checkpointed(&node, &uids[1]), [seen_b.clone()]);
+    assert_eq!(checkpointed(&node, &uids[0]), std::slice::from_ref(&seen_a));
+    assert_eq!(checkpointed(&node, &uids[1]), std::slice::from_ref(&seen_b));
 
     // A third is refused at admission, with upstream's reason and message.
     node.cp
@@ -231,13 +231,13 @@ fn sample_device_plugin_devices_are_published_allocated_admitted_and_survive_res
     };
     assert_eq!(
         checkpointed(&node, &uids[0]),
-        [seen_a.clone()],
+        std::slice::from_ref(&seen_a),
         "{}",
         device_log()
     );
     assert_eq!(
         checkpointed(&node, &uids[1]),
-        [seen_b.clone()],
+        std::slice::from_ref(&seen_b),
         "{}",
         device_log()
     );

@@ -48,7 +48,7 @@ pub enum DeviceError {
     #[error("registration server at {path}: {source}")]
     Serve {
         path: PathBuf,
-        source: grpcio::Error,
+        source: Box<grpcio::Error>,
     },
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -60,7 +60,7 @@ pub enum DeviceError {
     Call {
         resource: String,
         call: &'static str,
-        source: grpcio::Error,
+        source: Box<grpcio::Error>,
     },
     #[error("device plugin {resource}: {call}: {message}")]
     Answer {
@@ -174,7 +174,7 @@ impl DeviceManager {
         }
         let serve_err = |source| DeviceError::Serve {
             path: socket.clone(),
-            source,
+            source: Box::new(source),
         };
         let mut server = ServerBuilder::new(environment())
             .register_service(create_registration(RegistrationService(self.clone())))
@@ -360,6 +360,7 @@ impl DeviceManager {
         key: &ContainerKey,
         resource: &str,
         needed: i64,
+        reusable: &[ContainerKey],
     ) -> Result<(Vec<String>, DeviceRunOptions, Endpoint), DeviceError> {
         let endpoint = self.endpoint(resource)?;
         let held = lock(&self.shared.state).assigned(key, resource).cloned();
@@ -371,11 +372,11 @@ impl DeviceManager {
         let call = |call, source| DeviceError::Call {
             resource: resource.to_owned(),
             call,
-            source,
+            source: Box::new(source),
         };
         let mut preferred = Vec::new();
         if endpoint.options.get_preferred_allocation_available {
-            let free = lock(&self.shared.state).free(resource);
+            let free = lock(&self.shared.state).free_for(resource, reusable);
             let req = pb::PreferredAllocationRequest {
                 container_requests: vec![pb::ContainerPreferredAllocationRequest {
                     available_deviceIDs: free,
@@ -394,7 +395,7 @@ impl DeviceManager {
         }
         let ids = {
             let mut state = lock(&self.shared.state);
-            let ids = state.pick(key, resource, needed, &preferred)?;
+            let ids = state.pick(key, resource, needed, &preferred, reusable)?;
             self.store(&state);
             ids
         };
@@ -463,9 +464,18 @@ impl DeviceManager {
                 .collect()
         };
         let key = (pod.uid().to_owned(), container.name.clone());
+        // Init containers run to completion before the next container starts, so
+        // what they held may be handed on; sidecars keep theirs.
+        let reusable: Vec<ContainerKey> = pod
+            .spec
+            .init_containers
+            .iter()
+            .filter(|c| !c.is_sidecar() && c.name != container.name)
+            .map(|c| (pod.uid().to_owned(), c.name.clone()))
+            .collect();
         let mut merged = DeviceRunOptions::default();
         for (resource, needed) in wanted {
-            let (ids, options, endpoint) = self.allocate(&key, &resource, needed)?;
+            let (ids, options, endpoint) = self.allocate(&key, &resource, needed, &reusable)?;
             if endpoint.options.pre_start_required {
                 let req = pb::PreStartContainerRequest {
                     devices_ids: ids,
@@ -477,7 +487,7 @@ impl DeviceManager {
                     .map_err(|source| DeviceError::Call {
                         resource: resource.clone(),
                         call: "PreStartContainer",
-                        source,
+                        source: Box::new(source),
                     })?;
             }
             merged.merge(options);

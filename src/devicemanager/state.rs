@@ -202,10 +202,18 @@ impl DeviceState {
 
     /// Healthy devices of `resource` nobody holds, in ID order.
     pub fn free(&self, resource: &str) -> Vec<String> {
+        self.free_for(resource, &[])
+    }
+
+    /// Healthy devices of `resource` free for a container that may take over what
+    /// the containers in `reusable` hold (its pod's finished init containers, as
+    /// upstream's devicesToReuse), in ID order.
+    pub fn free_for(&self, resource: &str, reusable: &[ContainerKey]) -> Vec<String> {
         let held: BTreeSet<&String> = self
             .allocations
-            .values()
-            .filter_map(|m| m.get(resource))
+            .iter()
+            .filter(|(key, _)| !reusable.contains(key))
+            .filter_map(|(_, m)| m.get(resource))
             .flat_map(|a| a.ids.iter())
             .collect();
         self.resources
@@ -221,15 +229,17 @@ impl DeviceState {
     }
 
     /// Gives `key` `needed` free devices of `resource`, those in `preferred` (the
-    /// plugin's GetPreferredAllocation answer) first when still free.
+    /// plugin's GetPreferredAllocation answer) first when still free; what the
+    /// `reusable` containers hold counts as free.
     pub fn pick(
         &mut self,
         key: &ContainerKey,
         resource: &str,
         needed: i64,
         preferred: &[String],
+        reusable: &[ContainerKey],
     ) -> Result<Vec<String>, Unavailable> {
-        let free = self.free(resource);
+        let free = self.free_for(resource, reusable);
         let count = usize::try_from(needed).unwrap_or(0);
         if free.len() < count {
             return Err(Unavailable {

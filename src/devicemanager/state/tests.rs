@@ -1,3 +1,6 @@
+//! Tests of the device state: capacity and health, a plugin stopped or replaced,
+//! admission, picking devices, freeing them, and the checkpoint round trip.
+
 use super::*;
 use crate::api::pod::ResourceRequirements;
 use crate::api::quantity::Quantity;
@@ -96,16 +99,16 @@ fn resources_no_plugin_serves_are_left_to_the_predicates() {
 fn picking_prefers_the_plugins_choice_and_never_hands_out_a_held_device() {
     let (mut state, _) = two_devices();
     assert_eq!(
-        state.pick(&key("a"), R, 1, &["Dev-2".into()]).unwrap(),
+        state.pick(&key("a"), R, 1, &["Dev-2".into()], &[]).unwrap(),
         ["Dev-2"]
     );
     assert_eq!(state.free(R), ["Dev-1"]);
     // The preference names a held device: the free one is given instead.
     assert_eq!(
-        state.pick(&key("b"), R, 1, &["Dev-2".into()]).unwrap(),
+        state.pick(&key("b"), R, 1, &["Dev-2".into()], &[]).unwrap(),
         ["Dev-1"]
     );
-    let refused = state.pick(&key("c"), R, 1, &[]).unwrap_err();
+    let refused = state.pick(&key("c"), R, 1, &[], &[]).unwrap_err();
     assert_eq!(refused.available, 0);
     state.release(&key("b"), R);
     assert_eq!(state.free(R), ["Dev-1"]);
@@ -121,7 +124,7 @@ fn unhealthy_devices_are_never_picked() {
         [("Dev-1".to_owned(), false), ("Dev-2".to_owned(), true)],
     );
     assert_eq!(
-        state.pick(&key("a"), R, 1, &["Dev-1".into()]).unwrap(),
+        state.pick(&key("a"), R, 1, &["Dev-1".into()], &[]).unwrap(),
         ["Dev-2"]
     );
 }
@@ -129,8 +132,8 @@ fn unhealthy_devices_are_never_picked() {
 #[test]
 fn devices_of_pods_no_longer_active_go_back() {
     let (mut state, _) = two_devices();
-    state.pick(&key("a"), R, 1, &[]).unwrap();
-    state.pick(&key("b"), R, 1, &[]).unwrap();
+    state.pick(&key("a"), R, 1, &[], &[]).unwrap();
+    state.pick(&key("b"), R, 1, &[], &[]).unwrap();
     assert!(state.free(R).is_empty());
     assert!(state.retain_pods(&["b".to_owned()].into()));
     assert_eq!(state.free(R), ["Dev-1"]);
@@ -140,7 +143,7 @@ fn devices_of_pods_no_longer_active_go_back() {
 #[test]
 fn the_checkpoint_round_trips_allocations_and_restores_resources_at_zero() {
     let (mut state, now) = two_devices();
-    state.pick(&key("a"), R, 1, &[]).unwrap();
+    state.pick(&key("a"), R, 1, &[], &[]).unwrap();
     let options = DeviceRunOptions {
         envs: [("DEV".to_owned(), "1".to_owned())].into(),
         ..Default::default()
@@ -183,7 +186,7 @@ fn a_missing_checkpoint_is_empty_and_a_corrupt_one_is_an_error() {
 #[test]
 fn a_pod_holding_devices_from_the_checkpoint_is_admitted_again_before_its_plugin_lists() {
     let (mut state, now) = two_devices();
-    state.pick(&key("a"), R, 1, &[]).unwrap();
+    state.pick(&key("a"), R, 1, &[], &[]).unwrap();
     let mut restored = DeviceState::default();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("allocations.json");
@@ -192,4 +195,23 @@ fn a_pod_holding_devices_from_the_checkpoint_is_admitted_again_before_its_plugin
     assert_eq!(restored.capacity(now)[R], (0, 0));
     assert_eq!(restored.admit(&pod("a", "1"), &[], now), Ok(()));
     assert!(restored.admit(&pod("b", "1"), &[], now).is_err());
+}
+
+#[test]
+fn an_init_containers_devices_are_handed_on_to_the_next_container_once() {
+    let (mut state, _) = two_devices();
+    let init = ("a".to_owned(), "init".to_owned());
+    let (app1, app2) = (
+        ("a".to_owned(), "app1".to_owned()),
+        ("a".to_owned(), "app2".to_owned()),
+    );
+    assert_eq!(
+        state.pick(&init, R, 2, &[], &[]).unwrap(),
+        ["Dev-1", "Dev-2"]
+    );
+    let reusable = [init.clone()];
+    assert_eq!(state.pick(&app1, R, 1, &[], &reusable).unwrap(), ["Dev-1"]);
+    assert_eq!(state.pick(&app2, R, 1, &[], &reusable).unwrap(), ["Dev-2"]);
+    // Another pod may not take them.
+    assert!(state.pick(&key("b"), R, 1, &[], &[]).is_err());
 }
