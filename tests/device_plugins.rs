@@ -195,3 +195,126 @@ fn allocate_follows_the_plugins_preference_and_a_restart_keeps_the_allocations()
         .unwrap();
     assert_eq!(got_c.envs["FAKE_DEVICES"], "Dev-1");
 }
+
+/// The litelet binary in standalone mode (static pods) on the fake CRI; stopped and
+/// its cgroups removed on drop.
+struct Agent {
+    child: std::process::Child,
+    cgroup_root: String,
+    log: std::path::PathBuf,
+}
+
+impl Agent {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        let _ = kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            Signal::SIGTERM,
+        );
+        let _ = wait_until(T, || matches!(self.child.try_wait(), Ok(Some(_))));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        support::containerd::remove_cgroup_tree(&self.cgroup_root);
+    }
+}
+
+fn static_pod(name: &str, count: u32) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  hostNetwork: true\n  containers:\n  - name: app\n    image: busybox:1.0\n    env:\n    - name: OWN\n      value: pod\n    resources:\n      limits:\n        {R}: \"{count}\"\n"
+    )
+}
+
+#[test]
+fn the_plugins_answer_reaches_create_container_and_a_pod_asking_too_much_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plugins, manifests) = (dir.path().join("plugins"), dir.path().join("manifests"));
+    std::fs::create_dir_all(&manifests).unwrap();
+    let cri = support::fake_cri::FakeCri::start();
+    let cgroup_root = format!("/litelet-dp-{}", std::process::id());
+    let log = dir.path().join("litelet.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_litelet"))
+        .args(["--container-runtime-endpoint", &cri.endpoint()])
+        .args(["--hostname-override", "dp-node"])
+        .arg("--device-plugins-dir")
+        .arg(&plugins)
+        .arg("--root-dir")
+        .arg(dir.path().join("root"))
+        .arg("--pod-logs-dir")
+        .arg(dir.path().join("logs"))
+        .arg("--pod-manifest-path")
+        .arg(&manifests)
+        .args(["--cgroup-root", &cgroup_root, "--eviction-hard="])
+        .env("RUST_LOG", "info,litelet=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let agent = Agent {
+        child,
+        cgroup_root,
+        log,
+    };
+    assert!(
+        wait_until(T, || plugins.join("kubelet.sock").exists()),
+        "{}",
+        agent.log()
+    );
+    let plugin = FakeDevicePlugin::start(
+        &plugins,
+        "dp.fake",
+        &[("Dev-1", true)],
+        pb::DevicePluginOptions::default(),
+    );
+    plugin.register(&plugins, R, "v1beta1").unwrap();
+    assert!(
+        wait_until(T, || agent.log().contains("1 devices, 1 healthy")),
+        "{}",
+        agent.log()
+    );
+
+    std::fs::write(manifests.join("one.yaml"), static_pod("one", 1)).unwrap();
+    let created = || {
+        cri.state()
+            .container_configs()
+            .into_iter()
+            .find(|c| c.metadata.as_ref().is_some_and(|m| m.name == "app"))
+    };
+    assert!(wait_until(T, || created().is_some()), "{}", agent.log());
+    let config = created().unwrap();
+    let envs: Vec<(&str, &str)> = config
+        .envs
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()))
+        .collect();
+    assert_eq!(envs[0], ("FAKE_DEVICES", "Dev-1"), "{envs:?}");
+    assert!(envs.contains(&("OWN", "pod")), "{envs:?}");
+    assert_eq!(config.mounts[0].host_path, "/tmp/fake-Dev-1");
+    assert_eq!(config.mounts[0].container_path, "/dev/fake/Dev-1");
+    assert!(config.mounts[0].readonly);
+    assert_eq!(config.devices.len(), 1);
+    assert_eq!(config.devices[0].container_path, "/dev/Dev-1");
+    assert_eq!(config.devices[0].host_path, "/dev/null");
+    assert_eq!(config.devices[0].permissions, "rw");
+    assert_eq!(config.annotations["fake/devices"], "Dev-1");
+    let cdi: Vec<&str> = config.CDI_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(cdi, ["example.com/resource=Dev-1"]);
+    assert!(plugin.calls().contains(&"Allocate Dev-1".to_owned()));
+
+    // The only device is taken: a second pod is refused at admission.
+    std::fs::write(manifests.join("two.yaml"), static_pod("two", 1)).unwrap();
+    assert!(
+        wait_until(T, || agent.log().contains(
+            "UnexpectedAdmissionError: Allocate failed due to requested number of devices \
+             unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected"
+        )),
+        "{}",
+        agent.log()
+    );
+    assert_eq!(cri.state().container_configs().len(), 1);
+}
