@@ -172,11 +172,16 @@ fn allocate_follows_the_plugins_preference_and_a_restart_keeps_the_allocations()
     }
 
     // litelet restarts: the checkpoint says who holds what; the plugin registers
-    // again when the registration socket comes back.
+    // again when the registration socket comes back. A container restarting before
+    // that gets its devices from the checkpoint.
     let (manager, _server) = manager(dir.path());
     assert_eq!(manager.held("uid-a", "app", R), ["Dev-2"]);
     assert_eq!(manager.held("uid-b", "app", R), ["Dev-1"]);
     assert_eq!(manager.capacity()[R], (0, 0));
+    let early = manager
+        .container_options(&a, &a.spec.containers[0])
+        .unwrap();
+    assert_eq!(early.envs["FAKE_DEVICES"], "Dev-2");
     let plugin = two_devices(dir.path(), "dp.2", options);
     plugin.register(&plugins, R, "v1beta1").unwrap();
     assert!(capacity_is(&manager, (2, 2)));

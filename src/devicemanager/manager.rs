@@ -353,22 +353,24 @@ impl DeviceManager {
             })
     }
 
-    /// The devices of `resource` for `container`: the checkpointed answer, else free
-    /// devices picked (the plugin's preference first) and `Allocate`d now.
+    /// The devices of `resource` for `container`: the checkpointed answer (no plugin
+    /// needed: a container restarting while its plugin is away still gets them;
+    /// the endpoint is then `None`), else free devices picked (the plugin's
+    /// preference first) and `Allocate`d now.
     fn allocate(
         &self,
         key: &ContainerKey,
         resource: &str,
         needed: i64,
         reusable: &[ContainerKey],
-    ) -> Result<(Vec<String>, DeviceRunOptions, Endpoint), DeviceError> {
-        let endpoint = self.endpoint(resource)?;
+    ) -> Result<(Vec<String>, DeviceRunOptions, Option<Endpoint>), DeviceError> {
         let held = lock(&self.shared.state).assigned(key, resource).cloned();
         if let Some(held) = held {
             if let Some(options) = held.options {
-                return Ok((held.ids, options, endpoint));
+                return Ok((held.ids, options, self.endpoint(resource).ok()));
             }
         }
+        let endpoint = self.endpoint(resource)?;
         let call = |call, source| DeviceError::Call {
             resource: resource.to_owned(),
             call,
@@ -433,7 +435,7 @@ impl DeviceManager {
         let mut state = lock(&self.shared.state);
         state.set_options(key, resource, options.clone());
         self.store(&state);
-        Ok((ids, options, endpoint))
+        Ok((ids, options, Some(endpoint)))
     }
 
     fn release(&self, key: &ContainerKey, resource: &str) {
@@ -476,7 +478,7 @@ impl DeviceManager {
         let mut merged = DeviceRunOptions::default();
         for (resource, needed) in wanted {
             let (ids, options, endpoint) = self.allocate(&key, &resource, needed, &reusable)?;
-            if endpoint.options.pre_start_required {
+            if let Some(endpoint) = endpoint.filter(|e| e.options.pre_start_required) {
                 let req = pb::PreStartContainerRequest {
                     devices_ids: ids,
                     ..Default::default()
