@@ -79,7 +79,10 @@ fn registration_with_another_version_or_a_bad_resource_name_is_refused() {
     let plugins = dir.path().join("plugins");
     let refused = plugin.register(&plugins, R, "v1alpha").unwrap_err();
     assert!(
-        refused.to_string().contains("Unsupported version"),
+        refused.to_string().contains(
+            "requested API version \"v1alpha\" is not supported by kubelet. \
+             Supported versions are [\"v1beta1\"]"
+        ),
         "{refused}"
     );
     for bad in ["gpu", "kubernetes.io/gpu", "requests.example.com/x"] {

@@ -197,13 +197,17 @@ impl DeviceManager {
     /// Checks a `Register` request; on success starts the plugin's endpoint thread.
     pub fn register(&self, req: &pb::RegisterRequest) -> Result<(), String> {
         if req.version != VERSION {
+            // Upstream's wording (errUnsupportedVersion).
             return Err(format!(
-                "Unsupported version {:?}: litelet supports {VERSION}",
+                "requested API version {:?} is not supported by kubelet. Supported versions are [{VERSION:?}]",
                 req.version
             ));
         }
         if !valid_resource_name(&req.resource_name) {
-            return Err(format!("invalid resource name {:?}", req.resource_name));
+            return Err(format!(
+                "the ResourceName {:?} is invalid",
+                req.resource_name
+            ));
         }
         let endpoint = Path::new(&req.endpoint);
         if req.endpoint.is_empty() || endpoint.is_absolute() || endpoint.components().count() != 1 {
