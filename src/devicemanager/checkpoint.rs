@@ -77,11 +77,14 @@ pub fn encode(state: &DeviceState) -> Vec<u8> {
 
 /// Writes `state` to `path` atomically (0600).
 pub fn store(path: &Path, state: &DeviceState) -> Result<(), CheckpointError> {
-    crate::fsutil::write_atomic(path, &encode(state), 0o600).map_err(|source| {
-        CheckpointError::Write {
-            path: path.to_owned(),
-            source,
-        }
+    write(path, &encode(state))
+}
+
+/// Writes encoded checkpoint `bytes` to `path` atomically (0600).
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+    crate::fsutil::write_atomic(path, bytes, 0o600).map_err(|source| CheckpointError::Write {
+        path: path.to_owned(),
+        source,
     })
 }
 

@@ -1,7 +1,8 @@
 //! [`DeviceManager`]: the shared handle over the device state (one mutex, never held
-//! across a plugin call; the small local checkpoint is written under it, so writes
-//! land in the order of the changes), the registration server, the endpoint threads
-//! and the allocation of devices to containers on pod worker threads.
+//! across a plugin call or a file write: the checkpoint is encoded under it and
+//! written after, numbered so an older snapshot never replaces a newer one), the
+//! registration server, the endpoint threads and the allocation of devices to
+//! containers on pod worker threads.
 //!
 //! Threads: grpcio's `dp-reg` completion queue runs `Register` (validates, answers,
 //! spawns); one `dp-<resource>` thread per registration calls
@@ -11,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -84,6 +86,10 @@ struct Shared {
     socket_dir: PathBuf,
     /// The checkpoint file.
     checkpoint: PathBuf,
+    /// Numbers each checkpoint snapshot, taken under the state lock.
+    seq: AtomicU64,
+    /// The newest snapshot on disk; held while writing.
+    written: Mutex<u64>,
 }
 
 /// The device manager: cheap to clone, shared by the registration server, the
@@ -154,6 +160,8 @@ impl DeviceManager {
                 endpoints: Mutex::new(BTreeMap::new()),
                 socket_dir: socket_dir.to_owned(),
                 checkpoint: path,
+                seq: AtomicU64::new(0),
+                written: Mutex::new(0),
             }),
         })
     }
@@ -296,13 +304,24 @@ impl DeviceManager {
         );
         let mut state = lock(&self.shared.state);
         if state.set_devices(resource, generation, devices) {
-            self.store(&state);
+            self.store(state);
         }
     }
 
-    fn store(&self, state: &DeviceState) {
-        if let Err(e) = checkpoint::store(&self.shared.checkpoint, state) {
-            log::error!("device plugins: {e}");
+    /// Writes the checkpoint of `state` after releasing its lock, so admission on
+    /// the sync loop never waits for an fsync; a newer snapshot written first is
+    /// never overwritten by an older one.
+    fn store(&self, state: MutexGuard<'_, DeviceState>) {
+        let bytes = checkpoint::encode(&state);
+        let seq = self.shared.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        drop(state);
+        let mut written = lock(&self.shared.written);
+        if seq <= *written {
+            return;
+        }
+        match checkpoint::write(&self.shared.checkpoint, &bytes) {
+            Ok(()) => *written = seq,
+            Err(e) => log::error!("device plugins: {e}"),
         }
     }
 
@@ -330,7 +349,7 @@ impl DeviceManager {
             for uid in before.difference(active) {
                 log::info!("device plugins: pod {uid} is gone; its devices are free");
             }
-            self.store(&state);
+            self.store(state);
         }
     }
 
@@ -402,7 +421,7 @@ impl DeviceManager {
         let ids = {
             let mut state = lock(&self.shared.state);
             let ids = state.pick(key, resource, needed, &preferred, reusable)?;
-            self.store(&state);
+            self.store(state);
             ids
         };
         let req = pb::AllocateRequest {
@@ -438,14 +457,14 @@ impl DeviceManager {
         .unwrap_or_default();
         let mut state = lock(&self.shared.state);
         state.set_options(key, resource, options.clone());
-        self.store(&state);
+        self.store(state);
         Ok((ids, options, Some(endpoint)))
     }
 
     fn release(&self, key: &ContainerKey, resource: &str) {
         let mut state = lock(&self.shared.state);
         state.release(key, resource);
-        self.store(&state);
+        self.store(state);
     }
 
     /// Every device-plugin resource `container` asks for, allocated, plus
