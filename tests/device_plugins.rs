@@ -117,6 +117,25 @@ fn a_plugin_that_goes_away_leaves_allocatable_and_its_successor_replaces_it() {
 }
 
 #[test]
+fn a_replaced_plugins_stream_is_closed_and_its_lists_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, _server) = manager(dir.path());
+    let plugins = dir.path().join("plugins");
+    let old = two_devices(dir.path(), "dp.1", Default::default());
+    old.register(&plugins, R, "v1beta1").unwrap();
+    assert!(capacity_is(&manager, (2, 2)));
+    let new = FakeDevicePlugin::start(&plugins, "dp.2", &[("Dev-9", true)], Default::default());
+    new.register(&plugins, R, "v1beta1").unwrap();
+    assert!(capacity_is(&manager, (1, 1)));
+    // The old plugin's next list is dropped and its stream cancelled.
+    assert!(wait_until(T, || {
+        old.set_devices(&[("Dev-1", false)]);
+        old.open_streams() == 0
+    }));
+    assert_eq!(manager.capacity()[R], (1, 1));
+}
+
+#[test]
 fn allocate_follows_the_plugins_preference_and_a_restart_keeps_the_allocations() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");

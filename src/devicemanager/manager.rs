@@ -269,7 +269,14 @@ impl DeviceManager {
                 let mut result = Ok(());
                 for item in futures_executor::block_on_stream(stream) {
                     match item {
-                        Ok(list) => self.on_list(resource, generation, &list),
+                        Ok(list) => {
+                            if !self.on_list(resource, generation, &list) {
+                                // Replaced by a newer registration: dropping the
+                                // stream cancels the call.
+                                log::info!("device plugin {resource}: generation {generation} replaced; its stream is closed");
+                                return;
+                            }
+                        }
                         Err(e) => {
                             result = Err(e);
                             break;
@@ -291,7 +298,8 @@ impl DeviceManager {
         }
     }
 
-    fn on_list(&self, resource: &str, generation: u64, list: &pb::ListAndWatchResponse) {
+    /// Applies one device list; false when a newer registration replaced this one.
+    fn on_list(&self, resource: &str, generation: u64, list: &pb::ListAndWatchResponse) -> bool {
         let devices: Vec<(String, bool)> = list
             .devices
             .iter()
@@ -305,7 +313,9 @@ impl DeviceManager {
         let mut state = lock(&self.shared.state);
         if state.set_devices(resource, generation, devices) {
             self.store(state);
+            return true;
         }
+        false
     }
 
     /// Writes the checkpoint of `state` after releasing its lock, so admission on

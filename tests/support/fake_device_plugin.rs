@@ -254,6 +254,11 @@ impl FakeDevicePlugin {
         self.state.lock().unwrap().preferred = ids.iter().map(|s| s.to_string()).collect();
     }
 
+    /// ListAndWatch streams still open (a send to a closed one drops it).
+    pub fn open_streams(&self) -> usize {
+        self.state.lock().unwrap().streams.len()
+    }
+
     /// Every call so far, as "Name args".
     pub fn calls(&self) -> Vec<String> {
         self.state.lock().unwrap().calls.clone()
