@@ -735,6 +735,7 @@ fn start_node(
     inputs.sync_now = Some(shutdown_state.node_wake());
     inputs.images = Some(crate::node::inputs::images_from(images.clone()));
     if let Some(devices) = devices.cloned() {
+        inputs.devices_changed = Some(devices.changes());
         inputs.devices = Some(Box::new(move || devices.capacity()));
     }
     let handles = crate::node::start(

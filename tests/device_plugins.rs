@@ -58,12 +58,16 @@ fn two_devices(dir: &Path, endpoint: &str, options: pb::DevicePluginOptions) -> 
 fn a_registered_plugins_devices_become_capacity_and_healthy_ones_allocatable() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, _server) = manager(dir.path());
+    let changes = manager.changes();
     let plugin = two_devices(dir.path(), "dp.1", Default::default());
     plugin
         .register(&dir.path().join("plugins"), R, "v1beta1")
         .unwrap();
     assert!(capacity_is(&manager, (2, 2)), "{:?}", manager.capacity());
+    // The node status is woken for each change rather than waiting its period.
+    assert!(changes.recv_timeout(T).is_ok());
     plugin.set_devices(&[("Dev-1", true), ("Dev-2", false)]);
+    assert!(changes.recv_timeout(T).is_ok());
     assert!(capacity_is(&manager, (2, 1)), "{:?}", manager.capacity());
     assert!(plugin.calls().starts_with(&[
         "GetDevicePluginOptions".to_owned(),

@@ -90,6 +90,11 @@ struct Shared {
     seq: AtomicU64,
     /// The newest snapshot on disk; held while writing.
     written: Mutex<u64>,
+    /// One-slot wake-up for the node status when capacity or health changed.
+    changed: (
+        crossbeam_channel::Sender<()>,
+        crossbeam_channel::Receiver<()>,
+    ),
 }
 
 /// The device manager: cheap to clone, shared by the registration server, the
@@ -162,6 +167,7 @@ impl DeviceManager {
                 checkpoint: path,
                 seq: AtomicU64::new(0),
                 written: Mutex::new(0),
+                changed: crossbeam_channel::bounded(1),
             }),
         })
     }
@@ -295,6 +301,9 @@ impl DeviceManager {
         if state.stopped(resource, generation, Instant::now()) {
             let mut endpoints = lock(&self.shared.endpoints);
             endpoints.remove(resource);
+            drop(endpoints);
+            drop(state);
+            self.notify();
         }
     }
 
@@ -313,6 +322,7 @@ impl DeviceManager {
         let mut state = lock(&self.shared.state);
         if state.set_devices(resource, generation, devices) {
             self.store(state);
+            self.notify();
             return true;
         }
         false
@@ -333,6 +343,16 @@ impl DeviceManager {
             Ok(()) => *written = seq,
             Err(e) => log::error!("device plugins: {e}"),
         }
+    }
+
+    /// Receives a message when a plugin's devices or health changed (the `node`
+    /// thread then publishes the status at once; a full slot is enough).
+    pub fn changes(&self) -> crossbeam_channel::Receiver<()> {
+        self.shared.changed.1.clone()
+    }
+
+    fn notify(&self) {
+        let _ = self.shared.changed.0.try_send(());
     }
 
     /// Capacity and allocatable per device-plugin resource, for the node status.

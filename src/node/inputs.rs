@@ -39,6 +39,9 @@ pub struct NodeInputs {
     pub sync_now: Option<crossbeam_channel::Receiver<()>>,
     /// Device plugins' resources; `None`: no device manager.
     pub devices: Option<DevicesFn>,
+    /// Wakes the status computation when a plugin's devices change, so capacity and
+    /// allocatable are published at once rather than at the next period.
+    pub devices_changed: Option<crossbeam_channel::Receiver<()>>,
 }
 
 /// `status.images` from CRI ListImages.
@@ -89,6 +92,7 @@ impl NodeInputs {
             images: None,
             sync_now: None,
             devices: None,
+            devices_changed: None,
         }
     }
 }
