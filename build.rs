@@ -5,7 +5,7 @@
 //! protobuf-codegen 3 (pure mode), the service stubs from grpcio-compiler, and a
 //! `mod.rs` listing both that the owning module includes (`src/cri/mod.rs`,
 //! `src/prober/grpc_health.rs`,
-//! `src/volumes/csi/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
+//! `src/volumes/csi/mod.rs`, `src/devicemanager/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
 //! so each parsed descriptor is re-encoded and decoded as the protobuf 2 type before
 //! its service generator runs.
 
@@ -45,6 +45,13 @@ const PROTOS: &[Proto] = &[
     Proto {
         name: "pluginregistration",
         dir: "proto/pluginregistration",
+        file: "api.proto",
+    },
+    // Device plugin API v1beta1 (package v1beta1): the Registration service litelet
+    // serves and the DevicePlugin service it calls.
+    Proto {
+        name: "deviceplugin",
+        dir: "proto/deviceplugin",
         file: "api.proto",
     },
 ];

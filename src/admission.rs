@@ -239,6 +239,45 @@ pub fn fits(pod: &Pod, others: &[&Pod], node: &NodeView) -> Result<(), Rejection
     Ok(())
 }
 
+/// Upstream's reason for a pod its device plugins cannot serve (the resource
+/// allocation admit handler's).
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// Device plugins' part of admission (upstream's resource allocation handler, run
+/// before the predicates): enough free healthy devices for every device-plugin
+/// resource `pod` asks for, else `UnexpectedAdmissionError`. On success the node's
+/// allocatable for those resources is the plugins' healthy count, so [`fits`] checks
+/// them like any other resource (upstream's UpdatePluginResources).
+pub fn admit_devices(
+    devices: &crate::devicemanager::DeviceManager,
+    pod: &Pod,
+    active: &[&Pod],
+    node: &NodeView,
+) -> Result<NodeView, Rejection> {
+    devices.admit(pod, active).map_err(|e| Rejection {
+        reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+        message: format!("Allocate failed due to {e}, which is unexpected"),
+    })?;
+    // What the node then offers: at least what the active pods and this one ask
+    // (upstream sets it to the devices allocated), so a pod holding devices from
+    // before a restart passes while its plugin has not listed them again.
+    let mut view = node.clone();
+    for (name, (_, allocatable)) in devices.capacity() {
+        let asked: i64 = active
+            .iter()
+            .copied()
+            .chain(std::iter::once(pod))
+            .map(|p| pod_requests(p).get(&name).map(|q| q.value()).unwrap_or(0))
+            .sum();
+        let offered = allocatable.max(asked);
+        view.allocatable.insert(
+            name,
+            Quantity::from_milli(offered.saturating_mul(1000), Default::default()),
+        );
+    }
+    Ok(view)
+}
+
 /// An extra admission check run before the built-in ones (upstream PodAdmitHandler;
 /// the eviction manager's refuses pods under node pressure). Implementations read
 /// shared state only: the sync loop calls it.

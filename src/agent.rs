@@ -23,6 +23,7 @@ use crate::cgroups::systemd::bus::DbusUnits;
 use crate::config::{CgroupDriver, Flags};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
+use crate::devicemanager::DeviceManager;
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::GcLoop;
@@ -581,15 +582,40 @@ fn user_namespace_range(
     range
 }
 
+/// The device manager with its checkpoint read back, serving plugin registration.
+/// A failure leaves the node without device plugins (logged), never stops litelet.
+fn start_devices(
+    flags: &Flags,
+    root_dir: &Path,
+) -> Option<(DeviceManager, crate::devicemanager::RegistrationServer)> {
+    let started = DeviceManager::new(&flags.device_plugins_dir, &root_dir.join("device-plugins"))
+        .and_then(|m| m.serve().map(|server| (m, server)));
+    match started {
+        Ok(started) => Some(started),
+        Err(e) => {
+            log::error!("device plugins disabled: {e}");
+            None
+        }
+    }
+}
+
+/// What the runtime manager consults besides the runtime: the API server (for
+/// RuntimeClasses) and the device plugins' allocations; either may be absent.
+struct RuntimeSources<'a> {
+    api: Option<ApiClient>,
+    devices: Option<&'a DeviceManager>,
+}
+
 fn start_runtime(
     flags: &Flags,
     host: &Host,
     runtime: &RuntimeClient,
     images: cri::ImageClient,
-    api: Option<ApiClient>,
+    sources: RuntimeSources<'_>,
     recorder: &Recorder,
     threads: &mut Threads,
 ) -> Result<RuntimeParts, AgentError> {
+    let RuntimeSources { api, devices } = sources;
     check_cgroup_driver(flags.cgroup_driver, runtime)?;
     let root_dir = &host.root_dir;
     let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
@@ -620,8 +646,13 @@ fn start_runtime(
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
     let marks = cache.clone();
+    let mut manager =
+        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
+    if let Some(devices) = devices {
+        manager = manager.with_devices(Arc::new(devices.clone()));
+    }
     let manager = Arc::new(
-        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings)
+        manager
             .with_credentials(CredentialSettings {
                 node_config: NodeDockerConfig::for_root_dir(
                     root_dir,
@@ -722,6 +753,7 @@ fn start_node(
     pressure: &crate::eviction::Pressure,
     shutdown_state: &crate::nodeshutdown::ShutdownState,
     recorder: &Recorder,
+    devices: Option<&DeviceManager>,
     threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
     let Some(client) = api else {
@@ -733,6 +765,10 @@ fn start_node(
     inputs.health = shutdown_state.wrap_health(pressure.wrap_health(inputs.health));
     inputs.sync_now = Some(shutdown_state.node_wake());
     inputs.images = Some(crate::node::inputs::images_from(images.clone()));
+    if let Some(devices) = devices.cloned() {
+        inputs.devices_changed = Some(devices.changes());
+        inputs.devices = Some(Box::new(move || devices.capacity()));
+    }
     let handles = crate::node::start(
         client,
         host.node_config,
@@ -1008,12 +1044,18 @@ pub fn run(
         Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
         None => None,
     };
+    // Device plugins: the registration server lives until `run` returns.
+    let device_plugins = start_devices(flags, &root_dir);
+    let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
     let rt = start_runtime(
         flags,
         &host,
         &runtime,
         images,
-        worker_api.clone(),
+        RuntimeSources {
+            api: worker_api.clone(),
+            devices: devices.as_ref(),
+        },
         &recorder,
         &mut threads,
     )?;
@@ -1026,6 +1068,7 @@ pub fn run(
         &pressure,
         &shutdown_state,
         &recorder,
+        devices.as_ref(),
         &mut threads,
     )?;
     let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
@@ -1110,6 +1153,7 @@ pub fn run(
             Arc::new(pressure.clone()),
             Arc::new(shutdown_state.clone()),
         ]))),
+        devices,
     });
     let evict_workers = workers.clone();
     let evict_recorder = recorder.clone();

@@ -67,6 +67,12 @@ pub struct Flags {
     #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     pub rotate_server_certificates: bool,
 
+    /// Where device plugins find the registration socket (`kubelet.sock`) and serve
+    /// their own. Plugins hard-code upstream's path, so only tests move it; litelet's
+    /// device allocations are kept under --root-dir whatever this says.
+    #[arg(long, value_name = "DIR", default_value = crate::devicemanager::DEFAULT_DIR)]
+    pub device_plugins_dir: PathBuf,
+
     /// Directory of static pod manifests (YAML or JSON).
     #[arg(long, value_name = "DIR")]
     pub pod_manifest_path: Option<PathBuf>,

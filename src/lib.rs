@@ -13,6 +13,7 @@ pub mod config;
 pub mod credentialprovider;
 pub mod cri;
 pub mod dbus;
+pub mod devicemanager;
 pub mod events;
 pub mod eviction;
 pub mod fsutil;

@@ -87,6 +87,8 @@ fn agent_stops_cleanly(endpoint: &str, ready: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("litelet.log");
     let child = Command::new(LITELET)
+        .arg("--device-plugins-dir")
+        .arg(dir.path().join("device-plugins"))
         .args(["--container-runtime-endpoint", endpoint, "--root-dir"])
         .arg(dir.path())
         .stdout(Stdio::null())
@@ -139,6 +141,8 @@ fn run_agent(
     let log = dir.join("litelet.log");
     let mut child = Command::new(LITELET)
         .args(args)
+        .arg("--device-plugins-dir")
+        .arg(dir.join("device-plugins"))
         .arg("--root-dir")
         .arg(dir.join("root"))
         .envs(env.iter().copied())
@@ -263,6 +267,8 @@ fn insecure_api_settings_are_warned_about_at_start() {
         let mut child = Command::new(LITELET)
             .args(["--container-runtime-endpoint", &endpoint, "--kubeconfig"])
             .arg(&kubeconfig)
+            .arg("--device-plugins-dir")
+            .arg(dir.path().join("device-plugins"))
             .arg("--root-dir")
             .arg(dir.path().join("root"))
             .stdout(Stdio::null())

@@ -62,6 +62,8 @@ impl Litelet {
         let mut cmd = Command::new(binary);
         cmd.args(["--container-runtime-endpoint", &cri.endpoint()])
             .args(["--hostname-override", NODE])
+            .arg("--device-plugins-dir")
+            .arg(dir.path().join("device-plugins"))
             .arg("--root-dir")
             .arg(dir.path().join("root"))
             .arg("--pod-logs-dir")

@@ -81,6 +81,8 @@ fn start(api: &FakeApi, config: NodeConfig) -> Node {
         runtime_version: Box::new(|| Some("containerd://1.7.13".into())),
         images: None,
         sync_now: None,
+        devices: None,
+        devices_changed: None,
     };
     let (tx, rx) = crossbeam_channel::bounded(0);
     let handles = node::start(&api.client(), config, inputs, Recorder::log_only(), rx).unwrap();

@@ -178,6 +178,7 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
     .unwrap();
     let root = dir.path().join("root");
     let logs = dir.path().join("logs");
+    let plugins_dir = dir.path().join("device-plugins");
     let (port, healthz) = (free_port().to_string(), free_port().to_string());
     let args: Vec<String> = [
         "litelet",
@@ -185,6 +186,8 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
         &cri.endpoint(),
         "--hostname-override",
         NODE,
+        "--device-plugins-dir",
+        plugins_dir.to_str().unwrap(),
         "--root-dir",
         root.to_str().unwrap(),
         "--pod-logs-dir",

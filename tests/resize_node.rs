@@ -175,6 +175,7 @@ impl Node {
             mirrors: Some(MirrorClient::new(client, NODE.into())),
             node_lister: None,
             extra_admission: None,
+            devices: None,
         });
         let thread = std::thread::Builder::new()
             .name("sync".into())

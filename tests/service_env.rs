@@ -53,6 +53,8 @@ impl Litelet {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_litelet"));
         cmd.args(["--container-runtime-endpoint", endpoint])
             .args(["--hostname-override", NODE])
+            .arg("--device-plugins-dir")
+            .arg(dir.path().join("device-plugins"))
             .arg("--root-dir")
             .arg(dir.path().join("root"))
             .arg("--pod-logs-dir")

@@ -35,7 +35,8 @@ const LAYERS: &[&[&str]] = &[
     // (`runtime::resize`), waiting reasons, the log reader and the runtime state.
     &["runtime"],
     // What reads the runtime: status generation, the node, PLEG, pod workers, stats,
-    // log rotation, runtime info.
+    // log rotation, runtime info, the device manager (implements the runtime's
+    // device seam; node status and admission read it).
     &[
         "status",
         "node",
@@ -44,6 +45,7 @@ const LAYERS: &[&[&str]] = &[
         "stats",
         "logs",
         "runtime_info",
+        "devicemanager",
     ],
     // Pod admission predicates (upstream lifecycle) and the prober.
     &["admission", "prober"],

@@ -166,6 +166,8 @@ impl Litelet {
         };
         cmd.args(["--container-runtime-endpoint", &options.endpoint])
             .args(["--hostname-override", NODE])
+            .arg("--device-plugins-dir")
+            .arg(dir.path().join("device-plugins"))
             .arg("--root-dir")
             .arg(dir.path().join("root"))
             .arg("--pod-logs-dir")

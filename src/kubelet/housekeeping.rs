@@ -117,6 +117,17 @@ impl Kubelet {
             if let Err(err) = self.resize.retain(&plan.cleanup.keep) {
                 log::warn!("housekeeping: pruning pod allocations: {err}");
             }
+            // Device plugins' devices go back once a pod is neither active nor has a
+            // worker that may still run it (upstream frees them for the next
+            // admission); the checkpoint is written only when one goes.
+            if let Some(devices) = &self.devices {
+                let keep: std::collections::BTreeSet<String> = active
+                    .iter()
+                    .map(|p| p.uid().to_owned())
+                    .chain(plan.possibly_running.iter().cloned())
+                    .collect();
+                devices.retain_pods(&keep);
+            }
         }
         let cleanup = plan.cleanup;
         if !cleanup.delete_mirrors.is_empty() || cleanup.remove_orphans {

@@ -33,7 +33,7 @@ use crossbeam_channel::{after, never, select_biased, tick, Receiver};
 
 pub use pod_manager::PodManager;
 
-use crate::admission::{admit, NodeView, Rejection};
+use crate::admission::{admit, admit_devices, NodeView, Rejection};
 use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodPhase};
 use crate::cgroups::manager::PodCgroupManager;
@@ -94,6 +94,8 @@ pub struct KubeletDeps {
     pub node_lister: Option<NodeLister>,
     /// Checked before the built-in admission (the eviction manager's pressure check).
     pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
+    /// Device plugins: admission checks their free devices; `None`: no device manager.
+    pub devices: Option<crate::devicemanager::DeviceManager>,
 }
 
 /// Everything the sync loop works with. Owned by the `sync` thread; other threads
@@ -134,6 +136,7 @@ pub struct Kubelet {
     resize: Arc<ResizeManager>,
     last_relist: LastRelist,
     extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
+    devices: Option<crate::devicemanager::DeviceManager>,
     /// UIDs of the desired pods admission refused. A refusal is final (upstream
     /// keeps such a pod away from the pod workers for good): no later update, sync or
     /// housekeeping round starts a worker for it, whatever the status manager holds.
@@ -209,6 +212,7 @@ impl Kubelet {
             resize: deps.resize,
             last_relist: deps.last_relist,
             extra_admission: deps.extra_admission,
+            devices: deps.devices,
         }
     }
 
@@ -490,7 +494,12 @@ impl Kubelet {
                 let active: Vec<Arc<Pod>> =
                     active.iter().map(|p| resize.allocated_pod(p)).collect();
                 let active: Vec<&Pod> = active.iter().map(Arc::as_ref).collect();
-                admit(&wanted, &active, &node).map(|()| Some(wanted))
+                match &self.devices {
+                    Some(devices) => admit_devices(devices, &wanted, &active, &node)
+                        .and_then(|node| admit(&wanted, &active, &node)),
+                    None => admit(&wanted, &active, &node),
+                }
+                .map(|()| Some(wanted))
             };
             // Rejected pods stay desired too (upstream keeps them in the pod manager).
             self.pods.upsert(pod.clone());

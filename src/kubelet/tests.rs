@@ -169,6 +169,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
         mirrors: None,
         node_lister: None,
         extra_admission: None,
+        devices: None,
     });
     Harness {
         kubelet,

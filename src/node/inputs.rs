@@ -7,6 +7,7 @@
 //! The closures run on the `node` thread only; the Version call has the CRI client's
 //! deadline.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::cri::RuntimeClient;
@@ -23,6 +24,9 @@ pub type VersionFn = Box<dyn FnMut() -> Option<String> + Send>;
 /// The images on the node, or `None` while the runtime cannot be asked.
 pub type ImagesFn = Box<dyn FnMut() -> Option<Vec<RuntimeImage>> + Send>;
 
+/// Capacity and allocatable of each device-plugin resource (`src/devicemanager/`).
+pub type DevicesFn = Box<dyn FnMut() -> BTreeMap<String, (i64, i64)> + Send>;
+
 /// The `node` thread's view of the rest of litelet.
 pub struct NodeInputs {
     pub machine: MachineFn,
@@ -33,6 +37,11 @@ pub struct NodeInputs {
     /// Asks for a status computation now (the node shutdown's NotReady); `None`: only
     /// the update period.
     pub sync_now: Option<crossbeam_channel::Receiver<()>>,
+    /// Device plugins' resources; `None`: no device manager.
+    pub devices: Option<DevicesFn>,
+    /// Wakes the status computation when a plugin's devices change, so capacity and
+    /// allocatable are published at once rather than at the next period.
+    pub devices_changed: Option<crossbeam_channel::Receiver<()>>,
 }
 
 /// `status.images` from CRI ListImages.
@@ -82,6 +91,8 @@ impl NodeInputs {
             runtime_version: Box::new(version),
             images: None,
             sync_now: None,
+            devices: None,
+            devices_changed: None,
         }
     }
 }

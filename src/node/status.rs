@@ -258,6 +258,22 @@ fn set_condition(
     (changed, is_new)
 }
 
+/// Device plugins' resources into capacity (every device) and allocatable (the
+/// healthy ones), as upstream's device manager reports them; a resource whose plugin
+/// is gone past its grace reports zero.
+pub fn apply_devices(status: &mut NodeStatus, devices: &BTreeMap<String, (i64, i64)>) {
+    for (name, (capacity, allocatable)) in devices {
+        status.capacity.insert(
+            name.clone(),
+            Quantity::from_milli(capacity.saturating_mul(1000), Format::DecimalSI),
+        );
+        status.allocatable.insert(
+            name.clone(),
+            Quantity::from_milli(allocatable.saturating_mul(1000), Format::DecimalSI),
+        );
+    }
+}
+
 /// Brings `status` (the API server's, or empty for a new node) up to date; returns the
 /// events of conditions that changed.
 pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEvent> {

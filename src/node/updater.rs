@@ -65,6 +65,7 @@ impl Updater {
         let mut backoff = Backoff::new(self.config.retry_initial, self.config.retry_max);
         let mut resync = self.resync.clone();
         let mut sync_now = self.inputs.sync_now.take().unwrap_or_else(never);
+        let mut devices_changed = self.inputs.devices_changed.take().unwrap_or_else(never);
         loop {
             let delay = if state.node.is_none() {
                 match self.register(&mut state) {
@@ -91,6 +92,9 @@ impl Updater {
                 },
                 recv(sync_now) -> r => if r.is_err() {
                     sync_now = never();
+                },
+                recv(devices_changed) -> r => if r.is_err() {
+                    devices_changed = never();
                 },
                 default(delay) => {}
             }
@@ -136,6 +140,9 @@ impl Updater {
             now,
         };
         let events = status::apply(status, &inputs);
+        if let Some(devices) = self.inputs.devices.as_mut() {
+            status::apply_devices(status, &devices());
+        }
         (machine, events)
     }
 

@@ -132,6 +132,9 @@ pub struct RuntimeManager {
     pub(super) runtime_classes: super::runtime_class::RuntimeClasses,
     /// ID ranges of `hostUsers: false` pods.
     pub(super) userns: super::userns::UsernsManager,
+    /// Device plugins' allocations for containers (`src/devicemanager/`); `None`: no
+    /// container gets devices.
+    pub(super) devices: Option<Arc<dyn super::devices::ContainerDevices>>,
 }
 
 impl RuntimeManager {
@@ -158,6 +161,7 @@ impl RuntimeManager {
             changed: None,
             missing_dns_logged: Default::default(),
             runtime_classes: super::runtime_class::RuntimeClasses::new(None),
+            devices: None,
         }
     }
 
@@ -180,6 +184,12 @@ impl RuntimeManager {
     /// Pulls with `credentials` (node Docker config, pull records, verification policy).
     pub fn with_credentials(mut self, credentials: super::images::CredentialSettings) -> Self {
         self.image_manager.set_credentials(credentials);
+        self
+    }
+
+    /// Asks `devices` for each container's device plugin allocations before creating it.
+    pub fn with_devices(mut self, devices: Arc<dyn super::devices::ContainerDevices>) -> Self {
+        self.devices = Some(devices);
         self
     }
 

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod cache;
 pub mod cancel;
 pub mod container;
+pub mod devices;
 pub mod dns;
 pub mod env;
 pub mod envvars;

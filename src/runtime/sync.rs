@@ -688,8 +688,16 @@ impl RuntimeManager {
         )
         .map_err(|err| config_error(err.to_string()))?;
         ctx.sub_paths = &sub_paths;
-        let container_config =
+        let mut container_config =
             container_config(&ctx).map_err(|err| config_error(err.to_string()))?;
+        // Device plugins' devices (allocated on the first start, then from the
+        // checkpoint); ephemeral containers request no resources.
+        if let (Some(devices), false) = (&self.devices, matches!(kind, Kind::Ephemeral)) {
+            let options = devices
+                .run_options(pod, container)
+                .map_err(|err| config_error(err.to_string()))?;
+            super::devices::apply(&mut container_config, &options);
+        }
         let created = self.runtime.create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_owned(),
             config: MessageField::some(container_config),

@@ -9,6 +9,7 @@ pub mod control_plane;
 pub mod dbus_daemon;
 pub mod fake_api;
 pub mod fake_cri;
+pub mod fake_device_plugin;
 pub mod https;
 pub mod real_node;
 pub mod registry;

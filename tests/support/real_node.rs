@@ -150,6 +150,8 @@ impl RealNode {
             .arg(d.join("kubeconfig"))
             .arg("--client-ca-file")
             .arg(d.join("ca.crt"))
+            .arg("--device-plugins-dir")
+            .arg(d.join("device-plugins"))
             .arg("--root-dir")
             .arg(d.join("root"))
             .arg("--pod-logs-dir")

@@ -495,6 +495,21 @@ fn images_largest_first_capped_at_fifty_with_five_names_each() {
     assert_eq!(patch["status"]["images"][0]["sizeBytes"], 61_000);
 }
 
+#[test]
+fn device_plugin_resources_count_every_device_in_capacity_and_healthy_ones_in_allocatable() {
+    let mut status = NodeStatus::default();
+    let devices = [
+        ("example.com/resource".to_owned(), (2, 1)),
+        ("vendor.com/gone".to_owned(), (0, 0)),
+    ]
+    .into();
+    apply_devices(&mut status, &devices);
+    assert_eq!(status.capacity["example.com/resource"].to_string(), "2");
+    assert_eq!(status.allocatable["example.com/resource"].to_string(), "1");
+    assert_eq!(status.capacity["vendor.com/gone"].to_string(), "0");
+    assert_eq!(status.allocatable["vendor.com/gone"].to_string(), "0");
+}
+
 /// The real apiserver refuses `nodeInfo.swap.capacity: 0` (the node never registered
 /// on a swapless host, found by the VM tier): without swap the field is left out.
 #[test]
