@@ -113,6 +113,8 @@ fn node_registers_with_labels_addresses_allocatable_and_keeps_its_lease() {
 
     // The lease names the node, is owned by it, and is renewed.
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/rn-register";
+    // The lease thread starts once the Node exists, so it may land after Ready.
+    node.wait_for("the node lease", || node.cp.get(lease_path).is_some());
     let lease = node.cp.get(lease_path).expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "rn-register");
     assert_eq!(lease["metadata"]["ownerReferences"][0]["kind"], "Node");
