@@ -101,7 +101,7 @@ stage() {
   install -D -m 0755 "$BIN" "$root/usr/bin/litelet"
   install -D -m 0644 packaging/config.yaml "$root/etc/litelet/config.yaml"
   install -d -m 0755 "$root/etc/kubernetes/manifests"
-  install -d -m 0700 "$root/var/lib/litelet"
+  install -d -m 0700 "$root/var/lib/kubelet"
   install -d -m 0755 "$root/usr/share/man/man1" "$root/usr/share/doc/litelet"
   gzip -9n <packaging/litelet.1 >"$root/usr/share/man/man1/litelet.1.gz"
   chmod 0644 "$root/usr/share/man/man1/litelet.1.gz"
@@ -197,7 +197,7 @@ dpkg_into_root() {
   # Maintainer scripts run outside the root with DPKG_ROOT set; they skip systemd.
   dpkg --root="$root" --force-script-chrootless -i "$DEB" &&
     dpkg --root="$root" -s litelet | grep '^Status: install ok installed$' >/dev/null &&
-    [ -d "$root/var/lib/litelet" ] && [ -d "$root/etc/kubernetes/manifests" ] &&
+    [ -d "$root/var/lib/kubelet" ] && [ -d "$root/etc/kubernetes/manifests" ] &&
     [ -f "$root/etc/litelet/config.yaml" ]
 }
 
@@ -215,7 +215,7 @@ rpm_lists_files() {
   echo "$listing"
   for expected in /usr/bin/litelet /usr/lib/systemd/system/litelet.service \
     /etc/litelet/config.yaml /etc/sysconfig/litelet /etc/kubernetes/manifests \
-    /var/lib/litelet /usr/share/man/man1/litelet.1.gz /usr/share/licenses/litelet/LICENSE; do
+    /var/lib/kubelet /usr/share/man/man1/litelet.1.gz /usr/share/licenses/litelet/LICENSE; do
     grep -qx "$expected" <<<"$listing" || { echo "missing $expected"; return 1; }
   done
   # Not `grep -q`: it would stop reading early and, under pipefail, the SIGPIPE

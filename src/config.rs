@@ -85,8 +85,10 @@ pub struct Flags {
     #[arg(long, value_name = "IP")]
     pub node_ip: Option<std::net::IpAddr>,
 
-    /// Where litelet keeps its state (allocation checkpoint, pod directories).
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/litelet")]
+    /// Where litelet keeps its state (allocation checkpoint, pod directories). The
+    /// upstream kubelet's default, because CSI drivers' and device plugins'
+    /// DaemonSets hard-code `/var/lib/kubelet/{plugins,plugins_registry,pods}`.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubelet")]
     pub root_dir: PathBuf,
 
     /// Parent cgroup of the `kubepods` hierarchy.

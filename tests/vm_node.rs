@@ -486,7 +486,7 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
     let modes = node
         .vm
         .sh("stat -L -c '%a %n' /etc/kubernetes/kubelet.conf \
-         /var/lib/litelet/pki/kubelet-client-current.pem");
+         /var/lib/kubelet/pki/kubelet-client-current.pem");
     for line in modes.lines() {
         assert!(
             line.starts_with("600 "),
