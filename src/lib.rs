@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod agent;
 pub mod api;
+pub mod blocking;
 pub mod certificate;
 pub mod cgroups;
 pub mod config;

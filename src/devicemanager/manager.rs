@@ -273,7 +273,7 @@ impl DeviceManager {
         let ended = match client.list_and_watch(&pb::Empty::new()) {
             Ok(stream) => {
                 let mut result = Ok(());
-                for item in futures_executor::block_on_stream(stream) {
+                for item in crate::blocking::iter_stream(stream) {
                     match item {
                         Ok(list) => {
                             if !self.on_list(resource, generation, &list) {

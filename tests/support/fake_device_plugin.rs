@@ -75,7 +75,7 @@ impl DevicePlugin for Service {
         }
         // Its own thread: the stream lives as long as the plugin.
         std::thread::spawn(move || {
-            futures_executor::block_on(async move {
+            litelet::blocking::block_on(async move {
                 while let Ok(devices) = rx.recv() {
                     if sink
                         .send((list(&devices), WriteFlags::default()))
@@ -268,7 +268,7 @@ impl FakeDevicePlugin {
     pub fn stop(&mut self) {
         self.state.lock().unwrap().streams.clear();
         if let Some(mut server) = self.server.take() {
-            let _ = futures_executor::block_on(server.shutdown());
+            let _ = litelet::blocking::block_on(server.shutdown());
         }
         let _ = std::fs::remove_file(&self.socket);
     }
