@@ -33,6 +33,7 @@ pub mod cache;
 pub mod csi;
 pub mod error;
 pub mod hostpath;
+pub mod in_use;
 mod kubelet;
 pub mod mount;
 pub mod ownership;
@@ -58,6 +59,7 @@ use crate::runtime::subpath;
 
 pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
 pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
+pub use in_use::VolumesInUse;
 pub use source::PodConfigSource;
 pub use token::TokenManager;
 
@@ -80,9 +82,19 @@ pub struct VolumeManager {
 
 impl VolumeManager {
     /// A manager for `root_dir`; `client` is `None` in standalone mode (then
-    /// configMap, secret and token volumes fail with a clear message).
+    /// configMap, secret and token volumes fail with a clear message). Attachable CSI
+    /// volumes that an earlier run left mounted (their `vol_data.json` records) count
+    /// as in use from the start.
     pub fn new(root_dir: impl Into<PathBuf>, client: Option<ApiClient>, node_name: &str) -> Self {
         let root_dir: PathBuf = root_dir.into();
+        let in_use = VolumesInUse::default();
+        for (uid, record) in csi::mounter::records(&root_dir) {
+            if !record.attachment_id.is_empty() {
+                let name =
+                    csi::plan::unique_volume_name(&record.driver_name, &record.volume_handle);
+                in_use.add(&name, &uid);
+            }
+        }
         Self {
             root: root_dir.clone(),
             node_name: node_name.to_owned(),
@@ -93,6 +105,7 @@ impl VolumeManager {
                 node: node_name.to_owned(),
                 drivers: csi::Drivers::default(),
                 api: client.clone(),
+                in_use,
             },
             api: client,
             node: Mutex::new(EnvContext {
@@ -116,6 +129,11 @@ impl VolumeManager {
             self.csi.drivers.clone(),
             shutdown,
         )
+    }
+
+    /// The attachable volumes in use, for the node's `status.volumesInUse`.
+    pub fn volumes_in_use(&self) -> VolumesInUse {
+        self.csi.in_use.clone()
     }
 
     /// Names of the CSI drivers registered now.
@@ -214,6 +232,7 @@ impl VolumeManager {
         self.objects.unregister_pod(source::NODE_WIDE);
         self.tokens.forget_pod(uid);
         let mut failures = Vec::new();
+        let mut csi_failed = false;
         // The subPath bind mounts first: each holds a piece of a volume (or, for a
         // hostPath, of the host), and nothing below them may be removed through them.
         if let Err(e) = subpath::clean_pod(&self.root, uid) {
@@ -233,6 +252,7 @@ impl VolumeManager {
                 if plugin == csi::plan::PLUGIN_CSI {
                     // The driver unmounts (and unstages) its own volumes.
                     if let Err(e) = self.csi.tear_down(&dir) {
+                        csi_failed = true;
                         failures.push(e.in_volume(&name));
                         continue;
                     }
@@ -244,6 +264,11 @@ impl VolumeManager {
             remove_empty_dir(&plugin_dir, &mut failures);
         }
         remove_empty_dir(&volumes, &mut failures);
+        // A CSI volume still published stays in use (the next pass retries it);
+        // once all are unpublished the pod holds no attached volume.
+        if !csi_failed {
+            self.csi.in_use.release_pod(uid);
+        }
         if failures.is_empty() {
             return Ok(());
         }

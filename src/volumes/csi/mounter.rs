@@ -26,6 +26,7 @@ use super::{pb, CsiError, Drivers};
 use crate::api::pod::Pod;
 use crate::api::{ApiClient, ApiError};
 use crate::volumes::error::VolumeError;
+use crate::volumes::in_use::VolumesInUse;
 use crate::volumes::mount;
 use crate::volumes::ownership;
 
@@ -41,6 +42,10 @@ pub enum CsiMountError {
     /// Reading the CSIDriver object or the VolumeAttachment failed.
     #[error("get {what}: {source}")]
     Api { what: String, source: Box<ApiError> },
+    /// attachRequired and the node status does not list the volume in
+    /// `volumesInUse` yet (upstream's wait in `VerifyControllerAttachedVolume`).
+    #[error("volume {name} has not been added to the list of VolumesInUse in the node's volume status yet: waiting")]
+    NotReportedInUse { name: String },
     /// attachRequired and the VolumeAttachment is missing or not attached yet.
     #[error(
         "volume {handle} is not attached to this node yet (VolumeAttachment {attachment}): waiting"
@@ -84,6 +89,8 @@ pub struct Mounter {
     pub node: String,
     pub drivers: Drivers,
     pub api: Option<ApiClient>,
+    /// Attachable volumes in use, published in the node's `volumesInUse`.
+    pub in_use: VolumesInUse,
 }
 
 fn call_err(driver: &str) -> impl Fn(CsiError) -> CsiMountError + '_ {
@@ -155,6 +162,19 @@ impl Mounter {
         policy
             .check_lifecycle_mode(vol.driver, vol.ephemeral)
             .map_err(CsiMountError::LifecycleMode)?;
+        let target = plan::target_path(&vol.dir);
+        let mounted = mount::is_mount_point(&target)?;
+        let attachable = policy.attach_required && !vol.ephemeral;
+        if attachable {
+            // In use from now until tear-down, so that the volume is never detached
+            // under the pod, driver registered or not; the first mount waits until
+            // the node status lists it.
+            let name = plan::unique_volume_name(vol.driver, &vol.handle);
+            self.in_use.add(&name, pod.uid());
+            if !mounted && !self.in_use.is_reported(&name) {
+                return Err(CsiMountError::NotReportedInUse { name }.into());
+            }
+        }
         let client = self.client(vol.driver)?;
         let caps = client.node_capabilities().map_err(call_err(vol.driver))?;
         let mode = plan::access_mode(
@@ -165,7 +185,7 @@ impl Mounter {
 
         let mut publish_context = HashMap::new();
         let mut attachment_id = String::new();
-        if policy.attach_required && !vol.ephemeral {
+        if attachable {
             attachment_id = plan::attachment_name(&vol.handle, vol.driver, &self.node);
             let va = self.attachment(&attachment_id)?;
             let attached = va.as_ref().is_some_and(|v| v["status"]["attached"] == true);
@@ -215,8 +235,6 @@ impl Mounter {
         };
         write_record(&vol.dir, &record)?;
 
-        let target = plan::target_path(&vol.dir);
-        let mounted = mount::is_mount_point(&target)?;
         if !mounted || policy.requires_republish {
             let info = PodInfo {
                 name: pod.name(),
@@ -380,6 +398,22 @@ fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
     write().map_err(|e| record_err("write", e.to_string()))
 }
 
+/// Every readable CSI volume record under `<root>/pods`, with its pod UID (for the
+/// in-use set at start-up; unreadable ones are skipped: their tear-down reports them).
+pub fn records(root: &Path) -> Vec<(String, VolData)> {
+    let pods = root.join("pods");
+    let mut out = Vec::new();
+    for pod in read_names(&pods).unwrap_or_default() {
+        let plugin = pods.join(&pod).join("volumes").join(PLUGIN_CSI);
+        for vol in read_names(&plugin).unwrap_or_default() {
+            if let Ok(Some(record)) = read_record(&plugin.join(vol)) {
+                out.push((pod.clone(), record));
+            }
+        }
+    }
+    out
+}
+
 /// The record in `dir`, `None` if there is none.
 pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
     let path = dir.join(VOL_DATA);
@@ -429,5 +463,61 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(read_record(dir.path()).unwrap(), Some(record));
+    }
+
+    /// An attachable volume is in use from its first set-up, and its first mount
+    /// waits until the node status lists it (then for the driver and attachment).
+    #[test]
+    fn attachable_volume_is_in_use_at_once_and_mount_waits_for_the_report() {
+        let root = tempfile::tempdir().unwrap();
+        let mounter = Mounter {
+            root: root.path().to_path_buf(),
+            node: "node-1".into(),
+            drivers: Drivers::default(),
+            api: None,
+            in_use: VolumesInUse::default(),
+        };
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("uid-1".into());
+        let attributes = std::collections::BTreeMap::new();
+        let vol = CsiVolume {
+            driver: "d.csi",
+            handle: "vol-1".into(),
+            read_only: false,
+            fs_type: "",
+            mount_flags: &[],
+            attributes: &attributes,
+            access_mode: Some("ReadWriteOnce"),
+            ephemeral: false,
+            dir: root
+                .path()
+                .join("pods/uid-1/volumes")
+                .join(PLUGIN_CSI)
+                .join("pv-1"),
+            spec_name: "pv-1",
+        };
+        let name = "kubernetes.io/csi/d.csi^vol-1";
+        let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
+        assert!(
+            matches!(&err, VolumeError::Csi(CsiMountError::NotReportedInUse { name: n }) if n == name),
+            "{err}"
+        );
+        assert_eq!(mounter.in_use.names(), [name]);
+        mounter.in_use.mark_reported(&[name.to_owned()]);
+        let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
+        assert!(
+            matches!(&err, VolumeError::Csi(CsiMountError::NotRegistered(_))),
+            "past the report, on to the driver: {err}"
+        );
+
+        // An inline volume is never attached: not in use.
+        let inline = CsiVolume {
+            handle: "inline".into(),
+            ephemeral: true,
+            access_mode: None,
+            ..vol
+        };
+        let _ = mounter.set_up(&pod, "default", None, &inline);
+        assert_eq!(mounter.in_use.names(), [name]);
     }
 }

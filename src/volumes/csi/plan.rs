@@ -44,6 +44,13 @@ pub fn attachment_name(volume_handle: &str, driver: &str, node: &str) -> String 
     )
 }
 
+/// The unique name of a CSI volume in the node's `volumesInUse` and
+/// `volumesAttached` (upstream: plugin name `kubernetes.io/csi`, then
+/// `GetVolumeName`'s `<driver>^<handle>`).
+pub fn unique_volume_name(driver: &str, volume_handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{volume_handle}")
+}
+
 /// Upstream's `vol_data.json`: enough to tear the volume down after a restart.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
