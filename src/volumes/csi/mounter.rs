@@ -18,13 +18,12 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::client::{CsiClient, NodeCapability, VOLUME_TIMEOUT};
 use super::plan::{self, DriverPolicy, PodInfo, VolData, PLUGIN_CSI, VOL_DATA};
 use super::{pb, CsiError, Drivers};
 use crate::api::pod::Pod;
-use crate::api::{ApiClient, ApiError};
+use crate::api::storage::{CsiDriver, VolumeAttachment};
+use crate::api::{paths, ApiClient, ApiError};
 use crate::volumes::error::VolumeError;
 use crate::volumes::in_use::VolumesInUse;
 use crate::volumes::mount;
@@ -53,8 +52,8 @@ pub enum CsiMountError {
     NotAttached { handle: String, attachment: String },
     /// The driver's CSIDriver object does not list the volume's lifecycle mode
     /// (upstream's message).
-    #[error("{0}")]
-    LifecycleMode(String),
+    #[error(transparent)]
+    LifecycleMode(#[from] plan::UnsupportedMode),
     /// The record beside a mount point cannot be read or written.
     #[error("{step} {path}: {message}")]
     Record {
@@ -113,15 +112,16 @@ impl Mounter {
         Ok(CsiClient::new(&found.endpoint, VOLUME_TIMEOUT))
     }
 
-    fn get(&self, what: String, path: &str) -> Result<Option<Value>, CsiMountError> {
+    /// The driver's CSIDriver object, `None` when it has none (or standalone).
+    fn csi_driver(&self, driver: &str) -> Result<Option<CsiDriver>, CsiMountError> {
         let Some(api) = &self.api else {
             return Ok(None);
         };
-        match api.get::<Value>(path) {
+        match api.get::<CsiDriver>(&paths::csi_driver(driver)) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(CsiMountError::Api {
-                what,
+                what: format!("CSIDriver {driver}"),
                 source: Box::new(e),
             }),
         }
@@ -130,18 +130,17 @@ impl Mounter {
     /// VolumeAttachment `name`, `None` while there is none. The Node authorizer only
     /// shows a node the attachments made for it, so one not created yet is refused
     /// (403, "no relationship found"), not missing: both mean "not attached yet".
-    fn attachment(&self, name: &str) -> Result<Option<Value>, CsiMountError> {
-        let path = format!("/apis/storage.k8s.io/v1/volumeattachments/{name}");
-        match &self.api {
-            Some(api) => match api.get::<Value>(&path) {
-                Ok(v) => Ok(Some(v)),
-                Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
-                Err(e) => Err(CsiMountError::Api {
-                    what: format!("VolumeAttachment {name}"),
-                    source: Box::new(e),
-                }),
-            },
-            None => Ok(None),
+    fn attachment(&self, name: &str) -> Result<Option<VolumeAttachment>, CsiMountError> {
+        let Some(api) = &self.api else {
+            return Ok(None);
+        };
+        match api.get::<VolumeAttachment>(&paths::volume_attachment(name)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
+            Err(e) => Err(CsiMountError::Api {
+                what: format!("VolumeAttachment {name}"),
+                source: Box::new(e),
+            }),
         }
     }
 
@@ -153,10 +152,7 @@ impl Mounter {
         fs_group: Option<u32>,
         vol: &CsiVolume<'_>,
     ) -> Result<PathBuf, VolumeError> {
-        let object = self.get(
-            format!("CSIDriver {}", vol.driver),
-            &format!("/apis/storage.k8s.io/v1/csidrivers/{}", vol.driver),
-        )?;
+        let object = self.csi_driver(vol.driver)?;
         let policy = DriverPolicy::from_object(object.as_ref());
         // Before the driver is even asked: a mode it does not serve never works.
         policy
@@ -187,19 +183,17 @@ impl Mounter {
         let mut attachment_id = String::new();
         if attachable {
             attachment_id = plan::attachment_name(&vol.handle, vol.driver, &self.node);
-            let va = self.attachment(&attachment_id)?;
-            let attached = va.as_ref().is_some_and(|v| v["status"]["attached"] == true);
-            if !attached {
-                return Err(CsiMountError::NotAttached {
-                    handle: vol.handle.clone(),
-                    attachment: attachment_id,
+            let status = self.attachment(&attachment_id)?.map(|va| va.status);
+            match status {
+                Some(status) if status.attached => {
+                    publish_context.extend(status.attachment_metadata);
                 }
-                .into());
-            }
-            if let Some(Value::Object(meta)) = va.map(|v| v["status"]["attachmentMetadata"].clone())
-            {
-                for (k, v) in meta {
-                    publish_context.insert(k, v.as_str().unwrap_or_default().to_owned());
+                _ => {
+                    return Err(CsiMountError::NotAttached {
+                        handle: vol.handle.clone(),
+                        attachment: attachment_id,
+                    }
+                    .into())
                 }
             }
         }
