@@ -188,7 +188,9 @@ impl VolumeManager {
             let result = self
                 .setup_volume(pod, volume, fs_group)
                 .and_then(|path| match shared {
-                    true => mount::ensure_shared(&path).map(|()| path),
+                    true => mount::ensure_shared(&path)
+                        .map(|()| path)
+                        .map_err(VolumeError::from),
                     false => Ok(path),
                 });
             match result {
@@ -253,7 +255,7 @@ impl VolumeManager {
                     // The driver unmounts (and unstages) its own volumes.
                     if let Err(e) = self.csi.tear_down(&dir) {
                         csi_failed = true;
-                        failures.push(e.in_volume(&name));
+                        failures.push(VolumeError::from(e).in_volume(&name));
                         continue;
                     }
                 }

@@ -24,10 +24,10 @@ use super::{pb, CsiError, Drivers};
 use crate::api::pod::Pod;
 use crate::api::storage::{CsiDriver, VolumeAttachment};
 use crate::api::{paths, ApiClient, ApiError};
-use crate::volumes::error::VolumeError;
+use crate::fsutil;
 use crate::volumes::in_use::VolumesInUse;
-use crate::volumes::mount;
-use crate::volumes::ownership;
+use crate::volumes::mount::{self, MountError};
+use crate::volumes::ownership::{self, OwnershipError};
 
 /// A CSI step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -55,12 +55,32 @@ pub enum CsiMountError {
     #[error(transparent)]
     LifecycleMode(#[from] plan::UnsupportedMode),
     /// The record beside a mount point cannot be read or written.
-    #[error("{step} {path}: {message}")]
-    Record {
+    #[error("{step} {path}: {source}")]
+    RecordIo {
         step: &'static str,
         path: PathBuf,
-        message: String,
+        source: std::io::Error,
     },
+    /// The record beside a mount point cannot be encoded or decoded.
+    #[error("{step} {path}: {source}")]
+    RecordJson {
+        step: &'static str,
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// A directory step (create, list) failed.
+    #[error("{step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Checking or undoing mounts failed, or the driver left a mount behind.
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    /// The volume's tree could not be given to the pod's fsGroup.
+    #[error(transparent)]
+    Ownership(#[from] OwnershipError),
 }
 
 /// One CSI volume of a pod, as set up.
@@ -99,8 +119,12 @@ fn call_err(driver: &str) -> impl Fn(CsiError) -> CsiMountError + '_ {
     }
 }
 
-fn io_err<'a>(step: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> VolumeError + 'a {
-    move |e| VolumeError::io(step, path, e)
+fn io_err<'a>(step: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> CsiMountError + 'a {
+    move |source| CsiMountError::Io {
+        step,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 impl Mounter {
@@ -151,7 +175,7 @@ impl Mounter {
         service_account: &str,
         fs_group: Option<u32>,
         vol: &CsiVolume<'_>,
-    ) -> Result<PathBuf, VolumeError> {
+    ) -> Result<PathBuf, CsiMountError> {
         let object = self.csi_driver(vol.driver)?;
         let policy = DriverPolicy::from_object(object.as_ref());
         // Before the driver is even asked: a mode it does not serve never works.
@@ -168,7 +192,7 @@ impl Mounter {
             let name = plan::unique_volume_name(vol.driver, &vol.handle);
             self.in_use.add(&name, pod.uid());
             if !mounted && !self.in_use.is_reported(&name) {
-                return Err(CsiMountError::NotReportedInUse { name }.into());
+                return Err(CsiMountError::NotReportedInUse { name });
             }
         }
         let client = self.client(vol.driver)?;
@@ -192,8 +216,7 @@ impl Mounter {
                     return Err(CsiMountError::NotAttached {
                         handle: vol.handle.clone(),
                         attachment: attachment_id,
-                    }
-                    .into())
+                    })
                 }
             }
         }
@@ -270,7 +293,7 @@ impl Mounter {
     /// Tears down the CSI volume in `dir` (a folder under `kubernetes.io~csi`):
     /// unpublish, unstage when no other pod uses the staged volume. A folder with
     /// no record (set-up failed before it) is left for the caller to remove.
-    pub fn tear_down(&self, dir: &Path) -> Result<(), VolumeError> {
+    pub fn tear_down(&self, dir: &Path) -> Result<(), CsiMountError> {
         let Some(record) = read_record(dir)? else {
             return Ok(());
         };
@@ -306,7 +329,7 @@ impl Mounter {
 
     /// True when another pod's CSI volume record (other than `dir`'s) names the same
     /// driver and volume handle.
-    fn staged_volume_in_use(&self, dir: &Path, record: &VolData) -> Result<bool, VolumeError> {
+    fn staged_volume_in_use(&self, dir: &Path, record: &VolData) -> Result<bool, CsiMountError> {
         let pods = self.root.join("pods");
         for pod in read_names(&pods)? {
             let plugin = pods.join(pod).join("volumes").join(PLUGIN_CSI);
@@ -349,47 +372,32 @@ fn capability(
     }
 }
 
-fn read_names(dir: &Path) -> Result<Vec<String>, VolumeError> {
+fn read_names(dir: &Path) -> Result<Vec<String>, CsiMountError> {
     match fs::read_dir(dir) {
         Ok(entries) => Ok(entries
             .flatten()
             .filter_map(|e| e.file_name().to_str().map(str::to_owned))
             .collect()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(VolumeError::io("read dir", dir, e)),
+        Err(e) => Err(io_err("read dir", dir)(e)),
     }
 }
 
-/// Writes `vol_data.json` atomically (temp file, fsync, rename), mode 0600 whatever
-/// the umask: it names the driver's volume handle, which no other user needs.
+/// Writes `vol_data.json` durably (`fsutil::write_atomic`: temp file, fsync,
+/// rename, directory fsync), mode 0600 whatever the umask: it names the driver's
+/// volume handle, which no other user needs.
 fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
     let path = dir.join(VOL_DATA);
-    let record_err = |step, message: String| CsiMountError::Record {
-        step,
+    let bytes = serde_json::to_vec(record).map_err(|source| CsiMountError::RecordJson {
+        step: "encode",
         path: path.clone(),
-        message,
-    };
-    let bytes = serde_json::to_vec(record).map_err(|e| record_err("encode", e.to_string()))?;
-    let tmp = dir.join(format!(".{VOL_DATA}.tmp"));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        // A leftover temp file would keep its old mode: replace it.
-        if let Err(e) = fs::remove_file(&tmp) {
-            if e.kind() != ErrorKind::NotFound {
-                return Err(e);
-            }
-        }
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    };
-    write().map_err(|e| record_err("write", e.to_string()))
+        source,
+    })?;
+    fsutil::write_atomic(&path, &bytes, 0o600).map_err(|source| CsiMountError::RecordIo {
+        step: "write",
+        path,
+        source,
+    })
 }
 
 /// Every readable CSI volume record under `<root>/pods`, with its pod UID (for the
@@ -414,20 +422,20 @@ pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
     let bytes = match fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(CsiMountError::Record {
+        Err(source) => {
+            return Err(CsiMountError::RecordIo {
                 step: "read",
                 path,
-                message: e.to_string(),
+                source,
             })
         }
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|e| CsiMountError::Record {
+        .map_err(|source| CsiMountError::RecordJson {
             step: "decode",
             path,
-            message: e.to_string(),
+            source,
         })
 }
 
@@ -493,14 +501,14 @@ mod tests {
         let name = "kubernetes.io/csi/d.csi^vol-1";
         let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
         assert!(
-            matches!(&err, VolumeError::Csi(CsiMountError::NotReportedInUse { name: n }) if n == name),
+            matches!(&err, CsiMountError::NotReportedInUse { name: n } if n == name),
             "{err}"
         );
         assert_eq!(mounter.in_use.names(), [name]);
         mounter.in_use.mark_reported(&[name.to_owned()]);
         let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
         assert!(
-            matches!(&err, VolumeError::Csi(CsiMountError::NotRegistered(_))),
+            matches!(&err, CsiMountError::NotRegistered(_)),
             "past the report, on to the driver: {err}"
         );
 
