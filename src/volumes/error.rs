@@ -73,6 +73,15 @@ pub enum VolumeError {
         name: String,
         message: String,
     },
+    /// A volume source kept as raw JSON in the pod (an inline `csi` source) could
+    /// not be decoded.
+    #[error("decode {kind} {namespace}/{name}: {source}")]
+    DecodeJson {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        source: serde_json::Error,
+    },
     /// The TokenRequest failed (and no unexpired token is cached).
     #[error("request token for service account {namespace}/{service_account}: {source}")]
     Token {

@@ -268,13 +268,14 @@ impl VolumeManager {
                 self.claim_volume(pod, &claim, Some(uid), false, fs_group)
             }
             Source::InlineCsi(raw) => {
-                let src: CsiSource =
-                    serde_json::from_value(raw.clone()).map_err(|e| VolumeError::Decode {
+                let src: CsiSource = serde_json::from_value(raw.clone()).map_err(|source| {
+                    VolumeError::DecodeJson {
                         kind: "csi volume source",
                         namespace: pod.namespace().to_owned(),
                         name: name.clone(),
-                        message: e.to_string(),
-                    })?;
+                        source,
+                    }
+                })?;
                 let vol = CsiVolume {
                     driver: &src.driver,
                     handle: plan::ephemeral_handle(uid, name),

@@ -3,8 +3,10 @@
 //! threads from `VolumeManager::setup_pod` and `teardown_pod`.
 //!
 //! Set-up: the driver must be registered; its `CSIDriver` object decides the rest
-//! ([`DriverPolicy`]). attachRequired: the VolumeAttachment must say attached (its
-//! metadata becomes the publish context). STAGE_UNSTAGE: NodeStageVolume on the
+//! ([`DriverPolicy`]). attachRequired: the volume joins the node's volumes in use
+//! ([`VolumesInUse`]) and, unless already mounted, waits until the node status lists
+//! it; then the VolumeAttachment must say attached (its metadata becomes the publish
+//! context). STAGE_UNSTAGE: NodeStageVolume on the
 //! global staging path. Then `vol_data.json` is written (before NodePublishVolume,
 //! so a crash in between still leaves a record to tear down from) and
 //! NodePublishVolume on `<volume dir>/mount`, skipped when already mounted unless
