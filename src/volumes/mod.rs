@@ -1,11 +1,14 @@
-//! Pod volumes (upstream volume manager, in-tree plugins only): the directories and
-//! files containers mount, under `--root-dir/pods/<uid>/volumes/<plugin>/<name>`.
+//! Pod volumes (upstream volume manager): the directories and files containers
+//! mount, under `--root-dir/pods/<uid>/volumes/<plugin>/<name>`.
 //!
 //! Supported: emptyDir (disk, or tmpfs for medium Memory with sizeLimit), hostPath
 //! (type-checked), configMap, secret, downwardAPI and projected (serviceAccountToken
-//! via TokenRequest, configMap, secret, downwardAPI). Secrets, downwardAPI and
-//! projected volumes live on tmpfs, as upstream. Anything else (PVC, CSI,
-//! clusterTrustBundle, ...) fails set-up with a clear message.
+//! via TokenRequest, configMap, secret, downwardAPI), persistentVolumeClaim and
+//! generic ephemeral claims ([`pv`]: hostPath, local and CSI PVs) and inline CSI
+//! volumes ([`csi`]). Secrets, downwardAPI and projected volumes live on tmpfs, as
+//! upstream. Anything else (clusterTrustBundle, block volumes, ...) fails set-up
+//! with a clear message. Attachable CSI volumes in use are tracked for the node's
+//! `status.volumesInUse` ([`in_use`], [`VolumeManager::volumes_in_use`]).
 //!
 //! How the pod worker uses it (one caller per pod UID at a time; any number of pod
 //! workers at once):
