@@ -754,6 +754,7 @@ fn start_node(
     shutdown_state: &crate::nodeshutdown::ShutdownState,
     recorder: &Recorder,
     devices: Option<&DeviceManager>,
+    volumes: crate::volumes::VolumesInUse,
     threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
     let Some(client) = api else {
@@ -769,6 +770,7 @@ fn start_node(
         inputs.devices_changed = Some(devices.changes());
         inputs.devices = Some(Box::new(move || devices.capacity()));
     }
+    inputs.volumes = Some(Box::new(volumes));
     let handles = crate::node::start(
         client,
         host.node_config,
@@ -1059,6 +1061,13 @@ pub fn run(
         &recorder,
         &mut threads,
     )?;
+    // Before the node thread: its status lists the volumes in use.
+    let volumes = Arc::new(volume_manager(
+        &root_dir,
+        worker_api.clone(),
+        &node,
+        view.allocatable.clone(),
+    ));
     let node_lister = start_node(
         host,
         api.as_ref(),
@@ -1069,6 +1078,7 @@ pub fn run(
         &shutdown_state,
         &recorder,
         devices.as_ref(),
+        volumes.volumes_in_use(),
         &mut threads,
     )?;
     let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
@@ -1076,12 +1086,6 @@ pub fn run(
     let (status, unstarted_status) = status_manager(api.as_ref());
 
     let allocatable = view.allocatable.clone();
-    let volumes = Arc::new(volume_manager(
-        &root_dir,
-        worker_api.clone(),
-        &node,
-        allocatable.clone(),
-    ));
     // CSI node plugins: the `plugins` thread registers drivers from plugins_registry.
     threads.add(volumes.spawn_plugin_watcher(threads.shutdown())?);
     let mut syncer = KubeletSyncer::new(

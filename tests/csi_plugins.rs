@@ -1,7 +1,9 @@
 //! The plugin watcher and the CSI client against fake plugins: real gRPC servers on
 //! unix sockets that serve the kubelet plugin-registration service and the CSI Node
-//! service, record what they are told, and can hang a call. No root, no API server
-//! (the watcher runs standalone: drivers are registered, nothing is published).
+//! service, record what they are told, and can hang a call. No root; the watcher
+//! runs standalone (drivers are registered, nothing is published). The last test
+//! adds the `node` thread against the fake API server: an attachable volume's
+//! place in `status.volumesInUse` until the driver unpublished it.
 
 mod support;
 
@@ -12,7 +14,12 @@ use std::time::Duration;
 use grpcio::{
     ChannelBuilder, Environment, RpcContext, Server, ServerBuilder, ServerCredentials, UnarySink,
 };
+use litelet::events::Recorder;
+use litelet::node::{self, Health, MachineInfo, NodeConfig, NodeInputs};
 use litelet::volumes::csi::{self, grpc, pb, reg_grpc, reg_pb, CsiClient, CsiError, Drivers};
+use litelet::volumes::VolumeManager;
+use serde_json::{json, Value};
+use support::fake_api::FakeApi;
 use support::wait_until;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -22,6 +29,7 @@ const WAIT: Duration = Duration::from_secs(20);
 struct Record {
     notified: Vec<(bool, String)>,
     held: Vec<UnarySink<pb::NodePublishVolumeResponse>>,
+    unpublished: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -76,6 +84,18 @@ impl grpc::Node for FakePlugin {
         resp.accessible_topology = Some(topology).into();
         ctx.spawn(async move {
             let _ = sink.success(resp).await;
+        });
+    }
+
+    fn node_unpublish_volume(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::NodeUnpublishVolumeRequest,
+        sink: UnarySink<pb::NodeUnpublishVolumeResponse>,
+    ) {
+        self.record.lock().unwrap().unpublished.push(req.volume_id);
+        ctx.spawn(async move {
+            let _ = sink.success(Default::default()).await;
         });
     }
 
@@ -201,4 +221,107 @@ fn a_stuck_driver_call_fails_at_its_deadline() {
         "{err}"
     );
     assert_eq!(fake.record.lock().unwrap().held.len(), 1);
+}
+
+/// The `volumesInUse` of node `name` in the fake API server.
+fn volumes_in_use(api: &FakeApi, name: &str) -> Option<Value> {
+    api.get("nodes", "", name)
+        .map(|n| n["status"]["volumesInUse"].clone())
+}
+
+/// A volume an earlier run mounted (its `vol_data.json` names an attachment) is in
+/// the node's `volumesInUse` from start-up, reported back to the volume manager, and
+/// leaves the list only once the driver unpublished it.
+#[test]
+fn an_attached_volume_stays_in_volumes_in_use_until_it_is_unpublished() {
+    const NODE: &str = "node-1";
+    let root = tempfile::tempdir().expect("root");
+    let dir = root
+        .path()
+        .join("pods/old-pod/volumes")
+        .join(csi::plan::PLUGIN_CSI)
+        .join("pv-1");
+    std::fs::create_dir_all(&dir).expect("volume dir");
+    let record = csi::plan::VolData {
+        attachment_id: csi::plan::attachment_name("vol-1", "fake.csi", NODE),
+        driver_name: "fake.csi".into(),
+        node_name: NODE.into(),
+        spec_vol_id: "pv-1".into(),
+        volume_handle: "vol-1".into(),
+        volume_lifecycle_mode: "Persistent".into(),
+    };
+    std::fs::write(
+        dir.join(csi::plan::VOL_DATA),
+        serde_json::to_vec(&record).expect("encode"),
+    )
+    .expect("write record");
+    let volumes = VolumeManager::new(root.path(), None, NODE).without_mounts();
+    let in_use = volumes.volumes_in_use();
+    let name = "kubernetes.io/csi/fake.csi^vol-1";
+    assert_eq!(in_use.names(), [name], "read back from the record");
+    assert!(!in_use.is_reported(name));
+
+    let api = FakeApi::start();
+    let mut config = NodeConfig::new(NODE, NODE);
+    // Long periods: only a change of the set can bring the next status soon.
+    config.node_status_update_frequency = Duration::from_secs(3600);
+    config.node_status_report_frequency = Duration::from_secs(3600);
+    let inputs = NodeInputs {
+        machine: Box::new(|| (MachineInfo::default(), Vec::new())),
+        health: Box::new(Health::default),
+        runtime_version: Box::new(|| None),
+        images: None,
+        sync_now: None,
+        devices: None,
+        devices_changed: None,
+        volumes: Some(Box::new(in_use.clone())),
+    };
+    let (stop, shutdown) = crossbeam_channel::bounded::<()>(0);
+    let handles = node::start(
+        &api.client(),
+        config,
+        inputs,
+        Recorder::log_only(),
+        shutdown,
+    )
+    .expect("start node");
+    assert!(
+        wait_until(WAIT, || volumes_in_use(&api, NODE) == Some(json!([name]))),
+        "published: {:?}",
+        volumes_in_use(&api, NODE)
+    );
+    assert!(
+        wait_until(WAIT, || in_use.is_reported(name)),
+        "the volume manager learns that the API server has it"
+    );
+
+    // The driver is not registered: nothing can unpublish the volume, so it stays.
+    let err = volumes.teardown_pod("old-pod").expect_err("no driver");
+    assert!(err.to_string().contains("not registered"), "{err}");
+    assert_eq!(in_use.names(), [name]);
+
+    let (stop_watcher, watcher_shutdown) = crossbeam_channel::bounded::<()>(0);
+    let watcher = volumes
+        .spawn_plugin_watcher(watcher_shutdown)
+        .expect("start watcher");
+    let socket = csi::watcher::registry_dir(root.path()).join("fake.csi-reg.sock");
+    let fake = plugin("CSIPlugin", "fake.csi", &socket);
+    let _server = serve(&fake, &socket);
+    assert!(wait_until(WAIT, || volumes.csi_drivers() == ["fake.csi"]));
+    volumes
+        .teardown_pod("old-pod")
+        .expect("unpublished and removed");
+    assert_eq!(fake.record.lock().unwrap().unpublished, ["vol-1"]);
+    assert!(in_use.names().is_empty());
+    assert!(
+        wait_until(WAIT, || volumes_in_use(&api, NODE) == Some(json!([]))),
+        "dropped at once: {:?}",
+        volumes_in_use(&api, NODE)
+    );
+    assert!(wait_until(WAIT, || !in_use.is_reported(name)));
+
+    drop(stop_watcher);
+    watcher.join().expect("watcher ends");
+    drop(stop);
+    handles.join();
 }

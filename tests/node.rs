@@ -83,6 +83,7 @@ fn start(api: &FakeApi, config: NodeConfig) -> Node {
         sync_now: None,
         devices: None,
         devices_changed: None,
+        volumes: None,
     };
     let (tx, rx) = crossbeam_channel::bounded(0);
     let handles = node::start(&api.client(), config, inputs, Recorder::log_only(), rx).unwrap();

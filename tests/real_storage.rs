@@ -5,7 +5,8 @@
 //!
 //! Proven here: the plugin watcher registers the driver (CSINode entry, nodeid
 //! annotation, topology label); a PVC bound to a CSI PV waits for its
-//! VolumeAttachment (attachRequired), is staged and published for a pod, survives the pod (a second pod reads what the first wrote) and a litelet
+//! VolumeAttachment (attachRequired) while listed in the Node's
+//! `status.volumesInUse` (until its pod is gone and it is unpublished), is staged and published for a pod, survives the pod (a second pod reads what the first wrote) and a litelet
 //! restart in the middle, and is unpublished and unstaged when its pods are gone; an
 //! inline CSI ephemeral volume lives and dies with its pod; the driver is
 //! deregistered when its registrar goes; `local` and `hostPath` PVs and a generic
@@ -358,6 +359,15 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
             .iter()
             .any(|m| m.contains("is not attached to this node yet"))
     });
+    // Before waiting for the attachment, the volume is in the node's volumesInUse
+    // (so an attach/detach controller would never detach it while mounted).
+    let unique = litelet::volumes::csi::plan::unique_volume_name(DRIVER, &volume_id);
+    let in_use = |node: &RealNode| -> Vec<String> {
+        node.node_object()
+            .and_then(|n| serde_json::from_value(n["status"]["volumesInUse"].clone()).ok())
+            .unwrap_or_default()
+    };
+    assert_eq!(in_use(&node), [unique.as_str()]);
     let attachment = litelet::volumes::csi::plan::attachment_name(&volume_id, DRIVER, &node.name);
     cp.create(
         "/apis/storage.k8s.io/v1/volumeattachments",
@@ -414,12 +424,18 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
         "{mounted:?}"
     );
     assert!(mounted.contains(&scratch_target.display().to_string()));
+    // Still in use after the restart (read back from vol_data.json); the inline
+    // volume never is (it is not attached).
+    assert_eq!(in_use(&node), [unique.as_str()]);
 
     // After the restart, the pods go: volumes found again from vol_data.json.
     delete_pod(&node, ns, "writer");
     delete_pod(&node, ns, "scratch");
     node.wait_for("pod volumes unpublished", || {
         !pod_volume.exists() && mounts_under(&node.root()).is_empty()
+    });
+    node.wait_for("volumesInUse without the unmounted volume", || {
+        in_use(&node).is_empty()
     });
     let staging = node.root().join(format!(
         "plugins/kubernetes.io/csi/{DRIVER}/{}/globalmount",

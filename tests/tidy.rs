@@ -8,6 +8,9 @@
 //! `#[cfg(test)]` module, in-file or in its own file, and everything after a file's
 //! first `#[cfg(test)]`) may build fixtures from any layer and is skipped. Comments
 //! are skipped. A module may import only modules of strictly lower layers.
+//!
+//! A third check keeps JSON paths and API URLs inside `src/api/` (production code
+//! only; a short allow-list names the exceptions and why).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -359,6 +362,31 @@ fn every_source_file_starts_with_a_module_doc() {
     );
 }
 
+/// The API shape finder: indexing by a string key, pointers, object literals, URLs;
+/// not array literals, comments or test code.
+#[test]
+fn api_shape_finder_reads_indexing_pointers_literals_and_urls() {
+    let text = "fn f(v: &Value) {\n\
+                let a = v[\"status\"][\"attached\"]; // x[\"not\"] in a comment\n\
+                let b = v.pointer(\"/metadata/name\");\n\
+                let c = json!({\"kind\": \"Pod\"});\n\
+                let d = format!(\"/apis/storage.k8s.io/v1/x\");\n\
+                let e = [\"a\", \"b\"];\n\
+                }\n\
+                #[cfg(test)]\n\
+                mod tests { fn g(v: Value) { v[\"x\"]; } }\n";
+    assert_eq!(
+        api_shapes(text),
+        [
+            (2, "[\"status\"]".to_owned()),
+            (2, "[\"attached\"]".to_owned()),
+            (3, ".pointer(\"/".to_owned()),
+            (4, "json!({".to_owned()),
+            (5, "\"/apis/".to_owned()),
+        ]
+    );
+}
+
 /// The parser itself: plain paths, groups over lines, comments and look-alikes.
 #[test]
 fn import_parser_reads_paths_groups_and_skips_comments() {
@@ -392,5 +420,133 @@ fn import_parser_reads_paths_groups_and_skips_comments() {
             PathBuf::from("/x/src/a/testfs.rs"),
             PathBuf::from("/x/src/a/testfs"),
         ]
+    );
+}
+
+/// Places outside `src/api/` allowed to spell a JSON path or an API URL:
+/// `(file under src/, the hit as reported, or "*" for any, why)`. An entry that no
+/// longer matches anything fails the check too, so the list only shrinks.
+const API_SHAPE_ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "cri/cgroup_driver.rs",
+        "*",
+        "containerd's own config (CRI Status info), not a Kubernetes object",
+    ),
+    (
+        "config/configz.rs",
+        "*",
+        "the node server's /configz answer: litelet's own configuration, not an API object",
+    ),
+    (
+        "node/status.rs",
+        "json!({",
+        "strategic-merge patch body of nodes/status: litelet's fields only, $patch directives",
+    ),
+    (
+        "node/register.rs",
+        "json!({",
+        "merge patch of the labels of an adopted Node",
+    ),
+    (
+        "status/sync.rs",
+        "[\"metadata\"]",
+        "resourceVersion precondition set on the pod status patch api/patch.rs built",
+    ),
+    (
+        "status/sync.rs",
+        "[\"resourceVersion\"]",
+        "resourceVersion precondition set on the pod status patch api/patch.rs built",
+    ),
+    (
+        "sources/apiserver.rs",
+        ".pointer(\"/",
+        "removed by the list+watch helper",
+    ),
+    (
+        "sources/services.rs",
+        ".pointer(\"/",
+        "removed by the list+watch helper",
+    ),
+    (
+        "node/lister.rs",
+        ".pointer(\"/",
+        "removed by the list+watch helper",
+    ),
+];
+
+/// The JSON paths and API URLs in one file's production code: `x["key"]` indexing,
+/// `.pointer("/...")`, `json!({...})` object literals and `"/api/v1..."` or
+/// `"/apis/..."` literals, each as (line, what).
+fn api_shapes(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (number, code) in production_lines(text) {
+        let mut hits = Vec::new();
+        for (at, _) in code.match_indices("[\"") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ']' || c == ')') {
+                let key: String = code[at + 2..].chars().take_while(|c| *c != '"').collect();
+                hits.push(format!("[\"{key}\"]"));
+            }
+        }
+        for pattern in [
+            ".pointer(\"/",
+            ".pointer_mut(\"/",
+            "json!({",
+            "\"/api/v1",
+            "\"/apis/",
+        ] {
+            if code.contains(pattern) {
+                hits.push(pattern.to_owned());
+            }
+        }
+        out.extend(hits.into_iter().map(|h| (number, h)));
+    }
+    out
+}
+
+/// Only `src/api/` knows the JSON shape of API objects and URL paths
+/// (docs/ARCHITECTURE.md): elsewhere, typed objects and `api::paths`. Test code is
+/// skipped; the few exceptions are listed in [`API_SHAPE_ALLOWED`] with a reason.
+#[test]
+fn json_paths_and_api_urls_stay_in_api() {
+    let src = src_dir();
+    let files = read_sources();
+    let tests = test_module_paths(&files);
+    let mut found = Vec::new();
+    let mut used = BTreeSet::new();
+    for (file, text) in &files {
+        let rel = file.strip_prefix(&src).unwrap_or(file);
+        let rel = rel.to_string_lossy().into_owned();
+        if rel.starts_with("api/") || tests.iter().any(|t| file.starts_with(t)) {
+            continue;
+        }
+        for (line, what) in api_shapes(text) {
+            let allowed = API_SHAPE_ALLOWED
+                .iter()
+                .position(|(f, w, _)| *f == rel && (*w == "*" || *w == what));
+            match allowed {
+                Some(i) => {
+                    used.insert(i);
+                }
+                None => found.push(format!("src/{rel}:{line}: {what}")),
+            }
+        }
+    }
+    let stale: Vec<String> = API_SHAPE_ALLOWED
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used.contains(i))
+        .map(|(_, (f, w, _))| format!("src/{f}: {w}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "API_SHAPE_ALLOWED entries that match nothing any more (remove them):\n{}",
+        stale.join("\n")
+    );
+    assert!(
+        found.is_empty(),
+        "JSON paths or API URLs outside src/api/ (use typed objects and api::paths, or \
+         add to API_SHAPE_ALLOWED with a reason):\n{}",
+        found.join("\n")
     );
 }

@@ -1,6 +1,7 @@
 //! URL paths of the API objects litelet touches: pods, pods/status, nodes,
-//! nodes/status, leases and events (and, for volumes, configmaps, secrets and the
-//! serviceaccounts/token subresource). Pure string building; names are
+//! nodes/status, leases and events (and, for volumes, configmaps, secrets, the
+//! serviceaccounts/token subresource, claims, persistent volumes, CSIDrivers,
+//! CSINodes and VolumeAttachments). Pure string building; names are
 //! percent-encoded so an odd name can never change the path's shape.
 
 use crate::api::lease::NODE_LEASE_NAMESPACE;
@@ -8,6 +9,7 @@ use crate::api::lease::NODE_LEASE_NAMESPACE;
 const CORE: &str = "/api/v1";
 const COORDINATION: &str = "/apis/coordination.k8s.io/v1";
 const CERTIFICATES: &str = "/apis/certificates.k8s.io/v1";
+const STORAGE: &str = "/apis/storage.k8s.io/v1";
 
 /// Encodes one path segment: unreserved characters pass, everything else is `%XX`.
 fn seg(s: &str) -> String {
@@ -101,6 +103,40 @@ pub fn service_account_token(namespace: &str, name: &str) -> String {
     )
 }
 
+/// One PersistentVolumeClaim.
+pub fn persistent_volume_claim(namespace: &str, name: &str) -> String {
+    format!(
+        "{CORE}/namespaces/{}/persistentvolumeclaims/{}",
+        seg(namespace),
+        seg(name)
+    )
+}
+
+/// One PersistentVolume (cluster-scoped).
+pub fn persistent_volume(name: &str) -> String {
+    format!("{CORE}/persistentvolumes/{}", seg(name))
+}
+
+/// One CSIDriver (named after the driver).
+pub fn csi_driver(name: &str) -> String {
+    format!("{STORAGE}/csidrivers/{}", seg(name))
+}
+
+/// CSINodes (create).
+pub fn csi_nodes() -> String {
+    format!("{STORAGE}/csinodes")
+}
+
+/// The CSINode of a node (named after it).
+pub fn csi_node(node: &str) -> String {
+    format!("{}/{}", csi_nodes(), seg(node))
+}
+
+/// One VolumeAttachment.
+pub fn volume_attachment(name: &str) -> String {
+    format!("{STORAGE}/volumeattachments/{}", seg(name))
+}
+
 /// CertificateSigningRequests (cluster-scoped).
 pub fn csrs() -> String {
     format!("{CERTIFICATES}/certificatesigningrequests")
@@ -138,5 +174,19 @@ mod tests {
             "/api/v1/namespaces/ns/configmaps/cfg"
         );
         assert_eq!(secret("ns", "s"), "/api/v1/namespaces/ns/secrets/s");
+        assert_eq!(
+            persistent_volume_claim("ns", "data"),
+            "/api/v1/namespaces/ns/persistentvolumeclaims/data"
+        );
+        assert_eq!(persistent_volume("pv-1"), "/api/v1/persistentvolumes/pv-1");
+        assert_eq!(
+            csi_driver("hostpath.csi.k8s.io"),
+            "/apis/storage.k8s.io/v1/csidrivers/hostpath.csi.k8s.io"
+        );
+        assert_eq!(csi_node("n1"), "/apis/storage.k8s.io/v1/csinodes/n1");
+        assert_eq!(
+            volume_attachment("csi-ab"),
+            "/apis/storage.k8s.io/v1/volumeattachments/csi-ab"
+        );
     }
 }

@@ -27,6 +27,18 @@ pub type ImagesFn = Box<dyn FnMut() -> Option<Vec<RuntimeImage>> + Send>;
 /// Capacity and allocatable of each device-plugin resource (`src/devicemanager/`).
 pub type DevicesFn = Box<dyn FnMut() -> BTreeMap<String, (i64, i64)> + Send>;
 
+/// The attachable volumes the volume manager uses (upstream `GetVolumesInUse` and
+/// `MarkVolumesAsReportedInUse`): `status.volumesInUse` is set from it, and it is
+/// told what the API server holds after each status write (or check).
+pub trait VolumesInUseSource: Send {
+    /// Unique names of the attachable volumes pods need or have mounted, sorted.
+    fn volumes_in_use(&self) -> Vec<String>;
+    /// The node's `volumesInUse` as the API server now has it.
+    fn mark_reported_in_use(&self, names: &[String]);
+    /// Receives a message when the set changes (status is computed at once).
+    fn changes(&self) -> crossbeam_channel::Receiver<()>;
+}
+
 /// The `node` thread's view of the rest of litelet.
 pub struct NodeInputs {
     pub machine: MachineFn,
@@ -42,6 +54,8 @@ pub struct NodeInputs {
     /// Wakes the status computation when a plugin's devices change, so capacity and
     /// allocatable are published at once rather than at the next period.
     pub devices_changed: Option<crossbeam_channel::Receiver<()>>,
+    /// The volume manager's attachable volumes; `None`: `volumesInUse` stays empty.
+    pub volumes: Option<Box<dyn VolumesInUseSource>>,
 }
 
 /// `status.images` from CRI ListImages.
@@ -93,6 +107,7 @@ impl NodeInputs {
             sync_now: None,
             devices: None,
             devices_changed: None,
+            volumes: None,
         }
     }
 }

@@ -483,7 +483,8 @@ fn resource_map_patch(old: &BTreeMap<String, Quantity>, new: &BTreeMap<String, Q
 /// The strategic merge patch of `nodes/<name>/status` that sends litelet's fields of
 /// `new`: capacity and allocatable by key (null removes a key `old` had), litelet's
 /// conditions merged by type (other writers' conditions stay), the addresses replaced
-/// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints.
+/// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints,
+/// and `volumesInUse` (a list of names without a merge key: replaced whole).
 pub fn status_patch(old: &NodeStatus, new: &NodeStatus) -> Value {
     let conditions: Vec<&NodeCondition> = new
         .conditions
@@ -502,6 +503,7 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus) -> Value {
             "daemonEndpoints": new.daemon_endpoints,
             "nodeInfo": info,
             "images": new.images,
+            "volumesInUse": new.volumes_in_use,
         }
     })
 }

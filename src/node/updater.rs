@@ -66,6 +66,11 @@ impl Updater {
         let mut resync = self.resync.clone();
         let mut sync_now = self.inputs.sync_now.take().unwrap_or_else(never);
         let mut devices_changed = self.inputs.devices_changed.take().unwrap_or_else(never);
+        let mut volumes_changed = self
+            .inputs
+            .volumes
+            .as_ref()
+            .map_or_else(never, |v| v.changes());
         loop {
             let delay = if state.node.is_none() {
                 match self.register(&mut state) {
@@ -95,6 +100,9 @@ impl Updater {
                 },
                 recv(devices_changed) -> r => if r.is_err() {
                     devices_changed = never();
+                },
+                recv(volumes_changed) -> r => if r.is_err() {
+                    volumes_changed = never();
                 },
                 default(delay) => {}
             }
@@ -143,7 +151,18 @@ impl Updater {
         if let Some(devices) = self.inputs.devices.as_mut() {
             status::apply_devices(status, &devices());
         }
+        if let Some(volumes) = &self.inputs.volumes {
+            status.volumes_in_use = volumes.volumes_in_use();
+        }
         (machine, events)
+    }
+
+    /// Tells the volume manager which volumes the API server now lists as in use
+    /// (upstream marks them from the Node it wrote, or read when nothing changed).
+    fn mark_volumes(&self, node: &Node) {
+        if let Some(volumes) = &self.inputs.volumes {
+            volumes.mark_reported_in_use(&node.status.volumes_in_use);
+        }
     }
 
     fn record(&self, events: &[ConditionEvent]) {
@@ -170,6 +189,7 @@ impl Updater {
                 log::info!("node: registered {name} ({})", created.uid());
                 self.record(&events);
                 state.last_report = Some(Instant::now());
+                self.mark_volumes(&created);
                 created
             }
             Err(e) if e.is_already_exists() => {
@@ -231,6 +251,9 @@ impl Updater {
         let changed = status::status_changed(&base, &new);
         let since = state.last_report.map(|t| t.elapsed());
         if !status::should_report(changed, since, self.config.node_status_report_frequency) {
+            if let Some(node) = &state.node {
+                self.mark_volumes(node);
+            }
             return;
         }
         let patch = status::status_patch(&base, &new);
@@ -242,6 +265,7 @@ impl Updater {
             Ok(node) => {
                 log::debug!("node: status of {name} sent (changed: {changed})");
                 self.record(&events);
+                self.mark_volumes(&node);
                 state.node = Some(node);
                 state.last_report = Some(Instant::now());
             }

@@ -73,6 +73,15 @@ pub enum VolumeError {
         name: String,
         message: String,
     },
+    /// A volume source kept as raw JSON in the pod (an inline `csi` source) could
+    /// not be decoded.
+    #[error("decode {kind} {namespace}/{name}: {source}")]
+    DecodeJson {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        source: serde_json::Error,
+    },
     /// The TokenRequest failed (and no unexpired token is cached).
     #[error("request token for service account {namespace}/{service_account}: {source}")]
     Token {
@@ -88,8 +97,11 @@ pub enum VolumeError {
         message: String,
     },
     /// A downwardAPI item cannot be computed.
-    #[error("downward API file {path:?}: {message}")]
-    DownwardApi { path: String, message: String },
+    #[error("downward API file {path:?}: {source}")]
+    DownwardApi {
+        path: String,
+        source: DownwardApiError,
+    },
     /// A hostPath that is not of the declared type.
     #[error("hostPath type check failed: {path} is not a {expected} ({found})")]
     HostPathType {
@@ -104,19 +116,12 @@ pub enum VolumeError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// mount(2) failed.
-    #[error("mount {what} on {path}: {source}")]
-    Mount {
-        what: &'static str,
-        path: PathBuf,
-        source: nix::errno::Errno,
-    },
-    /// umount(2) failed.
-    #[error("unmount {path}: {source}")]
-    Unmount {
-        path: PathBuf,
-        source: nix::errno::Errno,
-    },
+    /// A mount, unmount or mountinfo step failed, or a mount is still in place.
+    #[error(transparent)]
+    Mount(#[from] super::mount::MountError),
+    /// A volume's tree could not be given to the pod's fsGroup.
+    #[error(transparent)]
+    Ownership(#[from] super::ownership::OwnershipError),
     /// The API server could not be reached for an object or token and no earlier
     /// set-up of the volume is on this node (after a reboot, secrets and tokens are
     /// gone with their tmpfs: they are never written to disk).
@@ -132,9 +137,6 @@ pub enum VolumeError {
     /// The pod's subPath bind mounts could not all be unmounted and removed.
     #[error(transparent)]
     SubPaths(#[from] crate::runtime::subpath::SubPathError),
-    /// A directory still has a mount under it; it is left in place.
-    #[error("{path} still has a mount at {mount}; not removed")]
-    StillMounted { path: PathBuf, mount: PathBuf },
     /// One volume of a pod failed.
     #[error("volume {volume:?}: {source}")]
     Volume {
@@ -148,6 +150,23 @@ pub enum VolumeError {
         pod: String,
         failures: Vec<VolumeError>,
     },
+}
+
+/// Why a downwardAPI volume item cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum DownwardApiError {
+    /// A `fieldRef` other than the pod's metadata (as upstream for volumes).
+    #[error("unsupported fieldRef path {0:?} in a volume")]
+    UnsupportedField(String),
+    /// The `resourceFieldRef` names no container of the pod.
+    #[error("no container named {0:?}")]
+    NoContainer(String),
+    /// The container resource cannot be read in the asked unit.
+    #[error(transparent)]
+    Resource(#[from] crate::runtime::env::EnvError),
+    /// The item has neither a `fieldRef` nor a `resourceFieldRef`.
+    #[error("neither fieldRef nor resourceFieldRef")]
+    NoSource,
 }
 
 fn join(failures: &[VolumeError]) -> String {

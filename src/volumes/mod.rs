@@ -1,11 +1,14 @@
-//! Pod volumes (upstream volume manager, in-tree plugins only): the directories and
-//! files containers mount, under `--root-dir/pods/<uid>/volumes/<plugin>/<name>`.
+//! Pod volumes (upstream volume manager): the directories and files containers
+//! mount, under `--root-dir/pods/<uid>/volumes/<plugin>/<name>`.
 //!
 //! Supported: emptyDir (disk, or tmpfs for medium Memory with sizeLimit), hostPath
 //! (type-checked), configMap, secret, downwardAPI and projected (serviceAccountToken
-//! via TokenRequest, configMap, secret, downwardAPI). Secrets, downwardAPI and
-//! projected volumes live on tmpfs, as upstream. Anything else (PVC, CSI,
-//! clusterTrustBundle, ...) fails set-up with a clear message.
+//! via TokenRequest, configMap, secret, downwardAPI), persistentVolumeClaim and
+//! generic ephemeral claims ([`pv`]: hostPath, local and CSI PVs) and inline CSI
+//! volumes ([`csi`]). Secrets, downwardAPI and projected volumes live on tmpfs, as
+//! upstream. Anything else (clusterTrustBundle, block volumes, ...) fails set-up
+//! with a clear message. Attachable CSI volumes in use are tracked for the node's
+//! `status.volumesInUse` ([`in_use`], [`VolumeManager::volumes_in_use`]).
 //!
 //! How the pod worker uses it (one caller per pod UID at a time; any number of pod
 //! workers at once):
@@ -33,6 +36,7 @@ pub mod cache;
 pub mod csi;
 pub mod error;
 pub mod hostpath;
+pub mod in_use;
 mod kubelet;
 pub mod mount;
 pub mod ownership;
@@ -58,6 +62,7 @@ use crate::runtime::subpath;
 
 pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
 pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
+pub use in_use::VolumesInUse;
 pub use source::PodConfigSource;
 pub use token::TokenManager;
 
@@ -80,9 +85,19 @@ pub struct VolumeManager {
 
 impl VolumeManager {
     /// A manager for `root_dir`; `client` is `None` in standalone mode (then
-    /// configMap, secret and token volumes fail with a clear message).
+    /// configMap, secret and token volumes fail with a clear message). Attachable CSI
+    /// volumes that an earlier run left mounted (their `vol_data.json` records) count
+    /// as in use from the start.
     pub fn new(root_dir: impl Into<PathBuf>, client: Option<ApiClient>, node_name: &str) -> Self {
         let root_dir: PathBuf = root_dir.into();
+        let in_use = VolumesInUse::default();
+        for (uid, record) in csi::mounter::records(&root_dir) {
+            if !record.attachment_id.is_empty() {
+                let name =
+                    csi::plan::unique_volume_name(&record.driver_name, &record.volume_handle);
+                in_use.add(&name, &uid);
+            }
+        }
         Self {
             root: root_dir.clone(),
             node_name: node_name.to_owned(),
@@ -93,6 +108,7 @@ impl VolumeManager {
                 node: node_name.to_owned(),
                 drivers: csi::Drivers::default(),
                 api: client.clone(),
+                in_use,
             },
             api: client,
             node: Mutex::new(EnvContext {
@@ -116,6 +132,11 @@ impl VolumeManager {
             self.csi.drivers.clone(),
             shutdown,
         )
+    }
+
+    /// The attachable volumes in use, for the node's `status.volumesInUse`.
+    pub fn volumes_in_use(&self) -> VolumesInUse {
+        self.csi.in_use.clone()
     }
 
     /// Names of the CSI drivers registered now.
@@ -170,7 +191,9 @@ impl VolumeManager {
             let result = self
                 .setup_volume(pod, volume, fs_group)
                 .and_then(|path| match shared {
-                    true => mount::ensure_shared(&path).map(|()| path),
+                    true => mount::ensure_shared(&path)
+                        .map(|()| path)
+                        .map_err(VolumeError::from),
                     false => Ok(path),
                 });
             match result {
@@ -214,6 +237,7 @@ impl VolumeManager {
         self.objects.unregister_pod(source::NODE_WIDE);
         self.tokens.forget_pod(uid);
         let mut failures = Vec::new();
+        let mut csi_failed = false;
         // The subPath bind mounts first: each holds a piece of a volume (or, for a
         // hostPath, of the host), and nothing below them may be removed through them.
         if let Err(e) = subpath::clean_pod(&self.root, uid) {
@@ -233,7 +257,8 @@ impl VolumeManager {
                 if plugin == csi::plan::PLUGIN_CSI {
                     // The driver unmounts (and unstages) its own volumes.
                     if let Err(e) = self.csi.tear_down(&dir) {
-                        failures.push(e.in_volume(&name));
+                        csi_failed = true;
+                        failures.push(VolumeError::from(e).in_volume(&name));
                         continue;
                     }
                 }
@@ -244,6 +269,11 @@ impl VolumeManager {
             remove_empty_dir(&plugin_dir, &mut failures);
         }
         remove_empty_dir(&volumes, &mut failures);
+        // A CSI volume still published stays in use (the next pass retries it);
+        // once all are unpublished the pod holds no attached volume.
+        if !csi_failed {
+            self.csi.in_use.release_pod(uid);
+        }
         if failures.is_empty() {
             return Ok(());
         }

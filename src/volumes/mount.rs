@@ -12,7 +12,42 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::error::VolumeError;
+/// A mount step that failed. The leaf of the volume code's errors: it depends on
+/// nothing else of `volumes` (`VolumeError` and `CsiMountError` wrap it).
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// Reading mountinfo or a path's metadata.
+    #[error("{step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// mount(2) failed.
+    #[error("mount {what} on {path}: {source}")]
+    Mount {
+        what: &'static str,
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    /// umount(2) failed.
+    #[error("unmount {path}: {source}")]
+    Unmount {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    /// A directory still has a mount under it; it is left in place.
+    #[error("{path} still has a mount at {mount}; not removed")]
+    StillMounted { path: PathBuf, mount: PathBuf },
+}
+
+fn io(step: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> MountError {
+    MountError::Io {
+        step,
+        path: path.into(),
+        source,
+    }
+}
 
 const MOUNTINFO: &str = "/proc/self/mountinfo";
 
@@ -80,29 +115,29 @@ pub fn mounts_under(entries: &[MountEntry], dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn read_mountinfo() -> Result<Vec<MountEntry>, VolumeError> {
-    let text = fs::read_to_string(MOUNTINFO).map_err(|e| VolumeError::io("read", MOUNTINFO, e))?;
+fn read_mountinfo() -> Result<Vec<MountEntry>, MountError> {
+    let text = fs::read_to_string(MOUNTINFO).map_err(|e| io("read", MOUNTINFO, e))?;
     Ok(parse_mountinfo(&text))
 }
 
 /// True when `path` is a mount point in this mount namespace (a bind mount of the
 /// same file system included, which [`is_separate_fs`] cannot see).
-pub fn is_mount_point(path: &Path) -> Result<bool, VolumeError> {
+pub fn is_mount_point(path: &Path) -> Result<bool, MountError> {
     Ok(read_mountinfo()?.iter().any(|e| e.mount_point == path))
 }
 
 /// True when `dir` is the root of a file system other than its parent's (our tmpfs
 /// mounts always are: each tmpfs has its own device).
-pub fn is_separate_fs(dir: &Path) -> Result<bool, VolumeError> {
-    let own = fs::metadata(dir).map_err(|e| VolumeError::io("stat", dir, e))?;
+pub fn is_separate_fs(dir: &Path) -> Result<bool, MountError> {
+    let own = fs::metadata(dir).map_err(|e| io("stat", dir, e))?;
     let parent_path = dir.parent().unwrap_or(dir);
-    let parent = fs::metadata(parent_path).map_err(|e| VolumeError::io("stat", parent_path, e))?;
+    let parent = fs::metadata(parent_path).map_err(|e| io("stat", parent_path, e))?;
     Ok(own.dev() != parent.dev())
 }
 
 /// Mounts a tmpfs on `dir` unless one is there already (then returns false); `size`
 /// in bytes caps it.
-pub fn mount_tmpfs(dir: &Path, size: Option<u64>, mode: u32) -> Result<bool, VolumeError> {
+pub fn mount_tmpfs(dir: &Path, size: Option<u64>, mode: u32) -> Result<bool, MountError> {
     if is_separate_fs(dir)? {
         return Ok(false);
     }
@@ -117,7 +152,7 @@ pub fn mount_tmpfs(dir: &Path, size: Option<u64>, mode: u32) -> Result<bool, Vol
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(data.as_str()),
     )
-    .map_err(|source| VolumeError::Mount {
+    .map_err(|source| MountError::Mount {
         what: "tmpfs",
         path: dir.to_path_buf(),
         source,
@@ -127,7 +162,7 @@ pub fn mount_tmpfs(dir: &Path, size: Option<u64>, mode: u32) -> Result<bool, Vol
 
 /// Unmounts every mount at or under `dir`, deepest first. A mount busy in some
 /// other namespace is detached lazily rather than left behind.
-pub fn unmount_all_under(dir: &Path) -> Result<(), VolumeError> {
+pub fn unmount_all_under(dir: &Path) -> Result<(), MountError> {
     let Ok(real) = fs::canonicalize(dir) else {
         return Ok(()); // nothing there, nothing mounted
     };
@@ -135,13 +170,13 @@ pub fn unmount_all_under(dir: &Path) -> Result<(), VolumeError> {
         match umount2(&point, MntFlags::empty()) {
             Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {}
             Err(nix::errno::Errno::EBUSY) => {
-                umount2(&point, MntFlags::MNT_DETACH).map_err(|source| VolumeError::Unmount {
+                umount2(&point, MntFlags::MNT_DETACH).map_err(|source| MountError::Unmount {
                     path: point.clone(),
                     source,
                 })?
             }
             Err(source) => {
-                return Err(VolumeError::Unmount {
+                return Err(MountError::Unmount {
                     path: point.clone(),
                     source,
                 })
@@ -153,12 +188,12 @@ pub fn unmount_all_under(dir: &Path) -> Result<(), VolumeError> {
 
 /// Fails when anything is still mounted at or under `dir` (checked right before a
 /// recursive removal, which must never reach into a mounted file system).
-pub fn ensure_nothing_mounted(dir: &Path) -> Result<(), VolumeError> {
+pub fn ensure_nothing_mounted(dir: &Path) -> Result<(), MountError> {
     let Ok(real) = fs::canonicalize(dir) else {
         return Ok(());
     };
     match mounts_under(&read_mountinfo()?, &real).into_iter().next() {
-        Some(mount) => Err(VolumeError::StillMounted {
+        Some(mount) => Err(MountError::StillMounted {
             path: dir.to_path_buf(),
             mount,
         }),
@@ -171,8 +206,8 @@ pub fn ensure_nothing_mounted(dir: &Path) -> Result<(), VolumeError> {
 /// volume: the runtime refuses them unless the mount holding the source is shared
 /// (or, for HostToContainer, a slave). Only the volume is touched, never the root or
 /// the host's mounts; tear-down unmounts it like any other mount under the pod.
-pub fn ensure_shared(dir: &Path) -> Result<(), VolumeError> {
-    let real = fs::canonicalize(dir).map_err(|e| VolumeError::io("resolve", dir, e))?;
+pub fn ensure_shared(dir: &Path) -> Result<(), MountError> {
+    let real = fs::canonicalize(dir).map_err(|e| io("resolve", dir, e))?;
     let entries = read_mountinfo()?;
     match entries.iter().rev().find(|e| e.mount_point == real) {
         Some(m) if m.optional.iter().any(|o| o.starts_with("shared:")) => return Ok(()),
@@ -184,7 +219,7 @@ pub fn ensure_shared(dir: &Path) -> Result<(), VolumeError> {
             MsFlags::MS_BIND,
             None::<&str>,
         )
-        .map_err(|source| VolumeError::Mount {
+        .map_err(|source| MountError::Mount {
             what: "bind",
             path: real.clone(),
             source,
@@ -197,7 +232,7 @@ pub fn ensure_shared(dir: &Path) -> Result<(), VolumeError> {
         MsFlags::MS_SHARED,
         None::<&str>,
     )
-    .map_err(|source| VolumeError::Mount {
+    .map_err(|source| MountError::Mount {
         what: "shared propagation",
         path: real,
         source,

@@ -15,7 +15,22 @@ use std::path::Path;
 use nix::fcntl::AtFlags;
 use nix::unistd::{fchownat, Gid};
 
-use super::error::VolumeError;
+/// A file system step of the ownership change that failed, on which path.
+#[derive(Debug, thiserror::Error)]
+#[error("{step} {path}: {source}")]
+pub struct OwnershipError {
+    pub step: &'static str,
+    pub path: std::path::PathBuf,
+    pub source: std::io::Error,
+}
+
+fn io(step: &'static str, path: &Path, source: std::io::Error) -> OwnershipError {
+    OwnershipError {
+        step,
+        path: path.to_path_buf(),
+        source,
+    }
+}
 use crate::api::pod::Pod;
 
 /// Group read and write, the mask every entry gets (upstream rwMask).
@@ -65,7 +80,7 @@ pub fn set_volume_ownership(
     root: &Path,
     gid: u32,
     policy: ChangePolicy,
-) -> Result<(), VolumeError> {
+) -> Result<(), OwnershipError> {
     if policy == ChangePolicy::OnRootMismatch && root_matches(root, gid) {
         log::debug!(
             "{}: root already owned by group {gid}, walk skipped",
@@ -76,8 +91,8 @@ pub fn set_volume_ownership(
     change(root, gid)
 }
 
-fn change(path: &Path, gid: u32) -> Result<(), VolumeError> {
-    let meta = fs::symlink_metadata(path).map_err(|e| VolumeError::io("stat", path, e))?;
+fn change(path: &Path, gid: u32) -> Result<(), OwnershipError> {
+    let meta = fs::symlink_metadata(path).map_err(|e| io("stat", path, e))?;
     fchownat(
         None,
         path,
@@ -85,7 +100,7 @@ fn change(path: &Path, gid: u32) -> Result<(), VolumeError> {
         Some(Gid::from_raw(gid)),
         AtFlags::AT_SYMLINK_NOFOLLOW,
     )
-    .map_err(|e| VolumeError::io("chown", path, std::io::Error::from_raw_os_error(e as i32)))?;
+    .map_err(|e| io("chown", path, std::io::Error::from_raw_os_error(e as i32)))?;
     if meta.file_type().is_symlink() {
         return Ok(());
     }
@@ -94,11 +109,11 @@ fn change(path: &Path, gid: u32) -> Result<(), VolumeError> {
         mode |= EXEC | SETGID;
     }
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .map_err(|e| VolumeError::io("chmod", path, e))?;
+        .map_err(|e| io("chmod", path, e))?;
     if meta.is_dir() {
-        let entries = fs::read_dir(path).map_err(|e| VolumeError::io("read dir", path, e))?;
+        let entries = fs::read_dir(path).map_err(|e| io("read dir", path, e))?;
         for entry in entries {
-            let entry = entry.map_err(|e| VolumeError::io("read dir", path, e))?;
+            let entry = entry.map_err(|e| io("read dir", path, e))?;
             change(&entry.path(), gid)?;
         }
     }

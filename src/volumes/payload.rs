@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::atomic::{FileProjection, Payload};
-use super::error::VolumeError;
+use super::error::{DownwardApiError, VolumeError};
 use super::paths::clean_file_path;
 use crate::api::pod::{Container, DownwardApiVolumeFile, KeyToPath, Pod};
 use crate::runtime::env::{resource_value, EnvContext};
@@ -120,7 +120,7 @@ pub fn format_map(map: &BTreeMap<String, String>) -> String {
 }
 
 /// The value of a downward API volume `fieldRef` (metadata only, as upstream).
-fn field(pod: &Pod, path: &str) -> Result<String, String> {
+fn field(pod: &Pod, path: &str) -> Result<String, DownwardApiError> {
     let meta = &pod.metadata;
     let subscript = |prefix: &str| {
         path.strip_prefix(prefix)
@@ -139,7 +139,7 @@ fn field(pod: &Pod, path: &str) -> Result<String, String> {
         "metadata.uid" => pod.uid().to_owned(),
         "metadata.labels" => format_map(&meta.labels),
         "metadata.annotations" => format_map(&meta.annotations),
-        other => return Err(format!("unsupported fieldRef path {other:?} in a volume")),
+        other => return Err(DownwardApiError::UnsupportedField(other.to_owned())),
     })
 }
 
@@ -161,20 +161,20 @@ pub fn downward(
     let mut payload = Payload::new();
     for item in items {
         let path = clean_file_path(&item.path)?;
-        let failed = |message: String| VolumeError::DownwardApi {
+        let failed = |source: DownwardApiError| VolumeError::DownwardApi {
             path: item.path.clone(),
-            message,
+            source,
         };
         let value = match (&item.field_ref, &item.resource_field_ref) {
             (Some(f), _) => field(pod, &f.field_path).map_err(failed)?,
             (None, Some(r)) => {
                 let name = r.container_name.as_deref().unwrap_or("");
                 let own = container(pod, name)
-                    .ok_or_else(|| failed(format!("no container named {name:?}")))?;
+                    .ok_or_else(|| failed(DownwardApiError::NoContainer(name.to_owned())))?;
                 resource_value(pod, own, None, &r.resource, r.divisor.as_ref(), node)
-                    .map_err(|err| failed(err.to_string()))?
+                    .map_err(|err| failed(err.into()))?
             }
-            (None, None) => return Err(failed("neither fieldRef nor resourceFieldRef".into())),
+            (None, None) => return Err(failed(DownwardApiError::NoSource)),
         };
         payload.insert(
             path,

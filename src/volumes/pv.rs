@@ -11,98 +11,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-use serde_json::Value;
-
-use crate::api::affinity::NodeSelector;
-use crate::api::meta::ObjectMeta;
+use crate::api::node::Node;
+pub use crate::api::persistent_volume::{
+    CsiSource, PersistentVolume, PersistentVolumeClaim, PvSpec, VolumeNodeAffinity,
+};
 use crate::api::{paths, ApiClient, ApiError};
-
-/// The parts of a PersistentVolumeClaim the node reads.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Claim {
-    pub metadata: ObjectMeta,
-    pub spec: ClaimSpec,
-    pub status: ClaimStatus,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ClaimSpec {
-    pub volume_name: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ClaimStatus {
-    pub phase: Option<String>,
-}
-
-/// The parts of a PersistentVolume the node reads.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PersistentVolume {
-    pub metadata: ObjectMeta,
-    pub spec: PvSpec,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PvSpec {
-    pub claim_ref: Option<ClaimRef>,
-    pub access_modes: Vec<String>,
-    pub host_path: Option<HostPathSource>,
-    pub local: Option<LocalSource>,
-    pub csi: Option<CsiSource>,
-    pub node_affinity: Option<VolumeNodeAffinity>,
-    pub mount_options: Vec<String>,
-    /// `Filesystem` (default) or `Block` (raw block devices: not supported).
-    pub volume_mode: Option<String>,
-    /// Other sources (nfs, iscsi, ...): their keys name what is unsupported.
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ClaimRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct HostPathSource {
-    pub path: String,
-    #[serde(rename = "type")]
-    pub type_: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct LocalSource {
-    pub path: String,
-}
-
-/// A CSI volume source: a PV's `csi`, or (with `driver` and `volume_attributes`
-/// only) a pod's inline `csi` volume.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(default, rename_all = "camelCase")]
-pub struct CsiSource {
-    pub driver: String,
-    pub volume_handle: String,
-    pub read_only: Option<bool>,
-    pub fs_type: Option<String>,
-    pub volume_attributes: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct VolumeNodeAffinity {
-    pub required: Option<NodeSelector>,
-}
 
 /// Why a claim's volume cannot be used (yet).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -159,7 +72,7 @@ pub struct Resolved {
 pub fn check_claim(
     namespace: &str,
     name: &str,
-    claim: &Claim,
+    claim: &PersistentVolumeClaim,
     pv: Option<&PersistentVolume>,
 ) -> Result<(), ClaimError> {
     let phase = claim.status.phase.clone().unwrap_or_default();
@@ -189,7 +102,10 @@ pub fn check_claim(
 
 /// A generic ephemeral volume's claim must be controlled by the pod (upstream's
 /// "PVC was not created for pod" check).
-pub fn check_ephemeral_owner(claim: &Claim, pod_uid: &str) -> Result<(), ClaimError> {
+pub fn check_ephemeral_owner(
+    claim: &PersistentVolumeClaim,
+    pod_uid: &str,
+) -> Result<(), ClaimError> {
     let owned = claim
         .metadata
         .owner_references
@@ -256,17 +172,14 @@ pub fn local_fits_node(
     node: &str,
     labels: &BTreeMap<String, String>,
 ) -> Result<(), ClaimError> {
-    let Some(required) = pv
+    let Some(affinity) = pv
         .spec
         .node_affinity
         .as_ref()
-        .and_then(|a| a.required.as_ref())
+        .and_then(|a| a.as_pod_affinity())
     else {
         return Ok(());
     };
-    let affinity = serde_json::json!({"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": required,
-    }});
     let mut probe = crate::api::pod::Pod::default();
     probe.spec.affinity = Some(affinity);
     if crate::admission::affinity::matches_node(&probe, node, labels) {
@@ -313,9 +226,9 @@ impl Claims<'_> {
         name: &str,
         owner: Option<&str>,
     ) -> Result<Resolved, ResolveError> {
-        let claim: Claim = self.get(
+        let claim: PersistentVolumeClaim = self.get(
             format!("persistentVolumeClaim {namespace}/{name}"),
-            &format!("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"),
+            &paths::persistent_volume_claim(namespace, name),
         )?;
         if let Some(pod_uid) = owner {
             check_ephemeral_owner(&claim, pod_uid)?;
@@ -328,15 +241,13 @@ impl Claims<'_> {
         let pv_name = claim.spec.volume_name.clone().unwrap_or_default();
         let pv: PersistentVolume = self.get(
             format!("persistentVolume {pv_name}"),
-            &format!("/api/v1/persistentvolumes/{pv_name}"),
+            &paths::persistent_volume(&pv_name),
         )?;
         check_claim(namespace, name, &claim, Some(&pv))?;
         let resolved = source_of(&pv)?;
         if matches!(resolved.source, PvSource::Local { .. }) {
-            let node: Value = self.get(format!("node {}", self.node), &paths::node(self.node))?;
-            let labels: BTreeMap<String, String> =
-                serde_json::from_value(node["metadata"]["labels"].clone()).unwrap_or_default();
-            local_fits_node(&pv, self.node, &labels)?;
+            let node: Node = self.get(format!("node {}", self.node), &paths::node(self.node))?;
+            local_fits_node(&pv, self.node, &node.metadata.labels)?;
         }
         Ok(resolved)
     }

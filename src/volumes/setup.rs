@@ -145,6 +145,23 @@ fn service_account(pod: &Pod) -> &str {
         .unwrap_or("default")
 }
 
+/// The keys of a configMap or secret a volume (or projection) asks for.
+struct Keys<'a> {
+    kind: ObjectKind,
+    object: &'a str,
+    items: &'a [KeyToPath],
+    optional: Option<bool>,
+}
+
+/// Where a volume's files go: `<root>/pods/<uid>/volumes/<plugin>/<name>`, on a
+/// tmpfs when `memory`.
+struct FilesDir<'a> {
+    uid: &'a str,
+    plugin: &'a str,
+    name: &'a str,
+    memory: bool,
+}
+
 impl VolumeManager {
     /// Sets up one volume; returns the host path to mount.
     pub(super) fn setup_volume(
@@ -168,18 +185,26 @@ impl VolumeManager {
                 let files = self
                     .key_files(
                         pod,
-                        ObjectKind::ConfigMap,
-                        cm,
-                        &src.items,
+                        &Keys {
+                            kind: ObjectKind::ConfigMap,
+                            object: cm,
+                            items: &src.items,
+                            optional: src.optional,
+                        },
                         mode,
-                        src.optional,
                     )
                     .map(Some)
                     .or_else(|e| self.earlier_setup(uid, PLUGIN_CONFIG_MAP, name, e))?;
                 let Some(files) = files else {
                     return volume_dir(&self.root, uid, PLUGIN_CONFIG_MAP, name);
                 };
-                self.write_files(uid, PLUGIN_CONFIG_MAP, name, false, &files, fs_group)
+                let to = FilesDir {
+                    uid,
+                    plugin: PLUGIN_CONFIG_MAP,
+                    name,
+                    memory: false,
+                };
+                self.write_files(&to, &files, fs_group)
             }
             Source::Secret(src) => {
                 let secret = src.secret_name.as_deref().unwrap_or("");
@@ -187,23 +212,37 @@ impl VolumeManager {
                 let files = self
                     .key_files(
                         pod,
-                        ObjectKind::Secret,
-                        secret,
-                        &src.items,
+                        &Keys {
+                            kind: ObjectKind::Secret,
+                            object: secret,
+                            items: &src.items,
+                            optional: src.optional,
+                        },
                         mode,
-                        src.optional,
                     )
                     .map(Some)
                     .or_else(|e| self.earlier_setup(uid, PLUGIN_SECRET, name, e))?;
                 let Some(files) = files else {
                     return volume_dir(&self.root, uid, PLUGIN_SECRET, name);
                 };
-                self.write_files(uid, PLUGIN_SECRET, name, true, &files, fs_group)
+                let to = FilesDir {
+                    uid,
+                    plugin: PLUGIN_SECRET,
+                    name,
+                    memory: true,
+                };
+                self.write_files(&to, &files, fs_group)
             }
             Source::DownwardApi(src) => {
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
                 let files = payload::downward(pod, &src.items, mode, &self.node_facts())?;
-                self.write_files(uid, PLUGIN_DOWNWARD_API, name, true, &files, fs_group)
+                let to = FilesDir {
+                    uid,
+                    plugin: PLUGIN_DOWNWARD_API,
+                    name,
+                    memory: true,
+                };
+                self.write_files(&to, &files, fs_group)
             }
             Source::Projected(src) => {
                 let files = self
@@ -213,7 +252,13 @@ impl VolumeManager {
                 let Some(files) = files else {
                     return volume_dir(&self.root, uid, PLUGIN_PROJECTED, name);
                 };
-                self.write_files(uid, PLUGIN_PROJECTED, name, true, &files, fs_group)
+                let to = FilesDir {
+                    uid,
+                    plugin: PLUGIN_PROJECTED,
+                    name,
+                    memory: true,
+                };
+                self.write_files(&to, &files, fs_group)
             }
             Source::Claim(claim, read_only) => {
                 self.claim_volume(pod, claim, None, read_only, fs_group)
@@ -223,13 +268,14 @@ impl VolumeManager {
                 self.claim_volume(pod, &claim, Some(uid), false, fs_group)
             }
             Source::InlineCsi(raw) => {
-                let src: CsiSource =
-                    serde_json::from_value(raw.clone()).map_err(|e| VolumeError::Decode {
+                let src: CsiSource = serde_json::from_value(raw.clone()).map_err(|source| {
+                    VolumeError::DecodeJson {
                         kind: "csi volume source",
                         namespace: pod.namespace().to_owned(),
                         name: name.clone(),
-                        message: e.to_string(),
-                    })?;
+                        source,
+                    }
+                })?;
                 let vol = CsiVolume {
                     driver: &src.driver,
                     handle: plan::ephemeral_handle(uid, name),
@@ -242,7 +288,9 @@ impl VolumeManager {
                     dir: volume_dir(&self.root, uid, plan::PLUGIN_CSI, name)?,
                     spec_name: name,
                 };
-                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+                self.csi
+                    .set_up(pod, service_account(pod), fs_group, &vol)
+                    .map_err(VolumeError::from)
             }
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
         }
@@ -294,7 +342,9 @@ impl VolumeManager {
                     dir: volume_dir(&self.root, pod.uid(), plan::PLUGIN_CSI, &resolved.pv_name)?,
                     spec_name: &resolved.pv_name,
                 };
-                self.csi.set_up(pod, service_account(pod), fs_group, &vol)
+                self.csi
+                    .set_up(pod, service_account(pod), fs_group, &vol)
+                    .map_err(VolumeError::from)
             }
         }
     }
@@ -364,26 +414,22 @@ impl VolumeManager {
     }
 
     /// Reads a configMap or secret for the pod and picks its files.
-    fn key_files(
-        &self,
-        pod: &Pod,
-        kind: ObjectKind,
-        object: &str,
-        items: &[KeyToPath],
-        mode: u32,
-        optional: Option<bool>,
-    ) -> Result<Payload, VolumeError> {
-        let found = self
-            .objects
-            .get(kind, pod.namespace(), object, pod.uid(), Instant::now())?;
+    fn key_files(&self, pod: &Pod, keys: &Keys<'_>, mode: u32) -> Result<Payload, VolumeError> {
+        let found = self.objects.get(
+            keys.kind,
+            pod.namespace(),
+            keys.object,
+            pod.uid(),
+            Instant::now(),
+        )?;
         payload::keys(&KeySource {
-            kind: kind.as_str(),
+            kind: keys.kind.as_str(),
             namespace: pod.namespace(),
-            name: object,
+            name: keys.object,
             data: found.as_deref().map(|d| &d.files),
-            items,
+            items: keys.items,
             mode,
-            optional: optional.unwrap_or(false),
+            optional: keys.optional.unwrap_or(false),
         })
     }
 
@@ -428,11 +474,23 @@ impl VolumeManager {
         }
         if let Some(c) = &source.config_map {
             let name = c.name.as_deref().unwrap_or("");
-            return self.key_files(pod, ObjectKind::ConfigMap, name, &c.items, mode, c.optional);
+            let keys = Keys {
+                kind: ObjectKind::ConfigMap,
+                object: name,
+                items: &c.items,
+                optional: c.optional,
+            };
+            return self.key_files(pod, &keys, mode);
         }
         if let Some(s) = &source.secret {
             let name = s.name.as_deref().unwrap_or("");
-            return self.key_files(pod, ObjectKind::Secret, name, &s.items, mode, s.optional);
+            let keys = Keys {
+                kind: ObjectKind::Secret,
+                object: name,
+                items: &s.items,
+                optional: s.optional,
+            };
+            return self.key_files(pod, &keys, mode);
         }
         if let Some(d) = &source.downward_api {
             return payload::downward(pod, &d.items, mode, &self.node_facts());
@@ -455,16 +513,13 @@ impl VolumeManager {
     /// Makes the volume directory (a tmpfs when `memory`) and writes `files` into it.
     fn write_files(
         &self,
-        uid: &str,
-        plugin: &str,
-        name: &str,
-        memory: bool,
+        to: &FilesDir<'_>,
         files: &Payload,
         fs_group: Option<u32>,
     ) -> Result<PathBuf, VolumeError> {
-        let dir = volume_dir(&self.root, uid, plugin, name)?;
+        let dir = volume_dir(&self.root, to.uid, to.plugin, to.name)?;
         make_dir(&dir, 0o755)?;
-        if memory && self.mounts {
+        if to.memory && self.mounts {
             mount::mount_tmpfs(&dir, None, 0o755)?;
         }
         atomic::write(&dir, files, fs_group)?;

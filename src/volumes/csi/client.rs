@@ -16,7 +16,7 @@ use super::reg_grpc;
 use super::{pb, reg_pb};
 
 /// A failed call to a CSI driver or a registration socket.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, Clone)]
 pub enum CsiError {
     /// The call's deadline passed before the driver answered.
     #[error("csi {op}: deadline exceeded: {message}")]
@@ -24,6 +24,13 @@ pub enum CsiError {
     /// The socket does not answer (driver not running or restarting).
     #[error("csi {op}: driver unavailable: {message}")]
     Unavailable { op: &'static str, message: String },
+    /// The call failed below gRPC status level (channel, codec); shared so the
+    /// error stays cheap to clone.
+    #[error("csi {op}: {source}")]
+    Transport {
+        op: &'static str,
+        source: Arc<grpcio::Error>,
+    },
     /// Any other gRPC status, with its name.
     #[error("csi {op}: {code:?}: {message}")]
     Status {
@@ -44,10 +51,9 @@ impl CsiError {
                     code => CsiError::Status { op, code, message },
                 }
             }
-            other => CsiError::Status {
+            other => CsiError::Transport {
                 op,
-                code: RpcStatusCode::UNKNOWN,
-                message: other.to_string(),
+                source: Arc::new(other),
             },
         }
     }
@@ -58,6 +64,7 @@ impl CsiError {
             CsiError::DeadlineExceeded { .. } => RpcStatusCode::DEADLINE_EXCEEDED,
             CsiError::Unavailable { .. } => RpcStatusCode::UNAVAILABLE,
             CsiError::Status { code, .. } => *code,
+            CsiError::Transport { .. } => RpcStatusCode::UNKNOWN,
         }
     }
 }

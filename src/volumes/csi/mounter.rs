@@ -3,8 +3,10 @@
 //! threads from `VolumeManager::setup_pod` and `teardown_pod`.
 //!
 //! Set-up: the driver must be registered; its `CSIDriver` object decides the rest
-//! ([`DriverPolicy`]). attachRequired: the VolumeAttachment must say attached (its
-//! metadata becomes the publish context). STAGE_UNSTAGE: NodeStageVolume on the
+//! ([`DriverPolicy`]). attachRequired: the volume joins the node's volumes in use
+//! ([`VolumesInUse`]) and, unless already mounted, waits until the node status lists
+//! it; then the VolumeAttachment must say attached (its metadata becomes the publish
+//! context). STAGE_UNSTAGE: NodeStageVolume on the
 //! global staging path. Then `vol_data.json` is written (before NodePublishVolume,
 //! so a crash in between still leaves a record to tear down from) and
 //! NodePublishVolume on `<volume dir>/mount`, skipped when already mounted unless
@@ -18,16 +20,16 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::client::{CsiClient, NodeCapability, VOLUME_TIMEOUT};
 use super::plan::{self, DriverPolicy, PodInfo, VolData, PLUGIN_CSI, VOL_DATA};
 use super::{pb, CsiError, Drivers};
 use crate::api::pod::Pod;
-use crate::api::{ApiClient, ApiError};
-use crate::volumes::error::VolumeError;
-use crate::volumes::mount;
-use crate::volumes::ownership;
+use crate::api::storage::{CsiDriver, VolumeAttachment};
+use crate::api::{paths, ApiClient, ApiError};
+use crate::fsutil;
+use crate::volumes::in_use::VolumesInUse;
+use crate::volumes::mount::{self, MountError};
+use crate::volumes::ownership::{self, OwnershipError};
 
 /// A CSI step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +43,10 @@ pub enum CsiMountError {
     /// Reading the CSIDriver object or the VolumeAttachment failed.
     #[error("get {what}: {source}")]
     Api { what: String, source: Box<ApiError> },
+    /// attachRequired and the node status does not list the volume in
+    /// `volumesInUse` yet (upstream's wait in `VerifyControllerAttachedVolume`).
+    #[error("volume {name} has not been added to the list of VolumesInUse in the node's volume status yet: waiting")]
+    NotReportedInUse { name: String },
     /// attachRequired and the VolumeAttachment is missing or not attached yet.
     #[error(
         "volume {handle} is not attached to this node yet (VolumeAttachment {attachment}): waiting"
@@ -48,15 +54,35 @@ pub enum CsiMountError {
     NotAttached { handle: String, attachment: String },
     /// The driver's CSIDriver object does not list the volume's lifecycle mode
     /// (upstream's message).
-    #[error("{0}")]
-    LifecycleMode(String),
+    #[error(transparent)]
+    LifecycleMode(#[from] plan::UnsupportedMode),
     /// The record beside a mount point cannot be read or written.
-    #[error("{step} {path}: {message}")]
-    Record {
+    #[error("{step} {path}: {source}")]
+    RecordIo {
         step: &'static str,
         path: PathBuf,
-        message: String,
+        source: std::io::Error,
     },
+    /// The record beside a mount point cannot be encoded or decoded.
+    #[error("{step} {path}: {source}")]
+    RecordJson {
+        step: &'static str,
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// A directory step (create, list) failed.
+    #[error("{step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Checking or undoing mounts failed, or the driver left a mount behind.
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    /// The volume's tree could not be given to the pod's fsGroup.
+    #[error(transparent)]
+    Ownership(#[from] OwnershipError),
 }
 
 /// One CSI volume of a pod, as set up.
@@ -84,6 +110,8 @@ pub struct Mounter {
     pub node: String,
     pub drivers: Drivers,
     pub api: Option<ApiClient>,
+    /// Attachable volumes in use, published in the node's `volumesInUse`.
+    pub in_use: VolumesInUse,
 }
 
 fn call_err(driver: &str) -> impl Fn(CsiError) -> CsiMountError + '_ {
@@ -93,8 +121,12 @@ fn call_err(driver: &str) -> impl Fn(CsiError) -> CsiMountError + '_ {
     }
 }
 
-fn io_err<'a>(step: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> VolumeError + 'a {
-    move |e| VolumeError::io(step, path, e)
+fn io_err<'a>(step: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> CsiMountError + 'a {
+    move |source| CsiMountError::Io {
+        step,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 impl Mounter {
@@ -106,15 +138,16 @@ impl Mounter {
         Ok(CsiClient::new(&found.endpoint, VOLUME_TIMEOUT))
     }
 
-    fn get(&self, what: String, path: &str) -> Result<Option<Value>, CsiMountError> {
+    /// The driver's CSIDriver object, `None` when it has none (or standalone).
+    fn csi_driver(&self, driver: &str) -> Result<Option<CsiDriver>, CsiMountError> {
         let Some(api) = &self.api else {
             return Ok(None);
         };
-        match api.get::<Value>(path) {
+        match api.get::<CsiDriver>(&paths::csi_driver(driver)) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(CsiMountError::Api {
-                what,
+                what: format!("CSIDriver {driver}"),
                 source: Box::new(e),
             }),
         }
@@ -123,18 +156,17 @@ impl Mounter {
     /// VolumeAttachment `name`, `None` while there is none. The Node authorizer only
     /// shows a node the attachments made for it, so one not created yet is refused
     /// (403, "no relationship found"), not missing: both mean "not attached yet".
-    fn attachment(&self, name: &str) -> Result<Option<Value>, CsiMountError> {
-        let path = format!("/apis/storage.k8s.io/v1/volumeattachments/{name}");
-        match &self.api {
-            Some(api) => match api.get::<Value>(&path) {
-                Ok(v) => Ok(Some(v)),
-                Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
-                Err(e) => Err(CsiMountError::Api {
-                    what: format!("VolumeAttachment {name}"),
-                    source: Box::new(e),
-                }),
-            },
-            None => Ok(None),
+    fn attachment(&self, name: &str) -> Result<Option<VolumeAttachment>, CsiMountError> {
+        let Some(api) = &self.api else {
+            return Ok(None);
+        };
+        match api.get::<VolumeAttachment>(&paths::volume_attachment(name)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() || e.is_forbidden() => Ok(None),
+            Err(e) => Err(CsiMountError::Api {
+                what: format!("VolumeAttachment {name}"),
+                source: Box::new(e),
+            }),
         }
     }
 
@@ -145,16 +177,26 @@ impl Mounter {
         service_account: &str,
         fs_group: Option<u32>,
         vol: &CsiVolume<'_>,
-    ) -> Result<PathBuf, VolumeError> {
-        let object = self.get(
-            format!("CSIDriver {}", vol.driver),
-            &format!("/apis/storage.k8s.io/v1/csidrivers/{}", vol.driver),
-        )?;
+    ) -> Result<PathBuf, CsiMountError> {
+        let object = self.csi_driver(vol.driver)?;
         let policy = DriverPolicy::from_object(object.as_ref());
         // Before the driver is even asked: a mode it does not serve never works.
         policy
             .check_lifecycle_mode(vol.driver, vol.ephemeral)
             .map_err(CsiMountError::LifecycleMode)?;
+        let target = plan::target_path(&vol.dir);
+        let mounted = mount::is_mount_point(&target)?;
+        let attachable = policy.attach_required && !vol.ephemeral;
+        if attachable {
+            // In use from now until tear-down, so that the volume is never detached
+            // under the pod, driver registered or not; the first mount waits until
+            // the node status lists it.
+            let name = plan::unique_volume_name(vol.driver, &vol.handle);
+            self.in_use.add(&name, pod.uid());
+            if !mounted && !self.in_use.is_reported(&name) {
+                return Err(CsiMountError::NotReportedInUse { name });
+            }
+        }
         let client = self.client(vol.driver)?;
         let caps = client.node_capabilities().map_err(call_err(vol.driver))?;
         let mode = plan::access_mode(
@@ -165,21 +207,18 @@ impl Mounter {
 
         let mut publish_context = HashMap::new();
         let mut attachment_id = String::new();
-        if policy.attach_required && !vol.ephemeral {
+        if attachable {
             attachment_id = plan::attachment_name(&vol.handle, vol.driver, &self.node);
-            let va = self.attachment(&attachment_id)?;
-            let attached = va.as_ref().is_some_and(|v| v["status"]["attached"] == true);
-            if !attached {
-                return Err(CsiMountError::NotAttached {
-                    handle: vol.handle.clone(),
-                    attachment: attachment_id,
+            let status = self.attachment(&attachment_id)?.map(|va| va.status);
+            match status {
+                Some(status) if status.attached => {
+                    publish_context.extend(status.attachment_metadata);
                 }
-                .into());
-            }
-            if let Some(Value::Object(meta)) = va.map(|v| v["status"]["attachmentMetadata"].clone())
-            {
-                for (k, v) in meta {
-                    publish_context.insert(k, v.as_str().unwrap_or_default().to_owned());
+                _ => {
+                    return Err(CsiMountError::NotAttached {
+                        handle: vol.handle.clone(),
+                        attachment: attachment_id,
+                    })
                 }
             }
         }
@@ -215,8 +254,6 @@ impl Mounter {
         };
         write_record(&vol.dir, &record)?;
 
-        let target = plan::target_path(&vol.dir);
-        let mounted = mount::is_mount_point(&target)?;
         if !mounted || policy.requires_republish {
             let info = PodInfo {
                 name: pod.name(),
@@ -258,7 +295,7 @@ impl Mounter {
     /// Tears down the CSI volume in `dir` (a folder under `kubernetes.io~csi`):
     /// unpublish, unstage when no other pod uses the staged volume. A folder with
     /// no record (set-up failed before it) is left for the caller to remove.
-    pub fn tear_down(&self, dir: &Path) -> Result<(), VolumeError> {
+    pub fn tear_down(&self, dir: &Path) -> Result<(), CsiMountError> {
         let Some(record) = read_record(dir)? else {
             return Ok(());
         };
@@ -294,7 +331,7 @@ impl Mounter {
 
     /// True when another pod's CSI volume record (other than `dir`'s) names the same
     /// driver and volume handle.
-    fn staged_volume_in_use(&self, dir: &Path, record: &VolData) -> Result<bool, VolumeError> {
+    fn staged_volume_in_use(&self, dir: &Path, record: &VolData) -> Result<bool, CsiMountError> {
         let pods = self.root.join("pods");
         for pod in read_names(&pods)? {
             let plugin = pods.join(pod).join("volumes").join(PLUGIN_CSI);
@@ -337,47 +374,48 @@ fn capability(
     }
 }
 
-fn read_names(dir: &Path) -> Result<Vec<String>, VolumeError> {
+fn read_names(dir: &Path) -> Result<Vec<String>, CsiMountError> {
     match fs::read_dir(dir) {
         Ok(entries) => Ok(entries
             .flatten()
             .filter_map(|e| e.file_name().to_str().map(str::to_owned))
             .collect()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(VolumeError::io("read dir", dir, e)),
+        Err(e) => Err(io_err("read dir", dir)(e)),
     }
 }
 
-/// Writes `vol_data.json` atomically (temp file, fsync, rename), mode 0600 whatever
-/// the umask: it names the driver's volume handle, which no other user needs.
+/// Writes `vol_data.json` durably (`fsutil::write_atomic`: temp file, fsync,
+/// rename, directory fsync), mode 0600 whatever the umask: it names the driver's
+/// volume handle, which no other user needs.
 fn write_record(dir: &Path, record: &VolData) -> Result<(), CsiMountError> {
     let path = dir.join(VOL_DATA);
-    let record_err = |step, message: String| CsiMountError::Record {
-        step,
+    let bytes = serde_json::to_vec(record).map_err(|source| CsiMountError::RecordJson {
+        step: "encode",
         path: path.clone(),
-        message,
-    };
-    let bytes = serde_json::to_vec(record).map_err(|e| record_err("encode", e.to_string()))?;
-    let tmp = dir.join(format!(".{VOL_DATA}.tmp"));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        // A leftover temp file would keep its old mode: replace it.
-        if let Err(e) = fs::remove_file(&tmp) {
-            if e.kind() != ErrorKind::NotFound {
-                return Err(e);
+        source,
+    })?;
+    fsutil::write_atomic(&path, &bytes, 0o600).map_err(|source| CsiMountError::RecordIo {
+        step: "write",
+        path,
+        source,
+    })
+}
+
+/// Every readable CSI volume record under `<root>/pods`, with its pod UID (for the
+/// in-use set at start-up; unreadable ones are skipped: their tear-down reports them).
+pub fn records(root: &Path) -> Vec<(String, VolData)> {
+    let pods = root.join("pods");
+    let mut out = Vec::new();
+    for pod in read_names(&pods).unwrap_or_default() {
+        let plugin = pods.join(&pod).join("volumes").join(PLUGIN_CSI);
+        for vol in read_names(&plugin).unwrap_or_default() {
+            if let Ok(Some(record)) = read_record(&plugin.join(vol)) {
+                out.push((pod.clone(), record));
             }
         }
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    };
-    write().map_err(|e| record_err("write", e.to_string()))
+    }
+    out
 }
 
 /// The record in `dir`, `None` if there is none.
@@ -386,20 +424,20 @@ pub fn read_record(dir: &Path) -> Result<Option<VolData>, CsiMountError> {
     let bytes = match fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(CsiMountError::Record {
+        Err(source) => {
+            return Err(CsiMountError::RecordIo {
                 step: "read",
                 path,
-                message: e.to_string(),
+                source,
             })
         }
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|e| CsiMountError::Record {
+        .map_err(|source| CsiMountError::RecordJson {
             step: "decode",
             path,
-            message: e.to_string(),
+            source,
         })
 }
 
@@ -429,5 +467,61 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(read_record(dir.path()).unwrap(), Some(record));
+    }
+
+    /// An attachable volume is in use from its first set-up, and its first mount
+    /// waits until the node status lists it (then for the driver and attachment).
+    #[test]
+    fn attachable_volume_is_in_use_at_once_and_mount_waits_for_the_report() {
+        let root = tempfile::tempdir().unwrap();
+        let mounter = Mounter {
+            root: root.path().to_path_buf(),
+            node: "node-1".into(),
+            drivers: Drivers::default(),
+            api: None,
+            in_use: VolumesInUse::default(),
+        };
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("uid-1".into());
+        let attributes = std::collections::BTreeMap::new();
+        let vol = CsiVolume {
+            driver: "d.csi",
+            handle: "vol-1".into(),
+            read_only: false,
+            fs_type: "",
+            mount_flags: &[],
+            attributes: &attributes,
+            access_mode: Some("ReadWriteOnce"),
+            ephemeral: false,
+            dir: root
+                .path()
+                .join("pods/uid-1/volumes")
+                .join(PLUGIN_CSI)
+                .join("pv-1"),
+            spec_name: "pv-1",
+        };
+        let name = "kubernetes.io/csi/d.csi^vol-1";
+        let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
+        assert!(
+            matches!(&err, CsiMountError::NotReportedInUse { name: n } if n == name),
+            "{err}"
+        );
+        assert_eq!(mounter.in_use.names(), [name]);
+        mounter.in_use.mark_reported(&[name.to_owned()]);
+        let err = mounter.set_up(&pod, "default", None, &vol).unwrap_err();
+        assert!(
+            matches!(&err, CsiMountError::NotRegistered(_)),
+            "past the report, on to the driver: {err}"
+        );
+
+        // An inline volume is never attached: not in use.
+        let inline = CsiVolume {
+            handle: "inline".into(),
+            ephemeral: true,
+            access_mode: None,
+            ..vol
+        };
+        let _ = mounter.set_up(&pod, "default", None, &inline);
+        assert_eq!(mounter.in_use.names(), [name]);
     }
 }

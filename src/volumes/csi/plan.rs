@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::api::storage::{CsiDriver, CsiDriverSpec};
 
 use super::pb::volume_capability::access_mode::Mode;
 
@@ -42,6 +43,13 @@ pub fn attachment_name(volume_handle: &str, driver: &str, node: &str) -> String 
         "csi-{}",
         sha256_hex(&format!("{volume_handle}{driver}{node}"))
     )
+}
+
+/// The unique name of a CSI volume in the node's `volumesInUse` and
+/// `volumesAttached` (upstream: plugin name `kubernetes.io/csi`, then
+/// `GetVolumeName`'s `<driver>^<handle>`).
+pub fn unique_volume_name(driver: &str, volume_handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{volume_handle}")
 }
 
 /// Upstream's `vol_data.json`: enough to tear the volume down after a restart.
@@ -101,37 +109,27 @@ pub struct DriverPolicy {
 
 impl DriverPolicy {
     /// From a `CSIDriver` object, or `None` for a driver that has none.
-    pub fn from_object(obj: Option<&Value>) -> DriverPolicy {
-        let spec = obj.map(|o| &o["spec"]).unwrap_or(&Value::Null);
+    pub fn from_object(obj: Option<&CsiDriver>) -> DriverPolicy {
+        let default = CsiDriverSpec::default();
+        let spec = obj.map_or(&default, |o| &o.spec);
         DriverPolicy {
-            attach_required: spec["attachRequired"].as_bool().unwrap_or(true),
-            pod_info_on_mount: spec["podInfoOnMount"].as_bool().unwrap_or(false),
-            fs_group_policy: spec["fsGroupPolicy"]
-                .as_str()
-                .unwrap_or("ReadWriteOnceWithFSType")
-                .to_owned(),
-            requires_republish: spec["requiresRepublish"].as_bool().unwrap_or(false),
-            token_audiences: spec["tokenRequests"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|t| t["audience"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            attach_required: spec.attach_required.unwrap_or(true),
+            pod_info_on_mount: spec.pod_info_on_mount.unwrap_or(false),
+            fs_group_policy: spec
+                .fs_group_policy
+                .clone()
+                .unwrap_or_else(|| "ReadWriteOnceWithFSType".to_owned()),
+            requires_republish: spec.requires_republish.unwrap_or(false),
+            token_audiences: spec
+                .token_requests
+                .iter()
+                .map(|t| t.audience.clone())
+                .collect(),
             lifecycle_modes: obj.map(|_| {
-                let modes: Vec<String> = spec["volumeLifecycleModes"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|m| m.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if modes.is_empty() {
+                if spec.volume_lifecycle_modes.is_empty() {
                     vec!["Persistent".to_owned()]
                 } else {
-                    modes
+                    spec.volume_lifecycle_modes.clone()
                 }
             }),
         }
@@ -139,19 +137,21 @@ impl DriverPolicy {
 
     /// May the driver serve a volume in this mode (upstream csi_plugin.go
     /// `supportsVolumeLifecycleMode`)? An inline (`Ephemeral`) volume needs a CSIDriver
-    /// object listing the mode; a persistent one is fine without an object. The error
-    /// is upstream's message.
-    pub fn check_lifecycle_mode(&self, driver: &str, ephemeral: bool) -> Result<(), String> {
+    /// object listing the mode; a persistent one is fine without an object.
+    pub fn check_lifecycle_mode(
+        &self,
+        driver: &str,
+        ephemeral: bool,
+    ) -> Result<(), UnsupportedMode> {
         let mode = if ephemeral { "Ephemeral" } else { "Persistent" };
         match &self.lifecycle_modes {
             None if !ephemeral => Ok(()),
-            None => Err(format!(
-                "volume mode {mode:?} not supported by driver {driver} (no CSIDriver object)"
-            )),
             Some(modes) if modes.iter().any(|m| m == mode) => Ok(()),
-            Some(modes) => Err(format!(
-                "volume mode {mode:?} not supported by driver {driver} (only supports {modes:?})"
-            )),
+            supported => Err(UnsupportedMode {
+                mode,
+                driver: driver.to_owned(),
+                supported: supported.clone(),
+            }),
         }
     }
 
@@ -169,6 +169,24 @@ impl DriverPolicy {
             // ReadWriteOnceWithFSType: only with an fsType, and for a PV only RWO.
             _ => !fs_type.is_empty() && (ephemeral || access_mode == Some("ReadWriteOnce")),
         }
+    }
+}
+
+/// A volume lifecycle mode the driver's CSIDriver object does not list (upstream's
+/// message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("volume mode {mode:?} not supported by driver {driver} ({})", supported_text(.supported))]
+pub struct UnsupportedMode {
+    pub mode: &'static str,
+    pub driver: String,
+    /// The modes listed; `None`: the driver has no CSIDriver object.
+    pub supported: Option<Vec<String>>,
+}
+
+fn supported_text(supported: &Option<Vec<String>>) -> String {
+    match supported {
+        None => "no CSIDriver object".to_owned(),
+        Some(modes) => format!("only supports {modes:?}"),
     }
 }
 
@@ -206,7 +224,7 @@ pub fn volume_context(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn paths_are_upstreams() {
@@ -250,13 +268,19 @@ mod tests {
         }
     }
 
+    fn driver(v: Value) -> CsiDriver {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn csi_driver_objects_and_their_defaults() {
         let none = DriverPolicy::from_object(None);
         assert!(none.attach_required && !none.pod_info_on_mount && !none.requires_republish);
-        let obj = json!({"spec": {"attachRequired": false, "podInfoOnMount": true,
+        let obj = driver(
+            json!({"spec": {"attachRequired": false, "podInfoOnMount": true,
             "fsGroupPolicy": "File", "requiresRepublish": true,
-            "tokenRequests": [{"audience": "vault"}]}});
+            "tokenRequests": [{"audience": "vault"}]}}),
+        );
         let p = DriverPolicy::from_object(Some(&obj));
         assert!(!p.attach_required && p.pod_info_on_mount && p.requires_republish);
         assert_eq!(p.token_audiences, ["vault"]);
@@ -264,14 +288,18 @@ mod tests {
         assert!(!none.applies_fs_group("", Some("ReadWriteOnce"), false));
         assert!(none.applies_fs_group("ext4", Some("ReadWriteOnce"), false));
         assert!(!none.applies_fs_group("ext4", Some("ReadWriteMany"), false));
-        let off = DriverPolicy::from_object(Some(&json!({"spec": {"fsGroupPolicy": "None"}})));
+        let off =
+            DriverPolicy::from_object(Some(&driver(json!({"spec": {"fsGroupPolicy": "None"}}))));
         assert!(!off.applies_fs_group("ext4", Some("ReadWriteOnce"), true));
     }
 
     #[test]
     fn inline_volumes_need_a_csi_driver_listing_the_ephemeral_mode() {
         let check = |obj: Option<Value>, ephemeral: bool| {
-            DriverPolicy::from_object(obj.as_ref()).check_lifecycle_mode("d.example", ephemeral)
+            let obj = obj.map(driver);
+            DriverPolicy::from_object(obj.as_ref())
+                .check_lifecycle_mode("d.example", ephemeral)
+                .map_err(|e| e.to_string())
         };
         assert_eq!(
             check(None, true).unwrap_err(),

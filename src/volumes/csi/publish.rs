@@ -5,9 +5,13 @@
 //!
 //! Runs on the plugin watcher thread; API calls only, retried on conflicts.
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
 
 use crate::api::client::PatchType;
+use crate::api::node::Node;
+use crate::api::storage::{metadata_merge_patch, CsiNode, CsiNodeDriver, VolumeNodeResources};
 use crate::api::{paths, ApiClient, ApiError};
 
 /// The Node annotation mapping driver names to their node ids (JSON object).
@@ -24,63 +28,52 @@ pub struct DriverInfo {
     pub max_volumes: i64,
 }
 
-fn csi_node_path(node: &str) -> String {
-    format!("/apis/storage.k8s.io/v1/csinodes/{node}")
-}
-
 const CONFLICT_RETRIES: usize = 5;
 
 /// Publishes `driver` on node `node` (annotation, labels, CSINode entry).
 pub fn register(api: &ApiClient, node: &str, driver: &DriverInfo) -> Result<(), ApiError> {
-    let node_obj: Value = api.get(&paths::node(node))?;
+    let node_obj: Node = api.get(&paths::node(node))?;
     let mut ids = node_ids(&node_obj);
     ids.insert(driver.name.clone(), Value::from(driver.node_id.clone()));
-    let labels: Map<String, Value> = driver
-        .topology
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
-        .collect();
-    let patch = json!({"metadata": {
-        "annotations": {NODE_ID_ANNOTATION: Value::Object(ids).to_string()},
-        "labels": labels,
-    }});
+    let labels: BTreeMap<String, String> = driver.topology.iter().cloned().collect();
+    let patch = metadata_merge_patch(
+        &[(NODE_ID_ANNOTATION, Some(Value::Object(ids).to_string()))],
+        &labels,
+    );
     let _: Value = api.patch(&paths::node(node), PatchType::Merge, &patch)?;
-    let entry = json!({
-        "name": driver.name,
-        "nodeID": driver.node_id,
-        "topologyKeys": driver.topology.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-    });
-    let mut entry = entry;
-    if driver.max_volumes > 0 {
-        entry["allocatable"] = json!({"count": driver.max_volumes});
-    }
+    let entry = CsiNodeDriver {
+        name: driver.name.clone(),
+        node_id: driver.node_id.clone(),
+        topology_keys: driver.topology.iter().map(|(k, _)| k.clone()).collect(),
+        allocatable: (driver.max_volumes > 0).then_some(VolumeNodeResources {
+            count: Some(driver.max_volumes),
+        }),
+        ..CsiNodeDriver::default()
+    };
     update_csi_node(api, node, &node_obj, |drivers| {
-        drivers.retain(|d| d["name"] != driver.name.as_str());
+        drivers.retain(|d| d.name != driver.name);
         drivers.push(entry.clone());
     })
 }
 
 /// Removes driver `name` from node `node`'s annotation and CSINode.
 pub fn deregister(api: &ApiClient, node: &str, name: &str) -> Result<(), ApiError> {
-    let node_obj: Value = api.get(&paths::node(node))?;
+    let node_obj: Node = api.get(&paths::node(node))?;
     let mut ids = node_ids(&node_obj);
     if ids.remove(name).is_some() {
-        let value = match ids.is_empty() {
-            true => Value::Null,
-            false => Value::from(Value::Object(ids).to_string()),
-        };
-        let patch = json!({"metadata": {"annotations": {NODE_ID_ANNOTATION: value}}});
+        let value = (!ids.is_empty()).then(|| Value::Object(ids).to_string());
+        let patch = metadata_merge_patch(&[(NODE_ID_ANNOTATION, value)], &BTreeMap::new());
         let _: Value = api.patch(&paths::node(node), PatchType::Merge, &patch)?;
     }
     update_csi_node(api, node, &node_obj, |drivers| {
-        drivers.retain(|d| d["name"] != name)
+        drivers.retain(|d| d.name != name)
     })
 }
 
 /// The annotation's map; a missing or malformed one is empty (it is ours to fix).
-fn node_ids(node: &Value) -> Map<String, Value> {
-    node["metadata"]["annotations"][NODE_ID_ANNOTATION]
-        .as_str()
+fn node_ids(node: &Node) -> Map<String, Value> {
+    node.metadata
+        .annotation(NODE_ID_ANNOTATION)
         .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
         .unwrap_or_default()
 }
@@ -90,18 +83,18 @@ fn node_ids(node: &Value) -> Map<String, Value> {
 fn update_csi_node(
     api: &ApiClient,
     node: &str,
-    node_obj: &Value,
-    change: impl Fn(&mut Vec<Value>),
+    node_obj: &Node,
+    change: impl Fn(&mut Vec<CsiNodeDriver>),
 ) -> Result<(), ApiError> {
-    let path = csi_node_path(node);
+    let path = paths::csi_node(node);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut csi_node: Value = match api.get(&path) {
+        let mut csi_node: CsiNode = match api.get(&path) {
             Ok(obj) => obj,
             Err(e) if e.is_not_found() => {
-                let fresh = new_csi_node(node, node_obj);
-                match api.create("/apis/storage.k8s.io/v1/csinodes", &fresh) {
+                let fresh = CsiNode::for_node(node, node_obj.metadata.uid.as_deref());
+                match api.create(&paths::csi_nodes(), &fresh) {
                     Ok(obj) => obj,
                     Err(e) if e.is_already_exists() && attempt < CONFLICT_RETRIES => continue,
                     Err(e) => return Err(e),
@@ -109,39 +102,15 @@ fn update_csi_node(
             }
             Err(e) => return Err(e),
         };
-        let mut drivers: Vec<Value> = csi_node["spec"]["drivers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let before = drivers.clone();
-        change(&mut drivers);
-        if drivers == before {
+        let before = csi_node.spec.drivers.clone();
+        change(&mut csi_node.spec.drivers);
+        if csi_node.spec.drivers == before {
             return Ok(());
         }
-        csi_node["spec"]["drivers"] = Value::Array(drivers);
-        match api.replace::<Value>(&path, &csi_node) {
+        match api.replace::<CsiNode>(&path, &csi_node) {
             Ok(_) => return Ok(()),
             Err(e) if e.is_conflict() && attempt < CONFLICT_RETRIES => continue,
             Err(e) => return Err(e),
         }
     }
-}
-
-/// A CSINode for `node` with no drivers, owned by the Node (deleted with it).
-fn new_csi_node(node: &str, node_obj: &Value) -> Value {
-    let mut meta = json!({"name": node});
-    if let Some(uid) = node_obj["metadata"]["uid"].as_str() {
-        meta["ownerReferences"] = json!([{
-            "apiVersion": "v1",
-            "kind": "Node",
-            "name": node,
-            "uid": uid,
-        }]);
-    }
-    json!({
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "CSINode",
-        "metadata": meta,
-        "spec": {"drivers": []},
-    })
 }

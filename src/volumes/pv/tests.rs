@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-fn claim(phase: &str, volume: &str, uid: &str) -> Claim {
+fn claim(phase: &str, volume: &str, uid: &str) -> PersistentVolumeClaim {
     serde_json::from_value(json!({
         "metadata": {"name": "data", "namespace": "ns", "uid": uid},
         "spec": {"volumeName": volume},
@@ -30,7 +30,7 @@ fn bound_to(ns: &str, name: &str, uid: &str) -> PersistentVolume {
 /// Name, claim, its PV, and the expected result (or a part of the error).
 type Case = (
     &'static str,
-    Claim,
+    PersistentVolumeClaim,
     Option<PersistentVolume>,
     Result<(), &'static str>,
 );
@@ -105,7 +105,7 @@ fn a_claim_is_usable_only_when_bound_both_ways() {
 
 #[test]
 fn a_generic_ephemeral_claim_must_be_controlled_by_its_pod() {
-    let owned = |kind: &str, uid: &str, controller: bool| -> Claim {
+    let owned = |kind: &str, uid: &str, controller: bool| -> PersistentVolumeClaim {
         serde_json::from_value(json!({"metadata": {"name": "p-data", "namespace": "ns",
             "ownerReferences": [{"apiVersion": "v1", "kind": kind, "name": "p",
                                  "uid": uid, "controller": controller}]}}))
@@ -119,7 +119,7 @@ fn a_generic_ephemeral_claim_must_be_controlled_by_its_pod() {
     );
     assert!(check_ephemeral_owner(&owned("Pod", "pod-uid", false), "pod-uid").is_err());
     assert!(check_ephemeral_owner(&owned("StatefulSet", "pod-uid", true), "pod-uid").is_err());
-    assert!(check_ephemeral_owner(&Claim::default(), "pod-uid").is_err());
+    assert!(check_ephemeral_owner(&PersistentVolumeClaim::default(), "pod-uid").is_err());
 }
 
 #[test]
