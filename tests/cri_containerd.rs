@@ -4,80 +4,30 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use protobuf::MessageField;
+use support::containerd::{
+    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
+};
 use support::wait_until;
 
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
-    let security = pb::LinuxSandboxSecurityContext {
-        namespace_options: host_network(),
-        ..Default::default()
-    };
-    let linux = pb::LinuxPodSandboxConfig {
-        cgroup_parent: cgroup_parent.to_owned(),
-        security_context: MessageField::some(security),
-        ..Default::default()
-    };
-    pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: "cri-lifecycle".into(),
-            uid: uid.into(),
-            namespace: "default".into(),
-            attempt: 0,
-            ..Default::default()
-        }),
-        // runc refuses a hostname without a private UTS namespace: leave it empty.
-        hostname: String::new(),
-        log_directory: log_dir.display().to_string(),
-        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
-}
-
-fn container_config(name: &str, script: &str, memory: i64) -> pb::ContainerConfig {
-    let security = pb::LinuxContainerSecurityContext {
-        namespace_options: host_network(),
-        ..Default::default()
-    };
-    let linux = pb::LinuxContainerConfig {
-        resources: MessageField::some(pb::LinuxContainerResources {
+/// Busybox container `name` of `sandbox`'s pod running `script`, with `memory` bytes.
+fn container_config(
+    sandbox: &pb::PodSandboxConfig,
+    name: &str,
+    script: &str,
+    memory: i64,
+) -> pb::ContainerConfig {
+    let mut config = busybox_container(sandbox, name, &["sh", "-c", script]);
+    config.linux.mut_or_insert_default().resources =
+        MessageField::some(pb::LinuxContainerResources {
             cpu_shares: 512,
             memory_limit_in_bytes: memory,
             ..Default::default()
-        }),
-        security_context: MessageField::some(security),
-        ..Default::default()
-    };
-    pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            attempt: 0,
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        log_path: format!("{name}/0.log"),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
+        });
+    config
 }
 
 fn container_state(runtime: &RuntimeClient, id: &str) -> pb::ContainerStatus {
@@ -123,7 +73,7 @@ fn pod_lifecycle_against_real_containerd() {
     let log_dir = containerd.dir().join("pod-logs");
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-test-{}", std::process::id());
-    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
+    let config = host_network_sandbox("cri-lifecycle", &uid, &log_dir, &cgroup_parent);
     let sandbox_id = runtime
         .run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(config.clone()),
@@ -137,6 +87,7 @@ fn pod_lifecycle_against_real_containerd() {
         .create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.clone(),
             config: MessageField::some(container_config(
+                &config,
                 "main",
                 "echo hello-from-litelet; exec sleep 3600",
                 64 << 20,
@@ -205,7 +156,7 @@ fn pod_lifecycle_against_real_containerd() {
     let quitter = runtime
         .create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(container_config("quitter", "exit 7", 32 << 20)),
+            config: MessageField::some(container_config(&config, "quitter", "exit 7", 32 << 20)),
             sandbox_config: MessageField::some(config.clone()),
             ..Default::default()
         })

@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use litelet::api::pod::{Container, ExecAction, Pod, Probe, ProbeHandler};
@@ -14,42 +12,12 @@ use litelet::events::Recorder;
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use protobuf::MessageField;
+use support::containerd::{
+    busybox_container, host_network_sandbox, remove_cgroup_tree, run_container, Containerd,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
-    let linux = pb::LinuxPodSandboxConfig {
-        cgroup_parent: cgroup_parent.to_owned(),
-        security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
-            namespace_options: host_network(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: "probed".into(),
-            uid: uid.into(),
-            namespace: "default".into(),
-            ..Default::default()
-        }),
-        log_directory: log_dir.display().to_string(),
-        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
-}
 
 fn run(
     runtime: &RuntimeClient,
@@ -57,42 +25,8 @@ fn run(
     sandbox: &pb::PodSandboxConfig,
     name: &str,
 ) -> String {
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sleep".into(), "3600".into()],
-        log_path: format!("{name}/0.log"),
-        linux: MessageField::some(pb::LinuxContainerConfig {
-            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.into(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .expect("start container");
-    id
+    let config = busybox_container(sandbox, name, &["sleep", "3600"]);
+    run_container(runtime, sandbox_id, sandbox, config)
 }
 
 fn exec(command: &[&str]) -> Option<Probe> {
@@ -121,7 +55,7 @@ fn exec_probes_against_real_containerd() {
     let log_dir = containerd.dir().join("pod-logs");
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-probe-test-{}", std::process::id());
-    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
+    let config = host_network_sandbox("probed", &uid, &log_dir, &cgroup_parent);
     let sandbox_id = runtime
         .run_pod_sandbox(&pb::RunPodSandboxRequest {
             config: MessageField::some(config.clone()),

@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -15,21 +14,14 @@ use litelet::api::pod::{Container, Pod};
 use litelet::cgroups::{ManagerConfig, PodCgroupManager};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{
+    busybox_container, host_network_sandbox, remove_cgroup_tree, run_container, run_sandbox,
+    Containerd, BUSYBOX,
+};
 
 const NS: &str = "default";
 const POD: &str = "burner";
 const MIB: u64 = 1024 * 1024;
-
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
 
 /// Starts the pod's sandbox under `cgroup_parent` and a container running `script`.
 fn start_pod(
@@ -39,75 +31,10 @@ fn start_pod(
     cgroup_parent: &str,
     script: &str,
 ) -> (String, String) {
-    let labels = HashMap::from([
-        ("io.kubernetes.pod.uid".to_owned(), uid.to_owned()),
-        ("io.kubernetes.pod.name".to_owned(), POD.to_owned()),
-        ("io.kubernetes.pod.namespace".to_owned(), NS.to_owned()),
-    ]);
-    let sandbox = pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: POD.into(),
-            uid: uid.into(),
-            namespace: NS.into(),
-            ..Default::default()
-        }),
-        log_directory: log_dir.display().to_string(),
-        labels: labels.clone(),
-        linux: MessageField::some(pb::LinuxPodSandboxConfig {
-            cgroup_parent: cgroup_parent.to_owned(),
-            security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("run sandbox")
-        .pod_sandbox_id;
-    let mut clabels = labels;
-    clabels.insert("io.kubernetes.container.name".into(), "main".into());
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "main".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        labels: clabels,
-        log_path: "main/0.log".into(),
-        linux: MessageField::some(pb::LinuxContainerConfig {
-            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .expect("start container");
+    let sandbox = host_network_sandbox(POD, uid, log_dir, cgroup_parent);
+    let sandbox_id = run_sandbox(runtime, &sandbox);
+    let main = busybox_container(&sandbox, "main", &["sh", "-c", script]);
+    let id = run_container(runtime, &sandbox_id, &sandbox, main);
     (sandbox_id, id)
 }
 

@@ -6,8 +6,12 @@
 //! `/tmp/litelet-test-images`). Without root or containerd the tests are skipped
 //! loudly, unless `CI=true`, where a missing runtime is a failure.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use litelet::cri::{pb, RuntimeClient};
+use protobuf::{EnumOrUnknown, MessageField};
 
 /// The busybox image every real-runtime test runs.
 pub const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
@@ -155,4 +159,121 @@ pub fn remove_cgroup_tree(parent: &str) {
     for controller in controllers.flatten() {
         remove(&controller.path().join(parent.trim_start_matches('/')));
     }
+}
+
+/// The namespaces of a host-network pod's sandbox and containers: the node's network,
+/// a PID namespace per container, the pod's IPC.
+pub fn host_network() -> MessageField<pb::NamespaceOption> {
+    MessageField::some(pb::NamespaceOption {
+        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
+        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
+        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
+        ..Default::default()
+    })
+}
+
+/// The sandbox of host-network pod `default/<name>` under `cgroup_parent`, labelled as
+/// litelet labels its pods, its container logs below `log_dir`. No hostname: runc
+/// refuses one without a private UTS namespace.
+pub fn host_network_sandbox(
+    name: &str,
+    uid: &str,
+    log_dir: &Path,
+    cgroup_parent: &str,
+) -> pb::PodSandboxConfig {
+    let labels = HashMap::from([
+        ("io.kubernetes.pod.uid".to_owned(), uid.to_owned()),
+        ("io.kubernetes.pod.name".to_owned(), name.to_owned()),
+        (
+            "io.kubernetes.pod.namespace".to_owned(),
+            "default".to_owned(),
+        ),
+    ]);
+    pb::PodSandboxConfig {
+        metadata: MessageField::some(pb::PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        log_directory: log_dir.display().to_string(),
+        labels,
+        linux: MessageField::some(pb::LinuxPodSandboxConfig {
+            cgroup_parent: cgroup_parent.to_owned(),
+            security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
+                namespace_options: host_network(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Busybox container `name` of `sandbox`'s pod running `command`, labelled with the
+/// pod's labels and its own name, logging to `<name>/0.log`.
+pub fn busybox_container(
+    sandbox: &pb::PodSandboxConfig,
+    name: &str,
+    command: &[&str],
+) -> pb::ContainerConfig {
+    let mut labels = sandbox.labels.clone();
+    labels.insert("io.kubernetes.container.name".into(), name.into());
+    pb::ContainerConfig {
+        metadata: MessageField::some(pb::ContainerMetadata {
+            name: name.into(),
+            ..Default::default()
+        }),
+        image: MessageField::some(pb::ImageSpec {
+            image: BUSYBOX.into(),
+            ..Default::default()
+        }),
+        command: command.iter().map(|s| (*s).to_owned()).collect(),
+        labels,
+        log_path: format!("{name}/0.log"),
+        linux: MessageField::some(pb::LinuxContainerConfig {
+            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
+                namespace_options: host_network(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Runs `sandbox`; returns its ID.
+pub fn run_sandbox(runtime: &RuntimeClient, sandbox: &pb::PodSandboxConfig) -> String {
+    runtime
+        .run_pod_sandbox(&pb::RunPodSandboxRequest {
+            config: MessageField::some(sandbox.clone()),
+            ..Default::default()
+        })
+        .expect("run sandbox")
+        .pod_sandbox_id
+}
+
+/// Creates and starts `config` in the running sandbox; returns the container's ID.
+pub fn run_container(
+    runtime: &RuntimeClient,
+    sandbox_id: &str,
+    sandbox: &pb::PodSandboxConfig,
+    config: pb::ContainerConfig,
+) -> String {
+    let id = runtime
+        .create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.into(),
+            config: MessageField::some(config),
+            sandbox_config: MessageField::some(sandbox.clone()),
+            ..Default::default()
+        })
+        .expect("create container")
+        .container_id;
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        })
+        .expect("start container");
+    id
 }

@@ -13,6 +13,7 @@ pub mod fake_device_plugin;
 pub mod https;
 pub mod real_node;
 pub mod registry;
+pub mod runtime;
 pub mod tcp_proxy;
 pub mod vm;
 
