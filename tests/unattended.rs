@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::real_node::{container_status, RealNode};
+use support::real_node::{busybox_pod, container_status, RealNode};
 
 /// The waiting reason of container `main`, if it is waiting.
 fn waiting_reason(pod: &Value) -> Option<String> {
@@ -138,23 +138,11 @@ fn absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors() {
     let ns = "absurd";
     node.cp.namespace(ns);
     for (name, limit) in [("huge", "9223372036854775807"), ("e400", "1e400")] {
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "nodeName": node.name,
-                "hostNetwork": true,
-                "terminationGracePeriodSeconds": 1,
-                "containers": [{
-                    "name": "main",
-                    "image": support::containerd::BUSYBOX,
-                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "16Mi"},
-                        "limits": {"cpu": limit, "memory": "9223372036854775807"}
-                    }
-                }]
-            }
+        let script = "trap 'exit 0' TERM; sleep 3600 & wait";
+        let mut pod = busybox_pod(ns, name, &node.name, 1, script);
+        pod["spec"]["containers"][0]["resources"] = json!({
+            "requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": limit, "memory": "9223372036854775807"}
         });
         node.cp
             .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod);
