@@ -9,7 +9,8 @@ use std::time::Duration;
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use protobuf::MessageField;
 use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
+    busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
+    BUSYBOX,
 };
 use support::wait_until;
 
@@ -74,35 +75,20 @@ fn pod_lifecycle_against_real_containerd() {
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-test-{}", std::process::id());
     let config = host_network_sandbox("cri-lifecycle", &uid, &log_dir, &cgroup_parent);
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
-        .pod_sandbox_id;
+    let sandbox_id = containerd.run_sandbox(&runtime, &config);
 
     // A long-running container with a memory limit.
-    let main = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(container_config(
-                &config,
-                "main",
-                "echo hello-from-litelet; exec sleep 3600",
-                64 << 20,
-            )),
-            sandbox_config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", containerd.log_tail()))
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: main.clone(),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", containerd.log_tail()));
+    let main = containerd.run_container(
+        &runtime,
+        &sandbox_id,
+        &config,
+        container_config(
+            &config,
+            "main",
+            "echo hello-from-litelet; exec sleep 3600",
+            64 << 20,
+        ),
+    );
     let status = container_state(&runtime, &main);
     assert_eq!(
         status.state.enum_value_or_default(),
@@ -153,21 +139,8 @@ fn pod_lifecycle_against_real_containerd() {
     assert_eq!(shares.ok().as_deref().map(str::trim), Some("1024"));
 
     // A container that exits by itself reports its exit code.
-    let quitter = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(container_config(&config, "quitter", "exit 7", 32 << 20)),
-            sandbox_config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .expect("create quitter")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: quitter.clone(),
-            ..Default::default()
-        })
-        .expect("start quitter");
+    let quitter_config = container_config(&config, "quitter", "exit 7", 32 << 20);
+    let quitter = containerd.run_container(&runtime, &sandbox_id, &config, quitter_config);
     assert!(wait_until(Duration::from_secs(10), || {
         container_state(&runtime, &quitter)
             .state
@@ -193,18 +166,7 @@ fn pod_lifecycle_against_real_containerd() {
     assert!(stopped.finished_at >= stopped.started_at);
 
     // Sandbox teardown; afterwards the runtime no longer knows the IDs.
-    runtime
-        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("stop sandbox");
-    runtime
-        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("remove sandbox");
+    remove_sandbox(&runtime, &sandbox_id);
     let err = runtime
         .pod_sandbox_status(&pb::PodSandboxStatusRequest {
             pod_sandbox_id: sandbox_id.clone(),

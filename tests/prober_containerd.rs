@@ -12,21 +12,21 @@ use litelet::events::Recorder;
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use protobuf::MessageField;
 use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, run_container, Containerd,
+    busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
 
 fn run(
+    containerd: &Containerd,
     runtime: &RuntimeClient,
     sandbox_id: &str,
     sandbox: &pb::PodSandboxConfig,
     name: &str,
 ) -> String {
     let config = busybox_container(sandbox, name, &["sleep", "3600"]);
-    run_container(runtime, sandbox_id, sandbox, config)
+    containerd.run_container(runtime, sandbox_id, sandbox, config)
 }
 
 fn exec(command: &[&str]) -> Option<Probe> {
@@ -56,15 +56,9 @@ fn exec_probes_against_real_containerd() {
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-probe-test-{}", std::process::id());
     let config = host_network_sandbox("probed", &uid, &log_dir, &cgroup_parent);
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
-        .pod_sandbox_id;
-    let main = run(&runtime, &sandbox_id, &config, "main");
-    let typo = run(&runtime, &sandbox_id, &config, "typo");
+    let sandbox_id = containerd.run_sandbox(&runtime, &config);
+    let main = run(&containerd, &runtime, &sandbox_id, &config, "main");
+    let typo = run(&containerd, &runtime, &sandbox_id, &config, "typo");
 
     let mut pod = Pod::default();
     pod.metadata.name = Some("probed".into());
@@ -170,17 +164,6 @@ fn exec_probes_against_real_containerd() {
     assert_eq!(manager.readiness(&uid, &main), Some(true));
 
     manager.remove_pod(&pod);
-    runtime
-        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("stop sandbox");
-    runtime
-        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id,
-            ..Default::default()
-        })
-        .expect("remove sandbox");
+    remove_sandbox(&runtime, &sandbox_id);
     remove_cgroup_tree(&cgroup_parent);
 }

@@ -21,8 +21,7 @@ use litelet::pleg::PlegHealth;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, ServerConfig, ServerContext};
 use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, run_container, run_sandbox,
-    Containerd, BUSYBOX,
+    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
 };
 use support::https::{self, Pki};
 
@@ -30,13 +29,14 @@ const NS: &str = "default";
 const POD: &str = "talker";
 
 fn start_pod(
+    containerd: &Containerd,
     runtime: &RuntimeClient,
     uid: &str,
     log_dir: &Path,
     cgroup_parent: &str,
 ) -> (String, String) {
     let sandbox = host_network_sandbox(POD, uid, log_dir, cgroup_parent);
-    let sandbox_id = run_sandbox(runtime, &sandbox);
+    let sandbox_id = containerd.run_sandbox(runtime, &sandbox);
     let main = busybox_container(
         &sandbox,
         "main",
@@ -46,7 +46,7 @@ fn start_pod(
             "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done",
         ],
     );
-    let id = run_container(runtime, &sandbox_id, &sandbox, main);
+    let id = containerd.run_container(runtime, &sandbox_id, &sandbox, main);
     (sandbox_id, id)
 }
 
@@ -83,7 +83,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     let log_dir = logs_root.join(format!("{NS}_{POD}_{uid}"));
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-server-test-{}", std::process::id());
-    let (sandbox_id, _) = start_pod(&runtime, &uid, &log_dir, &cgroup_parent);
+    let (sandbox_id, _) = start_pod(&containerd, &runtime, &uid, &log_dir, &cgroup_parent);
 
     let mut pod = Pod::default();
     pod.metadata.name = Some(POD.into());

@@ -15,8 +15,7 @@ use litelet::cgroups::{ManagerConfig, PodCgroupManager};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
 use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, run_container, run_sandbox,
-    Containerd, BUSYBOX,
+    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
 };
 
 const NS: &str = "default";
@@ -25,6 +24,7 @@ const MIB: u64 = 1024 * 1024;
 
 /// Starts the pod's sandbox under `cgroup_parent` and a container running `script`.
 fn start_pod(
+    containerd: &Containerd,
     runtime: &RuntimeClient,
     uid: &str,
     log_dir: &Path,
@@ -32,9 +32,9 @@ fn start_pod(
     script: &str,
 ) -> (String, String) {
     let sandbox = host_network_sandbox(POD, uid, log_dir, cgroup_parent);
-    let sandbox_id = run_sandbox(runtime, &sandbox);
+    let sandbox_id = containerd.run_sandbox(runtime, &sandbox);
     let main = busybox_container(&sandbox, "main", &["sh", "-c", script]);
-    let id = run_container(runtime, &sandbox_id, &sandbox, main);
+    let id = containerd.run_container(runtime, &sandbox_id, &sandbox, main);
     (sandbox_id, id)
 }
 
@@ -81,7 +81,8 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     // Burn some CPU, write 8 MiB to the writable layer, log a line, then idle.
     let script = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; \
                   dd if=/dev/zero of=/fill bs=1M count=8 2>/dev/null; echo filled; sleep 1000";
-    let (sandbox_id, container_id) = start_pod(&runtime, &uid, &log_dir, &pod_cgroup, script);
+    let (sandbox_id, container_id) =
+        start_pod(&containerd, &runtime, &uid, &log_dir, &pod_cgroup, script);
 
     let root_dir = tempfile::tempdir().unwrap();
     let collector = Collector {

@@ -242,38 +242,58 @@ pub fn busybox_container(
     }
 }
 
-/// Runs `sandbox`; returns its ID.
-pub fn run_sandbox(runtime: &RuntimeClient, sandbox: &pb::PodSandboxConfig) -> String {
-    runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("run sandbox")
-        .pod_sandbox_id
+impl Containerd {
+    /// Runs `sandbox`; returns its ID. A failure shows containerd's log.
+    pub fn run_sandbox(&self, runtime: &RuntimeClient, sandbox: &pb::PodSandboxConfig) -> String {
+        runtime
+            .run_pod_sandbox(&pb::RunPodSandboxRequest {
+                config: MessageField::some(sandbox.clone()),
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", self.log_tail()))
+            .pod_sandbox_id
+    }
+
+    /// Creates and starts `config` in the running sandbox; returns the container's ID.
+    /// A failure shows containerd's log.
+    pub fn run_container(
+        &self,
+        runtime: &RuntimeClient,
+        sandbox_id: &str,
+        sandbox: &pb::PodSandboxConfig,
+        config: pb::ContainerConfig,
+    ) -> String {
+        let id = runtime
+            .create_container(&pb::CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.into(),
+                config: MessageField::some(config),
+                sandbox_config: MessageField::some(sandbox.clone()),
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", self.log_tail()))
+            .container_id;
+        runtime
+            .start_container(&pb::StartContainerRequest {
+                container_id: id.clone(),
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", self.log_tail()));
+        id
+    }
 }
 
-/// Creates and starts `config` in the running sandbox; returns the container's ID.
-pub fn run_container(
-    runtime: &RuntimeClient,
-    sandbox_id: &str,
-    sandbox: &pb::PodSandboxConfig,
-    config: pb::ContainerConfig,
-) -> String {
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.into(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
+/// Stops and removes a sandbox with its containers; either step failing fails the test.
+pub fn remove_sandbox(runtime: &RuntimeClient, sandbox_id: &str) {
     runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
+        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
+            pod_sandbox_id: sandbox_id.into(),
             ..Default::default()
         })
-        .expect("start container");
-    id
+        .expect("stop sandbox");
+    runtime
+        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id.into(),
+            ..Default::default()
+        })
+        .expect("remove sandbox");
 }
