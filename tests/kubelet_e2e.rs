@@ -84,14 +84,7 @@ impl Litelet {
         }
         if let Some(api) = api {
             let kubeconfig = dir.path().join("kubeconfig");
-            std::fs::write(
-                &kubeconfig,
-                format!(
-                    "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    cluster: fake\n    user: node\ncurrent-context: default\n",
-                    api.url()
-                ),
-            )
-            .unwrap();
+            api.write_kubeconfig(&kubeconfig);
             cmd.arg("--kubeconfig").arg(&kubeconfig);
         }
         if let Some(manifests) = manifests {

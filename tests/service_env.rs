@@ -42,14 +42,7 @@ impl Litelet {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cgroup_root = format!("/litelet-env-{}-{seq}", std::process::id());
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    cluster: fake\n    user: node\ncurrent-context: default\n",
-                api.url()
-            ),
-        )
-        .unwrap();
+        api.write_kubeconfig(&kubeconfig);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_litelet"));
         cmd.args(["--container-runtime-endpoint", endpoint])
             .args(["--hostname-override", NODE])

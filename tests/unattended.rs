@@ -265,16 +265,8 @@ fn an_invalid_static_pod_runs_nothing_and_is_reported_with_file_and_field() {
 
 /// Names of the pod sandboxes the node's containerd holds.
 fn sandbox_names(node: &RealNode) -> Vec<String> {
-    use litelet::cri::{self, pb, ConnectOptions, Endpoint};
-    let endpoint = Endpoint::parse(&node.containerd.endpoint()).expect("endpoint");
-    let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
-    let list = runtime
-        .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
-        .expect("list sandboxes");
-    list.items
-        .into_iter()
-        .map(|s| s.metadata.name.clone())
-        .collect()
+    let all = node.all_sandboxes().into_iter();
+    all.map(|s| s.metadata.name.clone()).collect()
 }
 
 /// Seconds since midnight of a litelet log line's `[2026-01-02T03:04:05.678Z` stamp.

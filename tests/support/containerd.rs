@@ -13,6 +13,8 @@ use std::process::Command;
 use litelet::cri::{pb, RuntimeClient};
 use protobuf::{EnumOrUnknown, MessageField};
 
+use super::skip;
+
 /// The busybox image every real-runtime test runs.
 pub const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 
@@ -24,19 +26,6 @@ pub struct Containerd {
 
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/containerd")
-}
-
-/// True when real-runtime tests must run (CI); false lets them skip.
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-fn skip(test: &str, why: &str) -> Option<Containerd> {
-    if required() {
-        panic!("{test}: real containerd test cannot run in CI: {why}");
-    }
-    eprintln!("\n*** SKIPPED {test}: {why} (set CI=true to make this a failure) ***\n");
-    None
 }
 
 impl Containerd {

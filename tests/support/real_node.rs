@@ -353,6 +353,13 @@ impl RealNode {
 
     /// The runtime's sandboxes of the pod with this UID (any state).
     pub fn sandboxes(&self, pod_uid: &str) -> Vec<litelet::cri::pb::PodSandbox> {
+        let all = self.all_sandboxes().into_iter();
+        all.filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == pod_uid))
+            .collect()
+    }
+
+    /// Every sandbox the node's runtime holds (any pod, any state).
+    pub fn all_sandboxes(&self) -> Vec<litelet::cri::pb::PodSandbox> {
         use litelet::cri::{self, pb, ConnectOptions, Endpoint};
         let endpoint = Endpoint::parse(&self.containerd.endpoint()).expect("endpoint");
         let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
@@ -360,9 +367,6 @@ impl RealNode {
             .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
             .expect("list sandboxes");
         list.items
-            .into_iter()
-            .filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == pod_uid))
-            .collect()
     }
 
     fn remove_sandboxes(&self) {
