@@ -11,6 +11,7 @@ pub mod fake_api;
 pub mod fake_cri;
 pub mod fake_device_plugin;
 pub mod https;
+pub mod litelet;
 pub mod real_node;
 pub mod registry;
 pub mod runtime;
