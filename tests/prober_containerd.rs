@@ -4,17 +4,17 @@
 
 mod support;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use litelet::api::pod::{Container, ExecAction, Pod, Probe, ProbeHandler};
+use litelet::api::pod::{Container, Pod};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use litelet::events::Recorder;
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
-use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use support::containerd::{
     busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
 };
+use support::probes::{exec, status};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -27,21 +27,6 @@ fn run(
 ) -> String {
     let config = busybox_container(sandbox, name, &["sleep", "3600"]);
     containerd.run_container(runtime, sandbox_id, sandbox, config)
-}
-
-fn exec(command: &[&str]) -> Option<Probe> {
-    Some(Probe {
-        handler: ProbeHandler {
-            exec: Some(ExecAction {
-                command: command.iter().map(|s| (*s).to_owned()).collect(),
-            }),
-            ..Default::default()
-        },
-        period_seconds: Some(1),
-        timeout_seconds: Some(1),
-        failure_threshold: Some(1),
-        ..Default::default()
-    })
 }
 
 #[test]
@@ -77,21 +62,7 @@ fn exec_probes_against_real_containerd() {
             ..Default::default()
         },
     ];
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let status = PodRuntimeStatus {
-        uid: uid.clone(),
-        containers: [("main", &main), ("typo", &typo)]
-            .iter()
-            .map(|(name, id)| ContainerStatus {
-                id: (*id).clone(),
-                name: (*name).into(),
-                state: ContainerState::Running,
-                started_at: now.as_nanos() as i64,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let status = status(&pod, &[("main", &main), ("typo", &typo)]);
 
     let (events_tx, events) = crossbeam_channel::unbounded();
     let (_shutdown, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
