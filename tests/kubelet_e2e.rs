@@ -16,7 +16,6 @@ use support::litelet::Litelet;
 use support::wait_until;
 
 const NODE: &str = "e2e-node";
-const WAIT: Duration = Duration::from_secs(90);
 
 /// Pod cgroups (`pod<uid>`) left anywhere under `root` in the cpu hierarchy.
 fn pod_cgroups_under(root: &str) -> usize {
@@ -81,21 +80,6 @@ impl Litelet {
                     .and_then(|n| n.parse().ok())
             })
             .unwrap_or(0)
-    }
-
-    /// Waits for `check`; fails at once, with the log, if litelet dies meanwhile.
-    fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
-        let mut died = false;
-        let done = wait_until(WAIT, || {
-            died = self.is_dead();
-            died || check()
-        });
-        let why = if died { "litelet died" } else { "timed out" };
-        assert!(
-            done && !died,
-            "{why} waiting for {what}; litelet log:\n{}",
-            self.tail()
-        );
     }
 }
 

@@ -8,47 +8,22 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 use litelet::api::pod::{Container, Pod};
-use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::kubelet::snapshot::PodSnapshot;
 use litelet::pleg::PlegHealth;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, ServerConfig, ServerContext};
-use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
-};
+use support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
 use support::https::{self, Pki};
 
 const NS: &str = "default";
 const POD: &str = "talker";
-
-fn start_pod(
-    containerd: &Containerd,
-    runtime: &RuntimeClient,
-    uid: &str,
-    log_dir: &Path,
-    cgroup_parent: &str,
-) -> (String, String) {
-    let sandbox = host_network_sandbox(POD, uid, log_dir, cgroup_parent);
-    let sandbox_id = containerd.run_sandbox(runtime, &sandbox);
-    let main = busybox_container(
-        &sandbox,
-        "main",
-        &[
-            "sh",
-            "-c",
-            "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done",
-        ],
-    );
-    let id = containerd.run_container(runtime, &sandbox_id, &sandbox, main);
-    (sandbox_id, id)
-}
 
 /// Reads one WebSocket frame: (opcode, payload). Server frames are not masked.
 fn read_frame(r: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
@@ -83,7 +58,9 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     let log_dir = logs_root.join(format!("{NS}_{POD}_{uid}"));
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-server-test-{}", std::process::id());
-    let (sandbox_id, _) = start_pod(&containerd, &runtime, &uid, &log_dir, &cgroup_parent);
+    let sandbox = host_network_sandbox(POD, &uid, &log_dir, &cgroup_parent);
+    let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done";
+    let (sandbox_id, _) = containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
     let mut pod = Pod::default();
     pod.metadata.name = Some(POD.into());

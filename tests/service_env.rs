@@ -17,10 +17,8 @@ use support::containerd::{Containerd, BUSYBOX};
 use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
 use support::litelet::Litelet;
-use support::wait_until;
 
 const NODE: &str = "env-node";
-const WAIT: Duration = Duration::from_secs(90);
 
 impl Litelet {
     fn start(cri: &FakeCri, api: &FakeApi, manifests: Option<&Path>) -> Litelet {
@@ -40,14 +38,6 @@ impl Litelet {
                 cmd.arg("--pod-manifest-path").arg(manifests);
             }
         })
-    }
-
-    fn wait_for(&self, what: &str, check: impl FnMut() -> bool) {
-        assert!(
-            wait_until(WAIT, check),
-            "timed out waiting for {what}; litelet log:\n{}",
-            self.tail()
-        );
     }
 }
 

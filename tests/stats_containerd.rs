@@ -12,31 +12,13 @@ use std::time::{Duration, SystemTime};
 
 use litelet::api::pod::{Container, Pod};
 use litelet::cgroups::{ManagerConfig, PodCgroupManager};
-use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
-use support::containerd::{
-    busybox_container, host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX,
-};
+use support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
 
 const NS: &str = "default";
 const POD: &str = "burner";
 const MIB: u64 = 1024 * 1024;
-
-/// Starts the pod's sandbox under `cgroup_parent` and a container running `script`.
-fn start_pod(
-    containerd: &Containerd,
-    runtime: &RuntimeClient,
-    uid: &str,
-    log_dir: &Path,
-    cgroup_parent: &str,
-    script: &str,
-) -> (String, String) {
-    let sandbox = host_network_sandbox(POD, uid, log_dir, cgroup_parent);
-    let sandbox_id = containerd.run_sandbox(runtime, &sandbox);
-    let main = busybox_container(&sandbox, "main", &["sh", "-c", script]);
-    let id = containerd.run_container(runtime, &sandbox_id, &sandbox, main);
-    (sandbox_id, id)
-}
 
 fn read_u64(path: &Path) -> u64 {
     std::fs::read_to_string(path)
@@ -81,8 +63,9 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     // Burn some CPU, write 8 MiB to the writable layer, log a line, then idle.
     let script = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; \
                   dd if=/dev/zero of=/fill bs=1M count=8 2>/dev/null; echo filled; sleep 1000";
+    let sandbox = host_network_sandbox(POD, &uid, &log_dir, &pod_cgroup);
     let (sandbox_id, container_id) =
-        start_pod(&containerd, &runtime, &uid, &log_dir, &pod_cgroup, script);
+        containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
     let root_dir = tempfile::tempdir().unwrap();
     let collector = Collector {

@@ -271,6 +271,22 @@ impl Containerd {
     }
 }
 
+impl Containerd {
+    /// Runs `sandbox` with one busybox container `main` running `command`; returns
+    /// (sandbox ID, container ID).
+    pub fn run_busybox_pod(
+        &self,
+        runtime: &RuntimeClient,
+        sandbox: &pb::PodSandboxConfig,
+        command: &[&str],
+    ) -> (String, String) {
+        let sandbox_id = self.run_sandbox(runtime, sandbox);
+        let main = busybox_container(sandbox, "main", command);
+        let id = self.run_container(runtime, &sandbox_id, sandbox, main);
+        (sandbox_id, id)
+    }
+}
+
 /// Stops and removes a sandbox with its containers; either step failing fails the test.
 pub fn remove_sandbox(runtime: &RuntimeClient, sandbox_id: &str) {
     runtime

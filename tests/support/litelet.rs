@@ -70,6 +70,22 @@ impl Litelet {
         lines[lines.len().saturating_sub(60)..].join("\n")
     }
 
+    /// Waits up to 90 s for `check`; fails at once, with the log, if litelet dies
+    /// meanwhile.
+    pub fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let mut died = false;
+        let done = wait_until(Duration::from_secs(90), || {
+            died = self.is_dead();
+            died || check()
+        });
+        let why = if died { "litelet died" } else { "timed out" };
+        assert!(
+            done && !died,
+            "{why} waiting for {what}; litelet log:\n{}",
+            self.tail()
+        );
+    }
+
     /// Whether the process has died (a zombie until it is reaped).
     pub fn is_dead(&self) -> bool {
         std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
