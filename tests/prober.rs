@@ -17,7 +17,7 @@ use litelet::events::{EventRecord, Recorder};
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
 use protobuf::MessageField;
-use support::fake_cri::FakeCri;
+use support::fake_cri::{self, FakeCri};
 use support::probes::{exec, status};
 use support::wait_until;
 
@@ -89,22 +89,7 @@ impl World {
             }),
             ..Default::default()
         };
-        let id = self
-            .runtime
-            .create_container(&pb::CreateContainerRequest {
-                pod_sandbox_id: self.sandbox.clone(),
-                config: MessageField::some(config),
-                ..Default::default()
-            })
-            .unwrap()
-            .container_id;
-        self.runtime
-            .start_container(&pb::StartContainerRequest {
-                container_id: id.clone(),
-                ..Default::default()
-            })
-            .unwrap();
-        id
+        fake_cri::run_container(&self.runtime, &self.sandbox, config)
     }
 
     fn next_update(&self) -> ProbeUpdate {

@@ -23,7 +23,7 @@ use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::ContainerState;
 use protobuf::MessageField;
 use support::containerd::BUSYBOX;
-use support::fake_cri::{image_id, FakeCri};
+use support::fake_cri::{self, image_id, FakeCri};
 use support::runtime;
 use support::wait_until;
 
@@ -104,22 +104,7 @@ impl Harness {
             log_path,
             ..Default::default()
         };
-        let id = self
-            .runtime
-            .create_container(&pb::CreateContainerRequest {
-                pod_sandbox_id: sandbox.into(),
-                config: MessageField::some(config),
-                ..Default::default()
-            })
-            .unwrap()
-            .container_id;
-        self.runtime
-            .start_container(&pb::StartContainerRequest {
-                container_id: id.clone(),
-                ..Default::default()
-            })
-            .unwrap();
-        id
+        fake_cri::run_container(&self.runtime, sandbox, config)
     }
 
     fn dead_container(&self, pod: &Pod, sandbox: &str, name: &str, attempt: u32) -> String {
