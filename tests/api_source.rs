@@ -19,6 +19,7 @@ use litelet::sources::checkpoint::CheckpointSpec;
 use litelet::sources::{PodOperation, PodUpdate};
 use serde_json::json;
 use support::fake_api::{Fail, FakeApi};
+use support::sources::{count, join_within, summary};
 use support::wait_until;
 
 const NODE: &str = "node-1";
@@ -81,11 +82,7 @@ impl Source {
     fn stop(&mut self) {
         drop(self.shutdown.take());
         let handle = self.handle.take().unwrap();
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = tx.send(handle.join().is_ok());
-        });
-        assert_eq!(rx.recv_timeout(LONG), Ok(true), "api-watch did not end");
+        assert_eq!(join_within(handle, LONG), Ok(true), "api-watch did not end");
     }
 }
 
@@ -93,24 +90,6 @@ impl Drop for Source {
     fn drop(&mut self) {
         drop(self.shutdown.take());
     }
-}
-
-fn summary(updates: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
-    updates
-        .iter()
-        .map(|u| (u.op, u.pods.iter().map(|p| p.name().to_owned()).collect()))
-        .collect()
-}
-
-/// How many times each pod name appeared with `op`.
-fn count(updates: &[PodUpdate], op: PodOperation) -> HashMap<String, usize> {
-    let mut n = HashMap::new();
-    for u in updates.iter().filter(|u| u.op == op) {
-        for p in &u.pods {
-            *n.entry(p.name().to_owned()).or_default() += 1;
-        }
-    }
-    n
 }
 
 fn has(updates: &[PodUpdate], op: PodOperation, name: &str) -> bool {
@@ -452,11 +431,7 @@ fn ends_when_the_sync_loop_is_gone() {
     assert!(wait_until(LONG, || fake.open_watches() == 1));
     drop(updates);
     fake.create_pod("default", "a", NODE);
-    let (done_tx, done) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = done_tx.send(handle.join().is_ok());
-    });
-    assert_eq!(done.recv_timeout(LONG), Ok(true));
+    assert_eq!(join_within(handle, LONG), Ok(true));
 }
 
 fn checkpoint_file(root: &std::path::Path) -> std::path::PathBuf {

@@ -14,31 +14,20 @@ use std::time::{Duration, Instant};
 
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use serde_json::{json, Value};
-use support::containerd::BUSYBOX;
-use support::real_node::{container_status, RealNode};
+use support::real_node::{busybox_pod, container_status, RealNode};
 use support::tcp_proxy::TcpProxy;
 use support::wait_until;
 
 /// A pod bound to `node`: busybox on the host network that, on SIGTERM, writes
 /// `<name>` into the host directory `marks` (to prove a graceful kill) and exits.
 fn pod(ns: &str, name: &str, node: &str, marks: &Path) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 10,
-            "volumes": [{"name": "marks", "hostPath": {"path": marks.display().to_string()}}],
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c",
-                    format!("trap 'echo term > /marks/{name}; exit 0' TERM; sleep 3600 & wait")],
-                "volumeMounts": [{"name": "marks", "mountPath": "/marks"}],
-            }]
-        }
-    })
+    let script = format!("trap 'echo term > /marks/{name}; exit 0' TERM; sleep 3600 & wait");
+    let mut pod = busybox_pod(ns, name, node, 10, &script);
+    pod["spec"]["volumes"] =
+        json!([{"name": "marks", "hostPath": {"path": marks.display().to_string()}}]);
+    pod["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "marks", "mountPath": "/marks"}]);
+    pod
 }
 
 fn runtime_of(node: &RealNode) -> RuntimeClient {

@@ -6,23 +6,19 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use litelet::api::pod::{Container, Pod, ResourceRequirements};
 use litelet::api::quantity::Quantity;
 use litelet::cri::pb;
 use litelet::events::Recorder;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
-use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
+use litelet::runtime::env::EnvContext;
+use litelet::runtime::manager::RuntimeSettings;
 use litelet::runtime::swap::{SwapBehavior, SwapSettings};
-use litelet::runtime::sync::SyncInputs;
-use support::fake_cri::FakeCri;
+use support::containerd::BUSYBOX;
+use support::runtime::{self, fake_with_busybox};
 use support::wait_until;
 
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 const GI: i64 = 1 << 30;
 
 fn container(name: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
@@ -67,33 +63,18 @@ fn created_resources(
     swap: SwapSettings,
     pod: &Pod,
 ) -> BTreeMap<String, pb::LinuxContainerResources> {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
+    let fake = fake_with_busybox();
     let dir = tempfile::tempdir().unwrap();
     let (runtime, images) = fake.clients(Duration::from_secs(30));
     let settings = RuntimeSettings {
-        root_dir: dir.path().join("root"),
-        pod_logs_dir: dir.path().join("logs"),
-        dns: Default::default(),
         memory_capacity: 8 * GI,
-        enforce_cpu_limits: true,
-        apparmor_enabled: false,
-        node_hosts_file: "/etc/hosts".into(),
         swap,
+        ..runtime::settings(dir.path())
     };
-    let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-    let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
-    let volumes = BTreeMap::<String, PathBuf>::new();
+    let manager = runtime::manager(runtime, images, Recorder::log_only(), settings);
+    let volumes = BTreeMap::new();
     let env = EnvContext::default();
-    let inputs = SyncInputs {
-        cgroup_parent: String::new(),
-        volumes: &volumes,
-        env: &env,
-        config_source: &NoConfigSource,
-        pull_secrets: None,
-        cgroups: None,
-        cancel: Default::default(),
-    };
+    let inputs = runtime::inputs(String::new(), &volumes, &env);
     let all_created = wait_until(Duration::from_secs(20), || {
         let status = manager
             .pod_status(pod.uid(), pod.name(), pod.namespace())

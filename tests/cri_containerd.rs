@@ -4,80 +4,31 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use protobuf::MessageField;
+use support::containerd::{
+    busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
+    BUSYBOX,
+};
 use support::wait_until;
 
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
-    let security = pb::LinuxSandboxSecurityContext {
-        namespace_options: host_network(),
-        ..Default::default()
-    };
-    let linux = pb::LinuxPodSandboxConfig {
-        cgroup_parent: cgroup_parent.to_owned(),
-        security_context: MessageField::some(security),
-        ..Default::default()
-    };
-    pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: "cri-lifecycle".into(),
-            uid: uid.into(),
-            namespace: "default".into(),
-            attempt: 0,
-            ..Default::default()
-        }),
-        // runc refuses a hostname without a private UTS namespace: leave it empty.
-        hostname: String::new(),
-        log_directory: log_dir.display().to_string(),
-        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
-}
-
-fn container_config(name: &str, script: &str, memory: i64) -> pb::ContainerConfig {
-    let security = pb::LinuxContainerSecurityContext {
-        namespace_options: host_network(),
-        ..Default::default()
-    };
-    let linux = pb::LinuxContainerConfig {
-        resources: MessageField::some(pb::LinuxContainerResources {
+/// Busybox container `name` of `sandbox`'s pod running `script`, with `memory` bytes.
+fn container_config(
+    sandbox: &pb::PodSandboxConfig,
+    name: &str,
+    script: &str,
+    memory: i64,
+) -> pb::ContainerConfig {
+    let mut config = busybox_container(sandbox, name, &["sh", "-c", script]);
+    config.linux.mut_or_insert_default().resources =
+        MessageField::some(pb::LinuxContainerResources {
             cpu_shares: 512,
             memory_limit_in_bytes: memory,
             ..Default::default()
-        }),
-        security_context: MessageField::some(security),
-        ..Default::default()
-    };
-    pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            attempt: 0,
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        log_path: format!("{name}/0.log"),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
+        });
+    config
 }
 
 fn container_state(runtime: &RuntimeClient, id: &str) -> pb::ContainerStatus {
@@ -123,35 +74,21 @@ fn pod_lifecycle_against_real_containerd() {
     let log_dir = containerd.dir().join("pod-logs");
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-test-{}", std::process::id());
-    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
-        .pod_sandbox_id;
+    let config = host_network_sandbox("cri-lifecycle", &uid, &log_dir, &cgroup_parent);
+    let sandbox_id = containerd.run_sandbox(&runtime, &config);
 
     // A long-running container with a memory limit.
-    let main = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(container_config(
-                "main",
-                "echo hello-from-litelet; exec sleep 3600",
-                64 << 20,
-            )),
-            sandbox_config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", containerd.log_tail()))
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: main.clone(),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", containerd.log_tail()));
+    let main = containerd.run_container(
+        &runtime,
+        &sandbox_id,
+        &config,
+        container_config(
+            &config,
+            "main",
+            "echo hello-from-litelet; exec sleep 3600",
+            64 << 20,
+        ),
+    );
     let status = container_state(&runtime, &main);
     assert_eq!(
         status.state.enum_value_or_default(),
@@ -202,21 +139,8 @@ fn pod_lifecycle_against_real_containerd() {
     assert_eq!(shares.ok().as_deref().map(str::trim), Some("1024"));
 
     // A container that exits by itself reports its exit code.
-    let quitter = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(container_config("quitter", "exit 7", 32 << 20)),
-            sandbox_config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .expect("create quitter")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: quitter.clone(),
-            ..Default::default()
-        })
-        .expect("start quitter");
+    let quitter_config = container_config(&config, "quitter", "exit 7", 32 << 20);
+    let quitter = containerd.run_container(&runtime, &sandbox_id, &config, quitter_config);
     assert!(wait_until(Duration::from_secs(10), || {
         container_state(&runtime, &quitter)
             .state
@@ -242,18 +166,7 @@ fn pod_lifecycle_against_real_containerd() {
     assert!(stopped.finished_at >= stopped.started_at);
 
     // Sandbox teardown; afterwards the runtime no longer knows the IDs.
-    runtime
-        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("stop sandbox");
-    runtime
-        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("remove sandbox");
+    remove_sandbox(&runtime, &sandbox_id);
     let err = runtime
         .pod_sandbox_status(&pb::PodSandboxStatusRequest {
             pod_sandbox_id: sandbox_id.clone(),

@@ -7,25 +7,15 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde_json::{json, Value};
-use support::containerd::remove_cgroup_tree;
 use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
+use support::litelet::Litelet;
 use support::wait_until;
 
 const NODE: &str = "e2e-node";
-const WAIT: Duration = Duration::from_secs(90);
-
-struct Litelet {
-    child: Child,
-    dir: tempfile::TempDir,
-    cgroup_root: String,
-}
 
 /// Pod cgroups (`pod<uid>`) left anywhere under `root` in the cpu hierarchy.
 fn pod_cgroups_under(root: &str) -> usize {
@@ -53,60 +43,27 @@ impl Litelet {
         manifests: Option<&Path>,
         extra: &[&str],
     ) -> Litelet {
-        let dir = tempfile::tempdir().unwrap();
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cgroup_root = format!("/litelet-e2e-{}-{seq}", std::process::id());
-        let binary = std::env::var_os("LITELET_TEST_BINARY")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_litelet").into());
-        let mut cmd = Command::new(binary);
-        cmd.args(["--container-runtime-endpoint", &cri.endpoint()])
-            .args(["--hostname-override", NODE])
-            .arg("--device-plugins-dir")
-            .arg(dir.path().join("device-plugins"))
-            .arg("--root-dir")
-            .arg(dir.path().join("root"))
-            .arg("--pod-logs-dir")
-            .arg(dir.path().join("logs"))
-            .args(["--cgroup-root", &cgroup_root])
-            .args(extra)
-            .env("RUST_LOG", "info,litelet=debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("litelet.log")).unwrap());
-        if !extra.contains(&"--sync-frequency") {
-            cmd.args(["--sync-frequency", "2s"]);
-        }
-        // No eviction thresholds unless the test sets its own: upstream's defaults
-        // (imagefs.available<15%, nodefs.available<10%) judge the test machine's own disk,
-        // which a busy build machine can be past; `tests/real_eviction.rs` sets its own.
-        if !extra.iter().any(|a| a.starts_with("--eviction-hard")) {
-            cmd.arg("--eviction-hard=");
-        }
-        if let Some(api) = api {
-            let kubeconfig = dir.path().join("kubeconfig");
-            std::fs::write(
-                &kubeconfig,
-                format!(
-                    "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    cluster: fake\n    user: node\ncurrent-context: default\n",
-                    api.url()
-                ),
-            )
-            .unwrap();
-            cmd.arg("--kubeconfig").arg(&kubeconfig);
-        }
-        if let Some(manifests) = manifests {
-            cmd.arg("--pod-manifest-path").arg(manifests);
-        }
-        let child = cmd.spawn().unwrap();
-        Litelet {
-            child,
-            dir,
-            cgroup_root,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("litelet.log")).unwrap_or_default()
+        Litelet::spawn(&cri.endpoint(), NODE, "e2e", |cmd, dir| {
+            cmd.args(extra);
+            if !extra.contains(&"--sync-frequency") {
+                cmd.args(["--sync-frequency", "2s"]);
+            }
+            // No eviction thresholds unless the test sets its own: upstream's defaults
+            // (imagefs.available<15%, nodefs.available<10%) judge the test machine's own
+            // disk, which a busy build machine can be past; `tests/real_eviction.rs` sets
+            // its own.
+            if !extra.iter().any(|a| a.starts_with("--eviction-hard")) {
+                cmd.arg("--eviction-hard=");
+            }
+            if let Some(api) = api {
+                let kubeconfig = dir.join("kubeconfig");
+                api.write_kubeconfig(&kubeconfig);
+                cmd.arg("--kubeconfig").arg(&kubeconfig);
+            }
+            if let Some(manifests) = manifests {
+                cmd.arg("--pod-manifest-path").arg(manifests);
+            }
+        })
     }
 
     fn root(&self) -> PathBuf {
@@ -123,51 +80,6 @@ impl Litelet {
                     .and_then(|n| n.parse().ok())
             })
             .unwrap_or(0)
-    }
-
-    /// Whether the litelet process has died (a zombie until it is reaped).
-    fn is_dead(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .map(|stat| {
-                let state = stat.rsplit(')').next().unwrap_or("");
-                state.trim_start().starts_with('Z')
-            })
-            .unwrap_or(true)
-    }
-
-    /// Waits for `check`; fails at once, with the log, if litelet dies meanwhile.
-    fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
-        let mut died = false;
-        let done = wait_until(WAIT, || {
-            died = self.is_dead();
-            died || check()
-        });
-        let why = if died { "litelet died" } else { "timed out" };
-        assert!(
-            done && !died,
-            "{why} waiting for {what}; litelet log:\n{}",
-            self.tail()
-        );
-    }
-
-    fn tail(&self) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(60)..].join("\n")
-    }
-}
-
-impl Drop for Litelet {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = wait_until(Duration::from_secs(10), || {
-            matches!(self.child.try_wait(), Ok(Some(_)))
-        });
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        remove_cgroup_tree(&self.cgroup_root);
-        // litelet leaves pods running, and their tmpfs volumes mounted.
-        support::unmount_everything_below(self.dir.path());
     }
 }
 

@@ -166,16 +166,7 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
     )
     .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-             users:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    \
-             cluster: fake\n    user: node\ncurrent-context: default\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    api.write_kubeconfig(&kubeconfig);
     let root = dir.path().join("root");
     let logs = dir.path().join("logs");
     let plugins_dir = dir.path().join("device-plugins");

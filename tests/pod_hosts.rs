@@ -10,26 +10,20 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use litelet::api::pod::{
-    Container, EnvVar, EnvVarSource, HostAlias, ObjectFieldSelector, Pod, VolumeMount,
-};
-use litelet::cri::{self, ConnectOptions, Endpoint};
+use litelet::api::pod::{EnvVar, EnvVarSource, HostAlias, ObjectFieldSelector, Pod, VolumeMount};
 use litelet::events::Recorder;
 use litelet::runtime::actions::ProbeResults;
 use litelet::runtime::dns::DnsSettings;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
+use litelet::runtime::env::EnvContext;
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
-use litelet::runtime::sync::SyncInputs;
 use support::fake_cri::FakeCri;
+use support::runtime::{self, fake_with_busybox, sh_container};
 use support::wait_until;
 
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 const NODE_IP: &str = "192.0.2.77";
 
 struct Harness {
@@ -48,27 +42,16 @@ impl Harness {
             "127.0.0.1 localhost\n192.0.2.77 injected-node\n",
         )
         .unwrap();
-        let endpoint = Endpoint::parse(endpoint).unwrap();
-        let options = ConnectOptions {
-            request_timeout: Duration::from_secs(30),
-            pull_timeout: Duration::from_secs(30),
-        };
-        let (runtime, images) = cri::connect(&endpoint, &options);
+        let (runtime, images) = runtime::connect(endpoint, Duration::from_secs(30));
         let settings = RuntimeSettings {
-            root_dir: dir.path().join("root"),
-            pod_logs_dir: dir.path().join("logs"),
             dns: DnsSettings {
                 cluster_domain: "cluster.local".into(),
                 ..Default::default()
             },
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
             node_hosts_file: node_hosts,
-            swap: Default::default(),
+            ..runtime::settings(dir.path())
         };
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-        let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
+        let manager = runtime::manager(runtime, images, Recorder::log_only(), settings);
         let own_hosts = dir.path().join("own-hosts");
         std::fs::create_dir_all(&own_hosts).unwrap();
         let volumes = BTreeMap::from([("own".to_string(), own_hosts)]);
@@ -92,15 +75,7 @@ impl Harness {
             host_ips: vec![NODE_IP.into()],
             ..Default::default()
         };
-        let inputs = SyncInputs {
-            cgroup_parent: String::new(),
-            volumes: &self.volumes,
-            env: &env,
-            config_source: &NoConfigSource,
-            pull_secrets: None,
-            cgroups: None,
-            cancel: Default::default(),
-        };
+        let inputs = runtime::inputs(String::new(), &self.volumes, &env);
         self.manager
             .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)
     }
@@ -123,15 +98,6 @@ impl Harness {
             .join("root/pods")
             .join(pod.uid())
             .join("etc-hosts")
-    }
-}
-
-fn container(name: &str, script: &str) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(BUSYBOX.into()),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        ..Default::default()
     }
 }
 
@@ -162,12 +128,6 @@ fn pod(uid: &str) -> Pod {
     pod
 }
 
-fn fake() -> FakeCri {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
-    fake
-}
-
 /// The host path mounted at `/etc/hosts` in container `name`, if any.
 fn etc_hosts_mount(fake: &FakeCri, name: &str) -> Option<String> {
     let configs = fake.state().container_configs();
@@ -196,13 +156,13 @@ fn env_of(fake: &FakeCri, name: &str, key: &str) -> Option<String> {
 
 #[test]
 fn pod_network_containers_get_the_managed_hosts_file_unless_they_mount_their_own() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint());
     let mut pod = pod("uid-hosts-1");
     pod.spec.subdomain = Some("backend".into());
-    pod.spec.init_containers.push(container("setup", "true"));
-    pod.spec.containers.push(container("app", "sleep 3600"));
-    let mut own = container("own", "sleep 3600");
+    pod.spec.init_containers.push(sh_container("setup", "true"));
+    pod.spec.containers.push(sh_container("app", "sleep 3600"));
+    let mut own = sh_container("own", "sleep 3600");
     own.volume_mounts.push(VolumeMount {
         name: "own".into(),
         mount_path: "/etc/hosts".into(),
@@ -242,13 +202,13 @@ fn pod_network_containers_get_the_managed_hosts_file_unless_they_mount_their_own
 
 #[test]
 fn hostname_override_names_the_sandbox_and_its_hosts_entry() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint());
     let mut pod = pod("uid-hosts-2");
     pod.spec.hostname = Some("ignored".into());
     pod.spec.subdomain = Some("backend".into());
     pod.spec.hostname_override = Some("my.host.example".into());
-    pod.spec.containers.push(container("app", "sleep 3600"));
+    pod.spec.containers.push(sh_container("app", "sleep 3600"));
     h.sync_until(&pod, "app running", |s| {
         s.newest("app")
             .is_some_and(|c| c.state == ContainerState::Running)
@@ -266,11 +226,11 @@ fn hostname_override_names_the_sandbox_and_its_hosts_entry() {
 
 #[test]
 fn invalid_hostname_override_fails_sandbox_creation_before_the_runtime() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint());
     let mut pod = pod("uid-hosts-3");
     pod.spec.hostname_override = Some("Not_A_Host".into());
-    pod.spec.containers.push(container("app", "sleep 3600"));
+    pod.spec.containers.push(sh_container("app", "sleep 3600"));
     let outcome = h.sync(&pod);
     let failed: Vec<_> = outcome.failures().collect();
     assert_eq!(failed.len(), 1, "{outcome}");
@@ -284,11 +244,11 @@ fn invalid_hostname_override_fails_sandbox_creation_before_the_runtime() {
 
 #[test]
 fn host_network_containers_see_the_node_ip_as_pod_ip_and_the_node_hosts_file() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint());
     let mut pod = pod("uid-hosts-4");
     pod.spec.host_network = Some(true);
-    let mut app = container("app", "sleep 3600");
+    let mut app = sh_container("app", "sleep 3600");
     app.env = vec![
         field_env("POD_IP", "status.podIP"),
         field_env("POD_IPS", "status.podIPs"),
@@ -320,7 +280,7 @@ fn host_network_pod_reads_its_hosts_file_and_pod_ip_on_real_containerd() {
     let h = Harness::new(&containerd.endpoint());
     let mut pod = pod(&format!("uid-hosts-real-{}", std::process::id()));
     pod.spec.host_network = Some(true);
-    let mut app = container(
+    let mut app = sh_container(
         "app",
         "cat /etc/hosts; echo POD_IP=$POD_IP; echo HOST_IP=$HOST_IP; echo done",
     );

@@ -11,28 +11,17 @@ mod support;
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
 use support::control_plane::base64;
-use support::real_node::{container_status, RealNode};
+use support::real_node::{busybox_pod, container_status, RealNode};
 use support::registry::Registry;
 
 const NS: &str = "private-registry";
 
 fn pod(name: &str, node: &str, image: &str, policy: &str, secrets: &[&str]) -> Value {
     let refs: Vec<Value> = secrets.iter().map(|s| json!({"name": s})).collect();
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": image,
-                "imagePullPolicy": policy,
-                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-            }]
-        }
-    });
+    let mut pod = busybox_pod(NS, name, node, 1, "trap 'exit 0' TERM; sleep 3600 & wait");
+    // The registry's copy of busybox, pulled as `policy` says.
+    pod["spec"]["containers"][0]["image"] = json!(image);
+    pod["spec"]["containers"][0]["imagePullPolicy"] = json!(policy);
     if !refs.is_empty() {
         pod["spec"]["imagePullSecrets"] = Value::Array(refs);
     }

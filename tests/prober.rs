@@ -8,17 +8,17 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use litelet::api::pod::{Container, ExecAction, Pod, Probe, ProbeHandler};
+use litelet::api::pod::{Container, Pod, Probe, ProbeHandler};
 use litelet::cri::{pb, RuntimeClient};
 use litelet::events::{EventRecord, Recorder};
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
-use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use protobuf::MessageField;
-use support::fake_cri::FakeCri;
+use support::fake_cri::{self, FakeCri};
+use support::probes::{exec, status};
 use support::wait_until;
 
 const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
@@ -89,22 +89,7 @@ impl World {
             }),
             ..Default::default()
         };
-        let id = self
-            .runtime
-            .create_container(&pb::CreateContainerRequest {
-                pod_sandbox_id: self.sandbox.clone(),
-                config: MessageField::some(config),
-                ..Default::default()
-            })
-            .unwrap()
-            .container_id;
-        self.runtime
-            .start_container(&pb::StartContainerRequest {
-                container_id: id.clone(),
-                ..Default::default()
-            })
-            .unwrap();
-        id
+        fake_cri::run_container(&self.runtime, &self.sandbox, config)
     }
 
     fn next_update(&self) -> ProbeUpdate {
@@ -126,21 +111,6 @@ impl World {
     }
 }
 
-fn exec(command: &[&str]) -> Option<Probe> {
-    Some(Probe {
-        handler: ProbeHandler {
-            exec: Some(ExecAction {
-                command: command.iter().map(|s| (*s).to_owned()).collect(),
-            }),
-            ..Default::default()
-        },
-        period_seconds: Some(1),
-        timeout_seconds: Some(1),
-        failure_threshold: Some(1),
-        ..Default::default()
-    })
-}
-
 fn pod(containers: Vec<Container>) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = Some("probed".into());
@@ -148,24 +118,6 @@ fn pod(containers: Vec<Container>) -> Pod {
     pod.metadata.uid = Some("uid-probed".into());
     pod.spec.containers = containers;
     pod
-}
-
-fn status(pod: &Pod, running: &[(&str, &str)]) -> PodRuntimeStatus {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    PodRuntimeStatus {
-        uid: pod.uid().into(),
-        containers: running
-            .iter()
-            .map(|(name, id)| ContainerStatus {
-                id: (*id).into(),
-                name: (*name).into(),
-                state: ContainerState::Running,
-                started_at: now.as_nanos() as i64,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
 }
 
 fn update(id: &str, kind: ProbeKind, result: ProbeResult) -> ProbeUpdate {

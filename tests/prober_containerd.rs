@@ -4,110 +4,29 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use litelet::api::pod::{Container, ExecAction, Pod, Probe, ProbeHandler};
+use litelet::api::pod::{Container, Pod};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use litelet::events::Recorder;
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
 use litelet::runtime::actions::ProbeResult;
-use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{
+    busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
+};
+use support::probes::{exec, status};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-fn sandbox_config(uid: &str, log_dir: &Path, cgroup_parent: &str) -> pb::PodSandboxConfig {
-    let linux = pb::LinuxPodSandboxConfig {
-        cgroup_parent: cgroup_parent.to_owned(),
-        security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
-            namespace_options: host_network(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: "probed".into(),
-            uid: uid.into(),
-            namespace: "default".into(),
-            ..Default::default()
-        }),
-        log_directory: log_dir.display().to_string(),
-        labels: HashMap::from([("io.kubernetes.pod.uid".to_owned(), uid.to_owned())]),
-        linux: MessageField::some(linux),
-        ..Default::default()
-    }
-}
-
 fn run(
+    containerd: &Containerd,
     runtime: &RuntimeClient,
     sandbox_id: &str,
     sandbox: &pb::PodSandboxConfig,
     name: &str,
 ) -> String {
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sleep".into(), "3600".into()],
-        log_path: format!("{name}/0.log"),
-        linux: MessageField::some(pb::LinuxContainerConfig {
-            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.into(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .expect("start container");
-    id
-}
-
-fn exec(command: &[&str]) -> Option<Probe> {
-    Some(Probe {
-        handler: ProbeHandler {
-            exec: Some(ExecAction {
-                command: command.iter().map(|s| (*s).to_owned()).collect(),
-            }),
-            ..Default::default()
-        },
-        period_seconds: Some(1),
-        timeout_seconds: Some(1),
-        failure_threshold: Some(1),
-        ..Default::default()
-    })
+    let config = busybox_container(sandbox, name, &["sleep", "3600"]);
+    containerd.run_container(runtime, sandbox_id, sandbox, config)
 }
 
 #[test]
@@ -121,16 +40,10 @@ fn exec_probes_against_real_containerd() {
     let log_dir = containerd.dir().join("pod-logs");
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-probe-test-{}", std::process::id());
-    let config = sandbox_config(&uid, &log_dir, &cgroup_parent);
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(config.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
-        .pod_sandbox_id;
-    let main = run(&runtime, &sandbox_id, &config, "main");
-    let typo = run(&runtime, &sandbox_id, &config, "typo");
+    let config = host_network_sandbox("probed", &uid, &log_dir, &cgroup_parent);
+    let sandbox_id = containerd.run_sandbox(&runtime, &config);
+    let main = run(&containerd, &runtime, &sandbox_id, &config, "main");
+    let typo = run(&containerd, &runtime, &sandbox_id, &config, "typo");
 
     let mut pod = Pod::default();
     pod.metadata.name = Some("probed".into());
@@ -149,21 +62,7 @@ fn exec_probes_against_real_containerd() {
             ..Default::default()
         },
     ];
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let status = PodRuntimeStatus {
-        uid: uid.clone(),
-        containers: [("main", &main), ("typo", &typo)]
-            .iter()
-            .map(|(name, id)| ContainerStatus {
-                id: (*id).clone(),
-                name: (*name).into(),
-                state: ContainerState::Running,
-                started_at: now.as_nanos() as i64,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    };
+    let status = status(&pod, &[("main", &main), ("typo", &typo)]);
 
     let (events_tx, events) = crossbeam_channel::unbounded();
     let (_shutdown, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
@@ -236,17 +135,6 @@ fn exec_probes_against_real_containerd() {
     assert_eq!(manager.readiness(&uid, &main), Some(true));
 
     manager.remove_pod(&pod);
-    runtime
-        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("stop sandbox");
-    runtime
-        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id,
-            ..Default::default()
-        })
-        .expect("remove sandbox");
+    remove_sandbox(&runtime, &sandbox_id);
     remove_cgroup_tree(&cgroup_parent);
 }

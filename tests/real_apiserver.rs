@@ -16,26 +16,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
-use support::real_node::{condition, container_status, RealNode, WAIT};
+use support::real_node::{
+    busybox_pod, condition, container_status, find_pod_cgroup_file, RealNode, WAIT,
+};
 use support::wait_until;
 
 /// A pod bound to `node` with one busybox container `main` running `script`, on the
 /// host network (the test containerd has no CNI), that exits at once on SIGTERM.
 fn pod(ns: &str, name: &str, node: &str, script: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", format!("trap 'exit 0' TERM; {script}")],
-            }]
-        }
-    })
+    let mut pod = busybox_pod(ns, name, node, 5, &format!("trap 'exit 0' TERM; {script}"));
+    pod["metadata"]["labels"] = json!({"app": name});
+    pod
 }
 
 fn pods_path(ns: &str) -> String {
@@ -289,7 +280,7 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
     assert_eq!(main["resources"]["limits"]["memory"], "128Mi");
     assert!(condition(&p["status"], "PodResizePending").is_none());
     // The pod cgroup carries the new limit (30 ms per 100 ms period).
-    let quota = find_pod_cgroup_file(&uid, "cpu.cfs_quota_us");
+    let quota = cpu_pod_cgroup_file(&uid, "cpu.cfs_quota_us");
     assert_eq!(quota.as_deref(), Some("30000"), "pod cgroup cpu quota");
 
     // A resize that fits the node but not beside another pod is Deferred, and goes
@@ -318,7 +309,7 @@ fn resize_through_the_resize_subresource_reaches_cgroups_and_status() {
     let main = container_status(&p, "main").expect("main");
     assert_eq!(main["allocatedResources"]["cpu"], "600m");
     assert_eq!(
-        find_pod_cgroup_file(&uid, "cpu.cfs_quota_us").as_deref(),
+        cpu_pod_cgroup_file(&uid, "cpu.cfs_quota_us").as_deref(),
         Some("60000")
     );
     // A resize moves the resourceVersion on; the status sync patches on the pod as
@@ -352,33 +343,8 @@ fn resize_cpu(node: &RealNode, ns: &str, pod: &str, request: &str, limit: &str) 
 }
 
 /// The first `file` of a `pod<uid>` cgroup in the cpu hierarchy, trimmed.
-fn find_pod_cgroup_file(uid: &str, file: &str) -> Option<String> {
-    fn find(dir: &std::path::Path, name: &str, depth: usize) -> Option<std::path::PathBuf> {
-        if depth == 0 {
-            return None;
-        }
-        for entry in std::fs::read_dir(dir).ok()?.flatten() {
-            let path = entry.path();
-            if !path.is_dir() {
-                continue;
-            }
-            if entry.file_name().to_string_lossy() == name {
-                return Some(path);
-            }
-            if let Some(found) = find(&path, name, depth - 1) {
-                return Some(found);
-            }
-        }
-        None
-    }
-    let dir = find(
-        std::path::Path::new("/sys/fs/cgroup/cpu"),
-        &format!("pod{uid}"),
-        5,
-    )?;
-    std::fs::read_to_string(dir.join(file))
-        .ok()
-        .map(|s| s.trim().to_owned())
+fn cpu_pod_cgroup_file(uid: &str, file: &str) -> Option<String> {
+    find_pod_cgroup_file(std::path::Path::new("/sys/fs/cgroup/cpu"), uid, 5, file)
 }
 
 #[test]

@@ -13,9 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::containerd::BUSYBOX;
 use support::control_plane::skip;
-use support::real_node::{container_status, RealNode};
+use support::real_node::{busybox_pod, container_status, RealNode};
 
 const R: &str = "example.com/resource";
 const FIXED_DIR: &str = "/var/lib/kubelet/device-plugins";
@@ -65,21 +64,10 @@ fn sample_plugin(test: &str) -> Option<PathBuf> {
 }
 
 fn pod(ns: &str, name: &str, node: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-                "resources": {"limits": {R: "1"}, "requests": {R: "1"}}
-            }]
-        }
-    })
+    let script = "trap 'exit 0' TERM; sleep 3600 & wait";
+    let mut pod = busybox_pod(ns, name, node, 2, script);
+    pod["spec"]["containers"][0]["resources"] = json!({"limits": {R: "1"}, "requests": {R: "1"}});
+    pod
 }
 
 fn pods_path(ns: &str) -> String {

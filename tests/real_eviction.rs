@@ -14,28 +14,17 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
-use support::real_node::{condition, RealNode};
+use support::real_node::{busybox_pod, condition, RealNode};
 
 const NS: &str = "evict-e2e";
 
 /// A host-network busybox pod bound to `node` running `script`, with an emptyDir.
 fn pod(name: &str, node: &str, script: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", script],
-                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-            }],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-        }
-    })
+    let mut pod = busybox_pod(NS, name, node, 5, script);
+    pod["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    pod["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    pod
 }
 
 fn disk_pressure(node: &RealNode) -> Option<String> {

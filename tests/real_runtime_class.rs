@@ -12,27 +12,15 @@ mod support;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use support::containerd::BUSYBOX;
 use support::control_plane::ControlPlane;
-use support::real_node::{condition, RealNode};
+use support::real_node::{busybox_pod, condition, find_pod_cgroup_file, RealNode};
 
 fn pod(ns: &str, name: &str, node: &str, class: Option<&str>) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 1,
-            "runtimeClassName": class,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-                "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}},
-            }]
-        }
-    })
+    let mut pod = busybox_pod(ns, name, node, 1, "trap 'exit 0' TERM; sleep 3600 & wait");
+    pod["spec"]["runtimeClassName"] = json!(class);
+    pod["spec"]["containers"][0]["resources"] =
+        json!({"limits": {"cpu": "500m", "memory": "64Mi"}});
+    pod
 }
 
 fn runtime_class(name: &str, handler: &str, overhead: Option<Value>) -> Value {
@@ -65,45 +53,16 @@ fn event_messages(cp: &ControlPlane, ns: &str, pod: &str, reason: &str) -> Vec<S
 
 /// The runtime's sandboxes of the pod with this UID: (id, runtime handler).
 fn sandboxes(node: &RealNode, uid: &str) -> Vec<(String, String)> {
-    use litelet::cri::{self, pb, ConnectOptions, Endpoint};
-    let endpoint = Endpoint::parse(&node.containerd.endpoint()).expect("endpoint");
-    let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
-    let list = runtime
-        .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
-        .expect("list sandboxes");
-    list.items
-        .iter()
-        .filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == uid))
-        .map(|s| (s.id.clone(), s.runtime_handler.clone()))
-        .collect()
+    let found = node.sandboxes(uid).into_iter();
+    found.map(|s| (s.id, s.runtime_handler)).collect()
 }
 
 /// A file of the pod's cgroup in the v1 `controller` hierarchy, below the node's root.
 fn pod_cgroup_file(node: &RealNode, controller: &str, uid: &str, file: &str) -> Option<String> {
-    fn find(dir: &Path, name: &str, depth: usize) -> Option<std::path::PathBuf> {
-        for entry in std::fs::read_dir(dir).ok()?.flatten() {
-            let path = entry.path();
-            if !path.is_dir() {
-                continue;
-            }
-            if entry.file_name().to_string_lossy() == name {
-                return Some(path);
-            }
-            if depth > 1 {
-                if let Some(found) = find(&path, name, depth - 1) {
-                    return Some(found);
-                }
-            }
-        }
-        None
-    }
     let root = Path::new("/sys/fs/cgroup")
         .join(controller)
         .join(node.cgroup_root().trim_start_matches('/'));
-    let dir = find(&root, &format!("pod{uid}"), 4)?;
-    std::fs::read_to_string(dir.join(file))
-        .ok()
-        .map(|s| s.trim().to_owned())
+    find_pod_cgroup_file(&root, uid, 4, file)
 }
 
 #[test]

@@ -7,28 +7,14 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use support::containerd::BUSYBOX;
-use support::real_node::RealNode;
+use serde_json::Value;
+use support::real_node::{busybox_pod, RealNode};
 
 /// A host-network busybox pod bound to `node` that burns a little CPU, then sleeps.
 fn pod(ns: &str, name: &str, node: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c",
-                    "trap 'exit 0' TERM; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; \
-                     echo busy-done; while true; do sleep 1; done"],
-            }]
-        }
-    })
+    let script = "trap 'exit 0' TERM; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; \
+                  echo busy-done; while true; do sleep 1; done";
+    busybox_pod(ns, name, node, 2, script)
 }
 
 fn raw(node: &RealNode, path: &str) -> Option<String> {

@@ -9,7 +9,6 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use grpcio::RpcStatusCode;
@@ -20,11 +19,9 @@ use litelet::api::pod::{
 };
 use litelet::api::quantity::Quantity;
 use litelet::cgroups::{ManagerConfig, PodCgroupManager};
-use litelet::cri::{self, ConnectOptions, Endpoint};
 use litelet::events::Recorder;
 use litelet::runtime::actions::ProbeResults;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
+use litelet::runtime::env::EnvContext;
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
@@ -32,8 +29,9 @@ use litelet::runtime::swap::{SwapBehavior, SwapSettings};
 use litelet::runtime::sync::SyncInputs;
 use litelet::status::generate::{generate_pod_status, PodStatusInput};
 use support::cgroup_model::CgroupModel;
-use support::containerd::{Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use support::fake_cri::FakeCri;
+use support::runtime::{self, fake_with_busybox};
 use support::wait_until;
 
 const MI: i64 = 1 << 20;
@@ -52,24 +50,12 @@ impl Rig {
 
     fn with_swap(endpoint: &str, cgroups: Option<PodCgroupManager>, swap: SwapSettings) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let endpoint = Endpoint::parse(endpoint).unwrap();
-        let options = ConnectOptions {
-            request_timeout: Duration::from_secs(30),
-            pull_timeout: Duration::from_secs(60),
-        };
-        let (runtime, images) = cri::connect(&endpoint, &options);
+        let (runtime, images) = runtime::connect(endpoint, Duration::from_secs(60));
         let settings = RuntimeSettings {
-            root_dir: dir.path().join("root"),
-            pod_logs_dir: dir.path().join("logs"),
-            dns: Default::default(),
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
-            node_hosts_file: "/etc/hosts".into(),
             swap,
+            ..runtime::settings(dir.path())
         };
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-        let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
+        let manager = runtime::manager(runtime, images, Recorder::log_only(), settings);
         Rig {
             manager,
             cgroups,
@@ -103,13 +89,8 @@ impl Rig {
         let volumes = BTreeMap::<String, PathBuf>::new();
         let env = EnvContext::default();
         let inputs = SyncInputs {
-            cgroup_parent: parent,
-            volumes: &volumes,
-            env: &env,
-            config_source: &NoConfigSource,
-            pull_secrets: None,
             cgroups: self.cgroups.as_ref(),
-            cancel: Default::default(),
+            ..runtime::inputs(parent, &volumes, &env)
         };
         self.manager
             .sync_pod(pod, status, &ProbeResults::default(), &inputs)
@@ -169,12 +150,6 @@ fn resized(p: &Pod, r: ResourceRequirements) -> Pod {
     p
 }
 
-fn fake() -> FakeCri {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
-    fake
-}
-
 fn resize_step(outcome: &SyncOutcome) -> Option<Option<String>> {
     outcome
         .steps
@@ -213,7 +188,7 @@ fn pod_values(model: &CgroupModel, name: &str) -> (String, String, String) {
 }
 
 fn resize_on_model(model: CgroupModel) {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let rig = Rig::new(&fake.endpoint(), Some(model.manager()));
     let p = pod("uid-model", resources("500m", "500m", "128Mi"));
     rig.sync_until_running(&p);
@@ -307,7 +282,7 @@ fn resize_in_place_on_the_v2_model() {
 fn resize_quirk1_errors_reach_the_sync_outcome_and_are_retried() {
     // Upstream passed the sync result by value to doPodResizeAction: its failures
     // never reached SyncPod's result, only the log.
-    let fake = fake();
+    let fake = fake_with_busybox();
     let model = CgroupModel::v1();
     let rig = Rig::new(&fake.endpoint(), Some(model.manager()));
     let p = pod("uid-quirk1", resources("500m", "500m", "128Mi"));
@@ -338,7 +313,7 @@ fn resize_quirk10_sync_pod_reads_no_pod_status() {
     // was enabled. litelet's runtime sync decides from the status it is given: a sync
     // that resizes makes exactly its container updates, and one with nothing to do
     // makes no call at all (not even a list).
-    let fake = fake();
+    let fake = fake_with_busybox();
     let model = CgroupModel::v1();
     let rig = Rig::new(&fake.endpoint(), Some(model.manager()));
     let p = pod("uid-quirk10", resources("500m", "500m", "128Mi"));
@@ -367,7 +342,7 @@ fn resize_quirk10_sync_pod_reads_no_pod_status() {
 
 #[test]
 fn resize_with_restart_policy_restarts_under_the_new_pod_limits() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let model = CgroupModel::v1();
     let rig = Rig::new(&fake.endpoint(), Some(model.manager()));
     let mut p = pod("uid-restart", resources("500m", "500m", "128Mi"));
@@ -399,7 +374,7 @@ fn resize_with_restart_policy_restarts_under_the_new_pod_limits() {
 #[test]
 fn resize_k8s_137993_without_pod_cgroups_resizes_the_containers() {
     // Upstream dereferenced the missing pod cgroup config and crashed the kubelet.
-    let fake = fake();
+    let fake = fake_with_busybox();
     let rig = Rig::new(&fake.endpoint(), None);
     let p = pod("uid-nocg", resources("500m", "500m", "128Mi"));
     rig.sync_until_running(&p);
@@ -415,15 +390,8 @@ fn resize_k8s_137993_without_pod_cgroups_resizes_the_containers() {
 
 // ---- real v1 cgroups and a real containerd ----
 
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 fn skip(test: &str, why: &str) {
-    if required() {
-        panic!("{test}: cannot run in CI: {why}");
-    }
-    eprintln!("\n*** SKIPPED {test}: {why} (set CI=true to make this a failure) ***\n");
+    let _: Option<()> = support::skip(test, why);
 }
 
 /// Removes `/sys/fs/cgroup/*/<top>` deepest first, whatever the test left.
@@ -431,19 +399,7 @@ struct CgroupRoot(String);
 
 impl Drop for CgroupRoot {
     fn drop(&mut self) {
-        fn rmdir_tree(dir: &Path) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.flatten().filter(|e| e.path().is_dir()) {
-                    rmdir_tree(&e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-        if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
-            for c in controllers.flatten() {
-                rmdir_tree(&c.path().join(&self.0));
-            }
-        }
+        remove_cgroup_tree(&self.0);
     }
 }
 
@@ -566,7 +522,7 @@ fn resize_real_v1_cgroups_and_containerd() {
 /// container resources, swap included, for a resize as for a creation).
 #[test]
 fn a_resized_burstable_container_gets_the_swap_share_of_its_new_request() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let swap = SwapSettings {
         behavior: SwapBehavior::LimitedSwap,
         cgroup_v2: true,

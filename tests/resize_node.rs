@@ -29,19 +29,19 @@ use litelet::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use litelet::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use litelet::resize::{ResizeConfig, ResizeManager};
 use litelet::runtime::cache::PodStatusCache;
-use litelet::runtime::hooks::CriHookRunner;
-use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
+use litelet::runtime::manager::RuntimeSettings;
 use litelet::runtime::state::RuntimeState;
 use litelet::sources::{self, SOURCE_API};
 use litelet::status::manager::{PodHooks, StatusManager};
 use serde_json::{json, Value};
 use support::cgroup_model::CgroupModel;
+use support::containerd::BUSYBOX;
 use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
+use support::runtime;
 use support::wait_until;
 
 const NODE: &str = "resize-node";
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 const WAIT: Duration = Duration::from_secs(60);
 const MI: u64 = 1 << 20;
 /// The pod workers' periodic resync in these nodes.
@@ -70,19 +70,11 @@ impl Node {
         let recorder = Recorder::new(event_tx);
         let settings = RuntimeSettings {
             root_dir: root.to_owned(),
-            pod_logs_dir: root.join("logs"),
-            dns: Default::default(),
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
-            node_hosts_file: "/etc/hosts".into(),
-            swap: Default::default(),
+            ..runtime::settings(root)
         };
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-        let manager = Arc::new(RuntimeManager::new(
+        let manager = Arc::new(runtime::manager(
             runtime.clone(),
             images,
-            hooks,
             recorder.clone(),
             settings,
         ));

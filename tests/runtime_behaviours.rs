@@ -7,7 +7,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,18 +21,17 @@ use litelet::cri::{self, pb, ConnectOptions, CriError, Endpoint};
 use litelet::events::{EventObject, EventRecord, EventType, Recorder};
 use litelet::runtime::actions::{ProbeResult, ProbeResults};
 use litelet::runtime::cancel::Cancel;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
+use litelet::runtime::env::EnvContext;
 use litelet::runtime::hooks::{CriHookRunner, HookCall, HookError, HookRunner};
-use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
+use litelet::runtime::manager::RuntimeManager;
 use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};
 use litelet::runtime::result::{SyncAction, SyncOutcome};
 use litelet::runtime::sandbox::{sandbox_config, SandboxContext};
-use litelet::runtime::sync::SyncInputs;
 use protobuf::MessageField;
+use support::containerd::BUSYBOX;
 use support::fake_cri::{CallRecord, FakeCri};
+use support::runtime::{self, fake_with_busybox};
 use support::wait_until;
-
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 
 /// One runtime manager (with its own crash-loop and image back-off tables) on a fake
 /// runtime, recording its events.
@@ -57,18 +55,9 @@ impl Harness {
     ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let (runtime, images) = fake.clients(Duration::from_secs(30));
-        let settings = RuntimeSettings {
-            root_dir: dir.path().join("root"),
-            pod_logs_dir: dir.path().join("logs"),
-            dns: Default::default(),
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
-            node_hosts_file: "/etc/hosts".into(),
-            swap: Default::default(),
-        };
         let (sink, events) = crossbeam_channel::unbounded();
         let hooks = hooks(&runtime);
+        let settings = runtime::settings(dir.path());
         let manager = RuntimeManager::new(runtime, images, hooks, Recorder::new(sink), settings);
         Harness {
             manager,
@@ -88,17 +77,9 @@ impl Harness {
     }
 
     fn sync_probed(&self, pod: &Pod, probes: &ProbeResults) -> SyncOutcome {
-        let volumes = BTreeMap::<String, PathBuf>::new();
+        let volumes = BTreeMap::new();
         let env = EnvContext::default();
-        let inputs = SyncInputs {
-            cgroup_parent: String::new(),
-            volumes: &volumes,
-            env: &env,
-            config_source: &NoConfigSource,
-            pull_secrets: None,
-            cgroups: None,
-            cancel: Default::default(),
-        };
+        let inputs = runtime::inputs(String::new(), &volumes, &env);
         self.manager
             .sync_pod(pod, &self.status(pod), probes, &inputs)
     }
@@ -161,12 +142,6 @@ impl Harness {
             .expect("extra sandbox")
             .pod_sandbox_id
     }
-}
-
-fn fake() -> FakeCri {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
-    fake
 }
 
 fn container(name: &str) -> Container {
@@ -256,7 +231,7 @@ fn field_path(event: &EventRecord) -> Option<&str> {
 /// and replaced by one with the next attempt number, with a SandboxChanged event.
 #[test]
 fn b03_sandbox_changed_stops_the_old_one_and_runs_the_next_attempt() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b03");
     let first = h.sync(&pod);
@@ -306,7 +281,7 @@ fn b03_sandbox_changed_stops_the_old_one_and_runs_the_next_attempt() {
 /// B4: two READY sandboxes → both stopped, a new one with the newest attempt + 1.
 #[test]
 fn b04_two_ready_sandboxes_are_both_stopped_and_replaced() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b04");
     assert!(h.sync(&pod).is_ok());
@@ -347,7 +322,7 @@ fn b04_two_ready_sandboxes_are_both_stopped_and_replaced() {
 /// instance is removed after the kill and before the new sandbox; only init[0] starts.
 #[test]
 fn b11_sandbox_recreation_purges_old_init_containers() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("i0", 0, Duration::from_millis(20));
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b11");
@@ -376,7 +351,7 @@ fn b11_sandbox_recreation_purges_old_init_containers() {
 /// event and no container; for a pod being deleted it is neither.
 #[test]
 fn b13_sandbox_creation_failure_is_reported_unless_the_pod_is_being_deleted() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b13");
     fake.fail_nth(
@@ -527,7 +502,7 @@ fn b14_quirk_legacy_version_field_is_not_checked() {
 /// grace), then StopPodSandbox; nothing is created.
 #[test]
 fn b23_liveness_failure_of_the_only_container_under_never_kills_the_pod() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b23");
     pod.spec.restart_policy = Some(RestartPolicy::Never);
@@ -559,7 +534,7 @@ fn b23_liveness_failure_of_the_only_container_under_never_kills_the_pod() {
 /// sync ends there: nothing is created, no regular container started.
 #[test]
 fn b32_init_container_in_back_off_ends_the_sync() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b32");
@@ -607,7 +582,7 @@ fn b32_init_container_in_back_off_ends_the_sync() {
 /// init container in the list is still started.
 #[test]
 fn b40_sidecar_start_failure_continues_with_the_next_init_container() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b40s");
     pod.spec.init_containers.push(sidecar("s0"));
@@ -638,7 +613,7 @@ fn b40_sidecar_start_failure_continues_with_the_next_init_container() {
 /// even after a sidecar failure earlier in the same list did not.
 #[test]
 fn b40_regular_init_start_failure_ends_the_sync() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("i1", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b40r");
@@ -696,7 +671,7 @@ fn b40_regular_init_start_failure_ends_the_sync() {
 /// reverse spec order.
 #[test]
 fn b41_kill_pod_stops_mains_then_sidecars_in_reverse_order() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b41");
     pod.spec.init_containers.push(sidecar("s0"));
@@ -725,7 +700,7 @@ fn b41_kill_pod_stops_mains_then_sidecars_in_reverse_order() {
 /// the same sync.
 #[test]
 fn b42_ephemeral_container_starts_before_init_containers() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b42");
@@ -751,7 +726,7 @@ fn b42_ephemeral_container_starts_before_init_containers() {
 /// anything starts; a failed removal is ignored.
 #[test]
 fn b57_old_init_container_instances_are_pruned_before_starting() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let mut pod = pod("uid-b57");
     pod.spec.init_containers.push(container("i0"));
@@ -819,7 +794,7 @@ fn b57_old_init_container_instances_are_pruned_before_starting() {
 /// a new spec (new hash) starts at once.
 #[test]
 fn b44_crash_loop_back_off_message_and_event() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.exit_after_start("app", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b44");
@@ -862,7 +837,7 @@ fn b44_crash_loop_back_off_message_and_event() {
 /// B48: an image without a tag is looked up and pulled as `:latest`.
 #[test]
 fn b48_untagged_image_is_asked_for_as_latest() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b48");
     pod.spec.containers[0].image = Some("busybox".into());
@@ -877,7 +852,7 @@ fn b48_untagged_image_is_asked_for_as_latest() {
 /// on machine"; Always pulls even then.
 #[test]
 fn b49_if_not_present_with_the_image_present_does_not_pull() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b49");
     pod.spec.containers[0].image_pull_policy = Some(ImagePullPolicy::IfNotPresent);
@@ -909,7 +884,7 @@ fn b49_if_not_present_with_the_image_present_does_not_pull() {
 /// no container.
 #[test]
 fn b50_never_with_the_image_absent_is_err_image_never_pull() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b50");
     let absent = "localhost/litelet/absent:1.0";
@@ -936,7 +911,7 @@ fn b50_never_with_the_image_absent_is_err_image_never_pull() {
 /// carries no hook output (upstream withholds it: it may hold secrets).
 #[test]
 fn b52_post_start_failure_kills_the_container() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     fake.state()
         .exec_results
         .insert("cat /run/secret".into(), (1, "s3cr3t".into()));
@@ -982,7 +957,7 @@ fn b52_post_start_failure_kills_the_container() {
 /// a failing preStop hook is a Warning event and the stop goes on with the full grace.
 #[test]
 fn b54_pre_stop_time_is_subtracted_from_the_grace_period() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b54");
     pod.spec.termination_grace_period_seconds = Some(10);
@@ -1052,7 +1027,7 @@ impl HookRunner for RecordingHooks {
 /// failed hook still ends in StopContainer.
 #[test]
 fn prestop_http_hook_without_host_gets_the_sandbox_ip_at_kill_time() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let hooks = Arc::new(RecordingHooks {
         seen: Default::default(),
         failing: "app",
@@ -1116,7 +1091,7 @@ fn prestop_http_hook_without_host_gets_the_sandbox_ip_at_kill_time() {
 /// error is a KillContainerError and the sync ends before creating anything.
 #[test]
 fn b55_stop_container_errors_during_sync() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b55");
     assert!(h.sync(&pod).is_ok());
@@ -1167,7 +1142,7 @@ fn b55_stop_container_errors_during_sync() {
 /// while the other sandboxes are still stopped.
 #[test]
 fn b56_stop_pod_sandbox_errors_in_kill_pod() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b56");
     assert!(h.sync(&pod).is_ok());
@@ -1209,7 +1184,7 @@ fn b56_stop_pod_sandbox_errors_in_kill_pod() {
 /// restored from a container the runtime no longer has).
 #[test]
 fn runtime_only_kill_of_a_container_removed_since_the_listing_succeeds() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-gone");
     assert!(h.sync(&pod).is_ok());
@@ -1237,7 +1212,7 @@ fn runtime_only_kill_of_a_container_removed_since_the_listing_succeeds() {
 /// next sync recreates it.
 #[test]
 fn b56_failed_sandbox_stop_ends_sync_before_a_new_sandbox() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b56s");
     assert!(h.sync(&pod).is_ok());
@@ -1272,7 +1247,7 @@ fn b56_failed_sandbox_stop_ends_sync_before_a_new_sandbox() {
 /// so they are empty when that one was skipped.
 #[test]
 fn b62_pod_status_skips_vanished_sandboxes_and_fails_on_other_errors() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b62");
     pod.spec.host_network = Some(false);
@@ -1315,7 +1290,7 @@ fn b62_pod_status_skips_vanished_sandboxes_and_fails_on_other_errors() {
 /// message, so the pod never runs in the host's user namespace.
 #[test]
 fn host_users_false_pods_get_their_own_user_namespace_or_no_sandbox() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let userns_pod = |uid: &str| {
         let mut p = pod(uid);

@@ -15,19 +15,18 @@ use litelet::api::pod::{Container, Pod};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, ImageClient, RuntimeClient};
 use litelet::events::Recorder;
 use litelet::runtime::actions::ProbeResults;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
+use litelet::runtime::env::EnvContext;
 use litelet::runtime::gc::GcPolicy;
-use litelet::runtime::hooks::CriHookRunner;
 use litelet::runtime::image_gc::{FsStats, ImageGc, ImageGcError, ImageGcPolicy};
 use litelet::runtime::labels;
 use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::ContainerState;
-use litelet::runtime::sync::SyncInputs;
 use protobuf::MessageField;
-use support::fake_cri::{image_id, FakeCri};
+use support::containerd::BUSYBOX;
+use support::fake_cri::{self, image_id, FakeCri};
+use support::runtime;
 use support::wait_until;
 
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
 const PAUSE: &str = "localhost/litelet/pause:1.0";
 
 struct Harness {
@@ -105,22 +104,7 @@ impl Harness {
             log_path,
             ..Default::default()
         };
-        let id = self
-            .runtime
-            .create_container(&pb::CreateContainerRequest {
-                pod_sandbox_id: sandbox.into(),
-                config: MessageField::some(config),
-                ..Default::default()
-            })
-            .unwrap()
-            .container_id;
-        self.runtime
-            .start_container(&pb::StartContainerRequest {
-                container_id: id.clone(),
-                ..Default::default()
-            })
-            .unwrap();
-        id
+        fake_cri::run_container(&self.runtime, sandbox, config)
     }
 
     fn dead_container(&self, pod: &Pod, sandbox: &str, name: &str, attempt: u32) -> String {
@@ -179,20 +163,13 @@ fn manager(runtime: &RuntimeClient, images: &ImageClient, dir: &Path) -> Runtime
     let logs = dir.join("pods");
     std::fs::create_dir_all(&logs).unwrap();
     let settings = RuntimeSettings {
-        root_dir: dir.join("root"),
         pod_logs_dir: logs,
-        dns: Default::default(),
         memory_capacity: 1 << 30,
-        enforce_cpu_limits: true,
-        apparmor_enabled: false,
-        node_hosts_file: "/etc/hosts".into(),
-        swap: Default::default(),
+        ..runtime::settings(dir)
     };
-    let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-    RuntimeManager::new(
+    runtime::manager(
         runtime.clone(),
         images.clone(),
-        hooks,
         Recorder::log_only(),
         settings,
     )
@@ -594,15 +571,7 @@ fn gc_against_real_containerd() {
     };
     let volumes = Default::default();
     let env = EnvContext::default();
-    let inputs = SyncInputs {
-        cgroup_parent: parent.clone(),
-        volumes: &volumes,
-        env: &env,
-        config_source: &NoConfigSource,
-        pull_secrets: None,
-        cgroups: None,
-        cancel: Default::default(),
-    };
+    let inputs = runtime::inputs(parent.clone(), &volumes, &env);
     // Two dead instances: the first run and its immediate restart.
     let two_dead = wait_until(Duration::from_secs(60), || {
         manager.sync_pod(&crash, &status(), &ProbeResults::default(), &inputs);

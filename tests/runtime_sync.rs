@@ -4,109 +4,12 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use grpcio::RpcStatusCode;
-use litelet::api::pod::{Container, Pod, RestartPolicy};
-use litelet::cri::{self, ConnectOptions, Endpoint};
-use litelet::events::Recorder;
-use litelet::runtime::actions::ProbeResults;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
-use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
-use litelet::runtime::model::{ContainerState, PodRuntimeStatus, SandboxState};
-use litelet::runtime::result::SyncOutcome;
-use litelet::runtime::sync::SyncInputs;
-use support::fake_cri::FakeCri;
-use support::wait_until;
-
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
-
-struct Harness {
-    manager: RuntimeManager,
-    _dir: tempfile::TempDir,
-    cgroup_parent: String,
-}
-
-impl Harness {
-    fn new(endpoint: &str, cgroup_parent: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let endpoint = Endpoint::parse(endpoint).unwrap();
-        let options = ConnectOptions {
-            request_timeout: Duration::from_secs(30),
-            pull_timeout: Duration::from_secs(30),
-        };
-        let (runtime, images) = cri::connect(&endpoint, &options);
-        let settings = RuntimeSettings {
-            root_dir: dir.path().join("root"),
-            pod_logs_dir: dir.path().join("logs"),
-            dns: Default::default(),
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
-            node_hosts_file: "/etc/hosts".into(),
-            swap: Default::default(),
-        };
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-        let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
-        Harness {
-            manager,
-            _dir: dir,
-            cgroup_parent: cgroup_parent.to_owned(),
-        }
-    }
-
-    fn status(&self, pod: &Pod) -> PodRuntimeStatus {
-        self.manager
-            .pod_status(pod.uid(), pod.name(), pod.namespace())
-            .expect("pod status")
-    }
-
-    fn sync(&self, pod: &Pod) -> SyncOutcome {
-        let volumes = BTreeMap::<String, PathBuf>::new();
-        let env = EnvContext::default();
-        let inputs = SyncInputs {
-            cgroup_parent: self.cgroup_parent.clone(),
-            volumes: &volumes,
-            env: &env,
-            config_source: &NoConfigSource,
-            pull_secrets: None,
-            cgroups: None,
-            cancel: Default::default(),
-        };
-        self.manager
-            .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs)
-    }
-
-    fn state_of(&self, pod: &Pod, name: &str) -> Option<ContainerState> {
-        self.status(pod).newest(name).map(|c| c.state)
-    }
-
-    /// Syncs until `done` holds for the pod's runtime status, like a pod worker would.
-    fn sync_until(&self, pod: &Pod, what: &str, done: impl Fn(&PodRuntimeStatus) -> bool) {
-        let ok = wait_until(Duration::from_secs(30), || {
-            let outcome = self.sync(pod);
-            if !outcome.is_ok() {
-                eprintln!("sync outcome: {outcome}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            done(&self.status(pod))
-        });
-        assert!(ok, "never reached: {what}; status: {:#?}", self.status(pod));
-    }
-}
-
-fn container(name: &str, script: &str) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(BUSYBOX.into()),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        ..Default::default()
-    }
-}
+use litelet::api::pod::{Pod, RestartPolicy};
+use litelet::runtime::model::{ContainerState, SandboxState};
+use support::runtime::{fake_with_busybox, sh_container, Harness};
 
 /// init "setup" → sidecar "proxy" → main "app".
 fn pod(uid: &str, app_script: &str) -> Pod {
@@ -118,23 +21,17 @@ fn pod(uid: &str, app_script: &str) -> Pod {
     pod.spec.termination_grace_period_seconds = Some(2);
     pod.spec
         .init_containers
-        .push(container("setup", "echo setup-done"));
-    let mut sidecar = container("proxy", "exec sleep 3600");
+        .push(sh_container("setup", "echo setup-done"));
+    let mut sidecar = sh_container("proxy", "exec sleep 3600");
     sidecar.restart_policy = Some(RestartPolicy::Always);
     pod.spec.init_containers.push(sidecar);
-    pod.spec.containers.push(container("app", app_script));
+    pod.spec.containers.push(sh_container("app", app_script));
     pod
-}
-
-fn fake() -> FakeCri {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
-    fake
 }
 
 #[test]
 fn init_then_sidecar_then_main_then_crash_loop_then_delete() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint(), "");
     let pod = pod("uid-lifecycle", "exit 1");
     fake.exit_after_start("setup", 0, Duration::from_millis(20));
@@ -196,7 +93,7 @@ fn init_then_sidecar_then_main_then_crash_loop_then_delete() {
 
 #[test]
 fn image_pull_failures_become_err_image_pull_then_backoff() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint(), "");
     let mut pod = pod("uid-pull", "exit 0");
     pod.spec.init_containers.clear();
@@ -226,7 +123,7 @@ fn image_pull_failures_become_err_image_pull_then_backoff() {
 
 #[test]
 fn runtime_errors_become_waiting_reasons_and_are_retried() {
-    let fake = fake();
+    let fake = fake_with_busybox();
     let h = Harness::new(&fake.endpoint(), "");
     let mut pod = pod("uid-errors", "exec sleep 3600");
     pod.spec.init_containers.clear();

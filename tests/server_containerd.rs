@@ -7,117 +7,23 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 use litelet::api::pod::{Container, Pod};
-use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::kubelet::snapshot::PodSnapshot;
 use litelet::pleg::PlegHealth;
 use litelet::server::authz::AuthorizationMode;
 use litelet::server::{self, ServerConfig, ServerContext};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
 use support::https::{self, Pki};
 
 const NS: &str = "default";
 const POD: &str = "talker";
-
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-fn start_pod(
-    runtime: &RuntimeClient,
-    uid: &str,
-    log_dir: &Path,
-    cgroup_parent: &str,
-) -> (String, String) {
-    let labels = HashMap::from([
-        ("io.kubernetes.pod.uid".to_owned(), uid.to_owned()),
-        ("io.kubernetes.pod.name".to_owned(), POD.to_owned()),
-        ("io.kubernetes.pod.namespace".to_owned(), NS.to_owned()),
-    ]);
-    let sandbox = pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: POD.into(),
-            uid: uid.into(),
-            namespace: NS.into(),
-            ..Default::default()
-        }),
-        log_directory: log_dir.display().to_string(),
-        labels: labels.clone(),
-        linux: MessageField::some(pb::LinuxPodSandboxConfig {
-            cgroup_parent: cgroup_parent.to_owned(),
-            security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("run sandbox")
-        .pod_sandbox_id;
-    let mut clabels = labels;
-    clabels.insert("io.kubernetes.container.name".into(), "main".into());
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "main".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec![
-            "sh".into(),
-            "-c".into(),
-            "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done".into(),
-        ],
-        labels: clabels,
-        log_path: "main/0.log".into(),
-        linux: MessageField::some(pb::LinuxContainerConfig {
-            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .expect("start container");
-    (sandbox_id, id)
-}
 
 /// Reads one WebSocket frame: (opcode, payload). Server frames are not masked.
 fn read_frame(r: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
@@ -152,7 +58,9 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     let log_dir = logs_root.join(format!("{NS}_{POD}_{uid}"));
     std::fs::create_dir_all(&log_dir).unwrap();
     let cgroup_parent = format!("/litelet-server-test-{}", std::process::id());
-    let (sandbox_id, _) = start_pod(&runtime, &uid, &log_dir, &cgroup_parent);
+    let sandbox = host_network_sandbox(POD, &uid, &log_dir, &cgroup_parent);
+    let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done";
+    let (sandbox_id, _) = containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
     let mut pod = Pod::default();
     pod.metadata.name = Some(POD.into());

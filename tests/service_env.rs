@@ -9,27 +9,16 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use litelet::api::quantity::Quantity;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde_json::{json, Value};
 use support::containerd::{Containerd, BUSYBOX};
 use support::fake_api::{pod_json, Fail, FakeApi};
 use support::fake_cri::FakeCri;
-use support::wait_until;
+use support::litelet::Litelet;
 
 const NODE: &str = "env-node";
-const WAIT: Duration = Duration::from_secs(90);
-
-/// One litelet process in a temp dir; killed (and its cgroups removed) on drop.
-struct Litelet {
-    child: Child,
-    dir: tempfile::TempDir,
-    cgroup_root: String,
-}
 
 impl Litelet {
     fn start(cri: &FakeCri, api: &FakeApi, manifests: Option<&Path>) -> Litelet {
@@ -37,91 +26,19 @@ impl Litelet {
     }
 
     fn start_on(endpoint: &str, api: &FakeApi, manifests: Option<&Path>) -> Litelet {
-        let dir = tempfile::tempdir().unwrap();
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cgroup_root = format!("/litelet-env-{}-{seq}", std::process::id());
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    cluster: fake\n    user: node\ncurrent-context: default\n",
-                api.url()
-            ),
-        )
-        .unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_litelet"));
-        cmd.args(["--container-runtime-endpoint", endpoint])
-            .args(["--hostname-override", NODE])
-            .arg("--device-plugins-dir")
-            .arg(dir.path().join("device-plugins"))
-            .arg("--root-dir")
-            .arg(dir.path().join("root"))
-            .arg("--pod-logs-dir")
-            .arg(dir.path().join("logs"))
-            .args(["--cgroup-root", &cgroup_root])
-            .args(["--sync-frequency", "2s"])
-            // No eviction thresholds: upstream's defaults judge the test machine's disk.
-            .arg("--eviction-hard=")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .env("RUST_LOG", "info,litelet=debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("litelet.log")).unwrap());
-        if let Some(manifests) = manifests {
-            cmd.arg("--pod-manifest-path").arg(manifests);
-        }
-        Litelet {
-            child: cmd.spawn().unwrap(),
-            dir,
-            cgroup_root,
-        }
-    }
-
-    fn tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("litelet.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(60)..].join("\n")
-    }
-
-    fn wait_for(&self, what: &str, check: impl FnMut() -> bool) {
-        assert!(
-            wait_until(WAIT, check),
-            "timed out waiting for {what}; litelet log:\n{}",
-            self.tail()
-        );
-    }
-}
-
-impl Drop for Litelet {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = wait_until(Duration::from_secs(10), || {
-            matches!(self.child.try_wait(), Ok(Some(_)))
-        });
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
-            for controller in controllers.flatten() {
-                remove_tree(
-                    &controller
-                        .path()
-                        .join(self.cgroup_root.trim_start_matches('/')),
-                );
+        Litelet::spawn(endpoint, NODE, "env", |cmd, dir| {
+            let kubeconfig = dir.join("kubeconfig");
+            api.write_kubeconfig(&kubeconfig);
+            cmd.args(["--sync-frequency", "2s"])
+                // No eviction thresholds: upstream's defaults judge the test machine's disk.
+                .arg("--eviction-hard=")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig);
+            if let Some(manifests) = manifests {
+                cmd.arg("--pod-manifest-path").arg(manifests);
             }
-        }
-        // litelet leaves pods running, and their tmpfs volumes mounted.
-        support::unmount_everything_below(self.dir.path());
+        })
     }
-}
-
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
-            remove_tree(&entry.path());
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
 }
 
 fn service(ns: &str, name: &str, ip: &str, ports: Value) -> Value {

@@ -12,6 +12,7 @@ use crossbeam_channel::Sender;
 use litelet::sources::services::{self, Options, ServiceStore};
 use serde_json::{json, Value};
 use support::fake_api::{Fail, FakeApi};
+use support::sources::join_within;
 use support::wait_until;
 
 const LONG: Duration = Duration::from_secs(20);
@@ -56,11 +57,7 @@ impl Source {
     fn stop(&mut self) {
         drop(self.shutdown.take());
         let handle = self.handle.take().unwrap();
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = tx.send(handle.join().is_ok());
-        });
-        assert_eq!(rx.recv_timeout(LONG), Ok(true), "services did not end");
+        assert_eq!(join_within(handle, LONG), Ok(true), "services did not end");
     }
 }
 

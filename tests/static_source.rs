@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -19,6 +18,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use litelet::sources::file::{self, Options};
 use litelet::sources::{PodOperation, PodUpdate};
+use support::sources::{count, join_within, summary};
 use support::wait_until;
 
 const NODE: &str = "node-1";
@@ -103,7 +103,7 @@ impl Source {
     /// Stops the source and joins it, failing if it does not end within LONG.
     fn stop(&mut self) {
         drop(self.shutdown.take());
-        join_within(self.handle.take().unwrap());
+        assert_ends(self.handle.take().unwrap());
     }
 }
 
@@ -113,33 +113,17 @@ impl Drop for Source {
     }
 }
 
-fn join_within(handle: JoinHandle<()>) {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(handle.join().is_ok());
-    });
-    assert_eq!(rx.recv_timeout(LONG), Ok(true), "static-pods did not end");
+/// Fails unless the source's thread ends within LONG.
+fn assert_ends(handle: JoinHandle<()>) {
+    assert_eq!(
+        join_within(handle, LONG),
+        Ok(true),
+        "static-pods did not end"
+    );
 }
 
 fn pod_name(name: &str) -> String {
     format!("{name}-{NODE}")
-}
-
-fn summary(updates: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
-    updates
-        .iter()
-        .map(|u| (u.op, u.pods.iter().map(|p| p.name().to_owned()).collect()))
-        .collect()
-}
-
-fn count(updates: &[PodUpdate], op: PodOperation) -> HashMap<String, usize> {
-    let mut n = HashMap::new();
-    for u in updates.iter().filter(|u| u.op == op) {
-        for p in &u.pods {
-            *n.entry(p.name().to_owned()).or_default() += 1;
-        }
-    }
-    n
 }
 
 fn manifest(name: &str, image: &str) -> String {
@@ -409,7 +393,7 @@ fn shutdown_ends_the_thread_promptly() {
     let handle = file::spawn(root.path().join("missing"), NODE.into(), tx, shutdown_rx).unwrap();
     assert!(updates.recv_timeout(LONG).is_ok());
     shutdown.send(()).unwrap();
-    join_within(handle);
+    assert_ends(handle);
 }
 
 #[test]
@@ -421,5 +405,5 @@ fn ends_when_the_sync_loop_is_gone() {
     drop(src.updates.take());
     // The next change has nowhere to go: the thread ends.
     write(d, "web.yaml", &manifest("web", "nginx:1"));
-    join_within(src.handle.take().unwrap());
+    assert_ends(src.handle.take().unwrap());
 }

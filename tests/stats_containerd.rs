@@ -6,110 +6,19 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use litelet::api::pod::{Container, Pod};
 use litelet::cgroups::{ManagerConfig, PodCgroupManager};
-use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
+use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
-use protobuf::{EnumOrUnknown, MessageField};
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
 
 const NS: &str = "default";
 const POD: &str = "burner";
 const MIB: u64 = 1024 * 1024;
-
-fn host_network() -> MessageField<pb::NamespaceOption> {
-    MessageField::some(pb::NamespaceOption {
-        network: EnumOrUnknown::new(pb::NamespaceMode::NODE),
-        pid: EnumOrUnknown::new(pb::NamespaceMode::CONTAINER),
-        ipc: EnumOrUnknown::new(pb::NamespaceMode::POD),
-        ..Default::default()
-    })
-}
-
-/// Starts the pod's sandbox under `cgroup_parent` and a container running `script`.
-fn start_pod(
-    runtime: &RuntimeClient,
-    uid: &str,
-    log_dir: &Path,
-    cgroup_parent: &str,
-    script: &str,
-) -> (String, String) {
-    let labels = HashMap::from([
-        ("io.kubernetes.pod.uid".to_owned(), uid.to_owned()),
-        ("io.kubernetes.pod.name".to_owned(), POD.to_owned()),
-        ("io.kubernetes.pod.namespace".to_owned(), NS.to_owned()),
-    ]);
-    let sandbox = pb::PodSandboxConfig {
-        metadata: MessageField::some(pb::PodSandboxMetadata {
-            name: POD.into(),
-            uid: uid.into(),
-            namespace: NS.into(),
-            ..Default::default()
-        }),
-        log_directory: log_dir.display().to_string(),
-        labels: labels.clone(),
-        linux: MessageField::some(pb::LinuxPodSandboxConfig {
-            cgroup_parent: cgroup_parent.to_owned(),
-            security_context: MessageField::some(pb::LinuxSandboxSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .expect("run sandbox")
-        .pod_sandbox_id;
-    let mut clabels = labels;
-    clabels.insert("io.kubernetes.container.name".into(), "main".into());
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "main".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        labels: clabels,
-        log_path: "main/0.log".into(),
-        linux: MessageField::some(pb::LinuxContainerConfig {
-            security_context: MessageField::some(pb::LinuxContainerSecurityContext {
-                namespace_options: host_network(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox),
-            ..Default::default()
-        })
-        .expect("create container")
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .expect("start container");
-    (sandbox_id, id)
-}
 
 fn read_u64(path: &Path) -> u64 {
     std::fs::read_to_string(path)
@@ -154,7 +63,9 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     // Burn some CPU, write 8 MiB to the writable layer, log a line, then idle.
     let script = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; \
                   dd if=/dev/zero of=/fill bs=1M count=8 2>/dev/null; echo filled; sleep 1000";
-    let (sandbox_id, container_id) = start_pod(&runtime, &uid, &log_dir, &pod_cgroup, script);
+    let sandbox = host_network_sandbox(POD, &uid, &log_dir, &pod_cgroup);
+    let (sandbox_id, container_id) =
+        containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
     let root_dir = tempfile::tempdir().unwrap();
     let collector = Collector {

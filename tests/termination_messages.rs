@@ -6,115 +6,27 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use litelet::api::pod::{Container, Pod, RestartPolicy, SecurityContext, TerminationMessagePolicy};
-use litelet::cri::{self, ConnectOptions, Endpoint};
-use litelet::events::Recorder;
-use litelet::runtime::actions::ProbeResults;
-use litelet::runtime::env::{EnvContext, NoConfigSource};
-use litelet::runtime::hooks::CriHookRunner;
-use litelet::runtime::manager::{RuntimeManager, RuntimeSettings};
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use litelet::runtime::sync::SyncInputs;
-use support::fake_cri::FakeCri;
-use support::wait_until;
+use support::runtime::{fake_with_busybox, sh_container, Harness};
 
-const BUSYBOX: &str = "localhost/litelet/busybox:1.0";
-
-struct Harness {
-    manager: RuntimeManager,
-    dir: tempfile::TempDir,
-    cgroup_parent: String,
-}
-
-impl Harness {
-    fn new(endpoint: &str, cgroup_parent: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let endpoint = Endpoint::parse(endpoint).unwrap();
-        let options = ConnectOptions {
-            request_timeout: Duration::from_secs(30),
-            pull_timeout: Duration::from_secs(30),
-        };
-        let (runtime, images) = cri::connect(&endpoint, &options);
-        let settings = RuntimeSettings {
-            root_dir: dir.path().join("root"),
-            pod_logs_dir: dir.path().join("logs"),
-            dns: Default::default(),
-            memory_capacity: 8 << 30,
-            enforce_cpu_limits: true,
-            apparmor_enabled: false,
-            node_hosts_file: "/etc/hosts".into(),
-            swap: Default::default(),
-        };
-        let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
-        let manager = RuntimeManager::new(runtime, images, hooks, Recorder::log_only(), settings);
-        Harness {
-            manager,
-            dir,
-            cgroup_parent: cgroup_parent.to_owned(),
-        }
-    }
-
-    fn status(&self, pod: &Pod) -> PodRuntimeStatus {
-        self.manager
-            .pod_status(pod.uid(), pod.name(), pod.namespace())
-            .expect("pod status")
-    }
-
-    /// Syncs until `done` holds, like a pod worker woken by the PLEG.
-    fn sync_until(&self, pod: &Pod, what: &str, done: impl Fn(&PodRuntimeStatus) -> bool) {
-        let volumes = BTreeMap::<String, PathBuf>::new();
-        let env = EnvContext::default();
-        let inputs = SyncInputs {
-            cgroup_parent: self.cgroup_parent.clone(),
-            volumes: &volumes,
-            env: &env,
-            config_source: &NoConfigSource,
-            pull_secrets: None,
-            cgroups: None,
-            cancel: Default::default(),
-        };
-        let ok = wait_until(Duration::from_secs(30), || {
-            let outcome =
-                self.manager
-                    .sync_pod(pod, &self.status(pod), &ProbeResults::default(), &inputs);
-            if !outcome.is_ok() {
-                eprintln!("sync outcome: {outcome}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            done(&self.status(pod))
-        });
-        assert!(ok, "never reached: {what}; status: {:#?}", self.status(pod));
-    }
-
-    /// The host files litelet made for `container`'s termination message.
-    fn termination_logs(&self, pod: &Pod, container: &str) -> Vec<PathBuf> {
-        let dir = self
-            .dir
-            .path()
-            .join("root/pods")
-            .join(pod.uid())
-            .join("containers")
-            .join(container);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
-        files.sort();
-        files
-    }
-}
-
-fn container(name: &str, script: &str) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(BUSYBOX.into()),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        ..Default::default()
-    }
+/// The host files litelet made for `container`'s termination message.
+fn termination_logs(h: &Harness, pod: &Pod, container: &str) -> Vec<PathBuf> {
+    let dir = h
+        .dir
+        .path()
+        .join("root/pods")
+        .join(pod.uid())
+        .join("containers")
+        .join(container);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
 }
 
 fn pod(uid: &str, containers: Vec<Container>) -> Pod {
@@ -142,15 +54,14 @@ fn fallback(mut c: Container) -> Container {
 
 #[test]
 fn termination_message_file_is_reported_once_the_container_exits_fake_cri() {
-    let fake = FakeCri::start();
-    fake.state().images.insert(BUSYBOX.into(), 1_300_000);
+    let fake = fake_with_busybox();
     fake.exit_after_start("app", 2, Duration::from_millis(800));
     let h = Harness::new(&fake.endpoint(), "");
-    let pod = pod("uid-term-fake", vec![container("app", "exit 2")]);
+    let pod = pod("uid-term-fake", vec![sh_container("app", "exit 2")]);
     h.sync_until(&pod, "app started", |s| s.newest("app").is_some());
 
     // The container's side of the mount, written from the host.
-    let files = h.termination_logs(&pod, "app");
+    let files = termination_logs(&h, &pod, "app");
     assert_eq!(
         files.len(),
         1,
@@ -191,7 +102,7 @@ fn termination_messages_on_real_containerd() {
     };
     let parent = format!("/litelet-term-{}", std::process::id());
     let h = Harness::new(&containerd.endpoint(), &parent);
-    let mut as_user = container(
+    let mut as_user = sh_container(
         "as-user",
         "printf 'bye from 1000' > /dev/termination-log; exit 3",
     );
@@ -199,18 +110,18 @@ fn termination_messages_on_real_containerd() {
         run_as_user: Some(1000),
         ..Default::default()
     });
-    let mut custom = container("custom-path", "echo custom > /tmp/status; exit 4");
+    let mut custom = sh_container("custom-path", "echo custom > /tmp/status; exit 4");
     custom.termination_message_path = Some("/tmp/status".into());
     let containers = vec![
-        container(
+        sh_container(
             "as-root",
             "printf 'bye from root' > /dev/termination-log; exit 2",
         ),
         as_user,
         custom,
-        fallback(container("logs-failed", "echo from-stdout; exit 1")),
-        fallback(container("logs-ok", "echo all-good; exit 0")),
-        fallback(container(
+        fallback(sh_container("logs-failed", "echo from-stdout; exit 1")),
+        fallback(sh_container("logs-ok", "echo all-good; exit 0")),
+        fallback(sh_container(
             "file-wins",
             "echo noise; printf written > /dev/termination-log; exit 5",
         )),

@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::real_node::{container_status, RealNode};
+use support::real_node::{busybox_pod, container_status, RealNode};
 
 /// The waiting reason of container `main`, if it is waiting.
 fn waiting_reason(pod: &Value) -> Option<String> {
@@ -138,23 +138,11 @@ fn absurd_cpu_limits_are_clamped_and_the_pod_runs_without_resize_errors() {
     let ns = "absurd";
     node.cp.namespace(ns);
     for (name, limit) in [("huge", "9223372036854775807"), ("e400", "1e400")] {
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "nodeName": node.name,
-                "hostNetwork": true,
-                "terminationGracePeriodSeconds": 1,
-                "containers": [{
-                    "name": "main",
-                    "image": support::containerd::BUSYBOX,
-                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "16Mi"},
-                        "limits": {"cpu": limit, "memory": "9223372036854775807"}
-                    }
-                }]
-            }
+        let script = "trap 'exit 0' TERM; sleep 3600 & wait";
+        let mut pod = busybox_pod(ns, name, &node.name, 1, script);
+        pod["spec"]["containers"][0]["resources"] = json!({
+            "requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": limit, "memory": "9223372036854775807"}
         });
         node.cp
             .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod);
@@ -277,16 +265,8 @@ fn an_invalid_static_pod_runs_nothing_and_is_reported_with_file_and_field() {
 
 /// Names of the pod sandboxes the node's containerd holds.
 fn sandbox_names(node: &RealNode) -> Vec<String> {
-    use litelet::cri::{self, pb, ConnectOptions, Endpoint};
-    let endpoint = Endpoint::parse(&node.containerd.endpoint()).expect("endpoint");
-    let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
-    let list = runtime
-        .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
-        .expect("list sandboxes");
-    list.items
-        .into_iter()
-        .map(|s| s.metadata.name.clone())
-        .collect()
+    let all = node.all_sandboxes().into_iter();
+    all.map(|s| s.metadata.name.clone()).collect()
 }
 
 /// Seconds since midnight of a litelet log line's `[2026-01-02T03:04:05.678Z` stamp.

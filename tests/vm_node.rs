@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::containerd::BUSYBOX;
 use support::control_plane::ControlPlane;
 use support::real_node::{condition, container_status};
 use support::tcp_proxy::TcpProxy;
@@ -99,24 +100,32 @@ fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str, 
     }
 }
 
+/// A pod bound to `node` with one busybox container `main` (the image the VM has
+/// preloaded, never pulled) running `script`, given `grace` seconds to stop. No
+/// service-account token: after a reboot cut off from the API server a pod that
+/// needs one waits for it (README, edge autonomy).
+fn vm_pod(name: &str, node: &str, grace: u32, script: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script]}]}})
+}
+
 /// A busybox pod bound to `node` that notes each start of its container in the
 /// node's `/var/lib/vm-marks/<pod>` and then sleeps.
 fn marking_pod(name: &str, node: &str, resources: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        // No service-account token: after a reboot cut off from the API server a
-        // pod that needs one waits for it (README, edge autonomy).
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
-            "automountServiceAccountToken": false,
-            "containers": [{"name": "main", "image": "localhost/litelet/busybox:1.0",
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c",
-                    "echo started >> /marks/$POD; echo hello-from-$POD; exec sleep 1000000"],
-                "env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                "resources": resources,
-                "volumeMounts": [{"name": "marks", "mountPath": "/marks"}]}],
-            "volumes": [{"name": "marks",
-                "hostPath": {"path": "/var/lib/vm-marks", "type": "DirectoryOrCreate"}}]}})
+    let script = "echo started >> /marks/$POD; echo hello-from-$POD; exec sleep 1000000";
+    let mut pod = vm_pod(name, node, 2, script);
+    let main = &mut pod["spec"]["containers"][0];
+    main["env"] =
+        json!([{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    main["resources"] = resources;
+    main["volumeMounts"] = json!([{"name": "marks", "mountPath": "/marks"}]);
+    pod["spec"]["volumes"] = json!([{"name": "marks",
+        "hostPath": {"path": "/var/lib/vm-marks", "type": "DirectoryOrCreate"}}]);
+    pod
 }
 
 fn pod(cp: &ControlPlane, ns: &str, name: &str) -> Option<Value> {
@@ -576,15 +585,15 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
 /// (`/mark` of the VM channel) before the container ends.
 fn shutdown_reporting_pod(name: &str, node: &str, ctl_port: u16) -> Value {
     let mark = |what: &str| format!("wget -q -O- 'http://10.0.2.2:{ctl_port}/mark?{name}-{what}'");
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "hostNetwork": true, "terminationGracePeriodSeconds": 20,
-            "automountServiceAccountToken": false,
-            "containers": [{"name": "main", "image": "localhost/litelet/busybox:1.0",
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", format!(
-                    "trap '{}; exit 0' TERM; while true; do sleep 1; done", mark("term"))],
-                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", mark("prestop")]}}}}]}})
+    let script = format!(
+        "trap '{}; exit 0' TERM; while true; do sleep 1; done",
+        mark("term")
+    );
+    let mut pod = vm_pod(name, node, 20, &script);
+    pod["spec"]["hostNetwork"] = json!(true);
+    pod["spec"]["containers"][0]["lifecycle"] =
+        json!({"preStop": {"exec": {"command": ["sh", "-c", mark("prestop")]}}});
+    pod
 }
 
 #[test]

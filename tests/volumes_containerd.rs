@@ -19,9 +19,8 @@ use litelet::runtime::env::EnvContext;
 use litelet::runtime::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use litelet::volumes::mount::parse_mountinfo;
 use litelet::volumes::VolumeManager;
-use protobuf::MessageField;
 use serde_json::json;
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{remove_cgroup_tree, remove_sandbox, Containerd, BUSYBOX};
 use support::fake_api::FakeApi;
 use support::wait_until;
 
@@ -118,13 +117,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
     };
     std::fs::create_dir_all(pod_log_dir(&logs, &pod)).unwrap();
     let sandbox = sandbox_config(&pod, 0, &sandbox_ctx).expect("sandbox config");
-    let sandbox_id = runtime
-        .run_pod_sandbox(&pb::RunPodSandboxRequest {
-            config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", containerd.log_tail()))
-        .pod_sandbox_id;
+    let sandbox_id = containerd.run_sandbox(&runtime, &sandbox);
 
     let env = EnvContext {
         node_name: NODE.into(),
@@ -158,21 +151,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         "kubelet-written volumes are read-only: {:?}",
         config.mounts
     );
-    let id = runtime
-        .create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            config: MessageField::some(config),
-            sandbox_config: MessageField::some(sandbox.clone()),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", containerd.log_tail()))
-        .container_id;
-    runtime
-        .start_container(&pb::StartContainerRequest {
-            container_id: id.clone(),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", containerd.log_tail()));
+    let id = containerd.run_container(&runtime, &sandbox_id, &sandbox, config);
 
     // The CRI log shows the token, the CA and the namespace.
     let token = api.issued_tokens()[0].token.clone();
@@ -227,18 +206,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         log()
     );
 
-    runtime
-        .stop_pod_sandbox(&pb::StopPodSandboxRequest {
-            pod_sandbox_id: sandbox_id.clone(),
-            ..Default::default()
-        })
-        .expect("stop sandbox");
-    runtime
-        .remove_pod_sandbox(&pb::RemovePodSandboxRequest {
-            pod_sandbox_id: sandbox_id,
-            ..Default::default()
-        })
-        .expect("remove sandbox");
+    remove_sandbox(&runtime, &sandbox_id);
     volumes.teardown_pod(pod.uid()).expect("teardown");
     assert!(!volumes.pod_volumes_exist(pod.uid()));
     let real_root = std::fs::canonicalize(&root).unwrap();

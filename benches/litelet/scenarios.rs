@@ -398,7 +398,12 @@ pub fn pod_start_and_status(settings: &Settings, rows: &mut Vec<Row>) {
         std::thread::sleep(Duration::from_millis(200));
     }
     bench.wait_running(&pods, since, WAIT);
-    start_rows(&bench, &scenario, &pods, &created, since, 50.0, rows);
+    let started = Started {
+        pods: &pods,
+        created: &created,
+        since,
+    };
+    start_rows(&bench, &scenario, &started, 50.0, rows);
 
     // 4. Status latency: the containers exit one at a time (100 ms apart) at the CRI.
     std::thread::sleep(Duration::from_secs(2));
@@ -448,23 +453,36 @@ pub fn pod_start_and_status(settings: &Settings, rows: &mut Vec<Row>) {
     let since = Instant::now();
     let created = bench.create(&pods, &shape);
     bench.wait_running(&pods, since, WAIT);
-    start_rows(&bench, &scenario, &pods, &created, since, 1000.0, rows);
+    let started = Started {
+        pods: &pods,
+        created: &created,
+        since,
+    };
+    start_rows(&bench, &scenario, &started, 1000.0, rows);
+}
+
+/// Pods a scenario created: their names, when each went to the API, and when the
+/// scenario began.
+struct Started<'a> {
+    pods: &'a [String],
+    created: &'a HashMap<String, Instant>,
+    since: Instant,
 }
 
 fn start_rows(
     bench: &Bench,
     scenario: &str,
-    pods: &[String],
-    created: &HashMap<String, Instant>,
-    since: Instant,
+    started: &Started,
     p99_target_ms: f64,
     rows: &mut Vec<Row>,
 ) {
-    let starts = cluster::start_calls(&bench.cri, since);
+    let starts = cluster::start_calls(&bench.cri, started.since);
     let mut to_start = Vec::new();
     let mut to_running = Vec::new();
-    for name in pods {
-        let Some(c) = created.get(name) else { continue };
+    for name in started.pods {
+        let Some(c) = started.created.get(name) else {
+            continue;
+        };
         if let Some(s) = starts.get(name) {
             to_start.push(s.saturating_duration_since(*c));
         }

@@ -11,12 +11,31 @@ pub mod fake_api;
 pub mod fake_cri;
 pub mod fake_device_plugin;
 pub mod https;
+pub mod litelet;
+pub mod probes;
 pub mod real_node;
 pub mod registry;
+pub mod runtime;
+pub mod sources;
 pub mod tcp_proxy;
 pub mod vm;
 
 use std::time::{Duration, Instant};
+
+/// True when tests that need root or a real component must run (CI); outside CI
+/// they may skip.
+pub fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Skips `test` loudly, saying `why`, or fails it in CI, where it must run.
+pub fn skip<T>(test: &str, why: &str) -> Option<T> {
+    if required() {
+        panic!("{test}: cannot run in CI: {why}");
+    }
+    eprintln!("\n*** SKIPPED {test}: {why} (set CI=true to make this a failure) ***\n");
+    None
+}
 
 /// A port free on 127.0.0.1 right now (the kernel picks it; a race with another
 /// process binding it before the caller is possible but rare).

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::containerd::{remove_cgroup_tree, Containerd};
+use super::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use super::control_plane::ControlPlane;
 use super::wait_until;
 
@@ -348,6 +348,18 @@ impl Drop for RealNode {
 impl RealNode {
     /// How many sandboxes the runtime has for the pod with this UID (any state).
     pub fn sandbox_count(&self, pod_uid: &str) -> usize {
+        self.sandboxes(pod_uid).len()
+    }
+
+    /// The runtime's sandboxes of the pod with this UID (any state).
+    pub fn sandboxes(&self, pod_uid: &str) -> Vec<litelet::cri::pb::PodSandbox> {
+        let all = self.all_sandboxes().into_iter();
+        all.filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == pod_uid))
+            .collect()
+    }
+
+    /// Every sandbox the node's runtime holds (any pod, any state).
+    pub fn all_sandboxes(&self) -> Vec<litelet::cri::pb::PodSandbox> {
         use litelet::cri::{self, pb, ConnectOptions, Endpoint};
         let endpoint = Endpoint::parse(&self.containerd.endpoint()).expect("endpoint");
         let (runtime, _) = cri::connect(&endpoint, &ConnectOptions::default());
@@ -355,9 +367,6 @@ impl RealNode {
             .list_pod_sandbox(&pb::ListPodSandboxRequest::default())
             .expect("list sandboxes");
         list.items
-            .iter()
-            .filter(|s| s.metadata.as_ref().is_some_and(|m| m.uid == pod_uid))
-            .count()
     }
 
     fn remove_sandboxes(&self) {
@@ -380,6 +389,52 @@ impl RealNode {
             });
         }
     }
+}
+
+/// A pod bound to `node` with one busybox container `main` running `script` under
+/// `sh -c`, on the host network (the test containerd has no CNI), given `grace`
+/// seconds to stop. Tests add what else they need (resources, volumes) to the JSON.
+pub fn busybox_pod(ns: &str, name: &str, node: &str, grace: u32, script: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": true,
+            "terminationGracePeriodSeconds": grace,
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX,
+                "command": ["sh", "-c", script],
+            }]
+        }
+    })
+}
+
+/// `file` of the first `pod<uid>` cgroup at most `depth` levels below `root`, trimmed.
+pub fn find_pod_cgroup_file(root: &Path, uid: &str, depth: usize, file: &str) -> Option<String> {
+    fn find(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+        if depth == 0 {
+            return None;
+        }
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if entry.file_name().to_string_lossy() == name {
+                return Some(path);
+            }
+            if let Some(found) = find(&path, name, depth - 1) {
+                return Some(found);
+            }
+        }
+        None
+    }
+    let dir = find(root, &format!("pod{uid}"), depth)?;
+    std::fs::read_to_string(dir.join(file))
+        .ok()
+        .map(|s| s.trim().to_owned())
 }
 
 /// The status of condition `kind` in an object's `status.conditions`.

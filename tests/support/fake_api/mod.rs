@@ -210,6 +210,18 @@ impl FakeApi {
         format!("{scheme}://{}", self.addr)
     }
 
+    /// Writes to `path` a kubeconfig a litelet process uses to reach this (plain
+    /// HTTP) server as user `node`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             users:\n- name: node\n  user: {{}}\ncontexts:\n- name: default\n  context:\n    \
+             cluster: fake\n    user: node\ncurrent-context: default\n",
+            self.url()
+        );
+        std::fs::write(path, yaml).expect("write the fake API's kubeconfig");
+    }
+
     /// The PKI of a TLS server.
     pub fn tls_files(&self) -> Option<&TlsFiles> {
         self.tls.as_ref()

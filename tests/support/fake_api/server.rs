@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 use super::http::{self, Request};
 use super::review::{self, Reviews};
 use super::selector::Selector;
-use super::store::{self, Change, DeleteOpts, EventType, Failure, Kind, Store, WatchMsg};
+use super::store::{
+    self, Change, DeleteOpts, EventType, Failure, Kind, PatchRequest, Store, WatchMsg,
+};
 use super::token::{self, IssuedToken};
 use super::{Fail, RequestRecord};
 
@@ -537,7 +539,12 @@ fn dispatch(shared: &Shared, req: &Request, r: &Route, verb: &str) -> Result<Rep
             let ct = req.header("content-type").unwrap_or("");
             let ct = ct.split(';').next().unwrap_or("").trim();
             let patch = body_json(req)?;
-            let obj = lock(&shared.store).patch(kind, ns, name, ct, &patch, r.status)?;
+            let request = PatchRequest {
+                content_type: ct,
+                body: &patch,
+                status_only: r.status,
+            };
+            let obj = lock(&shared.store).patch(kind, ns, name, request)?;
             Ok(Reply::Json(200, obj, vec![]))
         }
         "delete" => {

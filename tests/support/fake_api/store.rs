@@ -227,6 +227,14 @@ pub struct DeleteOpts {
     pub resource_version: Option<String>,
 }
 
+/// A PATCH as it came: the body and its content type, and whether it went to the
+/// `status` subresource.
+pub struct PatchRequest<'a> {
+    pub content_type: &'a str,
+    pub body: &'a Value,
+    pub status_only: bool,
+}
+
 type Key = (&'static str, String, String);
 
 pub struct Store {
@@ -516,13 +524,12 @@ impl Store {
         kind: &Kind,
         ns: &str,
         name: &str,
-        content_type: &str,
-        patch: &Value,
-        status_only: bool,
+        request: PatchRequest,
     ) -> Result<Value, Failure> {
         let current = self.get(kind, ns, name)?;
         let mut candidate = current.clone();
-        match content_type {
+        let patch = request.body;
+        match request.content_type {
             "application/merge-patch+json" => patch::merge_patch(&mut candidate, patch),
             "application/strategic-merge-patch+json" => {
                 if !patch.is_object() {
@@ -540,7 +547,7 @@ impl Store {
                 ))
             }
         }
-        self.update(kind, ns, name, candidate, status_only)
+        self.update(kind, ns, name, candidate, request.status_only)
     }
 
     pub fn delete(

@@ -182,3 +182,29 @@ impl Drop for FakeCri {
         self.stop();
     }
 }
+
+/// Creates and starts `config` in sandbox `sandbox_id` (without the sandbox's config,
+/// which the fake does not need); returns the container's ID.
+pub fn run_container(
+    runtime: &RuntimeClient,
+    sandbox_id: &str,
+    config: litelet::cri::pb::ContainerConfig,
+) -> String {
+    use litelet::cri::pb;
+    use protobuf::MessageField;
+    let id = runtime
+        .create_container(&pb::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.into(),
+            config: MessageField::some(config),
+            ..Default::default()
+        })
+        .unwrap()
+        .container_id;
+    runtime
+        .start_container(&pb::StartContainerRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    id
+}

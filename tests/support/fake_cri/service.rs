@@ -14,6 +14,14 @@ use litelet::cri::{grpc, pb};
 
 use super::state::FakeState;
 
+/// One call as the call log records it: the method, its target (an ID or a name)
+/// and its arguments worth asserting on.
+struct Call {
+    method: &'static str,
+    target: String,
+    detail: String,
+}
+
 #[derive(Clone)]
 pub(super) struct FakeService {
     state: Arc<Mutex<FakeState>>,
@@ -32,15 +40,18 @@ impl FakeService {
         sink: UnarySink<T>,
         body: impl FnOnce(&mut FakeState) -> Result<T, RpcStatus>,
     ) {
-        self.serve_detailed(method, target, String::new(), ctx, sink, body);
+        let call = Call {
+            method,
+            target,
+            detail: String::new(),
+        };
+        self.serve_detailed(call, ctx, sink, body);
     }
 
-    /// Like `serve`, recording call arguments (`detail`) in the call log.
+    /// Like `serve`, recording the call's arguments (`detail`) in the call log too.
     fn serve_detailed<T: Send + 'static>(
         &self,
-        method: &'static str,
-        target: String,
-        detail: String,
+        call: Call,
         ctx: &RpcContext,
         sink: UnarySink<T>,
         body: impl FnOnce(&mut FakeState) -> Result<T, RpcStatus>,
@@ -48,8 +59,8 @@ impl FakeService {
         let (result, delay) = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.apply_timed_exits();
-            let delay = state.delays.get(method).copied();
-            let result = match state.record_with(method, target, detail) {
+            let delay = state.delays.get(call.method).copied();
+            let result = match state.record_with(call.method, call.target, call.detail) {
                 Some(injected) => Err(injected),
                 None => body(&mut state),
             };
@@ -178,9 +189,12 @@ impl grpc::RuntimeService for FakeService {
             Some(f) if !f.label_selector.is_empty() => "filtered".to_owned(),
             _ => "all".to_owned(),
         };
-        self.serve_detailed("ListPodSandbox", String::new(), detail, &ctx, sink, |s| {
-            Ok(s.list_pod_sandbox(&req))
-        });
+        let call = Call {
+            method: "ListPodSandbox",
+            target: String::new(),
+            detail,
+        };
+        self.serve_detailed(call, &ctx, sink, |s| Ok(s.list_pod_sandbox(&req)));
     }
 
     fn create_container(
@@ -220,9 +234,12 @@ impl grpc::RuntimeService for FakeService {
     ) {
         let id = req.container_id;
         let detail = format!("timeout={}", req.timeout);
-        self.serve_detailed("StopContainer", id.clone(), detail, &ctx, sink, |s| {
-            s.stop_container(&id)
-        });
+        let call = Call {
+            method: "StopContainer",
+            target: id.clone(),
+            detail,
+        };
+        self.serve_detailed(call, &ctx, sink, |s| s.stop_container(&id));
     }
 
     fn remove_container(
