@@ -147,7 +147,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
     let relist = LastRelist::default();
     let (resize, problem) = ResizeManager::open(
         root.path(),
-        crate::resize::ResizeConfig { node: node.clone() },
+        crate::runtime::resize::ResizeConfig::new(node.clone()),
     );
     assert!(problem.is_none(), "{problem:?}");
     let kubelet = Kubelet::new(KubeletDeps {

@@ -965,7 +965,8 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
         .workers
         .kill_pod_now(&Arc::new(p.clone()), false, None, None);
     let waited = started.elapsed();
-    assert_eq!(result, Err("timeout waiting to kill pod".to_owned()));
+    assert_eq!(result, Err(KillTimeout));
+    assert_eq!(KillTimeout.to_string(), "timeout waiting to kill pod");
     assert!(
         waited >= Duration::from_secs(10),
         "grace 4 waits the 10 s floor, returned after {waited:?}"
@@ -992,7 +993,7 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
     h.finished("u16");
 }
 
-/// Pins a deliberate difference from upstream (spec §5; documented on `kill_pod_now`):
+/// Pins a deliberate difference from upstream (documented on `kill_pod_now`):
 /// upstream never closes the completion channel of a kill that reaches a finished pod,
 /// so killPodNow waits out its timeout (45 s here) and reports ExceededGracePeriod.
 /// litelet releases the waiter at once: the containers are known to be stopped.

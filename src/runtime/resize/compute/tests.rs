@@ -7,7 +7,7 @@ use super::*;
 use crate::api::pod::{ContainerResizePolicy, RestartPolicy, CONFIG_SOURCE_ANNOTATION_KEY};
 use crate::cgroups::pod_resources::tests::{container, sidecar};
 use crate::cgroups::Limit;
-use crate::runtime::actions::{compute_pod_actions, ProbeResults};
+use crate::runtime::actions::{compute_pod_actions, PodActions, ProbeResults};
 use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{ContainerResources, SandboxState, SandboxStatus};
 

@@ -2,10 +2,11 @@
 //! (kubelet spec behaviours 59–62 at API 1.33+).
 
 use super::*;
+use crate::admission::NodeView;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::tests::container;
-use crate::resize::allocation::allocated_pod;
 use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
+use crate::runtime::resize::allocation::allocated_pod;
 use crate::runtime::resize::values::container_values;
 
 const NOW: i64 = 1_000;
@@ -23,7 +24,7 @@ fn node() -> NodeView {
 }
 
 fn open(dir: &std::path::Path) -> ResizeManager {
-    let (m, problem) = ResizeManager::open(dir, ResizeConfig { node: node() });
+    let (m, problem) = ResizeManager::open(dir, ResizeConfig::new(node()));
     assert!(problem.is_none(), "{problem:?}");
     m
 }
@@ -227,7 +228,8 @@ fn unknown_pods_are_recorded_at_their_spec_and_forgotten_by_retain() {
     let p = pod("a", "100m", 1);
     assert_eq!(cpu_of(&m.sync(&p, now()).unwrap().pod), "100m");
     assert!(m.allocation("a").is_some());
-    m.retain(&HashSet::new()).unwrap();
+    m.retain(&HashSet::new());
+    m.persist().unwrap();
     assert!(m.allocation("a").is_none());
     assert!(open(dir.path()).allocation("a").is_none());
 }
@@ -312,8 +314,8 @@ fn a_resize_waits_for_a_batch_of_additions_and_sees_it() {
     assert_eq!(cpu_of(&m.allocated_pod(&pod("a", "100m", 1))), "500m");
 }
 
-// Issue 23 item 3: a pod never resized whose resources failed to apply (an absurd
-// CPU limit the cgroup write refused) was told "Pod resize failed".
+// A pod never resized whose resources failed to apply (an absurd CPU limit the
+// cgroup write refused) was told "Pod resize failed".
 #[test]
 fn a_failure_to_apply_resources_without_a_resize_is_not_called_a_resize() {
     let dir = tempfile::tempdir().unwrap();
