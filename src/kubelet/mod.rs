@@ -1,7 +1,11 @@
 //! The kubelet's sync loop (upstream syncLoop / syncLoopIteration) and its handlers.
 //!
 //! Runs on the `sync` thread, which owns the desired pods ([`PodManager`]) and never
-//! blocks on CRI, HTTP or cgroupfs: slow work goes to pod workers. One `select!` reads:
+//! calls the API or cgroupfs, nor writes the allocation checkpoint (admissions are
+//! recorded in memory; pod workers and the `gc` thread write it): slow work goes to
+//! pod workers and the `gc` thread. Its only I/O is housekeeping's: a CRI listing when
+//! the PLEG's last relist is stale, the device checkpoint when devices are freed.
+//! One `select!` reads:
 //! - `updates`: PodUpdates from the sources (API watch, static files) → handlers;
 //! - `pleg`: container lifecycle events → a sync of the pod, if known;
 //! - `sync_tick` (1 s): pods whose work-queue entry is due, and active deadlines;

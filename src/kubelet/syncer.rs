@@ -2,6 +2,10 @@
 //! SyncTerminatingRuntimePod, SyncTerminatedPod): what the pod workers call on their
 //! threads. Each generates the pod's API status, hands it to the status manager and
 //! drives the runtime, cgroups, volumes, probes and mirror pods in upstream's order.
+//! In-place resize takes part through `PodResize`, one call per step: admission before
+//! anything else (everything after runs the allocated pod), the status's allocated
+//! pod and conditions, the fresh runtime status after a resize, and forgetting a
+//! terminated pod. Built once from a [`SyncerDeps`] struct literal.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -271,6 +271,47 @@ fn a_batch_of_admissions_reaches_the_checkpoint_in_one_write() {
     );
 }
 
+/// The sync loop records additions in memory only; the pod's worker writes them in
+/// `sync` before it runs the pod, so no pod runs on an allocation not on disk.
+#[test]
+fn additions_reach_the_checkpoint_from_the_pods_worker_not_the_sync_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let a = pod("a", "100m", 1);
+    {
+        let batch = m.admission_batch();
+        let allocated = batch.allocated_pod(&a);
+        batch.admitted(&allocated);
+    }
+    assert!(
+        open(dir.path()).allocation("a").is_none(),
+        "the sync loop wrote the checkpoint"
+    );
+    assert_eq!(cpu_of(&m.sync(&a, now()).unwrap().pod), "100m");
+    let restarted = open(dir.path());
+    assert_eq!(
+        cpu_of(&allocated_pod(
+            &pod("a", "1", 1),
+            &restarted.allocation("a").unwrap()
+        )),
+        "100m"
+    );
+}
+
+/// Housekeeping prunes on the sync loop in memory; the `gc` thread writes it.
+#[test]
+fn pruning_is_written_by_persist_not_by_retain() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.sync(&pod("a", "100m", 1), now()).unwrap();
+    m.retain(&HashSet::new());
+    assert!(open(dir.path()).allocation("a").is_some());
+    m.persist().unwrap();
+    assert!(open(dir.path()).allocation("a").is_none());
+    // Nothing left to write: no second write.
+    m.persist().unwrap();
+}
+
 #[test]
 fn a_resize_waits_for_a_batch_of_additions_and_sees_it() {
     // The sync loop holds the admission lock across a batch of pod additions
