@@ -1,6 +1,7 @@
-//! Pod worker behaviours (spec kubelet-and-podworkers.md §4, harness A): a fake syncer
-//! that records calls and can block or fail, a status cache that always answers at
-//! once, and the real work queue. Test names carry the behaviour numbers.
+//! Pod worker behaviours (upstream pod_workers.go): a fake syncer that records calls
+//! and can block or fail, a status cache that always answers at once, and the real
+//! work queue. A `bNN_` prefix is a tag kept from the first test plan; the rest of
+//! the name says the behaviour.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -1307,7 +1308,8 @@ fn image_pull_syncs(until: u64, jitter: f64) -> Vec<(u64, &'static str)> {
     syncs
 }
 
-// Issue 23 item 4: pulls were 69, 82 and 95 s apart (the resync period decided).
+// Image pulls were once 69, 82 and 95 s apart: the resync period decided, not the
+// back-off.
 #[test]
 fn image_pull_attempts_follow_the_backoff_sequence() {
     for jitter in [1.0, 1.5] {

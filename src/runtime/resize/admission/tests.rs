@@ -1,4 +1,4 @@
-//! Resize admission verdicts (kubelet spec behaviours 59–62, target API 1.33+).
+//! Resize admission verdicts (upstream `canResizePod`, target API 1.33+).
 
 use super::*;
 use crate::admission::NodeView;

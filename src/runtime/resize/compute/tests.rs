@@ -1,6 +1,6 @@
 //! `compute_pod_actions` with in-place resize: the runtime reports each running
 //! container's resources as created from one spec, the pod now asks for another.
-//! Names carry the behaviour numbers of spec/runtime-and-status.md section 13 (`B64`)
+//! Names say the behaviour (a `bNN_` prefix is a tag kept from the first test plan)
 //! or the upstream bug they fix.
 
 use super::*;

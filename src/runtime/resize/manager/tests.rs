@@ -1,5 +1,5 @@
 //! `ResizeManager`: admission, the checkpoint across a restart, conditions and events
-//! (kubelet spec behaviours 59–62 at API 1.33+).
+//! (upstream's allocation manager and `handlePodResourcesResize`, at API 1.33+).
 
 use super::*;
 use crate::admission::NodeView;
