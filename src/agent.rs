@@ -906,6 +906,16 @@ fn status_manager(api: Option<&ApiClient>) -> (StatusManager, Option<UnstartedSt
     }
 }
 
+/// Starts the two `api-req` threads the pod workers' API client hands its requests
+/// to (with an API server).
+fn start_worker_api(w: &mut Wiring) -> Result<(), AgentError> {
+    if let Some(client) = &w.api {
+        let threads = RequestThreads::start("api-req", 2)?;
+        w.worker_api = Some(client.with_request_threads(&threads));
+    }
+    Ok(())
+}
+
 /// Starts the `status` thread (with an API server), whose hooks ask the pod workers
 /// whether a pod may still run containers and whether its API object may be deleted.
 fn start_status(
@@ -1216,10 +1226,7 @@ pub fn run(
         "Starting",
         "Starting kubelet.",
     );
-    w.worker_api = match &w.api {
-        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
-        None => None,
-    };
+    start_worker_api(&mut w)?;
     // Device plugins: the registration server lives until `run` returns.
     let device_plugins = start_devices(flags, &host.root_dir);
     let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
