@@ -26,9 +26,9 @@ use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
 use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
-use crate::kubelet::gc_loop::GcLoop;
+use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
-use crate::kubelet::syncer::{KubeletSyncer, NodeFacts};
+use crate::kubelet::syncer::{KubeletSyncer, NodeFacts, SyncerDeps};
 use crate::kubelet::{Kubelet, KubeletDeps};
 use crate::node::register;
 use crate::node::status as node_status;
@@ -37,7 +37,6 @@ use crate::pleg::{LastRelist, Pleg, PlegHealth, PodLifecycleEvent, EVENT_CHANNEL
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use crate::prober::{ProbeManager, ProbeMetrics, ProbeUpdate};
 use crate::process::Shutdown;
-use crate::resize::{ResizeConfig, ResizeManager};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::dns::{DnsSettings, ResolvConf};
 use crate::runtime::gc::GcPolicy;
@@ -46,6 +45,7 @@ use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
 use crate::runtime::pull_records::PullRecords;
+use crate::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
 use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
 use crate::server::{self, ServerContext};
@@ -62,6 +62,20 @@ pub enum AgentError {
     Config(String),
     #[error("cannot start thread: {0}")]
     Thread(#[from] std::io::Error),
+    #[error(transparent)]
+    Swap(#[from] SwapOn),
+}
+
+/// `--fail-swap-on`: the host has swap areas on.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "swap is on ({}): turn it off (swapoff -a) or start with --fail-swap-on=false \
+     (failSwapOn: false), with memorySwap.swapBehavior saying what containers get",
+    areas.join(", ")
+)]
+pub struct SwapOn {
+    /// The active swap areas, as `/proc/swaps` names them.
+    pub areas: Vec<String>,
 }
 
 /// The node name: `--hostname-override`, else the machine's hostname, lowercased.
@@ -105,22 +119,26 @@ fn node_view(
     })
 }
 
-/// The pod volume manager. Without root nothing can be mounted: secrets and other
+/// The pod volume manager, and its `plugins` thread (CSI node plugins registering
+/// from plugins_registry). Without root nothing can be mounted: secrets and other
 /// memory-backed volumes are then written to disk (with a warning).
-fn volume_manager(
+fn start_volumes(
+    w: &mut Wiring,
     root_dir: &std::path::Path,
-    api: Option<ApiClient>,
     node: &str,
     mut allocatable: std::collections::BTreeMap<String, crate::api::quantity::Quantity>,
-) -> VolumeManager {
-    let mut volumes = VolumeManager::new(root_dir, api, node);
+) -> Result<Arc<VolumeManager>, AgentError> {
+    let mut volumes = VolumeManager::new(root_dir, w.worker_api.clone(), node);
     if !nix::unistd::geteuid().is_root() {
         log::warn!("not running as root: secret and memory-backed volumes go to disk");
         volumes = volumes.without_mounts();
     }
     allocatable.remove("pods");
     volumes.set_node_allocatable(allocatable);
-    volumes
+    let volumes = Arc::new(volumes);
+    w.threads
+        .add(volumes.spawn_plugin_watcher(w.threads.shutdown())?);
+    Ok(volumes)
 }
 
 /// Where the sources keep their checkpoints, or `None` with
@@ -149,12 +167,10 @@ fn checkpoint_spec(
 /// Starts the `stats` thread (usage sampling for the node API); without a cgroup
 /// reader the node API's usage paths are off, the rest of litelet is not affected.
 fn start_stats(
-    flags: &Flags,
-    runtime: &RuntimeClient,
-    images: cri::ImageClient,
+    w: &mut Wiring,
     cgroups: Option<Arc<PodCgroupManager>>,
-    threads: &mut Threads,
 ) -> Option<crate::stats::StatsStore> {
+    let flags = w.flags;
     let reader = match crate::stats::cgroup::reader_from_system() {
         Ok(reader) => reader,
         Err(err) => {
@@ -163,8 +179,8 @@ fn start_stats(
         }
     };
     let collector = crate::stats::Collector {
-        runtime: runtime.clone(),
-        images: Some(images),
+        runtime: w.runtime.clone(),
+        images: Some(w.images.clone()),
         reader,
         cgroups,
         root_dir: flags.root_dir.clone(),
@@ -176,10 +192,10 @@ fn start_stats(
         collector,
         store.clone(),
         crate::stats::DEFAULT_PERIOD,
-        threads.shutdown(),
+        w.threads.shutdown(),
     ) {
         Ok(handle) => {
-            threads.add(handle);
+            w.threads.add(handle);
             Some(store)
         }
         Err(err) => {
@@ -243,6 +259,32 @@ impl Threads {
             log::warn!("shutdown: threads still running after {limit:?}: {names:?}");
         }
     }
+}
+
+/// What the `start_*` functions share: the flags, the runtime's clients, the API
+/// clients, the event recorder and the threads started so far.
+struct Wiring<'a> {
+    flags: &'a Flags,
+    runtime: RuntimeClient,
+    images: cri::ImageClient,
+    /// The client of the threads that keep their own API connection.
+    api: Option<ApiClient>,
+    /// The pod workers' client (volume objects, tokens, mirror pods,
+    /// RuntimeClasses): its requests run on two `api-req` threads, so that one
+    /// worker thread per pod keeps a shallow stack.
+    worker_api: Option<ApiClient>,
+    recorder: Recorder,
+    /// The eviction manager's pressure and the node shutdown's state.
+    guards: Guards,
+    threads: Threads,
+}
+
+/// What keeps pods out and the node unready besides the runtime: the eviction
+/// manager's pressure conditions and the node shutdown's state.
+#[derive(Default)]
+struct Guards {
+    pressure: crate::eviction::Pressure,
+    shutdown: crate::nodeshutdown::ShutdownState,
 }
 
 /// The machine and the node as resolved once at start: name, directories, the node's
@@ -331,13 +373,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
 }
 
 /// Starts the `cert-rotate` thread when asked to and the client has a certificate.
-fn start_rotation(
-    flags: &Flags,
-    node: &str,
-    api: &Option<Api>,
-    recorder: &Recorder,
-    threads: &mut Threads,
-) -> Result<(), AgentError> {
+fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), AgentError> {
+    let (flags, recorder) = (w.flags, &w.recorder);
     let Some((client, Some(cert))) = api else {
         if flags.rotate_certificates && api.is_some() {
             log::warn!("--rotate-certificates: the kubeconfig has no client certificate to rotate");
@@ -362,9 +399,9 @@ fn start_rotation(
         }),
         recorder: recorder.clone(),
     };
-    threads.add(crate::certificate::rotation::spawn(
+    w.threads.add(crate::certificate::rotation::spawn(
         rotation,
-        threads.shutdown(),
+        w.threads.shutdown(),
     )?);
     Ok(())
 }
@@ -374,12 +411,11 @@ fn start_rotation(
 /// issues (signer `kubernetes.io/kubelet-serving`, for the node's name and
 /// addresses) and renew it. A valid issued pair from an earlier run is used at once.
 fn start_serving_rotation(
-    flags: &Flags,
+    w: &mut Wiring,
     host: &Host,
     api: &Option<Api>,
-    recorder: &Recorder,
-    threads: &mut Threads,
 ) -> Result<Option<server::tls::ServingCert>, AgentError> {
+    let (flags, recorder) = (w.flags, &w.recorder);
     if !flags.rotate_server_certificates {
         return Ok(None);
     }
@@ -423,9 +459,9 @@ fn start_serving_rotation(
         install: Box::new(move |cert, key| installed.replace(cert, key).map_err(|e| e.to_string())),
         recorder: recorder.clone(),
     };
-    threads.add(crate::certificate::rotation::spawn(
+    w.threads.add(crate::certificate::rotation::spawn(
         rotation,
-        threads.shutdown(),
+        w.threads.shutdown(),
     )?);
     Ok(Some(serving))
 }
@@ -454,7 +490,7 @@ impl Prepared {
 pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
     if flags.fail_swap_on {
         let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-        check_swap(&swaps).map_err(AgentError::Config)?;
+        check_swap(&swaps)?;
     }
     let api = api_client(flags, &node_name(flags))?;
     let tls = flags.server_config(&node_name(flags)).tls;
@@ -466,16 +502,12 @@ pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
 }
 
 /// `--fail-swap-on`: the host must have no swap area on (upstream's check).
-pub fn check_swap(proc_swaps: &str) -> Result<(), String> {
+pub fn check_swap(proc_swaps: &str) -> Result<(), SwapOn> {
     let areas = crate::node::machine::parse_active_swaps(proc_swaps);
     if areas.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "swap is on ({}): turn it off (swapoff -a) or start with --fail-swap-on=false \
-         (failSwapOn: false), with memorySwap.swapBehavior saying what containers get",
-        areas.join(", ")
-    ))
+    Err(SwapOn { areas })
 }
 
 /// Swap for containers: the policy, the cgroup version, whether the memory controller
@@ -516,21 +548,16 @@ fn swap_settings(flags: &Flags, machine: &MachineInfo) -> crate::runtime::swap::
 }
 
 /// Starts the `events` thread (with an API server) and returns the recorder.
-fn start_events(
-    flags: &Flags,
-    host: &Host,
-    api: Option<&ApiClient>,
-    threads: &mut Threads,
-) -> Result<Recorder, AgentError> {
-    let Some(client) = api else {
+fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
+    let Some(client) = &w.api else {
         return Ok(Recorder::log_only());
     };
     let (event_tx, event_rx) = bounded(1000);
-    threads.add(events::spawn(
-        client.with_own_limit(flags.event_qps, flags.event_burst),
-        events::Options::new(&host.node),
+    w.threads.add(events::spawn(
+        client.with_own_limit(w.flags.event_qps, w.flags.event_burst),
+        events::Options::new(node),
         event_rx,
-        threads.shutdown(),
+        w.threads.shutdown(),
     )?);
     Ok(Recorder::new(event_tx))
 }
@@ -599,23 +626,16 @@ fn start_devices(
     }
 }
 
-/// What the runtime manager consults besides the runtime: the API server (for
-/// RuntimeClasses) and the device plugins' allocations; either may be absent.
-struct RuntimeSources<'a> {
-    api: Option<ApiClient>,
-    devices: Option<&'a DeviceManager>,
-}
-
+/// Starts the runtime side: the runtime manager (which also consults the pod workers'
+/// API client for RuntimeClasses and the device plugins' allocations, either may be
+/// absent), the PLEG and the runtime-up gate; opens pod cgroups and the allocations.
 fn start_runtime(
-    flags: &Flags,
+    w: &mut Wiring,
     host: &Host,
-    runtime: &RuntimeClient,
-    images: cri::ImageClient,
-    sources: RuntimeSources<'_>,
-    recorder: &Recorder,
-    threads: &mut Threads,
+    devices: Option<&DeviceManager>,
 ) -> Result<RuntimeParts, AgentError> {
-    let RuntimeSources { api, devices } = sources;
+    let (flags, runtime, recorder) = (w.flags, &w.runtime, &w.recorder);
+    let (images, api) = (w.images.clone(), w.worker_api.clone());
     check_cgroup_driver(flags.cgroup_driver, runtime)?;
     let root_dir = &host.root_dir;
     let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
@@ -714,20 +734,16 @@ fn start_runtime(
     };
 
     // Allocations (the checkpoint under --root-dir), resize admission.
-    let (resize, problem) = ResizeManager::open(
-        root_dir,
-        ResizeConfig {
-            node: host.view.clone(),
-        },
-    );
+    let (resize, problem) = ResizeManager::open(root_dir, ResizeConfig::new(host.view.clone()));
     if let Some(problem) = problem {
         log::error!("{problem}; pods are admitted at their spec");
     }
 
     let pleg_health = pleg.health();
     let runtime_state = RuntimeState::new(pleg.health());
-    threads.add(pleg.spawn(threads.shutdown())?);
-    threads.add(runtime_state.spawn_updater(manager.clone(), threads.shutdown())?);
+    w.threads.add(pleg.spawn(w.threads.shutdown())?);
+    w.threads
+        .add(runtime_state.spawn_updater(manager.clone(), w.threads.shutdown())?);
     Ok(RuntimeParts {
         manager,
         cache,
@@ -743,29 +759,24 @@ fn start_runtime(
 
 /// Node registration, status and lease, and the Node lister admission reads (only
 /// with an API server).
-#[allow(clippy::too_many_arguments)]
 fn start_node(
+    w: &mut Wiring,
     host: Host,
-    api: Option<&ApiClient>,
     rt: &RuntimeParts,
-    runtime: &RuntimeClient,
-    images: &cri::ImageClient,
-    pressure: &crate::eviction::Pressure,
-    shutdown_state: &crate::nodeshutdown::ShutdownState,
-    recorder: &Recorder,
     devices: Option<&DeviceManager>,
     volumes: crate::volumes::VolumesInUse,
-    threads: &mut Threads,
 ) -> Result<Option<NodeLister>, AgentError> {
-    let Some(client) = api else {
+    let Some(client) = &w.api else {
         return Ok(None);
     };
-    let mut inputs = NodeInputs::from_host(host.reader, rt.runtime_state.clone(), runtime.clone());
+    let (pressure, shutdown_state) = (&w.guards.pressure, &w.guards.shutdown);
+    let mut inputs =
+        NodeInputs::from_host(host.reader, rt.runtime_state.clone(), w.runtime.clone());
     // The pressure conditions are the eviction manager's; status.images the runtime's;
     // Ready false during a node shutdown, sent at once.
     inputs.health = shutdown_state.wrap_health(pressure.wrap_health(inputs.health));
     inputs.sync_now = Some(shutdown_state.node_wake());
-    inputs.images = Some(crate::node::inputs::images_from(images.clone()));
+    inputs.images = Some(crate::node::inputs::images_from(w.images.clone()));
     if let Some(devices) = devices.cloned() {
         inputs.devices_changed = Some(devices.changes());
         inputs.devices = Some(Box::new(move || devices.capacity()));
@@ -775,18 +786,18 @@ fn start_node(
         client,
         host.node_config,
         inputs,
-        recorder.clone(),
-        threads.shutdown(),
+        w.recorder.clone(),
+        w.threads.shutdown(),
     )?;
-    threads.add(handles.node);
-    threads.add(handles.lease);
+    w.threads.add(handles.node);
+    w.threads.add(handles.lease);
     // Admission follows the Node's labels and taints as the API server has them.
     let lister = NodeLister::new();
-    threads.add(crate::node::lister::spawn(
+    w.threads.add(crate::node::lister::spawn(
         client,
         &host.node,
         lister.clone(),
-        threads.shutdown(),
+        w.threads.shutdown(),
     )?);
     Ok(Some(lister))
 }
@@ -802,13 +813,8 @@ struct Sources {
 }
 
 /// Starts the static pod (file), API server and services sources.
-fn start_sources(
-    flags: &Flags,
-    node: &str,
-    root_dir: &Path,
-    api: Option<&ApiClient>,
-    threads: &mut Threads,
-) -> Result<Sources, AgentError> {
+fn start_sources(w: &mut Wiring, node: &str, root_dir: &Path) -> Result<Sources, AgentError> {
+    let (flags, api, threads) = (w.flags, w.api.as_ref(), &mut w.threads);
     let (updates_tx, updates) = unbounded();
     let mut expected = HashSet::new();
     if let Some(dir) = &flags.pod_manifest_path {
@@ -865,9 +871,7 @@ fn start_sources(
 /// Starts the prober threads; without them (a failed start) pods run unprobed.
 /// Also returns the attempt counters the node server's `/metrics/probes` renders.
 fn start_probes(
-    runtime: &RuntimeClient,
-    recorder: &Recorder,
-    threads: &mut Threads,
+    w: &mut Wiring,
 ) -> (
     Arc<dyn PodProbes>,
     Receiver<ProbeUpdate>,
@@ -875,12 +879,12 @@ fn start_probes(
 ) {
     match ProbeManager::start(
         Default::default(),
-        runtime.clone(),
-        recorder.clone(),
-        threads.shutdown(),
+        w.runtime.clone(),
+        w.recorder.clone(),
+        w.threads.shutdown(),
     ) {
         Ok((manager, thread)) => {
-            threads.add(thread);
+            w.threads.add(thread);
             let results = manager.results();
             let metrics = manager.metrics();
             (Arc::new(manager), results, Some(metrics))
@@ -904,15 +908,27 @@ fn status_manager(api: Option<&ApiClient>) -> (StatusManager, Option<UnstartedSt
     }
 }
 
-/// Starts the `status` thread, whose hooks ask the pod workers whether a pod may
-/// still run containers and whether its API object may be deleted.
+/// Starts the two `api-req` threads the pod workers' API client hands its requests
+/// to (with an API server).
+fn start_worker_api(w: &mut Wiring) -> Result<(), AgentError> {
+    if let Some(client) = &w.api {
+        let threads = RequestThreads::start("api-req", 2)?;
+        w.worker_api = Some(client.with_request_threads(&threads));
+    }
+    Ok(())
+}
+
+/// Starts the `status` thread (with an API server), whose hooks ask the pod workers
+/// whether a pod may still run containers and whether its API object may be deleted.
 fn start_status(
-    unstarted: UnstartedStatusManager,
-    client: &ApiClient,
+    w: &mut Wiring,
+    unstarted: Option<UnstartedStatusManager>,
     workers: &PodWorkers,
     watched: Option<WatchedPods>,
-    threads: &mut Threads,
 ) -> Result<(), AgentError> {
+    let (Some(unstarted), Some(client)) = (unstarted, &w.api) else {
+        return Ok(());
+    };
     let (w1, w2) = (workers.clone(), workers.clone());
     let mut hooks = PodHooks::new(
         Arc::new(move |uid: &str| w1.could_have_running_containers(uid)),
@@ -923,84 +939,261 @@ fn start_status(
     if let Some(watched) = watched {
         hooks = hooks.with_watch(Arc::new(move |uid: &str| watched.shows(uid)));
     }
-    threads.add(unstarted.spawn(
+    w.threads.add(unstarted.spawn(
         client.clone(),
         hooks,
         Default::default(),
-        threads.shutdown(),
+        w.threads.shutdown(),
     )?);
     Ok(())
 }
 
-/// Starts the usage sampler, log rotation and the node server: the parts that read
-/// what the sync loop and the runtime publish.
-fn start_readers(
-    flags: &Flags,
-    server_config: server::ServerConfig,
-    runtime: &RuntimeClient,
-    images: cri::ImageClient,
+/// The sync loop and what it drives, built: the kubelet, its pod workers and status
+/// manager, and the channels the loop reads.
+struct PodSide {
+    kubelet: Kubelet,
+    workers: PodWorkers,
+    status: StatusManager,
+    updates: Receiver<PodUpdate>,
+    probe_updates: Receiver<ProbeUpdate>,
+    probe_metrics: Option<ProbeMetrics>,
+    /// The sync loop's requests to the `gc` thread.
+    gc_requests: Receiver<GcRequest>,
+}
+
+/// Starts the pod workers over the kubelet's syncer, and the status thread their
+/// hooks ask.
+fn start_pod_workers(
+    w: &mut Wiring,
+    syncer: KubeletSyncer,
+    cache: PodStatusCache,
+    status: Option<UnstartedStatusManager>,
+    watched: Option<WatchedPods>,
+) -> Result<(PodWorkers, WorkQueue), AgentError> {
+    let queue = WorkQueue::new();
+    let timings = WorkerTimings {
+        resync: w.flags.sync_frequency,
+        ..Default::default()
+    };
+    let workers = PodWorkers::new(
+        Arc::new(syncer),
+        queue.clone(),
+        cache,
+        w.recorder.clone(),
+        timings,
+    );
+    start_status(w, status, &workers, watched)?;
+    Ok((workers, queue))
+}
+
+/// Starts everything pods come from and go through — node registration, the
+/// sources, probes, volumes (and the CSI plugin watcher), the pod workers and the
+/// status thread — and builds the sync loop over them.
+fn start_pods(
+    w: &mut Wiring,
+    host: Host,
     rt: &RuntimeParts,
-    server: ServerContext,
-    threads: &mut Threads,
+    devices: Option<DeviceManager>,
+) -> Result<PodSide, AgentError> {
+    let (node, root_dir, view) = (host.node.clone(), host.root_dir.clone(), host.view.clone());
+    let host_ips = host
+        .machine
+        .node_ip
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    // Before the node thread: its status lists the volumes in use.
+    let volumes = start_volumes(w, &root_dir, &node, view.allocatable.clone())?;
+    let node_lister = start_node(w, host, rt, devices.as_ref(), volumes.volumes_in_use())?;
+    let sources = start_sources(w, &node, &root_dir)?;
+    let (probes, probe_updates, probe_metrics) = start_probes(w);
+    let (status, unstarted_status) = status_manager(w.api.as_ref());
+    let syncer = KubeletSyncer::new(SyncerDeps {
+        runtime: rt.manager.clone(),
+        status: status.clone(),
+        volumes: volumes.clone(),
+        probes: probes.clone(),
+        runtime_state: rt.runtime_state.clone(),
+        recorder: w.recorder.clone(),
+        node: NodeFacts {
+            name: node.clone(),
+            host_ips,
+            runtime_name: rt.runtime_name.clone(),
+            root_dir: root_dir.clone(),
+        },
+        resize: PodResize::new(rt.resize.clone(), rt.cache.clone(), w.recorder.clone()),
+        allocatable: view.allocatable.clone(),
+        cgroups: rt.cgroups.clone(),
+        mirrors: w
+            .worker_api
+            .clone()
+            .map(|c| MirrorClient::new(c, node.clone())),
+        services: sources.services,
+    });
+    let (workers, queue) = start_pod_workers(
+        w,
+        syncer,
+        rt.cache.clone(),
+        unstarted_status,
+        sources.watched,
+    )?;
+    let (gc_tx, gc_requests) = bounded(256);
+    let kubelet = Kubelet::new(KubeletDeps {
+        workers: workers.clone(),
+        queue,
+        runtime: rt.manager.clone(),
+        runtime_state: rt.runtime_state.clone(),
+        status: status.clone(),
+        probes,
+        recorder: w.recorder.clone(),
+        node: view,
+        root_dir,
+        expected_sources: sources.expected,
+        resize: rt.resize.clone(),
+        volumes,
+        deaths: gc_tx,
+        last_relist: rt.last_relist.clone(),
+        cgroups: rt.cgroups.clone(),
+        mirrors: w.api.clone().map(|c| MirrorClient::new(c, node.clone())),
+        node_lister,
+        // Upstream's order: the eviction manager's handler, then the shutdown manager's.
+        extra_admission: Some(Arc::new(crate::admission::AdmitHandlers(vec![
+            Arc::new(w.guards.pressure.clone()),
+            Arc::new(w.guards.shutdown.clone()),
+        ]))),
+        devices,
+    });
+    Ok(PodSide {
+        kubelet,
+        workers,
+        status,
+        updates: sources.updates,
+        probe_updates,
+        probe_metrics,
+        gc_requests,
+    })
+}
+
+/// Starts the `gc` thread: container and image garbage collection, and the cleanup
+/// the sync loop asks for (dead containers, finished pods, housekeeping's plans).
+fn start_gc(w: &mut Wiring, pods: &PodSide, rt: &RuntimeParts) -> Result<(), AgentError> {
+    let flags = w.flags;
+    let gc = GcLoop {
+        cleaner: pods.kubelet.cleaner(),
+        manager: rt.manager.clone(),
+        workers: pods.workers.clone(),
+        sources_ready: pods.kubelet.sources_ready_flag(),
+        policy: GcPolicy {
+            min_age: flags.minimum_container_ttl_duration,
+            ..Default::default()
+        },
+        image_policy: ImageGcPolicy {
+            high_threshold_percent: flags.image_gc_high_threshold,
+            low_threshold_percent: flags.image_gc_low_threshold,
+            ..Default::default()
+        },
+        recorder: w.recorder.clone(),
+        node_name: pods.kubelet.node_name().to_owned(),
+    };
+    w.threads
+        .add(gc.spawn(pods.gc_requests.clone(), w.threads.shutdown())?);
+    Ok(())
+}
+
+/// Starts the usage sampler, log rotation and the node server: the parts that read
+/// what the sync loop and the runtime publish. Returns the usage store (`None`: no
+/// usage stats on this host).
+fn start_readers(
+    w: &mut Wiring,
+    pods: &PodSide,
+    rt: &RuntimeParts,
+    serving: Option<server::tls::ServingCert>,
 ) -> Result<Option<crate::stats::StatsStore>, AgentError> {
     // Log rotation has threads of its own: a slow disk never delays the sync loop.
-    match flags.log_manager_config() {
-        Some(config) => threads.add(crate::logs::manager::spawn(
+    match w.flags.log_manager_config() {
+        Some(config) => w.threads.add(crate::logs::manager::spawn(
             config,
-            Arc::new(runtime.clone()),
-            threads.shutdown(),
+            Arc::new(w.runtime.clone()),
+            w.threads.shutdown(),
         )?),
         None => log::info!("container log rotation is off (negative --container-log-max-size)"),
     }
-    let stats = start_stats(flags, runtime, images, rt.cgroups.clone(), threads);
+    let stats = start_stats(w, rt.cgroups.clone());
     let server = ServerContext {
+        heartbeat: pods.kubelet.heartbeat(),
+        pleg: rt.pleg_health.clone(),
+        started: Instant::now(),
+        pods: pods.kubelet.snapshot(),
+        runtime: w.runtime.clone(),
+        status: Some(pods.status.clone()),
+        api: w.api.clone(),
         stats: stats.clone(),
-        ..server
+        probes: pods.probe_metrics.clone(),
     };
+    let mut config = w.flags.server_config(pods.kubelet.node_name());
+    config.serving = serving;
     // Pods keep running without the node API, so a taken port is loud, not fatal.
-    match server::spawn(server_config, server, threads.shutdown()) {
-        Ok(handles) => handles.into_iter().for_each(|h| threads.add(h)),
+    match server::spawn(config, server, w.threads.shutdown()) {
+        Ok(handles) => handles.into_iter().for_each(|h| w.threads.add(h)),
         Err(err) => log::error!("node server disabled: {err}"),
     }
     Ok(stats)
 }
 
-/// What the node shutdown manager acts on.
-struct ShutdownParts {
-    pods: crate::kubelet::snapshot::PodSnapshot,
-    workers: PodWorkers,
-    status: StatusManager,
-    state: crate::nodeshutdown::ShutdownState,
-    recorder: Recorder,
-    node: String,
+/// Starts the `eviction` thread over the `stats` thread's samples (none without
+/// usage stats).
+fn start_eviction(
+    w: &mut Wiring,
+    config: crate::eviction::EvictionConfig,
+    stats: Option<crate::stats::StatsStore>,
+    pods: &PodSide,
+    rt: &RuntimeParts,
+) -> Result<(), AgentError> {
+    let Some(store) = stats else {
+        log::warn!("eviction disabled: no usage stats");
+        return Ok(());
+    };
+    let snapshot = pods.kubelet.snapshot();
+    let eviction = crate::eviction::EvictionManager {
+        config,
+        stats: store,
+        pods: Box::new(move || snapshot.pods()),
+        workers: pods.workers.clone(),
+        runtime: rt.manager.clone(),
+        recorder: w.recorder.clone(),
+        node_name: pods.kubelet.node_name().to_owned(),
+        root_dir: w.flags.root_dir.clone(),
+        sources_ready: pods.kubelet.sources_ready_flag(),
+        pressure: w.guards.pressure.clone(),
+        period: crate::eviction::manager::PERIOD,
+    };
+    w.threads.add(eviction.spawn(w.threads.shutdown())?);
+    Ok(())
 }
 
 /// Starts the `node-shutdown` thread when a shutdown grace period is configured.
 fn start_node_shutdown(
-    flags: &Flags,
+    w: &mut Wiring,
     connect: crate::nodeshutdown::logind::Connect,
-    parts: ShutdownParts,
-    threads: &mut Threads,
+    pods: &PodSide,
 ) -> Result<(), AgentError> {
-    let groups = flags.shutdown.groups();
+    let groups = w.flags.shutdown.groups();
     if groups.is_empty() {
         log::debug!("node shutdown: no grace period configured; the node's shutdown is immediate");
         return Ok(());
     }
-    let snapshot = parts.pods;
-    threads.add(
-        crate::nodeshutdown::ShutdownManager {
-            groups,
-            connect,
-            pods: Box::new(move || snapshot.pods()),
-            workers: parts.workers,
-            status: parts.status,
-            state: parts.state,
-            recorder: parts.recorder,
-            node_name: parts.node,
-        }
-        .spawn(threads.shutdown())?,
-    );
+    let snapshot = pods.kubelet.snapshot();
+    let manager = crate::nodeshutdown::ShutdownManager {
+        groups,
+        connect,
+        pods: Box::new(move || snapshot.pods()),
+        workers: pods.workers.clone(),
+        status: pods.status.clone(),
+        state: w.guards.shutdown.clone(),
+        recorder: w.recorder.clone(),
+        node_name: pods.kubelet.node_name().to_owned(),
+    };
+    w.threads.add(manager.spawn(w.threads.shutdown())?);
     Ok(())
 }
 
@@ -1013,235 +1206,49 @@ pub fn run(
     images: cri::ImageClient,
     shutdown: Shutdown,
 ) -> Result<(), AgentError> {
-    let mut threads = Threads::new(&shutdown);
     let host = resolve_host(flags)?;
     let eviction_config =
         crate::config::eviction_config(flags).map_err(|e| AgentError::Config(e.to_string()))?;
-    let pressure = crate::eviction::Pressure::new();
-    let shutdown_state = crate::nodeshutdown::ShutdownState::new();
-    let (node, root_dir, view) = (host.node.clone(), host.root_dir.clone(), host.view.clone());
-    let host_ips: Vec<String> = host
-        .machine
-        .node_ip
-        .iter()
-        .map(|ip| ip.to_string())
-        .collect();
-    let api_and_cert = prepared.api;
-    let api = api_and_cert.as_ref().map(|(client, _)| client.clone());
-    let recorder = start_events(flags, &host, api.as_ref(), &mut threads)?;
-    start_rotation(flags, &node, &api_and_cert, &recorder, &mut threads)?;
-    let serving = start_serving_rotation(flags, &host, &api_and_cert, &recorder, &mut threads)?;
+    let mut w = Wiring {
+        flags,
+        runtime,
+        images,
+        api: prepared.api.as_ref().map(|(client, _)| client.clone()),
+        worker_api: None,
+        recorder: Recorder::log_only(),
+        guards: Guards::default(),
+        threads: Threads::new(&shutdown),
+    };
+    w.recorder = start_events(&mut w, &host.node)?;
+    start_rotation(&mut w, &host.node, &prepared.api)?;
+    let serving = start_serving_rotation(&mut w, &host, &prepared.api)?;
     // Upstream's first node event (kubelet Run).
-    recorder.node(
-        &node,
+    w.recorder.node(
+        &host.node,
         crate::events::EventType::Normal,
         "Starting",
         "Starting kubelet.",
     );
-    let stats_images = images.clone();
-    // Pod workers' own API reads (volume objects, tokens, mirror pods, RuntimeClasses)
-    // run on two request threads, so that one worker thread per pod keeps a shallow
-    // stack.
-    let worker_api = match &api {
-        Some(client) => Some(client.with_request_threads(&RequestThreads::start("api-req", 2)?)),
-        None => None,
-    };
+    start_worker_api(&mut w)?;
     // Device plugins: the registration server lives until `run` returns.
-    let device_plugins = start_devices(flags, &root_dir);
+    let device_plugins = start_devices(flags, &host.root_dir);
     let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
-    let rt = start_runtime(
-        flags,
-        &host,
-        &runtime,
-        images,
-        RuntimeSources {
-            api: worker_api.clone(),
-            devices: devices.as_ref(),
-        },
-        &recorder,
-        &mut threads,
-    )?;
-    // Before the node thread: its status lists the volumes in use.
-    let volumes = Arc::new(volume_manager(
-        &root_dir,
-        worker_api.clone(),
-        &node,
-        view.allocatable.clone(),
-    ));
-    let node_lister = start_node(
-        host,
-        api.as_ref(),
-        &rt,
-        &runtime,
-        &stats_images,
-        &pressure,
-        &shutdown_state,
-        &recorder,
-        devices.as_ref(),
-        volumes.volumes_in_use(),
-        &mut threads,
-    )?;
-    let sources = start_sources(flags, &node, &root_dir, api.as_ref(), &mut threads)?;
-    let (probes, probe_rx, probe_metrics) = start_probes(&runtime, &recorder, &mut threads);
-    let (status, unstarted_status) = status_manager(api.as_ref());
+    let rt = start_runtime(&mut w, &host, devices.as_ref())?;
+    let pods = start_pods(&mut w, host, &rt, devices)?;
+    start_node_shutdown(&mut w, prepared.logind, &pods)?;
+    start_gc(&mut w, &pods, &rt)?;
+    let stats = start_readers(&mut w, &pods, &rt, serving)?;
+    start_eviction(&mut w, eviction_config, stats, &pods, &rt)?;
 
-    let allocatable = view.allocatable.clone();
-    // CSI node plugins: the `plugins` thread registers drivers from plugins_registry.
-    threads.add(volumes.spawn_plugin_watcher(threads.shutdown())?);
-    let mut syncer = KubeletSyncer::new(
-        rt.manager.clone(),
-        status.clone(),
-        rt.cgroups.clone(),
-        volumes.clone(),
-        probes.clone(),
-        rt.runtime_state.clone(),
-        recorder.clone(),
-        worker_api.map(|c| MirrorClient::new(c, node.clone())),
-        NodeFacts {
-            name: node.clone(),
-            host_ips,
-            runtime_name: rt.runtime_name.clone(),
-            root_dir: root_dir.clone(),
-        },
-    )
-    .with_resize(rt.resize.clone(), rt.cache.clone())
-    .with_node_allocatable(allocatable);
-    if let Some(store) = sources.services {
-        syncer = syncer.with_services(store);
-    }
-    let queue = WorkQueue::new();
-    let timings = WorkerTimings {
-        resync: flags.sync_frequency,
-        ..Default::default()
-    };
-    let workers = PodWorkers::new(
-        Arc::new(syncer),
-        queue.clone(),
-        rt.cache.clone(),
-        recorder.clone(),
-        timings,
-    );
-    if let (Some(unstarted), Some(client)) = (unstarted_status, &api) {
-        start_status(
-            unstarted,
-            client,
-            &workers,
-            sources.watched.clone(),
-            &mut threads,
-        )?;
-    }
-
-    let (deaths_tx, deaths_rx) = bounded(256);
-    let kubelet = Kubelet::new(KubeletDeps {
-        workers: workers.clone(),
-        queue,
-        runtime: rt.manager.clone(),
-        runtime_state: rt.runtime_state.clone(),
-        status: status.clone(),
-        probes,
-        recorder: recorder.clone(),
-        node: view,
-        root_dir,
-        expected_sources: sources.expected,
-        resize: rt.resize.clone(),
-        volumes,
-        deaths: deaths_tx,
-        last_relist: rt.last_relist.clone(),
-        cgroups: rt.cgroups.clone(),
-        mirrors: api
-            .as_ref()
-            .map(|c| MirrorClient::new(c.clone(), node.clone())),
-        node_lister,
-        // Upstream's order: the eviction manager's handler, then the shutdown manager's.
-        extra_admission: Some(Arc::new(crate::admission::AdmitHandlers(vec![
-            Arc::new(pressure.clone()),
-            Arc::new(shutdown_state.clone()),
-        ]))),
-        devices,
-    });
-    let evict_workers = workers.clone();
-    let evict_recorder = recorder.clone();
-    start_node_shutdown(
-        flags,
-        prepared.logind,
-        ShutdownParts {
-            pods: kubelet.snapshot(),
-            workers: workers.clone(),
-            status: status.clone(),
-            state: shutdown_state,
-            recorder: recorder.clone(),
-            node: node.clone(),
-        },
-        &mut threads,
-    )?;
-    threads.add(
-        GcLoop {
-            cleaner: kubelet.cleaner(),
-            manager: rt.manager.clone(),
-            workers,
-            sources_ready: kubelet.sources_ready_flag(),
-            policy: GcPolicy {
-                min_age: flags.minimum_container_ttl_duration,
-                ..Default::default()
-            },
-            image_policy: ImageGcPolicy {
-                high_threshold_percent: flags.image_gc_high_threshold,
-                low_threshold_percent: flags.image_gc_low_threshold,
-                ..Default::default()
-            },
-            recorder,
-            node_name: node.clone(),
-        }
-        .spawn(deaths_rx, threads.shutdown())?,
-    );
-    let server = ServerContext {
-        heartbeat: kubelet.heartbeat(),
-        pleg: rt.pleg_health.clone(),
-        started: Instant::now(),
-        pods: kubelet.snapshot(),
-        runtime: runtime.clone(),
-        status: Some(status),
-        api,
-        stats: None,
-        probes: probe_metrics,
-    };
-    let mut server_config = flags.server_config(&node);
-    server_config.serving = serving;
-    let stats = start_readers(
-        flags,
-        server_config,
-        &runtime,
-        stats_images,
-        &rt,
-        server,
-        &mut threads,
-    )?;
-    match stats {
-        Some(store) => threads.add(
-            crate::eviction::EvictionManager {
-                config: eviction_config,
-                stats: store,
-                pods: {
-                    let snapshot = kubelet.snapshot();
-                    Box::new(move || snapshot.pods())
-                },
-                workers: evict_workers,
-                runtime: rt.manager.clone(),
-                recorder: evict_recorder,
-                node_name: node.clone(),
-                root_dir: flags.root_dir.clone(),
-                sources_ready: kubelet.sources_ready_flag(),
-                pressure,
-                period: crate::eviction::manager::PERIOD,
-            }
-            .spawn(threads.shutdown())?,
-        ),
-        None => log::warn!("eviction disabled: no usage stats"),
-    }
-
-    log::info!("litelet running as node {node:?}");
-    kubelet.run(sources.updates, rt.pleg_events, probe_rx, shutdown);
-    threads.join_within(SHUTDOWN_JOIN_LIMIT);
+    log::info!("litelet running as node {:?}", pods.kubelet.node_name());
+    let PodSide {
+        kubelet,
+        updates,
+        probe_updates,
+        ..
+    } = pods;
+    kubelet.run(updates, rt.pleg_events, probe_updates, shutdown);
+    w.threads.join_within(SHUTDOWN_JOIN_LIMIT);
     Ok(())
 }
 
@@ -1254,7 +1261,9 @@ mod tests {
         let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
         assert!(check_swap(header).is_ok());
         assert!(check_swap("").is_ok(), "no /proc/swaps: no swap");
-        let err = check_swap(&format!("{header}/swapfile file 2097148 0 -2\n")).unwrap_err();
+        let err = check_swap(&format!("{header}/swapfile file 2097148 0 -2\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/swapfile"), "{err}");
         assert!(err.contains("--fail-swap-on=false"), "{err}");
     }

@@ -28,7 +28,6 @@ pub mod pod_workers;
 pub mod probe;
 pub mod prober;
 pub mod process;
-pub mod resize;
 pub mod runtime;
 pub mod runtime_info;
 pub mod server;

@@ -23,13 +23,13 @@ use litelet::cgroups::PodCgroupManager;
 use litelet::events::{EventRecord, Recorder};
 use litelet::kubelet::deps::{NoProbes, NoVolumes};
 use litelet::kubelet::mirror::MirrorClient;
-use litelet::kubelet::syncer::{KubeletSyncer, NodeFacts};
+use litelet::kubelet::syncer::{KubeletSyncer, NodeFacts, SyncerDeps};
 use litelet::kubelet::{Kubelet, KubeletDeps};
 use litelet::pleg::{Pleg, EVENT_CHANNEL_CAPACITY};
 use litelet::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
-use litelet::resize::{ResizeConfig, ResizeManager};
 use litelet::runtime::cache::PodStatusCache;
 use litelet::runtime::manager::RuntimeSettings;
+use litelet::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
 use litelet::runtime::state::RuntimeState;
 use litelet::sources::{self, SOURCE_API};
 use litelet::status::manager::{PodHooks, StatusManager};
@@ -87,7 +87,7 @@ impl Node {
             node.allocatable
                 .insert(k.into(), Quantity::parse(v).unwrap());
         }
-        let (resize, problem) = ResizeManager::open(root, ResizeConfig { node: node.clone() });
+        let (resize, problem) = ResizeManager::open(root, ResizeConfig::new(node.clone()));
         assert!(problem.is_none(), "{problem:?}");
         let resize = Arc::new(resize);
         let cache = PodStatusCache::new();
@@ -106,23 +106,25 @@ impl Node {
         let (updates_tx, updates_rx) = unbounded();
         sources::apiserver::spawn(client.clone(), NODE.into(), updates_tx, shutdown.clone())
             .unwrap();
-        let syncer = KubeletSyncer::new(
-            manager.clone(),
-            status.clone(),
-            Some(cgroups.clone()),
-            Arc::new(NoVolumes),
-            Arc::new(NoProbes),
-            runtime_state.clone(),
-            recorder.clone(),
-            Some(MirrorClient::new(client.clone(), NODE.into())),
-            NodeFacts {
+        let syncer = KubeletSyncer::new(SyncerDeps {
+            runtime: manager.clone(),
+            status: status.clone(),
+            volumes: Arc::new(NoVolumes),
+            probes: Arc::new(NoProbes),
+            runtime_state: runtime_state.clone(),
+            recorder: recorder.clone(),
+            node: NodeFacts {
                 name: NODE.into(),
                 host_ips: vec!["10.0.0.1".into()],
                 runtime_name: "fake".into(),
                 root_dir: root.to_owned(),
             },
-        )
-        .with_resize(resize.clone(), cache.clone());
+            resize: PodResize::new(resize.clone(), cache.clone(), recorder.clone()),
+            allocatable: Default::default(),
+            cgroups: Some(cgroups.clone()),
+            mirrors: Some(MirrorClient::new(client.clone(), NODE.into())),
+            services: None,
+        });
         let queue = WorkQueue::new();
         let timings = WorkerTimings {
             resync: RESYNC,

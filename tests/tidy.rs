@@ -1,7 +1,8 @@
 //! Tidy checks over the source tree (as rust-analyzer's `tidy` tests): the top-level
 //! modules of `src/` import each other one way only, in the layer order written once
-//! below (and drawn in `docs/ARCHITECTURE.md`), and every `src/` file opens with a
-//! `//!` doc saying what it is for.
+//! below (and drawn in `docs/ARCHITECTURE.md`), every `src/` file opens with a
+//! `//!` doc saying what it is for, and no comment threads a feature through the code
+//! with an all-caps marker (`// RESIZE:`): a feature lives in its module.
 //!
 //! The import check reads every `crate::` path of production code (`use` lines,
 //! grouped `use crate::{a, b::c}` and inline `crate::x::y` paths); test code (a
@@ -34,8 +35,9 @@ const LAYERS: &[&[&str]] = &[
     ],
     // The CRI client (counts its calls in metrics).
     &["cri", "certificate"],
-    // The runtime manager (upstream kuberuntime), with the pure resize decisions
-    // (`runtime::resize`), waiting reasons, the log reader and the runtime state.
+    // The runtime manager (upstream kuberuntime), with all of in-place resize
+    // (`runtime::resize`: allocations, admission, decisions, step 9; the node's fit
+    // comes in through a trait), waiting reasons, the log reader and the runtime state.
     &["runtime"],
     // What reads the runtime: status generation, the node, PLEG, pod workers, stats,
     // log rotation, runtime info, the device manager (implements the runtime's
@@ -52,10 +54,10 @@ const LAYERS: &[&[&str]] = &[
     ],
     // Pod admission predicates (upstream lifecycle) and the prober.
     &["admission", "prober"],
-    // The kubelet's managers over those: resize allocations and admission; eviction
-    // (reads stats, node and status; used by kubelet and agent); the node shutdown
-    // manager (logind, pod workers' kills, admission, node health).
-    &["resize", "eviction", "nodeshutdown"],
+    // The kubelet's managers over those: eviction (reads stats, node and status; used
+    // by kubelet and agent); the node shutdown manager (logind, pod workers' kills,
+    // admission, node health).
+    &["eviction", "nodeshutdown"],
     // The sync loop, pod syncer, housekeeping.
     &["kubelet"],
     // Above the kubelet: the node server and the volume manager (implements a
@@ -385,6 +387,116 @@ fn api_shape_finder_reads_indexing_pointers_literals_and_urls() {
             (5, "\"/apis/".to_owned()),
         ]
     );
+}
+
+/// Names of the modules of `src/` that have submodules (directories, at any depth):
+/// the names a feature goes by.
+fn module_names(dir: &Path, out: &mut BTreeSet<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if path.is_dir() {
+            module_names(&path, out);
+            if let Some(name) = path.file_name().and_then(|s| s.to_str()) {
+                out.insert(name.to_owned());
+            }
+        }
+    }
+}
+
+/// Tags the marker check allows at the start of a comment.
+const ALLOWED_TAGS: &[&str] = &["SAFETY", "TODO", "FIXME", "NOTE"];
+
+/// The feature markers in one line of code: an all-caps word (4 letters or more) that
+/// opens a comment as a tag (`// WORD:` or a comment that is only `WORD`), or that
+/// names a module (`modules`) and sits in a comment as a tag: `(WORD)`, `(WORD:` or
+/// `(WORD,`.
+fn markers(line: &str, modules: &BTreeSet<String>) -> Vec<String> {
+    let Some(at) = line.find("//") else {
+        return Vec::new();
+    };
+    let comment = line[at..].trim_start_matches(['/', '!']).trim();
+    let is_word = |w: &str| w.len() >= 4 && w.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+    let mut out = Vec::new();
+    let first: String = comment
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let after = &comment[first.len()..];
+    if is_word(&first)
+        && (after.starts_with(':') || after.trim().is_empty())
+        && !ALLOWED_TAGS.contains(&first.as_str())
+    {
+        out.push(first.clone());
+    }
+    let names_module = |w: &str| is_word(w) && modules.contains(&w.to_lowercase());
+    let mut rest = comment;
+    while let Some(open) = rest.find('(') {
+        rest = &rest[open + 1..];
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let next = rest[word.len()..].chars().next();
+        if names_module(&word) && matches!(next, Some(')' | ':' | ',')) {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// No comment in `src/` carries a feature marker such as `// RESIZE:`; test code
+/// included.
+#[test]
+fn no_feature_marker_comments() {
+    let src = src_dir();
+    let mut modules = BTreeSet::new();
+    module_names(&src, &mut modules);
+    let mut found = Vec::new();
+    for (file, text) in read_sources() {
+        for (i, line) in text.lines().enumerate() {
+            for marker in markers(line, &modules) {
+                let rel = file.strip_prefix(&src).unwrap_or(&file);
+                found.push(format!("src/{}:{}: {marker}", rel.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "feature marker comments (move the code into the feature's module, or say in words what it does):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The marker check itself: tags, module names in tag form, and what it leaves alone.
+#[test]
+fn marker_check_finds_tags_and_leaves_prose_alone() {
+    let modules: BTreeSet<String> = ["resize", "eviction"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let found = |line: &str| markers(line, &modules);
+    assert_eq!(found("    // RESIZE: admit first"), ["RESIZE"]);
+    assert_eq!(found("x(); // RESIZE"), ["RESIZE"]);
+    assert_eq!(
+        found("/// The pod cgroup manager (RESIZE); None"),
+        ["RESIZE"]
+    );
+    assert_eq!(
+        found("// Step 9 (RESIZE, upstream doPodResizeAction)"),
+        ["RESIZE"]
+    );
+    assert_eq!(found("// text (EVICTION: reclaim)"), ["EVICTION"]);
+    assert_eq!(found("//! HOTFIX: something"), ["HOTFIX"]);
+    assert!(found("// SAFETY: the fd is ours").is_empty());
+    assert!(found("// CPU: shares first").is_empty());
+    assert!(found("// reads the JSON (JSON) and CRI").is_empty());
+    assert!(found("/// Expands `$(NAME)` from `vars`").is_empty());
+    assert!(found("//! hooks: exec through CRI, an HTTP").is_empty());
+    assert!(found("// resize in place after init").is_empty());
+    assert!(found("let s = \"RESIZE\";").is_empty());
 }
 
 /// The parser itself: plain paths, groups over lines, comments and look-alikes.

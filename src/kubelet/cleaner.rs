@@ -1,8 +1,9 @@
 //! Carries out housekeeping's slow steps ([`CleanupWork`]) on the `gc` thread:
 //! orphaned mirror pod DELETEs (the API client retries, up to 30 s per try in an
 //! outage), volume teardown (subPath bind mounts first) and removal of orphaned pod
-//! directories (never while anything below one is mounted), and removal of orphaned
-//! pod cgroups. The sync loop only plans them (`housekeeping_plan.rs`).
+//! directories (never while anything below one is mounted), removal of orphaned pod
+//! cgroups, and the allocation checkpoint write after housekeeping pruned forgotten
+//! pods' allocations. The sync loop only plans them (`housekeeping_plan.rs`).
 //!
 //! A plan may be seconds old when it runs: every removal asks the pod workers again
 //! (a pod admitted since then has a worker before it has a directory or cgroup),
@@ -17,6 +18,7 @@ use super::housekeeping_plan::CleanupWork;
 use super::mirror::MirrorClient;
 use crate::cgroups::manager::PodCgroupManager;
 use crate::pod_workers::PodWorkers;
+use crate::runtime::resize::ResizeManager;
 use crate::runtime::subpath;
 
 /// What the executor needs; built by [`super::Kubelet::cleaner`].
@@ -26,6 +28,7 @@ pub struct Cleaner {
     pub(super) volumes: Arc<dyn PodVolumes>,
     pub(super) cgroups: Option<Arc<PodCgroupManager>>,
     pub(super) root_dir: PathBuf,
+    pub(super) resize: Arc<ResizeManager>,
 }
 
 /// True when something is mounted at or below `dir` (never delete through a mount),
@@ -66,6 +69,9 @@ impl Cleaner {
             }
         }
         if work.remove_orphans {
+            if let Err(err) = self.resize.persist() {
+                log::warn!("housekeeping: writing pruned pod allocations: {err}");
+            }
             self.remove_orphaned_pod_dirs(&work.keep);
             self.remove_orphaned_cgroups(&work.keep);
         }

@@ -5,12 +5,15 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::admission::NodeView;
 use crate::api::pod::Pod;
+use crate::api::quantity::Quantity;
 use crate::credentialprovider::PullSecret;
 use crate::prober::ProbeManager;
 use crate::runtime::actions;
 use crate::runtime::env::{ConfigSource, NoConfigSource};
 use crate::runtime::model::PodRuntimeStatus;
+use crate::runtime::resize::admission::{DoesNotFit, NodeFit};
 use crate::status::containers as status_containers;
 
 /// The volume manager's own error, kept whole (`source()` reaches it) behind the
@@ -121,3 +124,17 @@ impl PodProbes for ProbeManager {
 }
 
 pub use crate::admission::PodAdmitHandler;
+
+/// Resize admission's view of the node: its allocatable resources and pod
+/// admission's resource predicate (`runtime::resize` sits below `admission`).
+impl NodeFit for NodeView {
+    fn allocatable(&self) -> &BTreeMap<String, Quantity> {
+        &self.allocatable
+    }
+
+    fn fits(&self, pod: &Pod, others: &[&Pod]) -> Result<(), DoesNotFit> {
+        crate::admission::fits(pod, others, self).map_err(|rejection| DoesNotFit {
+            message: rejection.message,
+        })
+    }
+}

@@ -113,10 +113,8 @@ impl Kubelet {
                 .update_pod(UpdatePodOptions::kill_runtime_pod(orphan, Some(1)));
         }
         if plan.cleanup.remove_orphans {
-            // RESIZE: the checkpoint is written only when an allocation goes.
-            if let Err(err) = self.resize.retain(&plan.cleanup.keep) {
-                log::warn!("housekeeping: pruning pod allocations: {err}");
-            }
+            // Forgotten pods' allocations go; the `gc` thread writes the checkpoint.
+            self.resize.retain(&plan.cleanup.keep);
             // Device plugins' devices go back once a pod is neither active nor has a
             // worker that may still run it (upstream frees them for the next
             // admission); the checkpoint is written only when one goes.

@@ -1,7 +1,11 @@
 //! The kubelet's sync loop (upstream syncLoop / syncLoopIteration) and its handlers.
 //!
 //! Runs on the `sync` thread, which owns the desired pods ([`PodManager`]) and never
-//! blocks on CRI, HTTP or cgroupfs: slow work goes to pod workers. One `select!` reads:
+//! calls the API or cgroupfs, nor writes the allocation checkpoint (admissions are
+//! recorded in memory; pod workers and the `gc` thread write it): slow work goes to
+//! pod workers and the `gc` thread. Its only I/O is housekeeping's: a CRI listing when
+//! the PLEG's last relist is stale, the device checkpoint when devices are freed.
+//! One `select!` reads:
 //! - `updates`: PodUpdates from the sources (API watch, static files) → handlers;
 //! - `pleg`: container lifecycle events → a sync of the pod, if known;
 //! - `sync_tick` (1 s): pods whose work-queue entry is due, and active deadlines;
@@ -42,9 +46,9 @@ use crate::node::NodeLister;
 use crate::pleg::{LastRelist, PodLifecycleEvent, PodLifecycleEventType};
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkQueue};
 use crate::prober::{ProbeKind, ProbeUpdate};
-use crate::resize::ResizeManager;
 use crate::runtime::actions::ProbeResult;
 use crate::runtime::manager::RuntimeManager;
+use crate::runtime::resize::ResizeManager;
 use crate::runtime::state::RuntimeState;
 use crate::sources::{PodOperation, PodUpdate};
 use crate::status::manager::StatusManager;
@@ -224,7 +228,13 @@ impl Kubelet {
             volumes: self.volumes.clone(),
             cgroups: self.cgroups.clone(),
             root_dir: self.root_dir.clone(),
+            resize: self.resize.clone(),
         }
+    }
+
+    /// The node's name.
+    pub fn node_name(&self) -> &str {
+        &self.node.name
     }
 
     /// Unix seconds of the loop's last turn, for `/healthz` (0 before the first).
@@ -381,7 +391,7 @@ impl Kubelet {
                         pods.push(pod.clone());
                     }
                 }
-                // RESIZE: resources were freed; judge Deferred resizes again now.
+                // Resources were freed: judge Deferred resizes again now.
                 for uid in self.resize.take_retries() {
                     match self.pods.get(&uid) {
                         Some(pod) if !pods.iter().any(|p| p.uid() == uid) => pods.push(pod.clone()),
@@ -455,11 +465,9 @@ impl Kubelet {
 
     fn handle_pod_additions(&mut self, mut pods: Vec<Arc<Pod>>) {
         pods.sort_by_key(|p| creation_key(p));
-        // RESIZE: the whole batch is one admission against resize admissions.
+        // The whole batch is one admission against resize admissions.
         let resize = self.resize.clone();
-        let _admission = resize.admission_lock();
-        let mut allocations_changed = false;
-        let batch = pods.len();
+        let batch = resize.admission_batch();
         let mut node = self
             .node
             .with_listed(self.node_lister.as_ref().and_then(|l| l.get()));
@@ -488,11 +496,10 @@ impl Kubelet {
                 Err(rejection)
             } else {
                 let active = self.active_pods(self.pods.pods());
-                // RESIZE: every pod counts at its allocated resources (the checkpoint
-                // is the truth after a restart); an admitted pod's allocation is kept.
-                let wanted = resize.allocated_pod(&pod);
-                let active: Vec<Arc<Pod>> =
-                    active.iter().map(|p| resize.allocated_pod(p)).collect();
+                // Every pod counts at its allocated resources; an admitted pod's
+                // allocation is kept.
+                let wanted = batch.allocated_pod(&pod);
+                let active: Vec<Arc<Pod>> = active.iter().map(|p| batch.allocated_pod(p)).collect();
                 let active: Vec<&Pod> = active.iter().map(Arc::as_ref).collect();
                 match &self.devices {
                     Some(devices) => admit_devices(devices, &wanted, &active, &node)
@@ -509,21 +516,15 @@ impl Kubelet {
                     self.reject_pod(&pod, &rejection);
                     continue;
                 }
-                Ok(Some(wanted)) => {
-                    allocations_changed |= resize.note_admitted(&wanted);
-                }
+                Ok(Some(wanted)) => batch.admitted(&wanted),
                 Ok(None) => {}
             }
             let mirror = self.pods.mirror_of(&pod).cloned();
             self.update(UpdateType::Create, pod, mirror);
         }
-        // One checkpoint write for the batch, before the lock (which the new pods'
-        // workers wait on) is released.
-        if allocations_changed {
-            if let Err(err) = resize.store_allocations() {
-                log::error!("allocation checkpoint after admitting {batch} pods: {err}");
-            }
-        }
+        // The new allocations reach the checkpoint from the first of the new pods'
+        // workers, before it runs anything (`ResizeManager::sync`).
+        drop(batch);
     }
 
     /// Fails a pod that cannot run here (upstream rejectPod).

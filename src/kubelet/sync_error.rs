@@ -13,7 +13,7 @@ use super::deps::PodVolumesError;
 use crate::cgroups::CgroupError;
 use crate::cri::CriError;
 use crate::pod_workers::SyncError;
-use crate::resize::checkpoint::CheckpointError;
+use crate::runtime::resize::CheckpointError;
 use crate::runtime::result::SyncOutcome;
 
 /// A failed sync function, by the step that failed.

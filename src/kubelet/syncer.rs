@@ -2,6 +2,10 @@
 //! SyncTerminatingRuntimePod, SyncTerminatedPod): what the pod workers call on their
 //! threads. Each generates the pod's API status, hands it to the status manager and
 //! drives the runtime, cgroups, volumes, probes and mirror pods in upstream's order.
+//! In-place resize takes part through `PodResize`, one call per step: admission before
+//! anything else (everything after runs the allocated pod), the status's allocated
+//! pod and conditions, the fresh runtime status after a resize, and forgetting a
+//! terminated pod. Built once from a [`SyncerDeps`] struct literal.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -17,12 +21,11 @@ use crate::cgroups::manager::PodCgroupManager;
 use crate::cgroups::qos::pod_qos;
 use crate::events::{EventType, Recorder};
 use crate::pod_workers::{Cancel, PodSyncer, StatusFn, SyncError, Synced, UpdateType};
-use crate::resize::{sync as resize_sync, ResizeManager};
-use crate::runtime::cache::PodStatusCache;
 use crate::runtime::env::EnvContext;
 use crate::runtime::envvars::ServiceEnv;
 use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod};
+use crate::runtime::resize::PodResize;
 use crate::runtime::result::WaitingReason;
 use crate::runtime::state::RuntimeState;
 use crate::runtime::sync::SyncInputs;
@@ -40,70 +43,66 @@ pub struct NodeFacts {
     pub root_dir: PathBuf,
 }
 
-/// Implements [`PodSyncer`] for the real kubelet.
-pub struct KubeletSyncer {
+/// What [`KubeletSyncer`] is built from, given once to [`KubeletSyncer::new`]: a
+/// struct literal, so every part is required at compile time; the parts a node may run
+/// without are `Option`s (pod cgroups, mirror pods and services need what a node may
+/// lack: working cgroups, an API server).
+pub struct SyncerDeps {
     pub runtime: Arc<RuntimeManager>,
     pub status: StatusManager,
-    pub cgroups: Option<Arc<PodCgroupManager>>,
     pub volumes: Arc<dyn PodVolumes>,
     pub probes: Arc<dyn PodProbes>,
     pub runtime_state: RuntimeState,
     pub recorder: Recorder,
-    pub mirrors: Option<MirrorClient>,
     pub node: NodeFacts,
+    /// Resize's steps in each sync: admission, the allocated pod and conditions for
+    /// the status, the fresh runtime status after a resize, forgetting a pod.
+    pub resize: PodResize,
+    /// The node's allocatable resources (as admission and the Node status count
+    /// them), which the downward API gives containers without limits.
+    pub allocatable: BTreeMap<String, Quantity>,
+    pub cgroups: Option<Arc<PodCgroupManager>>,
+    pub mirrors: Option<MirrorClient>,
+    /// The cluster's services, filled by the `services` thread, for service variables;
+    /// API pods' containers wait until it has listed once (`None`: standalone mode).
+    pub services: Option<ServiceStore>,
+}
+
+/// Implements [`PodSyncer`] for the real kubelet.
+pub struct KubeletSyncer {
+    runtime: Arc<RuntimeManager>,
+    status: StatusManager,
+    cgroups: Option<Arc<PodCgroupManager>>,
+    volumes: Arc<dyn PodVolumes>,
+    probes: Arc<dyn PodProbes>,
+    runtime_state: RuntimeState,
+    recorder: Recorder,
+    mirrors: Option<MirrorClient>,
+    node: NodeFacts,
     /// The waiting reasons of each pod's last runtime sync (upstream reasonCache).
     reasons: Mutex<HashMap<String, BTreeMap<String, WaitingReason>>>,
-    /// RESIZE: allocations and resize conditions, and the PLEG cache to refresh after
-    /// a resize (set with [`KubeletSyncer::with_resize`]).
-    resize: Option<(Arc<ResizeManager>, PodStatusCache)>,
-    /// The node's allocatable resources: what resourceFieldRefs to unset limits read.
+    resize: PodResize,
     allocatable: BTreeMap<String, Quantity>,
-    /// The cluster's services, for service variables (`None` in standalone mode).
     services: Option<ServiceStore>,
 }
 
 impl KubeletSyncer {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        runtime: Arc<RuntimeManager>,
-        status: StatusManager,
-        cgroups: Option<Arc<PodCgroupManager>>,
-        volumes: Arc<dyn PodVolumes>,
-        probes: Arc<dyn PodProbes>,
-        runtime_state: RuntimeState,
-        recorder: Recorder,
-        mirrors: Option<MirrorClient>,
-        node: NodeFacts,
-    ) -> KubeletSyncer {
+    pub fn new(deps: SyncerDeps) -> KubeletSyncer {
         KubeletSyncer {
-            runtime,
-            status,
-            cgroups,
-            volumes,
-            probes,
-            runtime_state,
-            recorder,
-            mirrors,
-            node,
+            runtime: deps.runtime,
+            status: deps.status,
+            cgroups: deps.cgroups,
+            volumes: deps.volumes,
+            probes: deps.probes,
+            runtime_state: deps.runtime_state,
+            recorder: deps.recorder,
+            mirrors: deps.mirrors,
+            node: deps.node,
             reasons: Mutex::new(HashMap::new()),
-            resize: None,
-            allocatable: BTreeMap::new(),
-            services: None,
+            resize: deps.resize,
+            allocatable: deps.allocatable,
+            services: deps.services,
         }
-    }
-
-    /// The node's allocatable resources (as admission and the Node status count
-    /// them), which the downward API gives containers without limits.
-    pub fn with_node_allocatable(mut self, allocatable: BTreeMap<String, Quantity>) -> Self {
-        self.allocatable = allocatable;
-        self
-    }
-
-    /// Gives containers service variables from `store` (filled by the `services`
-    /// thread); API pods' containers wait until it has listed once.
-    pub fn with_services(mut self, store: ServiceStore) -> Self {
-        self.services = Some(store);
-        self
     }
 
     /// The service variables of `pod` (upstream getServiceEnvVarMap + serviceHasSynced).
@@ -115,13 +114,6 @@ impl KubeletSyncer {
             }
             None => ServiceEnv::None,
         }
-    }
-
-    /// RESIZE: admit and carry out in-place resizes with `resize`; `cache` is the PLEG's
-    /// status cache, refreshed after each resize.
-    pub fn with_resize(mut self, resize: Arc<ResizeManager>, cache: PodStatusCache) -> Self {
-        self.resize = Some((resize, cache));
-        self
     }
 
     fn reasons_of(&self, uid: &str) -> BTreeMap<String, WaitingReason> {
@@ -153,9 +145,9 @@ impl KubeletSyncer {
     ) -> PodStatus {
         let previous = self.status.get_pod_status(pod.uid());
         let now = Time::now();
-        // RESIZE: statuses report the allocated resources (`allocatedResources`).
-        let allocated = self.resize.as_ref().map(|(r, _)| r.allocated_pod(pod));
-        let pod = allocated.as_ref().unwrap_or(pod);
+        // Statuses report the allocated resources and the resize conditions.
+        let (allocated, resize_conditions) = self.resize.for_status(pod, !terminal && !terminating);
+        let pod = &allocated;
         let mut input = PodStatusInput::new(pod, runtime, &self.node.runtime_name, now);
         input.previous = previous.as_ref();
         input.probes = self.probes.status_results(pod.uid());
@@ -165,9 +157,7 @@ impl KubeletSyncer {
         input.host_ips = self.node.host_ips.clone();
         input.qos_class = Some(pod_qos(pod).into());
         input.eviction = active_deadline_exceeded(pod, previous.as_ref(), now);
-        if let (Some((resize, _)), false) = (&self.resize, terminal || terminating) {
-            input.resize_conditions = resize.conditions(pod.uid()); // RESIZE
-        }
+        input.resize_conditions = resize_conditions;
         generate_pod_status(&input)
     }
 
@@ -291,16 +281,12 @@ impl PodSyncer for KubeletSyncer {
         mirror: Option<&Arc<Pod>>,
         runtime: &PodRuntimeStatus,
     ) -> Result<Synced, SyncError> {
-        // RESIZE: resize admission first; everything below runs the allocated pod.
-        let allocated;
-        let pod = match &self.resize {
-            Some((resize, _)) => {
-                allocated = resize_sync::before_runtime_sync(resize, &self.recorder, pod, runtime)
-                    .map_err(PodSyncError::from)?;
-                &allocated
-            }
-            None => pod,
-        };
+        // Resize admission first; everything below runs the allocated pod.
+        let allocated = self
+            .resize
+            .admit(pod, runtime)
+            .map_err(PodSyncError::from)?;
+        let pod = &allocated;
         let api = self.api_status(pod, runtime, false, false);
         let phase_terminal = crate::status::is_terminal_phase(api.phase.as_ref());
         let host_network = pod.spec.host_network.unwrap_or(false);
@@ -359,23 +345,12 @@ impl PodSyncer for KubeletSyncer {
             return Err(SyncError::Canceled);
         }
         let reasons_changed = self.set_reasons(pod.uid(), outcome.container_errors());
-        let mut reported = false;
-        if let Some((resize, cache)) = &self.resize {
-            // RESIZE: report the new resources now, not at the next periodic sync.
-            let (manager, recorder) = (&self.runtime, &self.recorder);
-            let fresh = resize_sync::after_runtime_sync(
-                resize,
-                recorder,
-                manager,
-                Some(cache),
-                pod,
-                &outcome,
-            );
-            if let Some(fresh) = fresh {
-                let api = self.api_status(pod, &fresh, false, false);
-                self.status.set_pod_status(pod, api);
-                reported = true;
-            }
+        // Report the new resources now, not at the next periodic sync.
+        let fresh = self.resize.after_runtime_sync(&self.runtime, pod, &outcome);
+        let reported = fresh.is_some();
+        if let Some(fresh) = fresh {
+            let api = self.api_status(pod, &fresh, false, false);
+            self.status.set_pod_status(pod, api);
         }
         if reasons_changed && !reported {
             // Report this sync's waiting reasons now (ErrImagePull right after the
@@ -486,12 +461,7 @@ impl PodSyncer for KubeletSyncer {
                 .map_err(PodSyncError::RemovePodCgroup)?;
         }
         self.set_reasons(pod.uid(), BTreeMap::new());
-        if let Some((resize, _)) = &self.resize {
-            // RESIZE: its resources are free; Deferred resizes may fit now.
-            if let Err(err) = resize.remove_pod(pod.uid()) {
-                log::warn!("pod {}: {err}", pod.full_name());
-            }
-        }
+        self.resize.forget(pod);
         self.status.terminate_pod(pod);
         Ok(())
     }

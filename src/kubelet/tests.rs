@@ -1,8 +1,9 @@
-//! Sync loop behaviours (spec kubelet-and-podworkers.md §4, harness B, the parts that
+//! Sync loop behaviours (upstream syncLoopIteration and its handlers, the parts that
 //! live in the loop itself): config handlers, admission, the PLEG and probe arms,
 //! housekeeping's gates. The loop runs with real pod workers over a recording syncer
 //! and a runtime that is never there (housekeeping's runtime listing fails, after
-//! SyncKnownPods). Test names carry the behaviour numbers.
+//! SyncKnownPods). A `bNN_` prefix is a tag kept from the first test plan; the rest
+//! of the name says the behaviour.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -147,7 +148,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
     let relist = LastRelist::default();
     let (resize, problem) = ResizeManager::open(
         root.path(),
-        crate::resize::ResizeConfig { node: node.clone() },
+        crate::runtime::resize::ResizeConfig::new(node.clone()),
     );
     assert!(problem.is_none(), "{problem:?}");
     let kubelet = Kubelet::new(KubeletDeps {

@@ -420,7 +420,7 @@ impl PodWorkers {
         }
     }
 
-    // ---- queries (upstream §1.5) ----
+    // ---- queries (upstream podWorkers' Is*/Could*/Should* methods) ----
 
     /// The pod's containers have stopped (terminated or finished).
     pub fn is_pod_known_terminated(&self, uid: &str) -> bool {
@@ -606,19 +606,19 @@ impl PodWorkers {
     /// at most [`kill_timeout`], after which an `ExceededGracePeriod` event is recorded
     /// and an error returned.
     ///
-    /// Deliberate difference (spec §5, "a kill on a finished pod"): upstream never
+    /// Deliberate difference for a kill on a finished pod: upstream never
     /// closes the completion channel of a kill that reaches a finished pod, so its
     /// caller waits out the whole timeout and reports ExceededGracePeriod although the
     /// containers stopped long ago. Here every update that is ignored drops its
     /// options, and dropping the sender releases the waiter at once, as for a pod that
-    /// is terminated but not yet finished (behaviour 14).
+    /// is terminated but not yet finished.
     pub fn kill_pod_now(
         &self,
         pod: &Arc<Pod>,
         evict: bool,
         grace_override: Option<i64>,
         status_fn: Option<StatusFn>,
-    ) -> Result<(), String> {
+    ) -> Result<(), KillTimeout> {
         let timeout = kill_timeout(pod, grace_override);
         let (done_tx, done_rx) = bounded::<()>(1);
         let mut options = UpdatePodOptions::new(UpdateType::Kill, pod.clone());
@@ -637,12 +637,18 @@ impl PodWorkers {
                     "ExceededGracePeriod",
                     "Container runtime did not kill the pod within specified grace period.",
                 );
-                Err("timeout waiting to kill pod".into())
+                Err(KillTimeout)
             }
             _ => Ok(()),
         }
     }
 }
+
+/// [`PodWorkers::kill_pod_now`] stopped waiting: the pod's containers did not stop
+/// within [`kill_timeout`] (the kill goes on in the pod's worker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("timeout waiting to kill pod")]
+pub struct KillTimeout;
 
 /// How long [`PodWorkers::kill_pod_now`] waits: 1.5 × the grace period (the override,
 /// else the spec's, else 0; whole seconds, rounded down), at least 10 s.

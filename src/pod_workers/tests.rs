@@ -1,6 +1,7 @@
-//! Pod worker behaviours (spec kubelet-and-podworkers.md §4, harness A): a fake syncer
-//! that records calls and can block or fail, a status cache that always answers at
-//! once, and the real work queue. Test names carry the behaviour numbers.
+//! Pod worker behaviours (upstream pod_workers.go): a fake syncer that records calls
+//! and can block or fail, a status cache that always answers at once, and the real
+//! work queue. A `bNN_` prefix is a tag kept from the first test plan; the rest of
+//! the name says the behaviour.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -965,7 +966,8 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
         .workers
         .kill_pod_now(&Arc::new(p.clone()), false, None, None);
     let waited = started.elapsed();
-    assert_eq!(result, Err("timeout waiting to kill pod".to_owned()));
+    assert_eq!(result, Err(KillTimeout));
+    assert_eq!(KillTimeout.to_string(), "timeout waiting to kill pod");
     assert!(
         waited >= Duration::from_secs(10),
         "grace 4 waits the 10 s floor, returned after {waited:?}"
@@ -992,7 +994,7 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
     h.finished("u16");
 }
 
-/// Pins a deliberate difference from upstream (spec §5; documented on `kill_pod_now`):
+/// Pins a deliberate difference from upstream (documented on `kill_pod_now`):
 /// upstream never closes the completion channel of a kill that reaches a finished pod,
 /// so killPodNow waits out its timeout (45 s here) and reports ExceededGracePeriod.
 /// litelet releases the waiter at once: the containers are known to be stopped.
@@ -1306,7 +1308,8 @@ fn image_pull_syncs(until: u64, jitter: f64) -> Vec<(u64, &'static str)> {
     syncs
 }
 
-// Issue 23 item 4: pulls were 69, 82 and 95 s apart (the resync period decided).
+// Image pulls were once 69, 82 and 95 s apart: the resync period decided, not the
+// back-off.
 #[test]
 fn image_pull_attempts_follow_the_backoff_sequence() {
     for jitter in [1.0, 1.5] {

@@ -15,26 +15,29 @@
 //!   is started again under every restart policy and never counts as "succeeded";
 //!   v1.29 left it stuck (created init containers, `restartPolicy: Never`) or treated it
 //!   as exited with code 0;
-//! - an ephemeral container stuck in `created` is retried (upstream quirk 12);
+//! - an ephemeral container stuck in `created` is retried (upstream never retried it);
 //! - a running sidecar whose spec changed is restarted, as later upstream versions do;
 //! - nothing starts in a pod that is killed without a new sandbox (upstream still
 //!   started ephemeral containers there).
 //!
-//! In-place resize (RESIZE): for pods other than static pods, a change of resources
-//! alone is not a definition change (the hash without resources is compared); each
-//! running regular container and started sidecar goes through [`resize_hook`], which
-//! asks `runtime::resize::compute` (pure, spec section 5.1) whether to update it in place
-//! (`containers_to_update`, decreases first) or restart it (`update_pod_resources`).
-//! The pod passed in is the *allocated* pod: its spec carries the resources admitted
-//! by `resize::ResizeManager`, not necessarily the ones the API asks for.
+//! In-place resize: for pods other than static pods, a change of resources alone is
+//! not a definition change (the hash without resources is compared); each running
+//! regular container and started sidecar goes through [`resize_hook`], which asks
+//! `runtime::resize::compute` (pure, upstream `computePodResizeAction`) whether to
+//! update it in place (`containers_to_update`, decreases first) or restart it
+//! (`update_pod_resources`). The pod passed in is the *allocated* pod: its spec
+//! carries the resources admitted by `runtime::resize::ResizeManager`, not necessarily
+//! the ones the API asks for. The resize types are `runtime::resize`'s, re-exported.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::pod::{Container, Pod, RestartPolicy};
-use crate::cgroups::Limit;
 use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
+use crate::runtime::resize::compute::{container_resize, ContainerResize};
+pub use crate::runtime::resize::compute::{ContainerToUpdate, ResizeResource, ResizeUpdates};
+pub use crate::runtime::resize::values::ResourceValues;
 
 /// The outcome of one liveness or startup probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,53 +99,6 @@ pub struct ContainerToKill {
     pub reason: KillReason,
 }
 
-/// A resource the in-place resize path changes on a running container. Ordered so
-/// that memory comes first: it is applied before CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ResizeResource {
-    Memory,
-    Cpu,
-}
-
-/// A container's cgroup values as in-place resize compares and applies them: the units
-/// the runtime reports back (CRI `LinuxContainerResources`), not Kubernetes units, so
-/// "equal" means "nothing to write" even where Kubernetes amounts round (1m and 2m CPU
-/// are both 2 shares; 5m and 10m CPU limits are both the 1 ms minimum quota).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResourceValues {
-    /// `cpu.shares` (from the CPU request, or the limit without a request).
-    pub cpu_shares: u64,
-    /// CFS quota in microseconds per `cpu_period`; unlimited without a CPU limit.
-    pub cpu_quota: Limit,
-    pub cpu_period: u64,
-    /// Memory limit in bytes; unlimited without one.
-    pub memory_limit: Limit,
-}
-
-/// One running container to resize in place.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContainerToUpdate {
-    /// Index into `spec.containers`, or into `spec.initContainers` for a sidecar.
-    pub index: usize,
-    /// True for a restartable init container (sidecar).
-    pub sidecar: bool,
-    pub name: String,
-    pub container_id: String,
-    /// What the allocated spec asks for.
-    pub desired: ResourceValues,
-    /// What the runtime reports the container has now.
-    pub current: ResourceValues,
-}
-
-/// What the resize seam decided for one running container.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResizeDecision {
-    /// Keep the container running (resized in place, or nothing to do).
-    Keep,
-    /// The resize needs a restart; the hook has already queued the kill and the start.
-    Restart,
-}
-
 /// Everything one sync must do for a pod (upstream `podActions`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodActions {
@@ -164,7 +120,7 @@ pub struct PodActions {
     pub containers_to_kill: BTreeMap<String, ContainerToKill>,
     /// In-place resizes per resource, in the order to apply them: decreases first
     /// (latest found first), then increases (in spec order). Filled by [`resize_hook`].
-    pub containers_to_update: BTreeMap<ResizeResource, Vec<ContainerToUpdate>>,
+    pub containers_to_update: ResizeUpdates,
     /// Some container restarts for a resize, so the pod cgroup must be updated too.
     pub update_pod_resources: bool,
 }
@@ -281,7 +237,7 @@ pub fn should_container_be_restarted(
     }
 }
 
-/// Computes what the pod needs (spec sections 4.1–4.6, sidecar mode).
+/// Computes what the pod needs (upstream `computePodActions`, sidecar mode).
 pub fn compute_pod_actions(
     pod: &Pod,
     status: &PodRuntimeStatus,
@@ -323,10 +279,21 @@ fn resizable(pod: &Pod) -> bool {
     !pod.is_static()
 }
 
-/// The in-place resize seam (RESIZE), called for every running regular container and
-/// started sidecar that is kept otherwise (spec section 5.1): it may add the container
-/// to `actions.containers_to_update` and return `Keep`, or queue its kill, set
-/// `actions.update_pod_resources` and return `Restart` (the caller queues the start).
+/// What the resize seam decided for one running container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResizeDecision {
+    /// Keep the container running (resized in place, or nothing to do).
+    Keep,
+    /// The resize needs a restart; the hook has already queued the kill (the caller
+    /// queues the start).
+    Restart,
+}
+
+/// The in-place resize seam, called for every running regular container and started
+/// sidecar that is kept otherwise (upstream `computePodResizeAction`): it may add the
+/// container to `actions.containers_to_update` and return `Keep`, or queue its kill,
+/// set `actions.update_pod_resources` and return `Restart` (the caller queues the
+/// start).
 fn resize_hook(
     pod: &Pod,
     container: &Container,
@@ -337,11 +304,23 @@ fn resize_hook(
     if !resizable(pod) {
         return ResizeDecision::Keep;
     }
-    crate::runtime::resize::compute::container_resize(container, target, status, actions)
+    match container_resize(container, target, status, &mut actions.containers_to_update) {
+        ContainerResize::Keep => ResizeDecision::Keep,
+        ContainerResize::Restart { message } => {
+            let kill = ContainerToKill {
+                name: container.name.clone(),
+                message,
+                reason: KillReason::None,
+            };
+            actions.containers_to_kill.insert(status.id.clone(), kill);
+            actions.update_pod_resources = true;
+            ResizeDecision::Restart
+        }
+    }
 }
 
 /// True when a running container was created from another spec. For a resizable pod
-/// resources are left out (RESIZE): `resize_hook` handles their changes in place.
+/// resources are left out: `resize_hook` handles their changes in place.
 fn spec_changed(pod: &Pod, container: &Container, st: &ContainerStatus) -> bool {
     if resizable(pod) {
         container_hash_without_resources(container) != st.hash_without_resources
@@ -407,7 +386,7 @@ impl Planner<'_> {
         self.actions.containers_to_kill.insert(st.id.clone(), entry);
     }
 
-    /// The sandbox must be (re)created (4.2). `kill_pod` and `create_sandbox` are set.
+    /// The sandbox must be (re)created. `kill_pod` and `create_sandbox` are set.
     fn new_sandbox(&mut self) {
         let (pod, status) = (self.pod, self.status);
         // A pod that must not restart and has already run something is finished: kill
@@ -442,15 +421,15 @@ impl Planner<'_> {
         }
         if !pod.spec.init_containers.is_empty() {
             // A new sandbox initialises from scratch; regular containers wait for a
-            // later sync (quirk 5, kept: it is how initialisation is ordered).
+            // later sync (as upstream: it is how initialisation is ordered).
             self.actions.init_containers_to_start = vec![0];
             return;
         }
         self.actions.containers_to_start = to_start;
     }
 
-    /// Ephemeral containers (4.3): started once, never restarted. One that never got
-    /// past `created` is retried (deliberate fix of upstream quirk 12).
+    /// Ephemeral containers: started once, never restarted. One that never got past
+    /// `created` is retried (upstream left it there for good).
     fn ephemeral_containers(&mut self) {
         for (i, e) in self.pod.spec.ephemeral_containers.iter().enumerate() {
             let st = self.status.newest(&e.container.name);
@@ -460,7 +439,7 @@ impl Planner<'_> {
         }
     }
 
-    /// Init and sidecar containers (4.4, sidecar mode). Returns whether the pod has
+    /// Init and sidecar containers (sidecar mode). Returns whether the pod has
     /// finished initialising, i.e. regular containers may be looked at.
     ///
     /// Walks the init containers from last to first: the newest one with an instance
@@ -596,7 +575,7 @@ impl Planner<'_> {
         self.actions.init_containers_to_start.clear();
     }
 
-    /// Regular containers (4.6), once the pod is initialised.
+    /// Regular containers, once the pod is initialised.
     fn regular_containers(&mut self) {
         let (pod, status) = (self.pod, self.status);
         let restart_on_failure = self.policy != Policy::Never;
@@ -618,7 +597,7 @@ impl Planner<'_> {
                 continue;
             };
             let (mut message, reason, restart) = if spec_changed(pod, c, st) {
-                // The user changed the spec: restart whatever the policy (quirk 3, kept).
+                // The user changed the spec: restart whatever the policy (as upstream).
                 let message = format!("Container {} definition changed", c.name);
                 (message, KillReason::None, true)
             } else if self.probes.liveness.get(&st.id) == Some(&ProbeResult::Failure) {

@@ -301,8 +301,9 @@ pub fn container_from_cri(status: &pb::ContainerStatus) -> ContainerStatus {
     }
 }
 
-/// CRI Linux resources in the runtime's units (RESIZE: kept exact; zero values mean
-/// "not set", a non-positive quota or memory limit means unlimited).
+/// CRI Linux resources in the runtime's units, kept exact for in-place resize to
+/// compare (zero values mean "not set", a non-positive quota or memory limit means
+/// unlimited).
 pub fn resources_from_cri(linux: &pb::LinuxContainerResources) -> ContainerResources {
     let limit = |v: i64| match u64::try_from(v) {
         Ok(v) if v > 0 => Limit::Value(v),

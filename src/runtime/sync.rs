@@ -56,7 +56,7 @@ pub struct SyncInputs<'a> {
     /// Reads the pod's imagePullSecrets when a pull needs credentials (`None`:
     /// standalone, only the node's Docker config counts).
     pub pull_secrets: Option<&'a dyn super::images::PullSecretSource>,
-    /// The pod cgroup manager, for in-place resize (RESIZE); `None` when litelet does
+    /// The pod cgroup manager, for in-place resize; `None` when litelet does
     /// not manage pod cgroups (containers are then resized alone).
     pub cgroups: Option<&'a PodCgroupManager>,
     /// The pod worker's token: checked between steps (before and after each image
@@ -70,6 +70,15 @@ enum Kind {
     Init,
     Regular,
     Ephemeral,
+}
+
+/// What every container start of one sync shares: the sandbox it goes into, its
+/// config, the environment (with the sandbox's IPs) and the caller's inputs.
+struct StartContext<'a> {
+    sandbox_id: &'a str,
+    config: &'a pb::PodSandboxConfig,
+    env: &'a EnvContext,
+    inputs: &'a SyncInputs<'a>,
 }
 
 static TERMINATION_LOG_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -223,22 +232,19 @@ impl RuntimeManager {
             pod_ips,
             ..inputs.env.clone()
         };
+        let ctx = StartContext {
+            sandbox_id: &sandbox_id,
+            config: &config,
+            env: &env,
+            inputs,
+        };
         // False when the sync must stop here: the start failed or the sync was
         // cancelled (the step is then left out: it did not fail).
         let start = |kind: Kind, container: &Container, outcome: &mut SyncOutcome| {
             if cancel.is_cancelled() {
                 return false;
             }
-            let result = self.start_with_backoff(
-                pod,
-                status,
-                kind,
-                container,
-                &sandbox_id,
-                &config,
-                &env,
-                inputs,
-            );
+            let result = self.start_with_backoff(pod, status, kind, container, &ctx);
             match result {
                 Ok(()) => {
                     outcome.ok(SyncAction::StartContainer, &container.name);
@@ -272,14 +278,15 @@ impl RuntimeManager {
         if cancel.is_cancelled() {
             return outcome;
         }
-        // Step 9 (RESIZE, upstream doPodResizeAction): resize in place, after init
-        // and before regular containers start, so they start under the new pod
-        // limits. The result goes into the outcome: never lost (quirk 1).
+        // Step 9 (upstream doPodResizeAction): resize in place, after init and before
+        // regular containers start, so they start under the new pod limits. The
+        // result goes into the outcome, never only into a log (upstream lost it: its
+        // sync result was passed by value).
         match crate::runtime::resize::apply::resize_pod(
             &self.runtime,
             inputs.cgroups,
             pod,
-            &actions,
+            &actions.containers_to_update,
             &self.settings.swap,
         ) {
             Ok(steps) if steps.is_empty() => {}
@@ -519,17 +526,13 @@ impl RuntimeManager {
     }
 
     /// Crash-loop back-off, then start (upstream doBackOff + startContainer).
-    #[allow(clippy::too_many_arguments)]
     fn start_with_backoff(
         &self,
         pod: &Pod,
         status: &PodRuntimeStatus,
         kind: Kind,
         container: &Container,
-        sandbox_id: &str,
-        config: &pb::PodSandboxConfig,
-        env: &EnvContext,
-        inputs: &SyncInputs<'_>,
+        ctx: &StartContext<'_>,
     ) -> Result<(), Failure> {
         let last_exit = status
             .instances(&container.name)
@@ -564,9 +567,7 @@ impl RuntimeManager {
             }
             backoff.next(&key, finished, now);
         }
-        self.start_container(
-            pod, status, kind, container, sandbox_id, config, env, inputs,
-        )
+        self.start_container(pod, status, kind, container, ctx)
     }
 
     /// `runAsNonRoot` against the image's user; a refusal is the container's
@@ -599,18 +600,20 @@ impl RuntimeManager {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn start_container(
         &self,
         pod: &Pod,
         status: &PodRuntimeStatus,
         kind: Kind,
         container: &Container,
-        sandbox_id: &str,
-        config: &pb::PodSandboxConfig,
-        env: &EnvContext,
-        inputs: &SyncInputs<'_>,
+        ctx: &StartContext<'_>,
     ) -> Result<(), Failure> {
+        let StartContext {
+            sandbox_id,
+            config,
+            env,
+            inputs,
+        } = *ctx;
         let image_ref = self.image_manager.ensure_image(
             pod,
             container,

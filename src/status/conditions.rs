@@ -38,7 +38,7 @@ pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
 pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// Condition types only the kubelet writes. The resize conditions come from
-/// `resize::ResizeManager` through `PodStatusInput::resize_conditions`.
+/// `runtime::resize::ResizeManager` through `PodStatusInput::resize_conditions`.
 const KUBELET_OWNED: [&str; 7] = [
     POD_SCHEDULED,
     POD_READY,

@@ -385,7 +385,7 @@ pub fn container_statuses(
         }
     }
 
-    // 6. What the node allocated (RESIZE).
+    // 6. What the node allocated (in-place resize).
     if kind != ContainerKind::Ephemeral {
         for (c, st) in specs.iter().zip(out.iter_mut()) {
             st.allocated_resources = crate::runtime::resize::report::allocated_resources(c);

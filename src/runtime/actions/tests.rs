@@ -1,8 +1,8 @@
 //! Table tests for `compute_pod_actions`, in the shape of upstream's
 //! TestComputePodActions: a base pod and runtime status, named cases that each change
 //! something, and the expected actions, all checked by one `check` helper. Case names
-//! carry the behaviour numbers of spec/runtime-and-status.md section 13 (`B12`) or the
-//! quirk they pin down.
+//! say the behaviour or the upstream quirk they pin down (a `B12` prefix is a tag kept
+//! from the first test plan).
 
 use super::*;
 use crate::api::meta::Time;
@@ -826,7 +826,7 @@ fn verify_created_init_container_is_started() {
 
 #[test]
 fn quirk12_created_ephemeral_container_is_retried() {
-    // Upstream quirk 12: an ephemeral container whose start failed stays `created` and
+    // Upstream: an ephemeral container whose start failed stays `created` and
     // is never retried. It never ran, so starting it again is not a restart: retry.
     let mut w = init_base();
     w.ephemeral("e0");

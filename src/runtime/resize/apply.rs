@@ -12,9 +12,9 @@
 use crate::api::pod::Pod;
 use crate::cgroups::{CgroupError, PodCgroupManager};
 use crate::cri::{pb, CriError, RuntimeClient};
-use crate::runtime::actions::{PodActions, ResizeResource};
 use crate::runtime::swap::{container_swap, SwapSettings};
 
+use super::compute::{ResizeResource, ResizeUpdates};
 use super::plan::{plan_resize, PlanError, PlanInput, PodCgroupView, Step};
 use super::values::to_cri;
 
@@ -70,25 +70,25 @@ fn pod_view(
     }))
 }
 
-/// Plans and performs the resize of `pod` (at its allocated resources) that `actions`
-/// asks for, and brings the pod cgroup to the allocated values. `cgroups` is `None`
-/// when litelet does not manage pod cgroups. Each container's swap follows its new
-/// memory request and limit (`runtime/swap.rs`), as at creation.
+/// Plans and performs the resize of `pod` (at its allocated resources) that `updates`
+/// (the pod actions' `containers_to_update`) asks for, and brings the pod cgroup to
+/// the allocated values. `cgroups` is `None` when litelet does not manage pod
+/// cgroups. Each container's swap follows its new memory request and limit
+/// (`runtime/swap.rs`), as at creation.
 pub fn resize_pod(
     runtime: &RuntimeClient,
     cgroups: Option<&PodCgroupManager>,
     pod: &Pod,
-    actions: &PodActions,
+    updates: &ResizeUpdates,
     swap: &SwapSettings,
 ) -> Result<Applied, ApplyError> {
     let mut input = PlanInput {
-        updates: Some(&actions.containers_to_update),
+        updates: Some(updates),
         pod: pod_view(cgroups, pod)?,
         ..PlanInput::default()
     };
     if let Some(cgroups) = cgroups {
-        let lowered = actions
-            .containers_to_update
+        let lowered = updates
             .get(&ResizeResource::Memory)
             .into_iter()
             .flatten()

@@ -1,9 +1,10 @@
 //! What in-place resize asks of one running container (upstream
-//! `computePodResizeAction`, spec section 5.1), and whether a pod's resize is still in
-//! progress. Pure: the allocated container spec and the runtime's view in, actions out.
+//! `computePodResizeAction`), and whether a pod's resize is still in progress. Pure:
+//! the allocated container spec and the runtime's view in, a decision out.
 //!
-//! Called from `runtime::actions` (the `resize_hook` seam) on the pod worker thread for
-//! every running regular container and started sidecar of a pod litelet resizes.
+//! Called from `runtime::actions` (its resize seam) on the pod worker thread for every
+//! running regular container and started sidecar of a pod litelet resizes; it returns
+//! its decision and never sees the rest of the pod's actions.
 //!
 //! Decisions, and where they differ from upstream on purpose:
 //! - the current values are the runtime's (CRI `ContainerStatus.resources`); a runtime
@@ -22,15 +23,51 @@
 //!   went down.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use crate::api::pod::{Container, Pod, ResizeRestartPolicy, RESOURCE_CPU, RESOURCE_MEMORY};
-use crate::runtime::actions::{
-    ContainerToKill, ContainerToUpdate, KillReason, PodActions, ResizeDecision, ResizeResource,
-    ResourceValues,
-};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 
-use super::values::{container_values, cpu_limit_order, current_values, differ, same_cpu_limit};
+use super::values::{
+    container_values, cpu_limit_order, current_values, differ, same_cpu_limit, ResourceValues,
+};
+
+/// A resource the in-place resize path changes on a running container. Ordered so
+/// that memory comes first: it is applied before CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResizeResource {
+    Memory,
+    Cpu,
+}
+
+/// One running container to resize in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerToUpdate {
+    /// Index into `spec.containers`, or into `spec.initContainers` for a sidecar.
+    pub index: usize,
+    /// True for a restartable init container (sidecar).
+    pub sidecar: bool,
+    pub name: String,
+    pub container_id: String,
+    /// What the allocated spec asks for.
+    pub desired: ResourceValues,
+    /// What the runtime reports the container has now.
+    pub current: ResourceValues,
+}
+
+/// In-place resizes per resource, in the order to apply them: decreases first (latest
+/// found first), then increases (in spec order).
+pub type ResizeUpdates = BTreeMap<ResizeResource, Vec<ContainerToUpdate>>;
+
+/// What in-place resize asks of one running container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContainerResize {
+    /// Keep the container running (resized in place, or nothing to do).
+    Keep,
+    /// The resize needs a restart: kill the container with this message, update the
+    /// pod cgroup, start it again.
+    Restart { message: String },
+}
 
 fn restart_on(container: &Container, resource: &str) -> bool {
     container
@@ -53,12 +90,12 @@ fn values(container: &Container, st: &ContainerStatus) -> Option<(ResourceValues
 }
 
 fn mark(
-    actions: &mut PodActions,
+    updates: &mut ResizeUpdates,
     resource: ResizeResource,
     update: ContainerToUpdate,
     order: Ordering,
 ) {
-    let list = actions.containers_to_update.entry(resource).or_default();
+    let list = updates.entry(resource).or_default();
     if order == Ordering::Less {
         list.insert(0, update);
     } else {
@@ -66,21 +103,21 @@ fn mark(
     }
 }
 
-/// Spec section 5.1 for one running container. `target` is the index into the
+/// Upstream `computePodResizeAction` for one running container. `target` is the index into the
 /// containers (or, for a sidecar, the init containers) and whether it is a sidecar.
-/// Returns `Restart` after queueing the kill and setting `update_pod_resources`; the
-/// caller queues the start.
+/// An in-place change is queued into `updates`; a change that needs a restart is
+/// returned for the caller to queue the kill and the start.
 pub fn container_resize(
     container: &Container,
     target: (usize, bool),
     st: &ContainerStatus,
-    actions: &mut PodActions,
-) -> ResizeDecision {
+    updates: &mut ResizeUpdates,
+) -> ContainerResize {
     let Some((desired, current)) = values(container, st) else {
-        return ResizeDecision::Keep;
+        return ContainerResize::Keep;
     };
     if !differ(&desired, &current) {
-        return ResizeDecision::Keep;
+        return ContainerResize::Keep;
     }
     let memory = desired.memory_limit != current.memory_limit;
     let cpu_limit = !same_cpu_limit(&desired, &current);
@@ -88,14 +125,9 @@ pub fn container_resize(
     let restart = (memory && restart_on(container, RESOURCE_MEMORY))
         || ((cpu_limit || cpu_request) && restart_on(container, RESOURCE_CPU));
     if restart {
-        let kill = ContainerToKill {
-            name: container.name.clone(),
+        return ContainerResize::Restart {
             message: format!("Container {} resize requires restart", container.name),
-            reason: KillReason::None,
         };
-        actions.containers_to_kill.insert(st.id.clone(), kill);
-        actions.update_pod_resources = true;
-        return ResizeDecision::Restart;
     }
     let update = ContainerToUpdate {
         index: target.0,
@@ -107,20 +139,20 @@ pub fn container_resize(
     };
     if memory {
         let order = desired.memory_limit.cmp(&current.memory_limit);
-        mark(actions, ResizeResource::Memory, update.clone(), order);
+        mark(updates, ResizeResource::Memory, update.clone(), order);
     }
     if cpu_limit {
         mark(
-            actions,
+            updates,
             ResizeResource::Cpu,
             update,
             cpu_limit_order(&desired, &current),
         );
     } else if cpu_request {
         let order = desired.cpu_shares.cmp(&current.cpu_shares);
-        mark(actions, ResizeResource::Cpu, update, order);
+        mark(updates, ResizeResource::Cpu, update, order);
     }
-    ResizeDecision::Keep
+    ContainerResize::Keep
 }
 
 /// The containers resize looks at: regular containers and sidecars.

@@ -1,5 +1,5 @@
 //! The order of an in-place resize (upstream `doPodResizeAction` and
-//! `updatePodContainerResources`, spec sections 5.2–5.3): a pure plan of pod cgroup
+//! `updatePodContainerResources`): a pure plan of pod cgroup
 //! writes and CRI `UpdateContainerResources` calls, which `apply` carries out in order.
 //!
 //! Rules:
@@ -28,10 +28,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use super::compute::{ContainerToUpdate, ResizeResource, ResizeUpdates};
+use super::values::{cpu_limit_order, ResourceValues};
 use crate::cgroups::{CgroupResources, Limit};
-use crate::runtime::actions::{ContainerToUpdate, ResizeResource, ResourceValues};
-
-use super::values::cpu_limit_order;
 
 /// The pod cgroup as resize sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +47,7 @@ pub struct PodCgroupView {
 #[derive(Clone, Debug, Default)]
 pub struct PlanInput<'a> {
     /// From `compute_pod_actions`: per resource, the containers to update, in order.
-    pub updates: Option<&'a BTreeMap<ResizeResource, Vec<ContainerToUpdate>>>,
+    pub updates: Option<&'a ResizeUpdates>,
     /// The pod cgroup, when the pod has one.
     pub pod: Option<PodCgroupView>,
     /// Memory in use by containers (by runtime ID), where known.

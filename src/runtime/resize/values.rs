@@ -16,8 +16,22 @@ use crate::cgroups::convert::{
 };
 use crate::cgroups::Limit;
 use crate::cri::pb;
-use crate::runtime::actions::ResourceValues;
 use crate::runtime::model::ContainerResources;
+
+/// A container's cgroup values as in-place resize compares and applies them: the units
+/// the runtime reports back (CRI `LinuxContainerResources`), not Kubernetes units, so
+/// "equal" means "nothing to write" even where Kubernetes amounts round (1m and 2m CPU
+/// are both 2 shares; 5m and 10m CPU limits are both the 1 ms minimum quota).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResourceValues {
+    /// `cpu.shares` (from the CPU request, or the limit without a request).
+    pub cpu_shares: u64,
+    /// CFS quota in microseconds per `cpu_period`; unlimited without a CPU limit.
+    pub cpu_quota: Limit,
+    pub cpu_period: u64,
+    /// Memory limit in bytes; unlimited without one.
+    pub memory_limit: Limit,
+}
 
 /// The CFS period containers are created with.
 pub const CONTAINER_CPU_PERIOD_US: u64 = DEFAULT_QUOTA_PERIOD_US;

@@ -1,13 +1,13 @@
 //! `compute_pod_actions` with in-place resize: the runtime reports each running
 //! container's resources as created from one spec, the pod now asks for another.
-//! Names carry the behaviour numbers of spec/runtime-and-status.md section 13 (`B64`)
+//! Names say the behaviour (a `bNN_` prefix is a tag kept from the first test plan)
 //! or the upstream bug they fix.
 
 use super::*;
 use crate::api::pod::{ContainerResizePolicy, RestartPolicy, CONFIG_SOURCE_ANNOTATION_KEY};
 use crate::cgroups::pod_resources::tests::{container, sidecar};
 use crate::cgroups::Limit;
-use crate::runtime::actions::{compute_pod_actions, ProbeResults};
+use crate::runtime::actions::{compute_pod_actions, PodActions, ProbeResults};
 use crate::runtime::hash::{container_hash, container_hash_without_resources};
 use crate::runtime::model::{ContainerResources, SandboxState, SandboxStatus};
 

@@ -1,6 +1,7 @@
-//! Resize admission verdicts (kubelet spec behaviours 59–62, target API 1.33+).
+//! Resize admission verdicts (upstream `canResizePod`, target API 1.33+).
 
 use super::*;
+use crate::admission::NodeView;
 use crate::api::pod::{QosClass as ApiQos, CONFIG_SOURCE_ANNOTATION_KEY};
 use crate::cgroups::pod_resources::tests::{container, pod, sidecar};
 

@@ -38,8 +38,23 @@ pub enum CheckpointError {
         step: &'static str,
         source: std::io::Error,
     },
-    #[error("allocation checkpoint {path} is damaged: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    #[error("allocation checkpoint {path} is damaged: {source}")]
+    Corrupt { path: PathBuf, source: DecodeError },
+}
+
+/// Why a checkpoint's content cannot be believed.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("no header line")]
+    NoHeader,
+    #[error("header is not text")]
+    HeaderNotText,
+    #[error("unknown header {0:?}")]
+    UnknownHeader(String),
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("bad body: {0}")]
+    Body(serde_json::Error),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -65,23 +80,23 @@ pub fn encode(pods: &Allocations) -> Vec<u8> {
 }
 
 /// The allocations in a file's content.
-pub fn decode(bytes: &[u8]) -> Result<Allocations, String> {
+pub fn decode(bytes: &[u8]) -> Result<Allocations, DecodeError> {
     let newline = bytes
         .iter()
         .position(|b| *b == b'\n')
-        .ok_or("no header line")?;
-    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
+        .ok_or(DecodeError::NoHeader)?;
+    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::HeaderNotText)?;
     let sum = header
         .strip_prefix(MAGIC)
         .map(str::trim)
-        .ok_or_else(|| format!("unknown header {header:?}"))?;
+        .ok_or_else(|| DecodeError::UnknownHeader(header.to_owned()))?;
     let body = &bytes[newline + 1..];
     if format!("{:016x}", fnv1a(body)) != sum {
-        return Err("checksum mismatch".into());
+        return Err(DecodeError::Checksum);
     }
     serde_json::from_slice::<Body>(body)
         .map(|b| b.pods)
-        .map_err(|e| format!("bad body: {e}"))
+        .map_err(DecodeError::Body)
 }
 
 /// Where the checkpoint lives.
@@ -132,9 +147,9 @@ impl Checkpoint {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Allocations::new()),
             Err(e) => return Err(self.io("read")(e)),
         };
-        decode(&bytes).map_err(|reason| CheckpointError::Corrupt {
+        decode(&bytes).map_err(|source| CheckpointError::Corrupt {
             path: self.path.clone(),
-            reason,
+            source,
         })
     }
 

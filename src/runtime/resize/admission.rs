@@ -17,18 +17,38 @@
 //!    Deferred, with the admission message; retried when resources free up;
 //! 6. otherwise it fits.
 //!
+//! The node comes in as a [`NodeFit`]: allocatable resources and admission's resource
+//! predicate. Pod admission sits above the runtime, so it cannot be called from here;
+//! the kubelet implements the trait for admission's `NodeView`.
+//!
 //! No cgroup driver check: both drivers resize (the systemd driver sets the unit
 //! properties, then writes the same cgroupfs files in the same order).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::admission::{fits as admission_fits, NodeView};
 use crate::api::pod::Pod;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::{cpu_milli, memory_bytes, pod_requests};
 use crate::cgroups::qos::{compute_pod_qos, pod_qos, QosClass};
 
 use super::allocation::ContainerAllocation;
+
+/// What resize admission asks of the node.
+pub trait NodeFit: Send + Sync {
+    /// The node's allocatable resources.
+    fn allocatable(&self) -> &BTreeMap<String, Quantity>;
+    /// Whether `pod` fits beside `others` (all at their allocated resources).
+    fn fits(&self, pod: &Pod, others: &[&Pod]) -> Result<(), DoesNotFit>;
+}
+
+/// A pod that does not fit beside the others, with admission's message (the
+/// `Deferred` condition's message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DoesNotFit {
+    pub message: String,
+}
 
 /// Why a resize waits (the `PodResizePending` condition's reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,7 +102,7 @@ pub struct ResizeRequest<'a> {
     pub allocated: &'a Pod,
     /// Every other admitted pod, at its allocated resources.
     pub others: &'a [&'a Pod],
-    pub node: &'a NodeView,
+    pub node: &'a dyn NodeFit,
 }
 
 fn qos_name(class: QosClass) -> &'static str {
@@ -132,7 +152,7 @@ pub fn can_resize(request: &ResizeRequest) -> Verdict {
         );
     }
     let requests = pod_requests(desired);
-    let capacity = |name: &str| request.node.allocatable.get(name).cloned();
+    let capacity = |name: &str| request.node.allocatable().get(name).cloned();
     let memory = memory_bytes(&requests);
     if let Some(cap) = capacity("memory").filter(|c| memory > c.value()) {
         return pending(
@@ -154,9 +174,9 @@ pub fn can_resize(request: &ResizeRequest) -> Verdict {
             ),
         );
     }
-    match admission_fits(desired, request.others, request.node) {
+    match request.node.fits(desired, request.others) {
         Ok(()) => Verdict::Fits,
-        Err(rejection) => pending(PendingReason::Deferred, rejection.message),
+        Err(DoesNotFit { message }) => pending(PendingReason::Deferred, message),
     }
 }
 

@@ -1,39 +1,41 @@
 //! `ResizeManager`: the allocation of every admitted pod, resize admission (upstream
 //! `handlePodResourcesResize`) and the two resize conditions of each pod.
 //!
-//! Threads: the sync loop thread admits new pods ([`ResizeManager::admission_lock`],
-//! [`ResizeManager::allocated_pod`], [`ResizeManager::note_admitted`] per pod, then
-//! [`ResizeManager::store_allocations`] once per batch), asks which
-//! Deferred resizes to retry ([`ResizeManager::take_retries`]) and prunes forgotten
-//! pods ([`ResizeManager::retain`]); pod worker threads admit resizes
-//! ([`ResizeManager::sync`]), report how actuation went ([`ResizeManager::observe`]),
-//! read the conditions for the status and forget terminated pods. No channels.
+//! Threads: the sync loop thread admits new pods (an [`AdmissionBatch`] from
+//! [`ResizeManager::admission_batch`]), asks which Deferred resizes to retry
+//! ([`ResizeManager::take_retries`]) and prunes forgotten pods
+//! ([`ResizeManager::retain`]), all in memory; pod worker threads admit resizes
+//! ([`ResizeManager::sync`], which first writes what the sync loop recorded), report
+//! how actuation went ([`ResizeManager::observe`]), read the conditions for the status
+//! and forget terminated pods; the `gc` thread writes housekeeping's pruning
+//! ([`ResizeManager::persist`]). No channels.
 //!
 //! Locks: `admission` serialises whole admissions (a batch of pod additions, one resize
 //! admission) so each sees the other's outcome; `state` guards the data, is held only
 //! briefly (and across the checkpoint write, so writes keep their order), and is
 //! always taken after `admission`, never before.
 //!
-//! Invariants: the checkpoint holds the allocation of every admitted pod before the
-//! caller acts on it; a pod's allocation changes only through admission; conditions
+//! Invariants: the checkpoint holds the allocation of every admitted pod before a pod
+//! worker acts on it (the sync loop records, the worker writes; upstream's allocation
+//! manager writes on the sync loop in `AddPod`); a pod's allocation changes only through admission; conditions
 //! live only in memory (after a restart `sync` and `observe` rebuild them from the
 //! spec, the allocation and the runtime); events are returned, not sent, so callers
 //! record them with their own recorder.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::admission::NodeView;
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{Pod, PodCondition, PodPhase, POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING};
+use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::pod_requests;
 use crate::events::EventType;
 use crate::runtime::model::PodRuntimeStatus;
 
-use super::admission::{can_resize, PendingReason, ResizeRequest, Verdict};
+use super::admission::{can_resize, DoesNotFit, NodeFit, PendingReason, ResizeRequest, Verdict};
 use super::allocation::{allocated_version, ContainerAllocation, PodAllocation};
 use super::checkpoint::{Allocations, Checkpoint, CheckpointError};
-use crate::runtime::resize::compute::containers_not_resized;
+use super::compute::containers_not_resized;
 
 /// Event reasons (upstream's names).
 pub const RESIZE_STARTED: &str = "ResizeStarted";
@@ -56,10 +58,36 @@ pub struct ResizeEvent {
 }
 
 /// What a resize needs from the node configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub struct ResizeConfig {
-    /// The node's allocatable resources (and what admission checks).
-    pub node: NodeView,
+    /// The node's allocatable resources and admission's fit check.
+    pub node: Arc<dyn NodeFit>,
+}
+
+impl ResizeConfig {
+    pub fn new(node: impl NodeFit + 'static) -> ResizeConfig {
+        ResizeConfig {
+            node: Arc::new(node),
+        }
+    }
+}
+
+/// A node with no limits: every resize fits.
+struct Unlimited(BTreeMap<String, Quantity>);
+
+impl NodeFit for Unlimited {
+    fn allocatable(&self) -> &BTreeMap<String, Quantity> {
+        &self.0
+    }
+    fn fits(&self, _pod: &Pod, _others: &[&Pod]) -> Result<(), DoesNotFit> {
+        Ok(())
+    }
+}
+
+impl Default for ResizeConfig {
+    fn default() -> ResizeConfig {
+        ResizeConfig::new(Unlimited(BTreeMap::new()))
+    }
 }
 
 /// How the last actuation (SyncPod step 9) went, as `observe` is told.
@@ -91,6 +119,9 @@ struct State {
     pods: HashMap<String, Entry>,
     /// Resources were given back since the last `take_retries`.
     freed: bool,
+    /// The allocations in memory differ from the checkpoint (the sync loop changed
+    /// them, or a write failed): the next [`ResizeManager::persist`] writes them.
+    unsaved: bool,
 }
 
 impl State {
@@ -189,7 +220,10 @@ impl ResizeManager {
             .collect();
         let manager = ResizeManager {
             admission: Mutex::new(()),
-            state: Mutex::new(State { pods, freed: false }),
+            state: Mutex::new(State {
+                pods,
+                ..State::default()
+            }),
             checkpoint,
             config,
         };
@@ -200,13 +234,38 @@ impl ResizeManager {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn store(&self, state: &State) -> Result<(), CheckpointError> {
-        self.checkpoint.store(&state.allocations())
+    /// Writes every allocation; a failed write leaves them to the next one.
+    fn store(&self, state: &mut State) -> Result<(), CheckpointError> {
+        let stored = self.checkpoint.store(&state.allocations());
+        state.unsaved = stored.is_err();
+        stored
     }
 
-    /// Serialises admissions: hold it across a batch of pod additions.
-    pub fn admission_lock(&self) -> MutexGuard<'_, ()> {
+    /// Serialises admissions: held across a batch of pod additions and across one
+    /// resize admission.
+    fn admission_lock(&self) -> MutexGuard<'_, ()> {
         self.admission.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sync loop's step in pod additions: the batch holds the admission lock, so
+    /// no resize is judged in its middle and each sees the other's outcome.
+    pub fn admission_batch(&self) -> AdmissionBatch<'_> {
+        AdmissionBatch {
+            manager: self,
+            _admission: self.admission_lock(),
+        }
+    }
+
+    /// Writes the allocations if the sync loop changed them since the last write (a
+    /// batch of additions, housekeeping's pruning). Pod worker threads call it before
+    /// they act on an allocation ([`ResizeManager::sync`]), the `gc` thread after
+    /// housekeeping: the sync loop itself never writes the file.
+    pub fn persist(&self) -> Result<(), CheckpointError> {
+        let mut state = self.state();
+        if !state.unsaved {
+            return Ok(());
+        }
+        self.store(&mut state)
     }
 
     /// The pod at its allocated resources (the pod itself when none is recorded).
@@ -230,7 +289,8 @@ impl ResizeManager {
 
     /// Records that `allocated` (a pod at its allocated resources) was admitted: its
     /// allocation is checkpointed if new or changed. Call with the admission lock held.
-    pub fn record_admitted(&self, allocated: &Arc<Pod>) -> Result<(), CheckpointError> {
+    #[cfg(test)]
+    fn record_admitted(&self, allocated: &Arc<Pod>) -> Result<(), CheckpointError> {
         if self.note_admitted(allocated) {
             self.store_allocations()
         } else {
@@ -239,10 +299,9 @@ impl ResizeManager {
     }
 
     /// Records an admission in memory only; true when the checkpoint must be written
-    /// ([`store_allocations`](Self::store_allocations), once for a whole batch of
-    /// additions: one fsync instead of one per pod). Call with the admission lock held
-    /// until the store, so no pod worker syncs a pod whose allocation is not on disk.
-    pub fn note_admitted(&self, allocated: &Arc<Pod>) -> bool {
+    /// (once for a whole batch of additions: one fsync instead of one per pod). Call
+    /// with the admission lock held.
+    fn note_admitted(&self, allocated: &Arc<Pod>) -> bool {
         let allocation = PodAllocation::of(allocated);
         let mut state = self.state();
         let entry = state.pods.entry(allocated.uid().to_owned()).or_default();
@@ -255,15 +314,17 @@ impl ResizeManager {
             return false;
         }
         entry.allocation = Some(allocation);
+        state.unsaved = true;
         true
     }
 
     /// Writes every allocation to the checkpoint. On failure the allocations stay in
     /// memory (the pods run at them) and the next write carries them; a newly admitted
     /// pod's allocation is its spec, which is also what a restart without it assumes.
-    pub fn store_allocations(&self) -> Result<(), CheckpointError> {
-        let state = self.state();
-        self.store(&state)
+    #[cfg(test)]
+    fn store_allocations(&self) -> Result<(), CheckpointError> {
+        let mut state = self.state();
+        self.store(&mut state)
     }
 
     /// Resize admission for a pod about to be synced (upstream
@@ -273,9 +334,19 @@ impl ResizeManager {
     /// Only pods whose API phase is Running are judged (and static pods, which are
     /// refused); any other pod keeps its allocation until it runs. A failed checkpoint
     /// write refuses the resize for now (an error for the sync, which retries).
+    ///
+    /// First, allocations the sync loop recorded since the last write (this pod's
+    /// own, when it was just added) reach the checkpoint, so no pod runs on an
+    /// allocation that is not on disk. That write failing is logged, and the pod runs
+    /// at the allocation in memory, as when the sync loop wrote it itself.
     pub fn sync(&self, pod: &Arc<Pod>, now: Time) -> Result<Synced, CheckpointError> {
         let _admission = self.admission_lock();
         let mut state = self.state();
+        if state.unsaved {
+            if let Err(err) = self.store(&mut state) {
+                log::error!("writing the allocations of admitted pods: {err}");
+            }
+        }
         let uid = pod.uid().to_owned();
         let mut events = Vec::new();
         let known = state.pods.get(&uid).and_then(|e| e.allocation.clone());
@@ -285,7 +356,7 @@ impl ResizeManager {
             let entry = state.pods.entry(uid.clone()).or_default();
             entry.allocation = Some(PodAllocation::of(pod));
             entry.pod = Some(Arc::clone(pod));
-            self.store(&state)?;
+            self.store(&mut state)?;
             return Ok(Synced {
                 pod: Arc::clone(pod),
                 events,
@@ -315,7 +386,7 @@ impl ResizeManager {
             desired: pod,
             allocated: &allocated,
             others: &others,
-            node: &self.config.node,
+            node: self.config.node.as_ref(),
         });
         let generation = pod.metadata.generation;
         match verdict {
@@ -328,7 +399,7 @@ impl ResizeManager {
                 let message = describe(&current, &new);
                 let entry = state.pods.entry(uid.clone()).or_default();
                 entry.allocation = Some(new);
-                if let Err(e) = self.store(&state) {
+                if let Err(e) = self.store(&mut state) {
                     if let Some(entry) = state.pods.get_mut(&uid) {
                         entry.allocation = Some(current);
                     }
@@ -489,21 +560,21 @@ impl ResizeManager {
         };
         state.freed = true;
         if entry.allocation.is_some() {
-            self.store(&state)?;
+            self.store(&mut state)?;
         }
         Ok(())
     }
 
-    /// Forgets every pod not in `keep` (housekeeping, once all sources are ready).
-    pub fn retain(&self, keep: &HashSet<String>) -> Result<(), CheckpointError> {
+    /// Forgets every pod not in `keep` (housekeeping on the sync loop, once all
+    /// sources are ready). In memory only: [`persist`](Self::persist) writes it.
+    pub fn retain(&self, keep: &HashSet<String>) {
         let mut state = self.state();
         let before = state.pods.len();
         state.pods.retain(|uid, _| keep.contains(uid));
-        if state.pods.len() == before {
-            return Ok(());
+        if state.pods.len() != before {
+            state.freed = true;
+            state.unsaved = true;
         }
-        state.freed = true;
-        self.store(&state)
     }
 
     /// UIDs of pods whose resize is Deferred, when resources were freed since the last
@@ -525,6 +596,27 @@ impl ResizeManager {
             .collect();
         uids.sort();
         uids
+    }
+}
+
+/// A batch of pod additions, admitted as one against resize admissions (see
+/// [`ResizeManager::admission_batch`]). Dropping it ends the batch.
+pub struct AdmissionBatch<'a> {
+    manager: &'a ResizeManager,
+    _admission: MutexGuard<'a, ()>,
+}
+
+impl AdmissionBatch<'_> {
+    /// The pod at its allocated resources (the pod itself when none is recorded):
+    /// admission counts every pod so, the checkpoint being the truth after a restart.
+    pub fn allocated_pod(&self, pod: &Arc<Pod>) -> Arc<Pod> {
+        self.manager.allocated_pod(pod)
+    }
+
+    /// Records that `allocated` (a pod at its allocated resources) was admitted. In
+    /// memory: the pod's worker writes the checkpoint before it runs the pod.
+    pub fn admitted(&self, allocated: &Arc<Pod>) {
+        self.manager.note_admitted(allocated);
     }
 }
 

@@ -1,11 +1,12 @@
 //! `ResizeManager`: admission, the checkpoint across a restart, conditions and events
-//! (kubelet spec behaviours 59–62 at API 1.33+).
+//! (upstream's allocation manager and `handlePodResourcesResize`, at API 1.33+).
 
 use super::*;
+use crate::admission::NodeView;
 use crate::api::quantity::Quantity;
 use crate::cgroups::pod_resources::tests::container;
-use crate::resize::allocation::allocated_pod;
 use crate::runtime::model::{ContainerResources, ContainerState, ContainerStatus};
+use crate::runtime::resize::allocation::allocated_pod;
 use crate::runtime::resize::values::container_values;
 
 const NOW: i64 = 1_000;
@@ -23,7 +24,7 @@ fn node() -> NodeView {
 }
 
 fn open(dir: &std::path::Path) -> ResizeManager {
-    let (m, problem) = ResizeManager::open(dir, ResizeConfig { node: node() });
+    let (m, problem) = ResizeManager::open(dir, ResizeConfig::new(node()));
     assert!(problem.is_none(), "{problem:?}");
     m
 }
@@ -227,7 +228,8 @@ fn unknown_pods_are_recorded_at_their_spec_and_forgotten_by_retain() {
     let p = pod("a", "100m", 1);
     assert_eq!(cpu_of(&m.sync(&p, now()).unwrap().pod), "100m");
     assert!(m.allocation("a").is_some());
-    m.retain(&HashSet::new()).unwrap();
+    m.retain(&HashSet::new());
+    m.persist().unwrap();
     assert!(m.allocation("a").is_none());
     assert!(open(dir.path()).allocation("a").is_none());
 }
@@ -267,6 +269,47 @@ fn a_batch_of_admissions_reaches_the_checkpoint_in_one_write() {
         )),
         "200m"
     );
+}
+
+/// The sync loop records additions in memory only; the pod's worker writes them in
+/// `sync` before it runs the pod, so no pod runs on an allocation not on disk.
+#[test]
+fn additions_reach_the_checkpoint_from_the_pods_worker_not_the_sync_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let a = pod("a", "100m", 1);
+    {
+        let batch = m.admission_batch();
+        let allocated = batch.allocated_pod(&a);
+        batch.admitted(&allocated);
+    }
+    assert!(
+        open(dir.path()).allocation("a").is_none(),
+        "the sync loop wrote the checkpoint"
+    );
+    assert_eq!(cpu_of(&m.sync(&a, now()).unwrap().pod), "100m");
+    let restarted = open(dir.path());
+    assert_eq!(
+        cpu_of(&allocated_pod(
+            &pod("a", "1", 1),
+            &restarted.allocation("a").unwrap()
+        )),
+        "100m"
+    );
+}
+
+/// Housekeeping prunes on the sync loop in memory; the `gc` thread writes it.
+#[test]
+fn pruning_is_written_by_persist_not_by_retain() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    m.sync(&pod("a", "100m", 1), now()).unwrap();
+    m.retain(&HashSet::new());
+    assert!(open(dir.path()).allocation("a").is_some());
+    m.persist().unwrap();
+    assert!(open(dir.path()).allocation("a").is_none());
+    // Nothing left to write: no second write.
+    m.persist().unwrap();
 }
 
 #[test]
@@ -312,8 +355,8 @@ fn a_resize_waits_for_a_batch_of_additions_and_sees_it() {
     assert_eq!(cpu_of(&m.allocated_pod(&pod("a", "100m", 1))), "500m");
 }
 
-// Issue 23 item 3: a pod never resized whose resources failed to apply (an absurd
-// CPU limit the cgroup write refused) was told "Pod resize failed".
+// A pod never resized whose resources failed to apply (an absurd CPU limit the
+// cgroup write refused) was told "Pod resize failed".
 #[test]
 fn a_failure_to_apply_resources_without_a_resize_is_not_called_a_resize() {
     let dir = tempfile::tempdir().unwrap();
