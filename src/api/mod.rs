@@ -19,6 +19,7 @@ pub mod paths;
 pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
+pub mod reflector;
 pub mod request_threads;
 pub mod review;
 pub mod runtime_class;
