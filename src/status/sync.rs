@@ -44,9 +44,9 @@ use crate::api::{paths, ApiClient, ApiError, DeleteOptions, PatchType};
 
 use super::cache::VersionedStatus;
 use super::has_terminal_phase;
-use super::manager::{Options, PodHooks, Shared};
 use super::merge::merge_pod_status;
 use super::normalize::{is_status_equal_by_kubelet, normalize_status};
+use super::shared::{Options, PodHooks, Shared};
 
 /// What the thread knows about one pod's API object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -3,13 +3,13 @@
 //! (`Type=Status(Reason)@transition-time`).
 
 use super::*;
-use crate::api::meta::ConditionStatus;
+use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{
-    Container, PodReadinessGate, RestartPolicy, POD_CONTAINERS_READY, POD_INITIALIZED, POD_READY,
-    POD_READY_TO_START_CONTAINERS, POD_RESIZE_PENDING, POD_SCHEDULED,
+    Container, Pod, PodReadinessGate, QosClass, RestartPolicy, POD_CONTAINERS_READY,
+    POD_INITIALIZED, POD_READY, POD_READY_TO_START_CONTAINERS, POD_RESIZE_PENDING, POD_SCHEDULED,
 };
-use crate::runtime::model::{self, SandboxStatus};
-use crate::runtime::result::CRASH_LOOP_BACK_OFF;
+use crate::runtime::model::{self, PodRuntimeStatus, SandboxStatus};
+use crate::runtime::result::{WaitingReason, CRASH_LOOP_BACK_OFF};
 
 const NOW: i64 = 5000;
 const SEC: i64 = 1_000_000_000;
