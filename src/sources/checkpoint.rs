@@ -1,5 +1,5 @@
 //! Node-local checkpoints of what the API server last told this node (edge
-//! autonomy, issue 20; design note `docs/autonomy.md`): the API source's pods and the
+//! autonomy; design note `docs/autonomy.md`): the API source's pods and the
 //! cluster's Services, so a litelet restarted while cut off from its API server can
 //! keep running, restarting and probing its pods.
 //!

@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn many_changes_leave_one_wake_up() {
-        // #94: changes before the thread runs coalesce into one pending wake-up.
+        // Changes before the thread runs coalesce into one pending wake-up.
         let (tx, rx) = crossbeam_channel::bounded(1);
         let m = StatusManager {
             shared: Arc::new(Shared {

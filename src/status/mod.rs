@@ -4,7 +4,7 @@
 //! This half is pure: every function takes its inputs as arguments (the pod, the
 //! runtime's view of it, the previous status, probe results, the last sync's errors and
 //! `now`) and returns a value. No clock, no channel, no I/O. Pod workers call
-//! [`generate_pod_status`] after each sync; the status manager thread (a later issue)
+//! [`generate_pod_status`] after each sync; the status manager (`manager.rs`, `sync.rs`)
 //! caches the result, compares it with [`is_status_equal_by_kubelet`] after
 //! [`normalize_status`], and before each PATCH folds it into the API copy with
 //! [`merge_pod_status`].

@@ -494,7 +494,7 @@ mod tests {
         let ann = &mut stat.metadata.annotations;
         ann.insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), SOURCE_FILE.into());
         ann.insert(CONFIG_HASH_ANNOTATION_KEY.into(), "hash1".into());
-        // #90: a plain API pod under the static pod's name is not its mirror.
+        // A plain API pod under the static pod's name is not its mirror.
         assert_eq!(identity(&stat, &pod("m1")), Identity::NoMirror);
         let mut mirror = pod("m1");
         mirror
