@@ -398,9 +398,9 @@ fn import_parser_reads_paths_groups_and_skips_comments() {
 /// Circles between the files of one folder still present in code owned elsewhere;
 /// each is fixed on its own branch, and this list empties when those land.
 const FOLDER_CIRCLES_ALLOWED: &[&str] = &[
-    // runtime/actions.rs and runtime/resize/: H1's branch (h/...) breaks it.
+    // runtime/actions.rs and runtime/resize/: undone on H1's branch.
     "runtime: actions, resize",
-    // volumes/csi/mounter.rs and volumes/{error,mount,ownership}.rs: H3's branch breaks it.
+    // volumes/csi/mounter.rs and volumes/{error,mount,ownership}.rs: undone on H3's branch.
     "volumes: csi, error, mount, ownership",
 ];
 
