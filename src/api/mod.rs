@@ -14,6 +14,7 @@ pub mod kubeconfig;
 pub mod lease;
 pub mod meta;
 pub mod node;
+pub mod node_patch;
 pub mod patch;
 pub mod paths;
 pub mod pod;
