@@ -16,7 +16,7 @@
 //! `NodeLister`) once known, else the ones litelet registers the node with: the sync
 //! loop builds the [`NodeView`] for each batch of additions.
 //!
-//! No soft admission (spec behaviour 54, upstream `canRunPod`): upstream's only soft
+//! No soft admission (upstream `canRunPod`'s soft admit handlers): upstream's only soft
 //! handler on Linux is AppArmor's, which keeps a pod Pending with `Blocked` containers
 //! when the profiles it asks for cannot be enforced. litelet sends the profiles to the
 //! runtime (`runtime/profiles.rs`) and, on a host without AppArmor, refuses to create
@@ -585,7 +585,7 @@ mod tests {
         );
     }
 
-    /// Spec behaviour 54 is deliberately absent (module doc): a pod asking for an
+    /// Upstream's soft admission is deliberately absent (module doc): a pod asking for an
     /// AppArmor profile passes admission; the runtime layer enforces or refuses it.
     #[test]
     fn b54_no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {

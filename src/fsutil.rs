@@ -2,11 +2,14 @@
 //! any instant (temp file beside it created exclusively with its final mode, write,
 //! fsync, rename over the target, fsync of the directory so the rename itself is on
 //! disk). Used by whoever keeps state or credentials on disk; no thread of its own.
+//! Also [`SharedIoError`], an io error kept whole inside errors that must be `Clone`
+//! and `Eq`.
 
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Replaces `path` with `data`, created with `mode` (never wider, whatever the
 /// umask leaves). A temp file left by a crash is replaced by the next write.
@@ -38,6 +41,38 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
 /// Makes the directory's entries (a rename, a new symlink) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
+}
+
+/// An io error as the `#[source]` of an error that must be `Clone` and `Eq` (reports
+/// compared between passes): shared, and equal when kind and message are, as the
+/// message alone was. Displays as the io error itself.
+#[derive(Clone, Debug)]
+pub struct SharedIoError(pub Arc<io::Error>);
+
+impl From<io::Error> for SharedIoError {
+    fn from(e: io::Error) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl PartialEq for SharedIoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for SharedIoError {}
+
+impl std::fmt::Display for SharedIoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedIoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 #[cfg(test)]

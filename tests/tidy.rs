@@ -550,16 +550,6 @@ const API_SHAPE_ALLOWED: &[(&str, &str, &str)] = &[
         "the node server's /configz answer: litelet's own configuration, not an API object",
     ),
     (
-        "node/status.rs",
-        "json!({",
-        "strategic-merge patch body of nodes/status: litelet's fields only, $patch directives",
-    ),
-    (
-        "node/register.rs",
-        "json!({",
-        "merge patch of the labels of an adopted Node",
-    ),
-    (
         "status/sync.rs",
         "[\"metadata\"]",
         "resourceVersion precondition set on the pod status patch api/patch.rs built",
@@ -568,21 +558,6 @@ const API_SHAPE_ALLOWED: &[(&str, &str, &str)] = &[
         "status/sync.rs",
         "[\"resourceVersion\"]",
         "resourceVersion precondition set on the pod status patch api/patch.rs built",
-    ),
-    (
-        "sources/apiserver.rs",
-        ".pointer(\"/",
-        "removed by the list+watch helper",
-    ),
-    (
-        "sources/services.rs",
-        ".pointer(\"/",
-        "removed by the list+watch helper",
-    ),
-    (
-        "node/lister.rs",
-        ".pointer(\"/",
-        "removed by the list+watch helper",
     ),
 ];
 
@@ -660,5 +635,295 @@ fn json_paths_and_api_urls_stay_in_api() {
         "JSON paths or API URLs outside src/api/ (use typed objects and api::paths, or \
          add to API_SHAPE_ALLOWED with a reason):\n{}",
         found.join("\n")
+    );
+}
+
+/// Circles between the files of one folder that are allowed (none): an entry would
+/// name its folder and files, with a comment saying why the circle must stay.
+const FOLDER_CIRCLES_ALLOWED: &[&str] = &[];
+
+/// The module path of a file of `src/` (`status/containers/tests.rs` →
+/// `[status, containers, tests]`; `mod.rs` is its folder; lib.rs and main.rs are `[]`).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let Ok(rel) = file.strip_prefix(src) else {
+        return Vec::new();
+    };
+    let mut parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| c.as_os_str().to_str().map(str::to_owned))
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.strip_suffix(".rs").unwrap_or(&last).to_owned();
+        if !(stem == "mod" || (parts.is_empty() && (stem == "lib" || stem == "main"))) {
+            parts.push(stem);
+        }
+    }
+    parts
+}
+
+/// The paths one path expression names, groups expanded (`a::{b, c::d}` →
+/// `[a, b]`, `[a, c, d]`); `text` starts at the path. A lone `self` in a group names
+/// the prefix itself.
+fn expand_paths(text: &str) -> (Vec<Vec<String>>, usize) {
+    let mut segments = Vec::new();
+    let mut at = 0;
+    loop {
+        let rest = &text[at..];
+        let trimmed = rest.trim_start();
+        at += rest.len() - trimmed.len();
+        if trimmed.starts_with('{') {
+            let close = matching_brace(trimmed);
+            let inner = trimmed[1..close]
+                .strip_suffix('}')
+                .unwrap_or(&trimmed[1..close]);
+            let mut out = Vec::new();
+            let mut depth = 0;
+            let mut start = 0;
+            let mut items = Vec::new();
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        items.push(&inner[start..i]);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            items.push(&inner[start..]);
+            for item in items {
+                for tail in expand_paths(item).0 {
+                    let mut path = segments.clone();
+                    if tail != ["self"] {
+                        path.extend(tail);
+                    }
+                    out.push(path);
+                }
+            }
+            return (out, at + close);
+        }
+        let ident: String = trimmed
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if ident.is_empty() {
+            break;
+        }
+        at += ident.len();
+        segments.push(ident);
+        if text[at..].starts_with("::") {
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    let found = if segments.is_empty() {
+        Vec::new()
+    } else {
+        vec![segments]
+    };
+    (found, at)
+}
+
+/// The module paths a file's production code names through `super::`, `self::` and
+/// `crate::`, resolved against the file's own module path, with their lines.
+fn relative_imports(module: &[String], text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    let lines = production_lines(text);
+    let mut joined = String::new();
+    let mut starts = Vec::new();
+    for (number, code) in &lines {
+        starts.push((joined.len(), *number));
+        joined.push_str(code);
+        joined.push('\n');
+    }
+    let mut from = 0;
+    while from < joined.len() {
+        let next = ["super::", "self::", "crate::"]
+            .iter()
+            .filter_map(|p| joined[from..].find(p).map(|i| from + i))
+            .min();
+        let Some(offset) = next else { break };
+        let before = joined[..offset].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
+            from = offset + 1;
+            continue;
+        }
+        let (paths, len) = expand_paths(&joined[offset..]);
+        let i = starts.partition_point(|(start, _)| *start <= offset);
+        let line = starts[i.saturating_sub(1)].1;
+        for path in paths {
+            let mut resolved: Vec<String> = module.to_vec();
+            let mut rest = path.as_slice();
+            match rest.first().map(String::as_str) {
+                Some("crate") => {
+                    resolved.clear();
+                    rest = &rest[1..];
+                }
+                Some("self") => rest = &rest[1..],
+                _ => {}
+            }
+            while rest.first().is_some_and(|s| s == "super") {
+                resolved.pop();
+                rest = &rest[1..];
+            }
+            resolved.extend(rest.iter().cloned());
+            out.push((line, resolved));
+        }
+        from = offset + len.max(1);
+    }
+    out
+}
+
+/// The strongly connected groups (of two or more) of a small graph.
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(n) = todo.pop() {
+            for next in edges.get(&n).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let nodes: BTreeSet<&String> = edges.keys().chain(edges.values().flatten()).collect();
+    let mut groups: BTreeSet<Vec<String>> = BTreeSet::new();
+    for node in &nodes {
+        let from = reach(node);
+        let group: Vec<String> = nodes
+            .iter()
+            .filter(|other| from.contains(**other) && reach(other).contains(*node))
+            .map(|s| (*s).clone())
+            .collect();
+        if group.len() > 1 {
+            groups.insert(group);
+        }
+    }
+    groups.into_iter().collect()
+}
+
+/// Inside every folder of `src/`, the files (each with its submodule folder) import
+/// each other one way only: no two siblings reach each other through `super::`,
+/// `self::` or `crate::` paths of production code.
+#[test]
+fn files_of_a_folder_import_each_other_one_way() {
+    let src = src_dir();
+    let files = read_sources();
+    let tests = test_module_paths(&files);
+    // Per folder module, the edges between its child modules and where each was seen.
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut seen_at: BTreeMap<(Vec<String>, String, String), String> = BTreeMap::new();
+    for (file, text) in &files {
+        if tests.iter().any(|t| file.starts_with(t)) {
+            continue;
+        }
+        let module = module_path(&src, file);
+        for (line, target) in relative_imports(&module, text) {
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            // Only inside a folder: the top level is the layer check's.
+            if common == 0 || common >= module.len() || common >= target.len() {
+                continue;
+            }
+            let folder = src.join(module[..common].join("/"));
+            let child = &target[common];
+            let is_module =
+                folder.join(format!("{child}.rs")).is_file() || folder.join(child).is_dir();
+            if !is_module {
+                continue;
+            }
+            let key = module[..common].to_vec();
+            let from = module[common].clone();
+            graphs
+                .entry(key.clone())
+                .or_default()
+                .entry(from.clone())
+                .or_default()
+                .insert(child.clone());
+            let rel = file.strip_prefix(&src).unwrap_or(file);
+            seen_at
+                .entry((key, from, child.clone()))
+                .or_insert_with(|| format!("src/{}:{line}", rel.display()));
+        }
+    }
+    let mut found = Vec::new();
+    let mut report = Vec::new();
+    for (folder, edges) in &graphs {
+        for group in circles(edges) {
+            let name = format!("{}: {}", folder.join("/"), group.join(", "));
+            if !FOLDER_CIRCLES_ALLOWED.contains(&name.as_str()) {
+                let mut lines = vec![name.clone()];
+                for a in &group {
+                    for b in edges.get(a).into_iter().flatten() {
+                        if group.contains(b) {
+                            let at = &seen_at[&(folder.clone(), a.clone(), b.clone())];
+                            lines.push(format!("    {a} -> {b} ({at})"));
+                        }
+                    }
+                }
+                report.push(lines.join("\n"));
+            }
+            found.push(name);
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "files of one folder importing each other in a circle:\n{}",
+        report.join("\n")
+    );
+    let stale: Vec<&&str> = FOLDER_CIRCLES_ALLOWED
+        .iter()
+        .filter(|allowed| !found.iter().any(|f| f == **allowed))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "FOLDER_CIRCLES_ALLOWED lists circles that are gone; remove them: {stale:?}"
+    );
+}
+
+/// The folder-circle reader: relative paths resolve, groups expand, circles are found.
+#[test]
+fn folder_circle_reader_resolves_paths_and_finds_circles() {
+    let module: Vec<String> = ["status", "manager"].map(str::to_owned).to_vec();
+    let text = "//! doc\n\
+                use super::{sync::{self, Flush}, phase};\n\
+                use crate::status::merge::x;\n\
+                fn f() { self::g(); super::super::api::y(); }\n\
+                #[cfg(test)]\n\
+                mod tests { use super::super::cache; }\n";
+    let found: Vec<(usize, String)> = relative_imports(&module, text)
+        .into_iter()
+        .map(|(line, path)| (line, path.join("::")))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (2, "status::sync".to_owned()),
+            (2, "status::sync::Flush".to_owned()),
+            (2, "status::phase".to_owned()),
+            (3, "status::merge::x".to_owned()),
+            (4, "status::manager::g".to_owned()),
+            (4, "api::y".to_owned()),
+        ]
+    );
+    let edges: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(
+        circles(&edges),
+        [["a", "b", "c"].map(str::to_owned).to_vec()]
     );
 }

@@ -1,6 +1,7 @@
 //! Pure conversions between Kubernetes CPU/memory amounts and cgroup settings
 //! (upstream `cm/helpers_linux.go` and runc's shares → weight mapping), and
-//! [`resource_config_for_pod`], the settings of a pod's cgroup.
+//! [`resource_config_for_pod`], the settings of a pod's cgroup, and
+//! [`qos_cpu_shares`], those of the QoS cgroups (upstream `qos_container_manager_linux.go`).
 //!
 //! No I/O, no clock, no globals: the CFS period and whether CPU limits are enforced are
 //! arguments ([`PodCgroupOptions`]), read once from the configuration by the caller.
@@ -183,6 +184,28 @@ pub fn resource_config_for_pod(pod: &Pod, options: &PodCgroupOptions) -> CgroupR
         QosClass::BestEffort => config.cpu_shares = Some(MIN_SHARES),
     }
     config
+}
+
+/// CPU shares of the QoS cgroups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QosCpuShares {
+    /// Sum of the Burstable pods' cpu requests, as shares (2 with no such pod).
+    pub burstable: u64,
+    /// Always the minimum: BestEffort pods get only what nobody else uses.
+    pub best_effort: u64,
+}
+
+/// Shares for `kubepods/burstable` and `kubepods/besteffort` given the active pods.
+pub fn qos_cpu_shares(pods: &[Pod]) -> QosCpuShares {
+    let burstable_milli = pods
+        .iter()
+        .filter(|p| pod_qos(p) == QosClass::Burstable)
+        .map(|p| cpu_milli(&pod_requests(p)))
+        .fold(0i64, i64::saturating_add);
+    QosCpuShares {
+        burstable: milli_cpu_to_shares(burstable_milli),
+        best_effort: MIN_SHARES,
+    }
 }
 
 #[cfg(test)]
@@ -474,5 +497,36 @@ mod tests {
             let quota = milli_cpu_to_quota(milli, DEFAULT_QUOTA_PERIOD_US);
             prop_assert_eq!(quota_to_milli_cpu(quota, DEFAULT_QUOTA_PERIOD_US), milli);
         }
+    }
+
+    #[test]
+    fn qos_shares_sum_burstable_requests() {
+        let c = container;
+        let pods = vec![
+            pod(vec![c("a", &[("cpu", "250m")], &[])], vec![]),
+            pod(
+                vec![c("a", &[("cpu", "750m")], &[("memory", "1Gi")])],
+                vec![],
+            ),
+            pod(
+                vec![c("a", &[], &[("cpu", "2"), ("memory", "1Gi")])],
+                vec![],
+            ),
+            pod(vec![c("a", &[], &[])], vec![]),
+        ];
+        assert_eq!(
+            qos_cpu_shares(&pods),
+            QosCpuShares {
+                burstable: 1024,
+                best_effort: 2
+            }
+        );
+        assert_eq!(
+            qos_cpu_shares(&[]),
+            QosCpuShares {
+                burstable: 2,
+                best_effort: 2
+            }
+        );
     }
 }

@@ -37,12 +37,12 @@ use log::{debug, info};
 use crate::api::pod::Pod;
 
 use super::convert::{
-    resource_config_for_pod, shares_to_weight, weight_to_shares, PodCgroupOptions, MAX_PERIOD_US,
-    MIN_PERIOD_US, MIN_SHARES,
+    qos_cpu_shares, resource_config_for_pod, shares_to_weight, weight_to_shares, PodCgroupOptions,
+    QosCpuShares, MAX_PERIOD_US, MIN_PERIOD_US, MIN_SHARES,
 };
 use super::detect::{detect, CgroupMode};
 use super::name::{check_part, CgroupName};
-use super::qos::{pod_qos, qos_cpu_shares, QosClass, QosCpuShares};
+use super::qos::{pod_qos, QosClass};
 use super::resources::{CgroupResources, Limit};
 use super::systemd::{
     parse_slice, pod_uid_of_slice, resource_properties, slice_path, slice_properties, SystemdUnits,

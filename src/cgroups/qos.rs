@@ -1,6 +1,6 @@
 //! QoS decisions: a pod's QoS class (upstream `qos.GetPodQOS`), the oom_score_adj the
-//! runtime gives each container (upstream `pkg/kubelet/qos/policy.go`), and the CPU
-//! shares of the QoS cgroups (upstream `qos_container_manager_linux.go`).
+//! runtime gives each container (upstream `pkg/kubelet/qos/policy.go`). The CPU shares
+//! of the QoS cgroups are a conversion (`convert.rs`, which reads the class here).
 //!
 //! Only cpu and memory decide the class. Containers are read with the API's request
 //! defaulting (see [`super::pod_resources`]). Pure functions; the runtime (sandbox and
@@ -11,10 +11,9 @@ use std::collections::BTreeSet;
 use crate::api::pod::{self, Container, Pod, RESOURCE_CPU, RESOURCE_MEMORY};
 use crate::api::quantity::Quantity;
 
-use super::convert::{milli_cpu_to_shares, MIN_SHARES};
 use super::pod_resources::{
-    aggregate_containers, container_limits, container_requests, cpu_milli, memory_bytes,
-    pod_level_limits, pod_level_requests, pod_level_set, pod_requests, ResourceList,
+    aggregate_containers, container_limits, container_requests, memory_bytes, pod_level_limits,
+    pod_level_requests, pod_level_set, ResourceList,
 };
 
 /// oom_score_adj of Guaranteed containers (and of node-critical pods).
@@ -224,28 +223,6 @@ fn unassigned_pod_memory_per_container(pod: &Pod) -> i64 {
     let containers = memory_bytes(&aggregate_containers(pod, container_requests));
     let count = i64::try_from(count.max(1)).unwrap_or(i64::MAX);
     pod_request.saturating_sub(containers) / count
-}
-
-/// CPU shares of the QoS cgroups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QosCpuShares {
-    /// Sum of the Burstable pods' cpu requests, as shares (2 with no such pod).
-    pub burstable: u64,
-    /// Always the minimum: BestEffort pods get only what nobody else uses.
-    pub best_effort: u64,
-}
-
-/// Shares for `kubepods/burstable` and `kubepods/besteffort` given the active pods.
-pub fn qos_cpu_shares(pods: &[Pod]) -> QosCpuShares {
-    let burstable_milli = pods
-        .iter()
-        .filter(|p| pod_qos(p) == QosClass::Burstable)
-        .map(|p| cpu_milli(&pod_requests(p)))
-        .fold(0i64, i64::saturating_add);
-    QosCpuShares {
-        burstable: milli_cpu_to_shares(burstable_milli),
-        best_effort: MIN_SHARES,
-    }
 }
 
 #[cfg(test)]
@@ -460,37 +437,6 @@ mod tests {
         assert_eq!(
             container_oom_score_adj(&p, &p.spec.containers[1], 10 * GI),
             900
-        );
-    }
-
-    #[test]
-    fn qos_shares_sum_burstable_requests() {
-        let c = container;
-        let pods = vec![
-            pod(vec![c("a", &[("cpu", "250m")], &[])], vec![]),
-            pod(
-                vec![c("a", &[("cpu", "750m")], &[("memory", "1Gi")])],
-                vec![],
-            ),
-            pod(
-                vec![c("a", &[], &[("cpu", "2"), ("memory", "1Gi")])],
-                vec![],
-            ),
-            pod(vec![c("a", &[], &[])], vec![]),
-        ];
-        assert_eq!(
-            qos_cpu_shares(&pods),
-            QosCpuShares {
-                burstable: 1024,
-                best_effort: 2
-            }
-        );
-        assert_eq!(
-            qos_cpu_shares(&[]),
-            QosCpuShares {
-                burstable: 2,
-                best_effort: 2
-            }
         );
     }
 }

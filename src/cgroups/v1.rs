@@ -6,8 +6,8 @@
 //! are required; `pids` and `cpuacct` are used when mounted. Removal and listing cover
 //! every v1 hierarchy (cpuset, devices, freezer, `name=systemd`, ...) and, on a hybrid
 //! host, the cgroup2 hierarchy at `<root>/unified`, because runc creates the pod's
-//! path in all of them when it starts the pod's containers (issue 18: the `unified`
-//! copy was left behind, one empty `pod<uid>` per pod ever run).
+//! path in all of them when it starts the pod's containers (without this the
+//! `unified` copy was left behind, one empty `pod<uid>` per pod ever run).
 //!
 //! **cpuset is never created by litelet.** A new v1 cpuset cgroup starts with empty
 //! `cpuset.cpus`/`cpuset.mems`, and no task can join it until both are copied from the

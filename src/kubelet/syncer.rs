@@ -346,7 +346,10 @@ impl PodSyncer for KubeletSyncer {
         }
         let reasons_changed = self.set_reasons(pod.uid(), outcome.container_errors());
         // Report the new resources now, not at the next periodic sync.
-        let fresh = self.resize.after_runtime_sync(&self.runtime, pod, &outcome);
+        let fresh = self.resize.after_runtime_sync(pod, &outcome, || {
+            self.runtime
+                .pod_status(pod.uid(), pod.name(), pod.namespace())
+        });
         let reported = fresh.is_some();
         if let Some(fresh) = fresh {
             let api = self.api_status(pod, &fresh, false, false);

@@ -7,24 +7,23 @@
 //! node as litelet registers it (default labels, `--node-labels`, registration
 //! taints), as upstream's `getNodeAnyWay` falls back to `initialNode`.
 //!
-//! The thread lists `nodes?fieldSelector=metadata.name=<node>` (the Node authorizer
-//! lets a node read only itself), then watches from the list's resourceVersion; a
-//! broken watch is resumed after a jittered, doubling delay, and 410 lists again.
-//! An `node-watch-stop` helper closes the thread's connections on shutdown, which
-//! ends a blocked read at once. Channels: reads `shutdown` (in the helper) and the
-//! helper's `stop` channel (the backoff sleeps).
+//! The thread mirrors `nodes?fieldSelector=metadata.name=<node>` (the Node authorizer
+//! lets a node read only itself) through the shared list+watch loop
+//! (`api/reflector.rs`: watch from the list's resourceVersion, jittered doubling
+//! back-off, 410 lists again); its `node-watch-stop` helper closes the thread's
+//! connections on shutdown, which ends a blocked read at once. Channels: reads
+//! `shutdown` (in the helper). A Node that does not decode is logged and the lister
+//! keeps what it had.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::Receiver;
 
-use crate::api::meta::WatchEventType;
 use crate::api::node::{Node, Taint};
-use crate::api::ratelimit::{jitter, random_between, Backoff};
-use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
+use crate::api::reflector::{Config, DecodeError, Event, EventKind, Handler, Reflector};
+use crate::api::{paths, ApiClient};
 
 /// What admission needs of the API server's Node.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -75,129 +74,39 @@ pub fn spawn(
     lister: NodeLister,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let client = client.with_own_connections();
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let stopper = client.clone();
-    crate::process::spawn_essential("node-watch-stop", 128 * 1024, move || {
-        select! {
-            recv(shutdown) -> _ => {
-                stopper.close_connections();
-                drop(stop_tx);
-            }
-            recv(done_rx) -> _ => {}
-        }
-    })?;
-    let watcher = Watcher {
-        client,
-        selector: format!("metadata.name={node_name}"),
-        lister,
-        stop: stop_rx,
-        resource_version: None,
+    let config = Config {
+        field_selector: Some(format!("metadata.name={node_name}")),
+        ..Config::new("node-watch", format!("node {node_name}"), paths::nodes())
     };
+    let (reflector, stopper) = Reflector::new(client, config, shutdown);
+    crate::process::spawn_essential("node-watch-stop", 128 * 1024, move || stopper.run())?;
     crate::process::spawn_essential("node-watch", 256 * 1024, move || {
-        let _done = done_tx;
-        watcher.run();
+        reflector.run(&mut Mirror(lister));
     })
 }
 
-struct Watcher {
-    client: ApiClient,
-    selector: String,
-    lister: NodeLister,
-    /// Disconnected on shutdown; the backoff sleeps wait on it.
-    stop: Receiver<()>,
-    resource_version: Option<String>,
-}
+/// The lister as the reflector's handler.
+struct Mirror(NodeLister);
 
-impl Watcher {
-    fn run(mut self) {
-        let mut backoff = Backoff::new(Duration::from_millis(800), Duration::from_secs(30));
-        let mut listed = false;
-        while !self.stopped() {
-            let result = if listed {
-                self.watch_once()
-            } else {
-                self.list().map(|()| true)
-            };
-            match result {
-                Ok(progress) => {
-                    listed = true;
-                    if progress {
-                        backoff.reset();
-                        continue;
-                    }
-                }
-                Err(e) if e.is_gone() => {
-                    listed = false;
-                    continue;
-                }
-                Err(e) => {
-                    if self.stopped() {
-                        break;
-                    }
-                    log::warn!("node-watch: {e}");
-                }
-            }
-            // A failure, or a watch that ended at once: never spin.
-            if !self.sleep(jitter(backoff.next_delay())) {
-                break;
-            }
+impl Handler for Mirror {
+    type Object = Node;
+
+    fn listed(&mut self, items: Vec<Result<Node, DecodeError>>, _: Option<&str>) -> bool {
+        match items.into_iter().next() {
+            Some(Ok(node)) => self.0.set(Some(&node)),
+            Some(Err(e)) => log::warn!("node-watch: undecodable Node: {e}"),
+            None => self.0.set(None),
         }
-        log::debug!("node-watch: stopped");
+        true
     }
 
-    fn stopped(&self) -> bool {
-        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
-    }
-
-    fn sleep(&self, d: Duration) -> bool {
-        matches!(self.stop.recv_timeout(d), Err(RecvTimeoutError::Timeout))
-    }
-
-    fn list(&mut self) -> Result<(), ApiError> {
-        let opts = ListOptions {
-            field_selector: Some(self.selector.clone()),
-            ..ListOptions::default()
-        };
-        let list = self.client.list::<Node>(&paths::nodes(), &opts)?;
-        self.lister.set(list.items.first());
-        self.resource_version = list.metadata.resource_version;
-        Ok(())
-    }
-
-    /// One watch request; Ok(true) when it brought events or lasted a while.
-    fn watch_once(&mut self) -> Result<bool, ApiError> {
-        let opts = WatchOptions {
-            field_selector: Some(self.selector.clone()),
-            resource_version: self.resource_version.clone(),
-            allow_bookmarks: true,
-            timeout_seconds: Some(random_between(300, 600)),
-            ..WatchOptions::default()
-        };
-        let started = Instant::now();
-        let mut events = 0;
-        for item in self.client.watch(&paths::nodes(), &opts)? {
-            let event = item?;
-            events += 1;
-            if let Some(rv) = event
-                .object
-                .pointer("/metadata/resourceVersion")
-                .and_then(serde_json::Value::as_str)
-                .filter(|rv| !rv.is_empty())
-            {
-                self.resource_version = Some(rv.to_owned());
-            }
-            match event.type_ {
-                WatchEventType::Added | WatchEventType::Modified => match event.decode::<Node>() {
-                    Ok(node) => self.lister.set(Some(&node)),
-                    Err(e) => log::warn!("node-watch: undecodable Node: {e}"),
-                },
-                WatchEventType::Deleted => self.lister.set(None),
-                _ => {}
-            }
+    fn event(&mut self, event: Event<Node>, _: Option<&str>) -> bool {
+        match (event.kind, event.object) {
+            (EventKind::Deleted, _) => self.0.set(None),
+            (_, Ok(node)) => self.0.set(Some(&node)),
+            (_, Err(e)) => log::warn!("node-watch: undecodable Node: {e}"),
         }
-        Ok(events > 0 || started.elapsed() >= Duration::from_secs(1))
+        true
     }
 }
 

@@ -14,16 +14,26 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A file that could not be read or understood.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum MachineError {
-    #[error("read {path}: {message}")]
-    Read { path: PathBuf, message: String },
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        /// Shared so that the error stays `Clone` (problems are reported per pass).
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     #[error("parse {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("statvfs {path}: {message}")]
-    Statvfs { path: PathBuf, message: String },
+    #[error("statvfs {path}: {source}")]
+    Statvfs {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
     #[error("node ip: {0}")]
     NodeIp(String),
 }
@@ -177,7 +187,7 @@ impl MachineReader {
 fn read(path: &Path) -> Result<String, MachineError> {
     std::fs::read_to_string(path).map_err(|e| MachineError::Read {
         path: path.to_owned(),
-        message: e.to_string(),
+        source: Arc::new(e),
     })
 }
 
@@ -298,9 +308,9 @@ pub fn filesystem_size(dir: &Path) -> Result<u64, MachineError> {
             None => break,
         }
     }
-    let st = nix::sys::statvfs::statvfs(probe).map_err(|e| MachineError::Statvfs {
+    let st = nix::sys::statvfs::statvfs(probe).map_err(|source| MachineError::Statvfs {
         path: probe.to_owned(),
-        message: e.to_string(),
+        source,
     })?;
     #[allow(clippy::useless_conversion)] // the field widths differ between targets
     let blocks = u64::from(st.blocks());

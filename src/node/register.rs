@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::api::node::{Node, NodeStatus, LABEL_ARCH, LABEL_HOSTNAME, LABEL_OS};
+use crate::api::node_patch;
 use crate::node::config::NodeConfig;
 
 /// Legacy OS and architecture labels, still set by upstream.
@@ -59,25 +60,7 @@ pub fn initial_node(config: &NodeConfig, architecture: &str, status: NodeStatus)
 /// annotations where `existing` differs, or `None` when nothing needs to change.
 /// Taints are left alone on purpose (see the module doc).
 pub fn reconcile_patch(existing: &Node, wanted: &Node) -> Option<Value> {
-    let diff = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
-        want.iter()
-            .filter(|(k, v)| have.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect::<serde_json::Map<String, Value>>()
-    };
-    let labels = diff(&existing.metadata.labels, &wanted.metadata.labels);
-    let annotations = diff(&existing.metadata.annotations, &wanted.metadata.annotations);
-    if labels.is_empty() && annotations.is_empty() {
-        return None;
-    }
-    let mut meta = serde_json::Map::new();
-    if !labels.is_empty() {
-        meta.insert("labels".into(), Value::Object(labels));
-    }
-    if !annotations.is_empty() {
-        meta.insert("annotations".into(), Value::Object(annotations));
-    }
-    Some(json!({ "metadata": meta }))
+    node_patch::labels_patch(existing, wanted)
 }
 
 /// The boot ID the API server last saw, when it differs from this boot's.
@@ -91,6 +74,7 @@ mod tests {
     use super::*;
     use crate::api::node::{NodeSystemInfo, TaintEffect};
     use crate::node::config::{parse_node_labels, parse_taints};
+    use serde_json::json;
 
     fn config() -> NodeConfig {
         let mut c = NodeConfig::new("edge-1", "edge-1.local");

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::node::{
@@ -24,6 +24,7 @@ use crate::api::node::{
     ADDRESS_HOSTNAME, ADDRESS_INTERNAL_IP, NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE,
     NODE_PID_PRESSURE, NODE_READY,
 };
+use crate::api::node_patch;
 use crate::api::quantity::{Format, Quantity};
 use crate::node::config::NodeConfig;
 use crate::node::machine::MachineInfo;
@@ -469,43 +470,10 @@ pub fn should_report(
     changed || since_last_report.is_none_or(|d| d >= report_frequency)
 }
 
-fn resource_map_patch(old: &BTreeMap<String, Quantity>, new: &BTreeMap<String, Quantity>) -> Value {
-    let mut m = serde_json::Map::new();
-    for (name, q) in new {
-        m.insert(name.clone(), Value::String(q.to_string()));
-    }
-    for name in old.keys().filter(|k| !new.contains_key(*k)) {
-        m.insert(name.clone(), Value::Null);
-    }
-    Value::Object(m)
-}
-
 /// The strategic merge patch of `nodes/<name>/status` that sends litelet's fields of
-/// `new`: capacity and allocatable by key (null removes a key `old` had), litelet's
-/// conditions merged by type (other writers' conditions stay), the addresses replaced
-/// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints,
-/// and `volumesInUse` (a list of names without a merge key: replaced whole).
+/// `new`, litelet's own conditions among them (shaped by `api/node_patch.rs`).
 pub fn status_patch(old: &NodeStatus, new: &NodeStatus) -> Value {
-    let conditions: Vec<&NodeCondition> = new
-        .conditions
-        .iter()
-        .filter(|c| OWNED_CONDITIONS.contains(&c.type_.as_str()))
-        .collect();
-    let mut addresses = vec![json!({"$patch": "replace"})];
-    addresses.extend(new.addresses.iter().map(|a| json!(a)));
-    let info = new.node_info.clone().unwrap_or_default();
-    json!({
-        "status": {
-            "capacity": resource_map_patch(&old.capacity, &new.capacity),
-            "allocatable": resource_map_patch(&old.allocatable, &new.allocatable),
-            "conditions": conditions,
-            "addresses": addresses,
-            "daemonEndpoints": new.daemon_endpoints,
-            "nodeInfo": info,
-            "images": new.images,
-            "volumesInUse": new.volumes_in_use,
-        }
-    })
+    node_patch::status_patch(old, new, &OWNED_CONDITIONS)
 }
 
 #[cfg(test)]

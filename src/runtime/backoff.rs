@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn delay_sequence_doubles_to_the_cap() {
-        // B45 (and the first restart of B44 is immediate: quirk 6, kept on purpose).
+        // Doubling from 10 s to the 300 s cap; the first restart is immediate (kept
+        // on purpose).
         assert_eq!(restart_delays(8), [0, 10, 20, 40, 80, 160, 300, 300]);
     }
 
@@ -249,7 +250,7 @@ mod tests {
 
     #[test]
     fn ten_minutes_of_quiet_resets_the_window() {
-        // B46: exactly 600 s after the last update is not yet expired; 601 s is.
+        // Exactly 600 s after the last update is not yet expired; 601 s is.
         let mut backoff = Backoff::default();
         backoff.next("k", t(0), t(0));
         backoff.next("k", t(5), t(10));
@@ -263,7 +264,7 @@ mod tests {
 
     #[test]
     fn image_pull_backoff_is_measured_from_the_last_update() {
-        // B51: a failed pull arms 10 s; a retry within 10 s is refused.
+        // A failed pull arms 10 s; a retry within 10 s is refused.
         let mut backoff = Backoff::default();
         let key = image_pull_key("uid", "busybox:latest");
         assert!(!backoff.is_in_backoff_since_update(&key, t(0)));
@@ -305,7 +306,7 @@ mod tests {
 
     #[test]
     fn stable_key_contains_the_spec_hash() {
-        // B47: a new spec means a new key, so no back-off carries over.
+        // A new spec means a new key, so no back-off carries over.
         let mut pod = Pod::default();
         pod.metadata.name = Some("web".into());
         pod.metadata.namespace = Some("prod".into());

@@ -16,8 +16,7 @@
 //! with the pod's credentials) at their next use.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -297,24 +296,12 @@ impl PullRecords {
     }
 }
 
+/// 0600: the digests are the node's business only.
 fn write_atomic(path: &Path, records: &Records) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let bytes = serde_json::to_vec_pretty(records).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    // 0600: the digests are the node's business only (a leftover temp file of looser
-    // mode is replaced, not reused).
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(&bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::fsutil::write_atomic(path, &bytes, 0o600)
 }
 
 /// Removes every secret digest not made by [`Credential::digest`]; returns how many.
@@ -376,18 +363,7 @@ fn node_key(dir: &Path) -> Option<[u8; KEY_LEN]> {
 
 fn write_key(dir: &Path, path: &Path, secret: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("key.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(secret)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::fsutil::write_atomic(path, secret, 0o600)
 }
 
 #[cfg(test)]

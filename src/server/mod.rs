@@ -28,6 +28,7 @@ pub mod conn;
 pub mod http;
 pub mod routes;
 pub mod tls;
+pub mod transport;
 /// The DER reading lives with the wire types (the certificate bootstrap reads it too).
 pub use crate::api::x509;
 

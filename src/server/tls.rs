@@ -12,7 +12,6 @@
 //! certificate's rotation replaces while the server runs.
 
 use std::fs;
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -189,24 +188,12 @@ pub fn self_signed(names: &[String], ips: &[IpAddr]) -> Result<(String, String),
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// Writes `data` to `path` through a temp file, fsync and rename.
+/// Writes `data` to `path` durably (`fsutil::write_atomic`, directory fsync included).
 fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), TlsError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let wrap = |source| TlsError::Write {
+    crate::fsutil::write_atomic(path, data, mode).map_err(|source| TlsError::Write {
         path: path.to_owned(),
         source,
-    };
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(wrap)?;
-    f.write_all(data).map_err(wrap)?;
-    f.sync_all().map_err(wrap)?;
-    fs::rename(&tmp, path).map_err(wrap)
+    })
 }
 
 /// Verifies client certificate chains against the client CA bundle.

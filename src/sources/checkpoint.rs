@@ -1,5 +1,5 @@
 //! Node-local checkpoints of what the API server last told this node (edge
-//! autonomy, issue 20; design note `docs/autonomy.md`): the API source's pods and the
+//! autonomy; design note `docs/autonomy.md`): the API source's pods and the
 //! cluster's Services, so a litelet restarted while cut off from its API server can
 //! keep running, restarting and probing its pods.
 //!
@@ -18,9 +18,8 @@
 pub mod writer;
 
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -244,32 +243,14 @@ impl CheckpointFile {
             .mode(0o700)
             .create(dir)
             .map_err(self.io("create directory"))?;
-        let mut name = self.path.as_os_str().to_owned();
-        name.push(".tmp");
-        let tmp = PathBuf::from(name);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(self.io("create temp file"))?;
-        // A temp file left by an older run may have other bits.
-        file.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(self.io("chmod temp file"))?;
-        file.write_all(bytes).map_err(self.io("write temp file"))?;
-        file.sync_all().map_err(self.io("sync temp file"))?;
-        drop(file);
-        fs::rename(&tmp, &self.path).map_err(self.io("rename temp file"))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(self.io("sync directory"))
+        crate::fsutil::write_atomic(&self.path, bytes, 0o600).map_err(self.io("write atomically"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn contents(node: &str) -> Contents<String> {
         Contents {
@@ -356,13 +337,13 @@ mod tests {
         let file = CheckpointFile::new(dir.path(), API_PODS);
         file.store(&contents("n1")).unwrap();
         // A crash after the temp file was half written: only the temp is touched.
-        let tmp = file.path().with_file_name("api-pods.tmp");
+        let tmp = file.path().with_file_name(".api-pods.tmp");
         fs::write(&tmp, b"litelet-api-pods v1 00").unwrap();
         assert_eq!(file.load::<String>("n1").unwrap(), Some(contents("n1")));
         file.store(&contents("n1")).unwrap();
         assert!(
             !tmp.exists(),
-            "the next write reuses and renames the temp file"
+            "the next write replaces and renames the temp file"
         );
     }
 }

@@ -51,6 +51,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::fsutil::SharedIoError;
 use crate::sources::PodUpdate;
 
 pub use dir::{load, read_manifests, ManifestFile, Manifests};
@@ -87,8 +88,12 @@ impl Default for Options {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
     /// The file could not be read (permissions, too big, vanished mid-read).
-    #[error("static pod manifest {}: read: {reason}", path.display())]
-    Read { path: PathBuf, reason: String },
+    #[error("static pod manifest {}: read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: SharedIoError,
+    },
     /// Not YAML or JSON at all, or empty.
     #[error("static pod manifest {}: not valid yaml or json: {reason}", path.display())]
     Syntax { path: PathBuf, reason: String },

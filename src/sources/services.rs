@@ -4,17 +4,17 @@
 //! (`runtime/envvars.rs`). Started only with an API server; standalone litelet has
 //! no services.
 //!
-//! The loop has the pod watch's resilience (`apiserver.rs`): list, then watch from the
-//! list's resourceVersion with bookmarks and a server timeout drawn from 5–10 minutes;
-//! every event and bookmark advances the resourceVersion; a watch that ends or breaks
-//! is resumed from it; 410 Gone lists again (the store is replaced whole, so services
-//! deleted meanwhile disappear); failures back off exponentially, capped and
-//! jittered. A service that does not decode is logged and skipped. The store is
-//! marked synced by the first successful list and stays so through later outages
-//! (upstream's informer HasSynced), so pods wait only at start-up.
+//! The loop is the shared list+watch loop (`api/reflector.rs`): list, then watch
+//! from the list's resourceVersion with bookmarks and a server timeout drawn from
+//! 5–10 minutes; a watch that ends or breaks is resumed; 410 Gone lists again (the
+//! store is replaced whole, so services deleted meanwhile disappear); failures back
+//! off exponentially, capped and jittered. A service that does not decode is logged
+//! and skipped. The store is marked synced by the first successful list and stays so
+//! through later outages (upstream's informer HasSynced), so pods wait only at
+//! start-up.
 //!
 //! Shutdown: as `api-watch`, a `services-stop` helper closes this thread's own
-//! connection pool and drops the channel its backoff sleeps wait on.
+//! connection pool and drops the channel its back-off sleeps wait on.
 //!
 //! Checkpoint (edge autonomy, `docs/autonomy.md`): with `Options::checkpoint`, lists
 //! and events also go to the `ckpt-services` writer (debounced). When the first list
@@ -28,15 +28,13 @@
 pub mod store;
 
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, TryRecvError};
-use serde_json::Value;
+use crossbeam_channel::Receiver;
 
-use crate::api::meta::{WatchEvent, WatchEventType};
-use crate::api::ratelimit::{jitter, random_between, Backoff};
+use crate::api::reflector::{Config, DecodeError, Event, EventKind, Handler, Reflector};
 use crate::api::service::Service;
-use crate::api::{paths, ApiClient, ApiError, ListOptions, WatchOptions};
+use crate::api::{paths, ApiClient, ApiError};
 use crate::sources::checkpoint::writer::Writer;
 use crate::sources::checkpoint::{CheckpointFile, CheckpointSpec, SERVICES};
 
@@ -74,155 +72,97 @@ pub fn spawn(
     store: ServiceStore,
     shutdown: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let client = client.with_own_connections();
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let stopper_client = client.clone();
-    crate::process::spawn_essential("services-stop", 256 * 1024, move || {
-        select! {
-            recv(shutdown) -> _ => {
-                stopper_client.close_connections();
-                drop(stop_tx);
-            }
-            recv(done_rx) -> _ => {}
-        }
-    })?;
+    let config = Config {
+        backoff_initial: options.backoff_initial,
+        backoff_max: options.backoff_max,
+        watch_timeout_secs: options.watch_timeout_secs,
+        ..Config::new("services", "services".into(), paths::all_services())
+    };
+    let (reflector, stopper) = Reflector::new(&client, config, shutdown);
+    crate::process::spawn_essential("services-stop", 256 * 1024, move || stopper.run())?;
     let checkpoint = match &options.checkpoint {
         Some(spec) => Some((spec.start::<Service>(SERVICES)?, spec.node.clone())),
         None => None,
     };
-    let watcher = Watcher {
+    let mut mirror = Mirror {
         checkpoint,
         listed: false,
-        client,
-        options,
         store,
-        stop: stop_rx,
-        resource_version: None,
-        path: paths::all_services(),
     };
     crate::process::spawn_essential("services", 512 * 1024, move || {
-        // Dropped when this thread ends, which releases the stopper.
-        let _done = done_tx;
-        watcher.run();
+        reflector.run(&mut mirror);
     })
 }
 
-/// How one watch request ended.
-enum WatchEnd {
-    /// The server ended the stream (its timeout).
-    Closed { events: usize, lasted: Duration },
-    /// 410: our resourceVersion is too old.
-    Gone,
-    /// The request or the stream failed after `events` events.
-    Failed { err: ApiError, events: usize },
-}
-
-struct Watcher {
-    client: ApiClient,
-    options: Options,
+/// The store (and the checkpoint) as the reflector's handler.
+struct Mirror {
     store: ServiceStore,
-    /// Disconnected by the stopper on shutdown; what backoff sleeps wait on.
-    stop: Receiver<()>,
-    resource_version: Option<String>,
-    path: String,
     /// The checkpoint file (read once), its writer, and this node's name.
     checkpoint: Option<((CheckpointFile, Writer<Service>), String)>,
     /// A list has succeeded (or the checkpoint was tried) since start-up.
     listed: bool,
 }
 
-impl Watcher {
-    fn run(mut self) {
-        log::info!("services: watching services for environment variables");
-        let mut backoff = Backoff::new(self.options.backoff_initial, self.options.backoff_max);
-        'list: while !self.stopped() {
-            if let Err(e) = self.relist() {
-                if self.stopped() {
-                    break;
-                }
-                if !std::mem::replace(&mut self.listed, true) {
-                    self.restore();
-                }
-                let delay = jitter(backoff.next_delay());
-                log::warn!("services: list services: {e}; retry in {delay:?}");
-                if !self.sleep(delay) {
-                    break;
-                }
-                continue;
-            }
-            backoff.reset();
-            while !self.stopped() {
-                let delay = match self.watch_once() {
-                    WatchEnd::Gone => {
-                        log::info!(
-                            "services: resourceVersion {} expired; listing again",
-                            self.resource_version.as_deref().unwrap_or("")
-                        );
-                        continue 'list;
-                    }
-                    // A server that ends every watch at once must not make us spin.
-                    WatchEnd::Closed { events, lasted }
-                        if events > 0 || lasted >= Duration::from_secs(1) =>
-                    {
-                        backoff.reset();
-                        continue;
-                    }
-                    WatchEnd::Closed { .. } => jitter(backoff.next_delay()),
-                    WatchEnd::Failed { err, events } => {
-                        if self.stopped() {
-                            break 'list;
-                        }
-                        if events > 0 {
-                            backoff.reset();
-                        }
-                        let delay = jitter(backoff.next_delay());
-                        log::warn!("services: watch services: {err}; again in {delay:?}");
-                        delay
-                    }
-                };
-                if !self.sleep(delay) {
-                    break 'list;
-                }
-            }
-        }
-        log::info!("services: stopped");
-    }
+impl Handler for Mirror {
+    type Object = Service;
 
-    fn stopped(&self) -> bool {
-        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
-    }
-
-    /// Sleeps `d` unless stopped first; false when stopped.
-    fn sleep(&self, d: Duration) -> bool {
-        matches!(self.stop.recv_timeout(d), Err(RecvTimeoutError::Timeout))
-    }
-
-    /// Lists every service and replaces the store with them.
-    fn relist(&mut self) -> Result<(), ApiError> {
-        // Items decode one by one so that one bad service cannot hide the others.
-        let list = self
-            .client
-            .list::<Value>(&self.path, &ListOptions::default())?;
-        let services: Vec<Service> = list.items.into_iter().filter_map(decode).collect();
+    /// Replaces the store with every service listed.
+    fn listed(
+        &mut self,
+        items: Vec<Result<Service, DecodeError>>,
+        resource_version: Option<&str>,
+    ) -> bool {
+        let services: Vec<Service> = items.into_iter().filter_map(checked).collect();
         log::debug!(
-            "services: listed {} services at resourceVersion {:?}",
+            "services: listed {} services at resourceVersion {resource_version:?}",
             services.len(),
-            list.metadata.resource_version
         );
         if let Some(((_, writer), _)) = &self.checkpoint {
             let items = services
                 .iter()
                 .map(|s| (service_key(s), s.clone()))
                 .collect();
-            writer.replace(items, list.metadata.resource_version.clone());
+            writer.replace(items, resource_version.map(str::to_owned));
         }
         self.store.replace(services);
-        self.resource_version = list.metadata.resource_version;
         self.listed = true;
-        Ok(())
+        true
     }
 
+    fn list_failed(&mut self, _: &ApiError) -> bool {
+        if !std::mem::replace(&mut self.listed, true) {
+            self.restore();
+        }
+        true
+    }
+
+    /// Applies one watch event to the store.
+    fn event(&mut self, event: Event<Service>, resource_version: Option<&str>) -> bool {
+        let Some(service) = checked(event.object) else {
+            return true;
+        };
+        let rv = resource_version.map(str::to_owned);
+        match event.kind {
+            EventKind::Added | EventKind::Modified => {
+                if let Some(((_, writer), _)) = &self.checkpoint {
+                    writer.upsert(service_key(&service), service.clone(), rv);
+                }
+                self.store.upsert(service);
+            }
+            EventKind::Deleted => {
+                let meta = &service.metadata;
+                if self.store.remove(&meta.namespace, &meta.name) {
+                    if let Some(((_, writer), _)) = &self.checkpoint {
+                        writer.remove(service_key(&service), rv);
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Mirror {
     /// Fills the store from the checkpoint (the first list failed).
     fn restore(&mut self) {
         let Some(((file, _), node)) = &self.checkpoint else {
@@ -240,72 +180,6 @@ impl Watcher {
             Err(err) => log::error!("services: {err}; pods wait for the API server"),
         }
     }
-
-    fn watch_once(&mut self) -> WatchEnd {
-        let (low, high) = self.options.watch_timeout_secs;
-        let opts = WatchOptions {
-            resource_version: self.resource_version.clone(),
-            allow_bookmarks: true,
-            timeout_seconds: Some(random_between(low, high)),
-            ..WatchOptions::default()
-        };
-        let started = Instant::now();
-        let stream = match self.client.watch(&self.path, &opts) {
-            Ok(s) => s,
-            Err(e) if e.is_gone() => return WatchEnd::Gone,
-            Err(err) => return WatchEnd::Failed { err, events: 0 },
-        };
-        let mut events = 0;
-        for item in stream {
-            match item {
-                Ok(event) => {
-                    events += 1;
-                    self.handle(event);
-                }
-                Err(e) if e.is_gone() => return WatchEnd::Gone,
-                Err(err) => return WatchEnd::Failed { err, events },
-            }
-        }
-        WatchEnd::Closed {
-            events,
-            lasted: started.elapsed(),
-        }
-    }
-
-    /// Applies one watch event to the store.
-    fn handle(&mut self, event: WatchEvent) {
-        if let Some(rv) = event
-            .object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .filter(|rv| !rv.is_empty())
-        {
-            self.resource_version = Some(rv.to_owned());
-        }
-        match event.type_ {
-            WatchEventType::Added | WatchEventType::Modified => {
-                if let Some(service) = decode(event.object) {
-                    if let Some(((_, writer), _)) = &self.checkpoint {
-                        let rv = self.resource_version.clone();
-                        writer.upsert(service_key(&service), service.clone(), rv);
-                    }
-                    self.store.upsert(service);
-                }
-            }
-            WatchEventType::Deleted => {
-                if let Some(service) = decode(event.object) {
-                    let meta = &service.metadata;
-                    if self.store.remove(&meta.namespace, &meta.name) {
-                        if let Some(((_, writer), _)) = &self.checkpoint {
-                            writer.remove(service_key(&service), self.resource_version.clone());
-                        }
-                    }
-                }
-            }
-            WatchEventType::Bookmark => {}
-            other => log::debug!("services: ignoring watch event of type {other}"),
-        }
-    }
 }
 
 /// A service's key in the checkpoint.
@@ -313,9 +187,9 @@ fn service_key(service: &Service) -> String {
     format!("{}/{}", service.metadata.namespace, service.metadata.name)
 }
 
-/// Decodes a service from the API, or logs why not.
-fn decode(object: Value) -> Option<Service> {
-    match serde_json::from_value::<Service>(object) {
+/// A decoded service with a name, or logs why not.
+fn checked(decoded: Result<Service, DecodeError>) -> Option<Service> {
+    match decoded {
         Ok(s) if !s.metadata.name.is_empty() => Some(s),
         Ok(s) => {
             log::warn!(

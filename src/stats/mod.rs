@@ -1,5 +1,5 @@
-//! Resource usage of the node, its pods and containers (issue 22, first half; upstream
-//! `pkg/kubelet/stats` and `server/stats`), read from the kernel rather than a daemon.
+//! Resource usage of the node, its pods and containers (upstream `pkg/kubelet/stats`
+//! and `server/stats`), read from the kernel rather than a daemon.
 //!
 //! - [`cgroup`]: cgroupfs readers, one per version, and their pure parsers;
 //! - [`fs`]: statvfs and bounded directory usage;

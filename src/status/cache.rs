@@ -10,7 +10,7 @@
 //!   the cached one stores nothing, unless forced (the pod is being deleted, or it
 //!   has just terminated);
 //! - a status that would bring back a container terminated for good is dropped whole
-//!   (section 12 #9: kept as upstream, it signals a stale caller);
+//!   (kept as upstream's `updateStatusInternal`: it signals a stale caller);
 //! - "finished" (TerminatePod ran) is sticky for non-static pods;
 //! - statuses are stored normalised, with condition transition times carried over
 //!   and the start time never changing once set.

@@ -497,7 +497,7 @@ mod tests {
             ("False", Some(CONTAINERS_NOT_READY), Some(msg)),
         );
 
-        // Terminal phases (#82 shape): PodCompleted needs every status known.
+        // Terminal phases: PodCompleted needs every status known.
         check(
             cr(&all_ready(), &PodPhase::Succeeded),
             POD_CONTAINERS_READY,
@@ -522,7 +522,7 @@ mod tests {
         let s = all_ready();
         let ready =
             |p: &Pod, conds: &[PodCondition]| pod_ready(p, conds, &s.init, &s.regular, &run);
-        // #91: all containers ready, no gates → Ready True.
+        // All containers ready, no gates → Ready True.
         check(ready(&p, &[]), POD_READY, ("True", None, None));
 
         // Not-ready containers: Ready copies ContainersReady's reason and message.
@@ -543,7 +543,7 @@ mod tests {
             ("False", Some(POD_FAILED), None),
         );
 
-        // #91: a gate whose condition is missing → ReadinessGatesNotReady.
+        // A gate whose condition is missing → ReadinessGatesNotReady.
         for t in ["example.com/gate", "example.com/other"] {
             p.spec.readiness_gates.push(PodReadinessGate {
                 condition_type: t.into(),
@@ -760,7 +760,7 @@ mod tests {
         };
         carry_transition_times(&mut new, &old, now);
         let ltt = |t: &str| new.condition(t).and_then(|c| c.last_transition_time);
-        // #74: Ready flips False→True → now; unchanged Initialized keeps its time.
+        // Ready flips False→True → now; unchanged Initialized keeps its time.
         assert_eq!(ltt(POD_READY), Some(now));
         assert_eq!(ltt(POD_INITIALIZED), Some(Time::from_unix_seconds(20)));
         assert_eq!(ltt(POD_SCHEDULED), Some(now));

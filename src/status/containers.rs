@@ -31,7 +31,8 @@ use crate::api::pod::{
 };
 use crate::runtime::model;
 
-use super::generate::PodStatusInput;
+use super::input::PodStatusInput;
+pub use super::input::ProbeResults;
 use super::phase::pod_restart_policy;
 
 /// Waiting reason of a container not created yet.
@@ -48,15 +49,6 @@ pub const MSG_LOST_AT_TERMINATION: &str =
 /// Message of a last state made up for a Running container that vanished.
 pub const MSG_LOST_WHILE_RUNNING: &str =
     "The container could not be located when the pod was deleted.  The container used to be Running";
-
-/// The latest probe results, keyed by the runtime's container ID (without the
-/// `<runtime>://` prefix). `true` is Success; Failure and Unknown are `false`. A
-/// container with a probe in its spec and no entry here has not been probed yet.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProbeResults {
-    pub readiness: BTreeMap<String, bool>,
-    pub startup: BTreeMap<String, bool>,
-}
 
 /// Which list of the spec a status belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,85 +12,19 @@
 //! DisruptionTarget from the previous status, the kubelet's own are regenerated and
 //! their transition times carried from the previous status.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::api::meta::Time;
-use crate::api::pod::{
-    IpAddress, Pod, PodCondition, PodPhase, PodStatus, QosClass, POD_DISRUPTION_TARGET,
-};
-use crate::runtime::model::{PodRuntimeStatus, SandboxState};
+use crate::api::pod::{IpAddress, PodCondition, PodPhase, PodStatus, POD_DISRUPTION_TARGET};
+use crate::runtime::model::SandboxState;
 
 use super::conditions::{
     carry_transition_times, containers_ready, initialized, is_owned_by_kubelet, pod_ready,
     ready_to_start_containers, replace_or_append, scheduled,
 };
-use super::containers::{container_statuses, ContainerKind, ProbeResults};
+use super::containers::{container_statuses, ContainerKind};
+pub use super::input::{Eviction, PodStatusInput};
 use super::is_terminal_phase;
 use super::phase::pod_phase;
-use crate::runtime::result::WaitingReason;
-
-/// A decision to fail the pod with a reason (upstream pod sync handlers' `ShouldEvict`,
-/// e.g. `DeadlineExceeded` when activeDeadlineSeconds passed).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Eviction {
-    pub reason: String,
-    pub message: String,
-}
-
-/// Everything [`generate_pod_status`] looks at. Build it with [`PodStatusInput::new`]
-/// and set the fields that apply.
-#[derive(Clone, Debug)]
-pub struct PodStatusInput<'a> {
-    /// The pod as the kubelet has it; `pod.status` is the API copy.
-    pub pod: &'a Pod,
-    /// The runtime's view: sandboxes and every container instance, newest first.
-    pub runtime: &'a PodRuntimeStatus,
-    /// The status manager's cached status; `None` means use the API copy
-    /// (`pod.status`), e.g. right after a kubelet restart.
-    pub previous: Option<&'a PodStatus>,
-    /// Readiness and startup results by container ID.
-    pub probes: ProbeResults,
-    /// Why the last sync could not start a container, by container name.
-    pub sync_errors: BTreeMap<String, WaitingReason>,
-    /// The pod's containers will not run again (termination finished): all-stopped
-    /// means Succeeded or Failed whatever the restart policy.
-    pub pod_is_terminal: bool,
-    /// The pod is being terminated (killed) though not deleted: nothing restarts.
-    pub terminating: bool,
-    /// Fail the pod with this reason (active deadline, eviction).
-    pub eviction: Option<Eviction>,
-    /// The node's IPs, primary first (empty: keep what the previous status says).
-    pub host_ips: Vec<String>,
-    /// Prefix of container IDs, e.g. `containerd`.
-    pub runtime_name: String,
-    /// The pod's QoS class; `None` keeps the previous one.
-    pub qos_class: Option<QosClass>,
-    /// Resize conditions (PodResizePending / PodResizeInProgress) to report.
-    pub resize_conditions: Vec<PodCondition>,
-    pub now: Time,
-}
-
-impl<'a> PodStatusInput<'a> {
-    /// An input with no previous status, probe results or sync errors.
-    pub fn new(pod: &'a Pod, runtime: &'a PodRuntimeStatus, runtime_name: &str, now: Time) -> Self {
-        Self {
-            pod,
-            runtime,
-            previous: None,
-            probes: ProbeResults::default(),
-            sync_errors: BTreeMap::new(),
-            pod_is_terminal: false,
-            terminating: false,
-            eviction: None,
-            host_ips: Vec::new(),
-            runtime_name: runtime_name.to_owned(),
-            qos_class: None,
-            resize_conditions: Vec::new(),
-            now,
-        }
-    }
-}
 
 fn parse_ip(s: &str) -> Option<IpAddr> {
     s.parse().ok()

@@ -154,7 +154,6 @@ mod tests {
 
     #[test]
     fn foreign_conditions_are_kept_and_kubelet_ones_replaced() {
-        // Section 13 #80.
         let merged = check(
             &api(),
             &kubelet(PodPhase::Running),
@@ -173,7 +172,7 @@ mod tests {
 
     #[test]
     fn terminal_phase_is_held_back_while_containers_may_run() {
-        // #81: Failed while containers could still run → the API's Running stays,
+        // Failed while containers could still run → the API's Running stays,
         // with its reason; Ready keeps the kubelet's value (phase not terminal).
         let merged = check(
             &api(),
@@ -189,7 +188,7 @@ mod tests {
             ],
         );
         assert_eq!(merged.reason.as_deref(), Some("api-reason"));
-        // Once nothing can run, Failed is sent, and (#82 shape) Ready and
+        // Once nothing can run, Failed is sent, and Ready and
         // ContainersReady go False / PodFailed with a fresh transition time.
         let merged = check(
             &api(),
@@ -211,7 +210,7 @@ mod tests {
 
     #[test]
     fn succeeded_never_goes_out_ready() {
-        // #82: phase Succeeded with Ready True → Ready / ContainersReady False,
+        // Phase Succeeded with Ready True → Ready / ContainersReady False,
         // reason PodCompleted.
         let mut k = kubelet(PodPhase::Succeeded);
         k.conditions[2].status = False; // ContainersReady already False.
@@ -255,7 +254,7 @@ mod tests {
         let mut k = kubelet(PodPhase::Failed);
         k.conditions.truncate(1);
         k.conditions.push(cond(POD_DISRUPTION_TARGET, True, 7));
-        // #83: containers may still run → not sent (and the phase is held back).
+        // Containers may still run → not sent (and the phase is held back).
         check(
             &api(),
             &k,

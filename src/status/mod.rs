@@ -4,7 +4,7 @@
 //! This half is pure: every function takes its inputs as arguments (the pod, the
 //! runtime's view of it, the previous status, probe results, the last sync's errors and
 //! `now`) and returns a value. No clock, no channel, no I/O. Pod workers call
-//! [`generate_pod_status`] after each sync; the status manager thread (a later issue)
+//! [`generate_pod_status`] after each sync; the status manager (`manager.rs`, `sync.rs`)
 //! caches the result, compares it with [`is_status_equal_by_kubelet`] after
 //! [`normalize_status`], and before each PATCH folds it into the API copy with
 //! [`merge_pod_status`].
@@ -13,6 +13,8 @@
 //! - `containers.rs`: API container statuses from the runtime model.
 //! - `phase.rs`: the pod phase from the container statuses.
 //! - `conditions.rs`: kubelet-owned pod conditions, ownership, transition times.
+//! - `input.rs`: that input struct (with the probe results and an eviction), read
+//!   by `generate.rs` and `containers.rs`.
 //! - `generate.rs`: the whole status of one pod, from one input struct.
 //! - `normalize.rs`: canonical form (message caps, sort orders) and equality.
 //! - `merge.rs`: the kubelet's status laid over the API copy before a PATCH.
@@ -21,7 +23,9 @@
 //!
 //! The I/O half (the status manager):
 //! - `cache.rs`: the versioned per-pod status cache (pure, `now` passed in).
-//! - `manager.rs`: [`StatusManager`], the handle every thread calls, and its hooks.
+//! - `manager.rs`: [`StatusManager`], the handle every thread calls.
+//! - `shared.rs`: what the handles and the `status` thread share (the cache's
+//!   mutex, the hooks, the timing).
 //! - `sync.rs`: the `status` thread that GETs, merges, PATCHes and deletes.
 //! - `events.rs`: the `events` thread that sends recorded events as core/v1 Events,
 //!   counting repeats and rate-limiting each object.
@@ -35,10 +39,12 @@ pub mod conditions;
 pub mod containers;
 pub mod events;
 pub mod generate;
+pub mod input;
 pub mod manager;
 pub mod merge;
 pub mod normalize;
 pub mod phase;
+mod shared;
 mod sync;
 pub mod terminate;
 pub mod transition;

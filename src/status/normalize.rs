@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn termination_messages_are_capped_per_container() {
-        // Section 13 #76: 20000 bytes in a 2-container pod → 6144 bytes.
+        // 20000 bytes in a 2-container pod → 6144 bytes.
         let p = pod(&[], &["a", "b"]);
         let mut a = terminated("a", &"x".repeat(20000));
         a.last_state = terminated("a", &"y".repeat(7000)).state;
@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn sort_orders() {
-        // #76: statuses sorted by name, init statuses in spec order.
+        // Statuses sorted by name, init statuses in spec order.
         let p = pod(&["z-init", "a-init", "m-init"], &["b", "a", "c"]);
         let st = PodStatus {
             container_statuses: vec![named("c"), named("a"), named("b")],
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn times_are_whole_seconds_and_empty_strings_unset() {
-        // #76: nanosecond times from the wire become whole seconds.
+        // Nanosecond times from the wire become whole seconds.
         let st: PodStatus = serde_json::from_value(serde_json::json!({
             "startTime": "2024-05-01T10:00:01.999999999Z",
             "reason": "",
@@ -353,7 +353,7 @@ mod tests {
     fn equality_ignores_condition_times_and_foreign_conditions() {
         use ConditionStatus::{False, True};
         assert!(equal_after(|_| {}));
-        // #72: only the transition / probe times differ → equal.
+        // Only the transition / probe times differ → equal.
         assert!(equal_after(|s| s.conditions[0] = cond(POD_READY, True, 99)));
         // A kubelet-owned condition's status, reason or message differs → not equal.
         assert!(!equal_after(|s| s.conditions[0].status = False));
@@ -372,7 +372,7 @@ mod tests {
             True,
             1
         ))));
-        // #89: only a foreign condition differs (or is added / dropped) → equal.
+        // Only a foreign condition differs (or is added / dropped) → equal.
         assert!(equal_after(|s| s.conditions[1].status = False));
         assert!(equal_after(|s| s.conditions.push(cond(
             "example.com/x",

@@ -352,7 +352,7 @@ mod tests {
                 PodPhase::Running,
             );
         }
-        // All stopped (section 13 #19: both exited under Never → Succeeded / Failed).
+        // All stopped (both exited under Never → Succeeded / Failed).
         let both = |p, x, y| case(p, ab).with("a", S::Exited(x)).with("b", S::Exited(y));
         check(both(Never, 0, 0), PodPhase::Succeeded);
         check(both(Never, 0, 1), PodPhase::Failed);
@@ -423,9 +423,9 @@ mod tests {
     fn regular_init_containers() {
         let i: &[&str] = &["i0", "i1"];
         let a: &[&str] = &["a"];
-        // Section 13 #28: no statuses → Pending.
+        // No statuses → Pending.
         check(case(Always, a).init(i), PodPhase::Pending);
-        // #29: i0 done, i1 running → still initializing.
+        // i0 done, i1 running → still initializing.
         check(
             case(Always, a)
                 .init(i)
@@ -434,7 +434,7 @@ mod tests {
                 .with("a", S::Waiting),
             PodPhase::Pending,
         );
-        // #30: all init done, a running → Running.
+        // All init done, a running → Running.
         check(
             case(Always, a)
                 .init(i)
@@ -443,7 +443,7 @@ mod tests {
                 .with("a", S::Running),
             PodPhase::Running,
         );
-        // #31: i0 failed under Never → Failed at once.
+        // i0 failed under Never → Failed at once.
         check(
             case(Never, a)
                 .init(i)
@@ -458,7 +458,7 @@ mod tests {
                 .with("a", S::Waiting),
             PodPhase::Failed,
         );
-        // #32: under OnFailure / Always a failed init is retried: Pending.
+        // Under OnFailure / Always a failed init is retried: Pending.
         for p in [OnFailure, Always] {
             check(
                 case(p, a)
@@ -483,7 +483,7 @@ mod tests {
     fn sidecars() {
         let s: &[&str] = &["s0"];
         let a: &[&str] = &["a"];
-        // #34: sidecar not yet started (startup probe pending) → initializing.
+        // Sidecar not yet started (startup probe pending) → initializing.
         check(
             case(Always, a)
                 .init(s)
@@ -503,7 +503,7 @@ mod tests {
             case(Always, a).init(s).with("a", S::Running),
             PodPhase::Pending,
         );
-        // #39: main container done under Never while the sidecar still runs: the pod
+        // Main container done under Never while the sidecar still runs: the pod
         // is Running until the kill path stops the sidecar...
         check(
             case(Never, a)
@@ -527,7 +527,7 @@ mod tests {
                 .with("a", S::Exited(0)),
             PodPhase::Succeeded,
         );
-        // #36: after initialization a restarting sidecar does not send the pod back
+        // After initialization a restarting sidecar does not send the pod back
         // to Pending (a regular container has started).
         check(
             case(Always, a)

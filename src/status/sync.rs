@@ -44,9 +44,9 @@ use crate::api::{paths, ApiClient, ApiError, DeleteOptions, PatchType};
 
 use super::cache::VersionedStatus;
 use super::has_terminal_phase;
-use super::manager::{Options, PodHooks, Shared};
 use super::merge::merge_pod_status;
 use super::normalize::{is_status_equal_by_kubelet, normalize_status};
+use super::shared::{Options, PodHooks, Shared};
 
 /// What the thread knows about one pod's API object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -494,7 +494,7 @@ mod tests {
         let ann = &mut stat.metadata.annotations;
         ann.insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), SOURCE_FILE.into());
         ann.insert(CONFIG_HASH_ANNOTATION_KEY.into(), "hash1".into());
-        // #90: a plain API pod under the static pod's name is not its mirror.
+        // A plain API pod under the static pod's name is not its mirror.
         assert_eq!(identity(&stat, &pod("m1")), Identity::NoMirror);
         let mut mirror = pod("m1");
         mirror

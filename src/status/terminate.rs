@@ -7,9 +7,10 @@
 //! reported Terminated 137 `ContainerStatusUnknown`: never describe as successful a pod
 //! whose exits are unknown. Non-static pods then get a terminal phase.
 //!
-//! Quirk fixed on purpose (runtime-and-status.md §12 #7): upstream decides whether the
-//! pod had initialized from the caller's `pod.status` (the possibly stale API copy);
-//! here it is decided from the same status that is being finalised.
+//! Quirk fixed on purpose: upstream (`TerminatePod` in `status/status_manager.go`,
+//! through `hasPodInitialized(pod)`) decides whether the pod had initialized from the
+//! caller's `pod.status` (the possibly stale API copy); here it is decided from the
+//! same status that is being finalised.
 
 use crate::api::pod::{
     ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodPhase, PodStatus,
@@ -215,7 +216,6 @@ mod tests {
 
     #[test]
     fn running_containers_become_lost_and_the_phase_failed() {
-        // Section 13 #77.
         let p = pod(&[], &["a", "b"]);
         let base = status(
             PodPhase::Running,
@@ -239,7 +239,6 @@ mod tests {
 
     #[test]
     fn terminal_phases_and_static_pods_keep_their_phase() {
-        // #78.
         let p = pod(&[], &["a"]);
         let done = status(PodPhase::Succeeded, vec![], vec![st("a", S::Exited(0))]);
         check(&p, done, &[], &["a=T0"], PodPhase::Succeeded);
@@ -256,7 +255,7 @@ mod tests {
 
     #[test]
     fn init_containers_that_never_finished() {
-        // #79: i0 running, i1 waiting, regular waiting, never initialized → only i0
+        // i0 running, i1 waiting, regular waiting, never initialized → only i0
         // is lost; the phase goes Pending → Failed.
         let p = pod(&["i0", "i1"], &["a"]);
         let base = status(
@@ -290,8 +289,8 @@ mod tests {
 
     #[test]
     fn initialization_is_read_from_the_status_being_finalised() {
-        // Quirk §12 #7 fixed: the API copy (pod.status) says nothing ran, the cached
-        // status says the sidecar started → regular containers are finalised.
+        // Upstream's hasPodInitialized quirk, fixed: the API copy (pod.status) says
+        // nothing ran, the cached status says the sidecar started → regular containers are finalised.
         let mut p = pod(&["s0"], &["a"]);
         p.status = status(
             PodPhase::Pending,

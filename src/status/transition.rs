@@ -5,7 +5,8 @@
 //! terminated stays terminated unless the restart policy will run it again: `Always`
 //! (and sidecars) restart anything, `OnFailure` restarts non-zero exits, `Never`
 //! nothing. A status breaking that rule comes from a kubelet bug or a stale read; the
-//! caller decides what to do with it (upstream drops the whole update, §12 #9).
+//! caller decides what to do with it (upstream's `updateStatusInternal` in
+//! `status/status_manager.go` drops the whole update).
 
 use crate::api::pod::{ContainerStatus, Pod, PodStatus, RestartPolicy};
 
@@ -140,7 +141,7 @@ mod tests {
     fn terminated_containers_stay_terminated_unless_restartable() {
         use RestartPolicy::{Always, Never, OnFailure};
         let done = Some(0);
-        // Section 13 #75: a=Terminated(0) then Running under OnFailure → rejected.
+        // a=Terminated(0) then Running under OnFailure → rejected.
         assert_eq!(
             check(OnFailure, [done, None, Some(0)], [done, None, None]),
             Err(

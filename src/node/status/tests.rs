@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::node::config::parse_reserved;
 use crate::node::machine::HugePages;
+use serde_json::json;
 
 fn q(s: &str) -> Quantity {
     Quantity::parse(s).unwrap()

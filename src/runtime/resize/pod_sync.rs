@@ -23,7 +23,6 @@ use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodCondition};
 use crate::events::Recorder;
 use crate::runtime::cache::PodStatusCache;
-use crate::runtime::manager::RuntimeManager;
 use crate::runtime::model::PodRuntimeStatus;
 use crate::runtime::result::{SyncAction, SyncOutcome};
 
@@ -85,21 +84,23 @@ impl PodResize {
         (allocated, conditions)
     }
 
-    /// After the runtime sync: when it resized, the pod's fresh runtime status (also put
-    /// in the PLEG cache), with the conditions updated; `None` when nothing was resized
-    /// or the runtime could not be read (the next sync catches up).
-    pub fn after_runtime_sync(
+    /// After the runtime sync: when it resized, the pod's fresh runtime status (read
+    /// with `read_status`, also put in the PLEG cache), with the conditions updated;
+    /// `None` when nothing was resized or the runtime could not be read (the next sync
+    /// catches up). The read is handed in so that resize stays below the runtime
+    /// manager, which calls resize's decisions.
+    pub fn after_runtime_sync<E: std::fmt::Display>(
         &self,
-        runtime: &RuntimeManager,
         pod: &Pod,
         outcome: &SyncOutcome,
+        read_status: impl FnOnce() -> Result<PodRuntimeStatus, E>,
     ) -> Option<PodRuntimeStatus> {
         let actuation = actuation(outcome);
         if actuation == Actuation::None {
             return None;
         }
         let taken = Instant::now();
-        let fresh = match runtime.pod_status(pod.uid(), pod.name(), pod.namespace()) {
+        let fresh = match read_status() {
             Ok(fresh) => fresh,
             Err(e) => {
                 log::warn!("pod {}: reading status after resize: {e}", pod.full_name());

@@ -21,9 +21,9 @@ use crate::runtime::inspect;
 use crate::runtime::logs::dir::is_not_regular;
 use crate::runtime::logs::{LogOptions, LogReader, Pumped};
 use crate::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use crate::server::conn::{Reply, Transport};
 use crate::server::http::{self, Chunked, Request, Response};
 use crate::server::routes::Target;
+use crate::server::transport::{Reply, Transport};
 use crate::server::Shared;
 
 /// How often a follow checks whether the container still runs.

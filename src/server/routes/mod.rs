@@ -16,8 +16,8 @@ mod running_pods;
 mod stats;
 mod stream;
 
-use crate::server::conn::{Reply, Transport};
 use crate::server::http::{percent_decode, Request, Response};
+use crate::server::transport::{Reply, Transport};
 use crate::server::Shared;
 
 pub use healthz::{health_report, HealthInput};

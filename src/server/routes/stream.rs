@@ -18,12 +18,12 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::cri::pb;
 use crate::runtime::model::{ContainerState, SandboxState};
-use crate::server::conn::{Reply, Transport};
 use crate::server::http::{Request, Response};
 use crate::server::routes::container_logs::{
     bool_param, cri_error, find_pod, has_container, runtime_status,
 };
 use crate::server::routes::Target;
+use crate::server::transport::{Reply, Transport};
 use crate::server::Shared;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -64,7 +64,7 @@ pub fn read_manifests(path: &Path, node: &str) -> io::Result<Vec<ManifestFile>> 
             // Gone between the listing and now (or a dangling link): not a manifest.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => files.push(ManifestFile {
-                pods: Err(read_error(&file, &e)),
+                pods: Err(read_error(&file, e)),
                 path: file,
             }),
         }
@@ -74,7 +74,7 @@ pub fn read_manifests(path: &Path, node: &str) -> io::Result<Vec<ManifestFile>> 
 
 fn read_one(path: PathBuf, node: &str) -> ManifestFile {
     let pods = read_capped(&path)
-        .map_err(|e| read_error(&path, &e))
+        .map_err(|e| read_error(&path, e))
         .and_then(|data| parse_manifest(&path, &data, node));
     ManifestFile { path, pods }
 }
@@ -93,10 +93,10 @@ fn read_capped(path: &Path) -> io::Result<Vec<u8>> {
     Ok(data)
 }
 
-fn read_error(path: &Path, e: &io::Error) -> ManifestError {
+fn read_error(path: &Path, e: io::Error) -> ManifestError {
     ManifestError::Read {
         path: path.to_owned(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 

@@ -565,7 +565,7 @@ fn oversized_manifest_is_a_read_error() {
     let (pods, errors) = load(dir.path(), NODE).unwrap();
     assert!(pods.is_empty());
     assert!(
-        matches!(&errors[..], [ManifestError::Read { reason, .. }] if reason.contains("larger than")),
+        matches!(&errors[..], [ManifestError::Read { source, .. }] if source.to_string().contains("larger than")),
         "{errors:?}"
     );
 }

@@ -1,4 +1,4 @@
-//! Tests of `cache.rs`, by section 13 behaviour number.
+//! Tests of `cache.rs`, one behaviour each.
 
 use super::*;
 use crate::api::meta::ConditionStatus::{self, False, True};
@@ -88,7 +88,6 @@ fn ltt(cache: &StatusCache, type_: &str) -> Option<i64> {
 
 #[test]
 fn first_status_is_version_one_with_a_start_time() {
-    // #71.
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
     let st = status(PodPhase::Running, running(false), False, 1);
@@ -115,12 +114,12 @@ fn equal_status_keeps_the_version_unless_the_pod_is_being_deleted() {
         status(PodPhase::Running, running(true), True, 1),
         now(NOW),
     );
-    // #72: only the condition's transition time differs → nothing stored.
+    // Only the condition's transition time differs → nothing stored.
     let again = status(PodPhase::Running, running(true), True, 999);
     assert!(!cache.set_pod_status(&p, again.clone(), now(NOW + 1)));
     assert_eq!(version(&cache), Some(1));
     assert_eq!(ltt(&cache, POD_READY), Some(NOW));
-    // #73: the same status for a pod with a deletionTimestamp → forced.
+    // The same status for a pod with a deletionTimestamp → forced.
     Arc::make_mut(&mut p).metadata.deletion_timestamp = Some(now(NOW));
     assert!(cache.set_pod_status(&p, again, now(NOW + 2)));
     assert_eq!(version(&cache), Some(2));
@@ -128,7 +127,6 @@ fn equal_status_keeps_the_version_unless_the_pod_is_being_deleted() {
 
 #[test]
 fn transition_times_move_only_when_the_status_flips() {
-    // #74 (manager side).
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
     cache.set_pod_status(
@@ -152,7 +150,6 @@ fn transition_times_move_only_when_the_status_flips() {
 
 #[test]
 fn terminated_containers_do_not_come_back() {
-    // #75.
     for (policy, code, accepted) in [
         (RestartPolicy::OnFailure, 0, false),
         (RestartPolicy::Never, 1, false),
@@ -178,7 +175,7 @@ fn terminated_containers_do_not_come_back() {
 
 #[test]
 fn terminate_pod_finishes_the_pod() {
-    // #77: a Running → Terminated 137 ContainerStatusUnknown, phase Failed, finished,
+    // A Running → Terminated 137 ContainerStatusUnknown, phase Failed, finished,
     // version bumped.
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
@@ -208,7 +205,7 @@ fn terminate_pod_finishes_the_pod() {
 
 #[test]
 fn finished_is_sticky() {
-    // #93: a status set after TerminatePod keeps the pod finished...
+    // A status set after TerminatePod keeps the pod finished...
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
     cache.terminate_pod(&p, now(NOW));
@@ -231,7 +228,7 @@ fn finished_is_sticky() {
 
 #[test]
 fn readiness_updates_conditions() {
-    // #91 (manager side): all containers ready, no gates → ContainersReady and
+    // Manager side: all containers ready, no gates → ContainersReady and
     // Ready True; with a missing gate condition → Ready False.
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
@@ -275,7 +272,6 @@ fn readiness_updates_conditions() {
 
 #[test]
 fn probe_results_before_a_status_or_for_unknown_containers_are_ignored() {
-    // #92.
     let mut cache = StatusCache::default();
     assert!(!cache.set_container_readiness("u1", "c1", true, now(NOW)));
     assert!(!cache.set_container_startup("u1", "c1", true, now(NOW)));
@@ -298,7 +294,6 @@ fn probe_results_before_a_status_or_for_unknown_containers_are_ignored() {
 
 #[test]
 fn orphans_are_removed() {
-    // #95 (status half).
     let mut cache = StatusCache::default();
     let p = pod(RestartPolicy::Always);
     cache.set_pod_status(&p, PodStatus::default(), now(NOW));

@@ -443,8 +443,9 @@ fn vanished_containers_keep_their_history() {
 
 #[test]
 fn sync_errors_become_waiting_reasons() {
-    // Crashed under Always: CrashLoopBackOff (section 13 #44's result as the waiting
-    // reason), the crash moves to the last state; #51's ErrImagePull likewise.
+    // Crashed under Always: the restart back-off's CrashLoopBackOff becomes the
+    // waiting reason, the crash moves to the last state; a failed pull's
+    // ErrImagePull likewise.
     let c = case(pod())
         .rt(inst("a", "a1", Exited, 10, 1))
         .error("a", CRASH_LOOP_BACK_OFF)
@@ -504,7 +505,7 @@ fn sync_errors_become_waiting_reasons() {
             "b waiting(ContainerCreating) last=- rc=0",
         ],
     );
-    // Created-but-not-started under Never is not retried (section 13 #27).
+    // Created-but-not-started under Never is not retried.
     let mut created = case(pod())
         .rt(inst("a", "a1", Created, 10, 0))
         .error("a", CREATE_CONTAINER_ERROR);
@@ -674,7 +675,7 @@ fn order_ephemeral_and_mounts() {
         ],
     );
     assert_eq!(got[0].started, None);
-    // Section 13 #43: ephemeral containers are never restarted, an exited one keeps
+    // Ephemeral containers are never restarted, an exited one keeps
     // its state.
     let c = case(p)
         .rt(inst("dbg1", "d1", Exited, 10, 1))

@@ -3,13 +3,13 @@
 //! (`Type=Status(Reason)@transition-time`).
 
 use super::*;
-use crate::api::meta::ConditionStatus;
+use crate::api::meta::{ConditionStatus, Time};
 use crate::api::pod::{
-    Container, PodReadinessGate, RestartPolicy, POD_CONTAINERS_READY, POD_INITIALIZED, POD_READY,
-    POD_READY_TO_START_CONTAINERS, POD_RESIZE_PENDING, POD_SCHEDULED,
+    Container, Pod, PodReadinessGate, QosClass, RestartPolicy, POD_CONTAINERS_READY,
+    POD_INITIALIZED, POD_READY, POD_READY_TO_START_CONTAINERS, POD_RESIZE_PENDING, POD_SCHEDULED,
 };
-use crate::runtime::model::{self, SandboxStatus};
-use crate::runtime::result::CRASH_LOOP_BACK_OFF;
+use crate::runtime::model::{self, PodRuntimeStatus, SandboxStatus};
+use crate::runtime::result::{WaitingReason, CRASH_LOOP_BACK_OFF};
 
 const NOW: i64 = 5000;
 const SEC: i64 = 1_000_000_000;
@@ -106,7 +106,7 @@ fn check(input: &PodStatusInput, phase: PodPhase, conds: &[&str]) -> PodStatus {
 
 #[test]
 fn new_pod_without_sandbox() {
-    // Section 13 #71 (generation side): no start time yet → now.
+    // Generation side: no start time yet → now.
     let p = pod();
     let rt = PodRuntimeStatus::default();
     let s = check(
@@ -137,7 +137,7 @@ fn new_pod_without_sandbox() {
 
 #[test]
 fn running_pod_keeps_unchanged_transition_times() {
-    // Section 13 #74 (generation side): unchanged conditions keep their times,
+    // Generation side: unchanged conditions keep their times,
     // a flip takes `now`. Start time is kept once set.
     let p = pod();
     let rt = runtime(Running, 0);
@@ -177,7 +177,7 @@ fn running_pod_keeps_unchanged_transition_times() {
 
 #[test]
 fn foreign_conditions_gates_and_disruption_target() {
-    // #91 (generation side): a readiness gate whose condition is missing keeps the
+    // Generation side: a readiness gate whose condition is missing keeps the
     // pod unready; the API's foreign condition is kept, its owned ones replaced.
     let mut p = pod();
     p.spec.readiness_gates = vec![PodReadinessGate {
@@ -247,7 +247,7 @@ fn foreign_conditions_gates_and_disruption_target() {
 
 #[test]
 fn completion_by_restart_policy() {
-    // Section 13 #19 / kubelet #41: all exited 0 under Never → Succeeded.
+    // All exited 0 under Never → Succeeded.
     let mut p = pod();
     p.spec.restart_policy = Some(RestartPolicy::Never);
     let mut rt = runtime(Exited, 0);
@@ -295,8 +295,8 @@ fn completion_by_restart_policy() {
         w.and_then(|w| w.reason).as_deref(),
         Some(CRASH_LOOP_BACK_OFF)
     );
-    // ...unless the pod is terminal (SyncTerminatingPod's final status;
-    // kubelet-and-podworkers §4 #42: the final status is Succeeded or Failed).
+    // ...unless the pod is terminal (SyncTerminatingPod's final status, which is
+    // Succeeded or Failed).
     i.pod_is_terminal = true;
     i.terminating = true;
     let s = generate_pod_status(&i);
@@ -387,7 +387,7 @@ fn reason_and_message_follow_the_phase() {
     i.previous = Some(&pending);
     let s = generate_pod_status(&i);
     assert_eq!((s.reason, s.message), (None, None));
-    // An eviction forces Failed with its reason (kubelet-and-podworkers §4 #57:
+    // An eviction forces Failed with its reason (upstream `active_deadline.go`:
     // activeDeadlineSeconds → Failed / DeadlineExceeded).
     i.eviction = Some(Eviction {
         reason: "DeadlineExceeded".into(),

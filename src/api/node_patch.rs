@@ -1,0 +1,73 @@
+//! Patches of the Node object: its metadata (labels and annotations litelet sets)
+//! and its status. Pure JSON shaping over the wire types, so that only `api/` knows
+//! the patch shapes; `node/` decides what goes in them (which conditions it owns).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::api::node::{Node, NodeCondition, NodeStatus};
+use crate::api::quantity::Quantity;
+
+/// The merge patch that adds or corrects the labels and annotations `wanted` has and
+/// `existing` lacks (others' keys stay); `None` when nothing differs.
+pub fn labels_patch(existing: &Node, wanted: &Node) -> Option<Value> {
+    let diff = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
+        want.iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect::<serde_json::Map<String, Value>>()
+    };
+    let labels = diff(&existing.metadata.labels, &wanted.metadata.labels);
+    let annotations = diff(&existing.metadata.annotations, &wanted.metadata.annotations);
+    if labels.is_empty() && annotations.is_empty() {
+        return None;
+    }
+    let mut meta = serde_json::Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    Some(json!({ "metadata": meta }))
+}
+
+fn resource_map_patch(old: &BTreeMap<String, Quantity>, new: &BTreeMap<String, Quantity>) -> Value {
+    let mut m = serde_json::Map::new();
+    for (name, q) in new {
+        m.insert(name.clone(), Value::String(q.to_string()));
+    }
+    for name in old.keys().filter(|k| !new.contains_key(*k)) {
+        m.insert(name.clone(), Value::Null);
+    }
+    Value::Object(m)
+}
+
+/// The strategic merge patch of `nodes/<name>/status` that sends litelet's fields of
+/// `new`: capacity and allocatable by key (null removes a key `old` had), the
+/// `owned_conditions` merged by type (other writers' conditions stay), the addresses replaced
+/// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints,
+/// and `volumesInUse` (a list of names without a merge key: replaced whole).
+pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str]) -> Value {
+    let conditions: Vec<&NodeCondition> = new
+        .conditions
+        .iter()
+        .filter(|c| owned_conditions.contains(&c.type_.as_str()))
+        .collect();
+    let mut addresses = vec![json!({"$patch": "replace"})];
+    addresses.extend(new.addresses.iter().map(|a| json!(a)));
+    let info = new.node_info.clone().unwrap_or_default();
+    json!({
+        "status": {
+            "capacity": resource_map_patch(&old.capacity, &new.capacity),
+            "allocatable": resource_map_patch(&old.allocatable, &new.allocatable),
+            "conditions": conditions,
+            "addresses": addresses,
+            "daemonEndpoints": new.daemon_endpoints,
+            "nodeInfo": info,
+            "images": new.images,
+            "volumesInUse": new.volumes_in_use,
+        }
+    })
+}
