@@ -358,7 +358,7 @@ fn start_rotation(
         install: Box::new(move |cert, key| {
             swapped
                 .set_client_certificate(cert, key)
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         }),
         recorder: recorder.clone(),
     };
@@ -420,7 +420,7 @@ fn start_serving_rotation(
         store,
         node: host.node.clone(),
         current,
-        install: Box::new(move |cert, key| installed.replace(cert, key).map_err(|e| e.to_string())),
+        install: Box::new(move |cert, key| installed.replace(cert, key).map_err(Into::into)),
         recorder: recorder.clone(),
     };
     threads.add(crate::certificate::rotation::spawn(
