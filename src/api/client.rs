@@ -32,7 +32,7 @@ use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
 use ureq::RequestExt;
 
 use crate::api::certs;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, DecodeError, TransportError};
 use crate::api::meta::{List, Status};
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
 use crate::api::request_threads::RequestThreads;
@@ -663,7 +663,7 @@ impl ApiClient {
                 return Err(ApiError::Transport {
                     verb,
                     path: path.to_owned(),
-                    message: "client connections closed".into(),
+                    source: TransportError::Closed,
                 });
             }
             self.limiter.acquire();
@@ -694,7 +694,7 @@ impl ApiClient {
                     let err = ApiError::Transport {
                         verb,
                         path: path.to_owned(),
-                        message: e.to_string(),
+                        source: TransportError::Http(Arc::new(e)),
                     };
                     (err, retryable, None)
                 }
@@ -794,7 +794,7 @@ fn percent_encode(s: &str) -> String {
 fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(obj).map_err(|e| ApiError::Encode {
         path: path.to_owned(),
-        message: e.to_string(),
+        source: Arc::new(e),
     })
 }
 
@@ -813,17 +813,17 @@ fn read_json<T: DeserializeOwned>(
     resp: http::Response<ureq::Body>,
     path: &str,
 ) -> Result<T, ApiError> {
-    let decode_err = |message: String| ApiError::Decode {
+    let decode_err = |source: DecodeError| ApiError::Decode {
         path: path.to_owned(),
-        message,
+        source,
     };
     let bytes = resp
         .into_body()
         .into_with_config()
         .limit(MAX_BODY_BYTES)
         .read_to_vec()
-        .map_err(|e| decode_err(format!("read body: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| decode_err(e.to_string()))
+        .map_err(|e| decode_err(DecodeError::Body(Arc::new(e))))?;
+    serde_json::from_slice(&bytes).map_err(|e| decode_err(DecodeError::Json(Arc::new(e))))
 }
 
 /// Reads a failure answer's `Status` object; a body that is not one becomes the message.

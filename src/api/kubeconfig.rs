@@ -30,8 +30,11 @@ pub enum KubeconfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("kubeconfig {}: parse yaml: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+    #[error("kubeconfig {}: parse yaml: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_yaml_ng::Error,
+    },
     /// A field's value is wrong; `field` is its path, e.g. `users[0].user.token`.
     #[error("kubeconfig {}: {field}: {message}", path.display())]
     Field {
@@ -150,10 +153,11 @@ pub fn from_yaml(
     path: &Path,
     context: Option<&str>,
 ) -> Result<ClientConfig, KubeconfigError> {
-    let raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| KubeconfigError::Parse {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let raw: RawConfig =
+        serde_yaml_ng::from_str(text).map_err(|source| KubeconfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
     Resolver { path, raw: &raw }.resolve(context)
 }
 

@@ -16,14 +16,22 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 /// A file that could not be read or understood.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum MachineError {
-    #[error("read {path}: {message}")]
-    Read { path: PathBuf, message: String },
-    #[error("parse {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("statvfs {path}: {message}")]
-    Statvfs { path: PathBuf, message: String },
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parse {path}: {what}")]
+    Parse { path: PathBuf, what: &'static str },
+    #[error("statvfs {path}: {source}")]
+    Statvfs {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    #[error("node ip: getifaddrs: {0}")]
+    Interfaces(#[source] nix::errno::Errno),
     #[error("node ip: {0}")]
     NodeIp(String),
 }
@@ -175,9 +183,9 @@ impl MachineReader {
 }
 
 fn read(path: &Path) -> Result<String, MachineError> {
-    std::fs::read_to_string(path).map_err(|e| MachineError::Read {
+    std::fs::read_to_string(path).map_err(|source| MachineError::Read {
         path: path.to_owned(),
-        message: e.to_string(),
+        source,
     })
 }
 
@@ -191,10 +199,10 @@ fn read_trimmed(path: &Path, problems: &mut Vec<MachineError>) -> String {
     }
 }
 
-fn parse_err(path: &Path, message: &str) -> MachineError {
+fn parse_err(path: &Path, what: &'static str) -> MachineError {
     MachineError::Parse {
         path: path.to_owned(),
-        message: message.to_owned(),
+        what,
     }
 }
 
@@ -298,9 +306,9 @@ pub fn filesystem_size(dir: &Path) -> Result<u64, MachineError> {
             None => break,
         }
     }
-    let st = nix::sys::statvfs::statvfs(probe).map_err(|e| MachineError::Statvfs {
+    let st = nix::sys::statvfs::statvfs(probe).map_err(|source| MachineError::Statvfs {
         path: probe.to_owned(),
-        message: e.to_string(),
+        source,
     })?;
     #[allow(clippy::useless_conversion)] // the field widths differ between targets
     let blocks = u64::from(st.blocks());
@@ -404,8 +412,7 @@ pub fn choose_address(addrs: &[IpAddr], want_v4: bool) -> Option<IpAddr> {
 
 /// The addresses of one network interface (getifaddrs).
 pub fn interface_addresses(iface: &str) -> Result<Vec<IpAddr>, MachineError> {
-    let all =
-        nix::ifaddrs::getifaddrs().map_err(|e| MachineError::NodeIp(format!("getifaddrs: {e}")))?;
+    let all = nix::ifaddrs::getifaddrs().map_err(MachineError::Interfaces)?;
     let mut out = Vec::new();
     for a in all.filter(|a| a.interface_name == iface) {
         let Some(addr) = a.address else { continue };
