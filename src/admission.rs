@@ -16,7 +16,7 @@
 //! `NodeLister`) once known, else the ones litelet registers the node with: the sync
 //! loop builds the [`NodeView`] for each batch of additions.
 //!
-//! No soft admission (spec behaviour 54, upstream `canRunPod`): upstream's only soft
+//! No soft admission (upstream `canRunPod`): upstream's only soft
 //! handler on Linux is AppArmor's, which keeps a pod Pending with `Blocked` containers
 //! when the profiles it asks for cannot be enforced. litelet sends the profiles to the
 //! runtime (`runtime/profiles.rs`) and, on a host without AppArmor, refuses to create
@@ -487,8 +487,8 @@ mod tests {
         p
     }
 
-    /// Issue 16 item 1: admission saw no labels, so every pod with node affinity or a
-    /// selector on the node's own labels was refused.
+    /// Regression: admission once saw no node labels, so every pod with node affinity
+    /// or a selector on the node's own labels was refused.
     #[test]
     fn admission_sees_the_registered_labels() {
         let n = registered();
@@ -585,7 +585,7 @@ mod tests {
         );
     }
 
-    /// Spec behaviour 54 is deliberately absent (module doc): a pod asking for an
+    /// Soft admission is deliberately absent (module doc): a pod asking for an
     /// AppArmor profile passes admission; the runtime layer enforces or refuses it.
     #[test]
     fn b54_no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {

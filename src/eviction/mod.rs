@@ -1,4 +1,4 @@
-//! Node-pressure eviction (issue 22, second half; upstream `pkg/kubelet/eviction`):
+//! Node-pressure eviction (upstream `pkg/kubelet/eviction`):
 //! watch memory, disk and PID signals from the `stats` thread's samples, report the
 //! MemoryPressure/DiskPressure/PIDPressure node conditions, refuse new pods under
 //! pressure, reclaim dead containers and unused images, and evict pods one at a time.

@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn delay_sequence_doubles_to_the_cap() {
-        // B45 (and the first restart of B44 is immediate: quirk 6, kept on purpose).
+        // Upstream's crash back-off: 10 s doubling up to 5 min; the first restart is
+        // immediate, as upstream's (kept on purpose).
         assert_eq!(restart_delays(8), [0, 10, 20, 40, 80, 160, 300, 300]);
     }
 
@@ -222,12 +223,12 @@ mod tests {
     fn table_of_next_and_in_backoff() {
         // (event second, now second, in back-off before `next`, delay after `next`)
         let steps: &[(u64, u64, bool, u64)] = &[
-            (0, 1, false, 10),       // first crash: restart at once, arm 10 s (B44)
+            (0, 1, false, 10),       // first crash: restart at once, arm 10 s
             (2, 7, true, 10),        // crashed again, 5 s later: still waiting
             (2, 12, false, 20),      // 10 s passed: restart, window 20 s
             (13, 32, true, 20),      // 19 s < 20 s
             (13, 33, false, 40),     // 20 s passed
-            (1000, 1000, false, 10), // finished > 600 s after the last update: reset (B46)
+            (1000, 1000, false, 10), // finished > 600 s after the last update: reset
         ];
         let mut backoff = Backoff::default();
         for &(event, now, waiting, delay) in steps {
@@ -249,7 +250,7 @@ mod tests {
 
     #[test]
     fn ten_minutes_of_quiet_resets_the_window() {
-        // B46: exactly 600 s after the last update is not yet expired; 601 s is.
+        // Exactly 600 s after the last update is not yet expired; 601 s is.
         let mut backoff = Backoff::default();
         backoff.next("k", t(0), t(0));
         backoff.next("k", t(5), t(10));
@@ -263,7 +264,7 @@ mod tests {
 
     #[test]
     fn image_pull_backoff_is_measured_from_the_last_update() {
-        // B51: a failed pull arms 10 s; a retry within 10 s is refused.
+        // A failed pull arms 10 s; a retry within 10 s is refused.
         let mut backoff = Backoff::default();
         let key = image_pull_key("uid", "busybox:latest");
         assert!(!backoff.is_in_backoff_since_update(&key, t(0)));
@@ -305,7 +306,7 @@ mod tests {
 
     #[test]
     fn stable_key_contains_the_spec_hash() {
-        // B47: a new spec means a new key, so no back-off carries over.
+        // A new spec means a new key, so no back-off carries over.
         let mut pod = Pod::default();
         pod.metadata.name = Some("web".into());
         pod.metadata.namespace = Some("prod".into());

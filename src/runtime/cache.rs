@@ -8,7 +8,7 @@
 //! holds a status taken after the change, so a worker never decides on a view older
 //! than its own last action. A pod nobody changed since its last status is read at
 //! once: a worker woken by a watch event (a resize, a new spec) does not wait for the
-//! next relist (issue 18).
+//! next relist.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -167,7 +167,7 @@ mod tests {
     use crate::api::pod::{ContainerPort, HttpGetAction, IntOrString};
     use std::io::{Read, Write};
 
-    /// Issue 17 part 3: a sleep hook is a wait the pod worker's token ends.
+    /// A sleep hook is a wait that the pod worker's cancel token ends.
     #[test]
     fn a_sleep_hook_ends_when_its_sync_is_cancelled() {
         let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/cri.sock").unwrap();
