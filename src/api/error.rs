@@ -27,6 +27,35 @@ pub enum TransportError {
     WatchRead(Arc<io::Error>),
 }
 
+/// Why a client cannot be built from its configuration.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ClientConfigError {
+    /// The server URL does not parse.
+    #[error("server {server:?}: {source}")]
+    ServerUrl {
+        server: String,
+        source: Arc<ureq::http::uri::InvalidUri>,
+    },
+    /// The server URL parses but cannot be used.
+    #[error("server {server:?}: {why}")]
+    Server { server: String, why: &'static str },
+    /// A certificate or CA bundle rustls would refuse; `what` names it.
+    #[error("{what}: {source}")]
+    Certificate {
+        what: &'static str,
+        source: crate::api::certs::CertError,
+    },
+    /// PEM that does not parse; `what` names the file's role.
+    #[error("parse {what}: {source}")]
+    Pem {
+        what: &'static str,
+        source: Arc<ureq::Error>,
+    },
+    /// Pieces that are missing or do not fit together.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
 /// Why an answer (or a watch line) is not the JSON expected.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -115,7 +144,7 @@ pub enum ApiError {
     },
     /// The client cannot be built from its configuration (server URL, PEM, ...).
     #[error("api client config: {0}")]
-    Config(String),
+    Config(#[source] ClientConfigError),
     /// litelet's own request thread gave no answer (it ended, or the request panicked).
     #[error("{path}: {message}")]
     Internal { path: String, message: String },
