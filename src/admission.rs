@@ -487,8 +487,8 @@ mod tests {
         p
     }
 
-    /// Issue 16 item 1: admission saw no labels, so every pod with node affinity or a
-    /// selector on the node's own labels was refused.
+    /// Regression: admission once saw no node labels, so every pod with node affinity
+    /// or a selector on the node's own labels was refused.
     #[test]
     fn admission_sees_the_registered_labels() {
         let n = registered();

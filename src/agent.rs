@@ -395,7 +395,7 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
         install: Box::new(move |cert, key| {
             swapped
                 .set_client_certificate(cert, key)
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         }),
         recorder: recorder.clone(),
     };
@@ -456,7 +456,7 @@ fn start_serving_rotation(
         store,
         node: host.node.clone(),
         current,
-        install: Box::new(move |cert, key| installed.replace(cert, key).map_err(|e| e.to_string())),
+        install: Box::new(move |cert, key| installed.replace(cert, key).map_err(Into::into)),
         recorder: recorder.clone(),
     };
     w.threads.add(crate::certificate::rotation::spawn(

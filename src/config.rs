@@ -381,15 +381,20 @@ impl CgroupDriver {
 
 /// Why a cgroup driver name is refused; the config file says the same.
 pub fn unsupported_cgroup_driver(driver: &str) -> String {
-    format!("{driver:?} is not a cgroup driver: use \"cgroupfs\" or \"systemd\"")
+    UnknownCgroupDriver(driver.to_owned()).to_string()
 }
 
+/// A cgroup driver name other than `cgroupfs` and `systemd`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a cgroup driver: use \"cgroupfs\" or \"systemd\"")]
+pub struct UnknownCgroupDriver(pub String);
+
 /// Parses a cgroup driver name as the flag and the config file take it.
-pub fn cgroup_driver(text: &str) -> Result<CgroupDriver, String> {
+pub fn cgroup_driver(text: &str) -> Result<CgroupDriver, UnknownCgroupDriver> {
     match text {
         "cgroupfs" => Ok(CgroupDriver::Cgroupfs),
         "systemd" => Ok(CgroupDriver::Systemd),
-        other => Err(unsupported_cgroup_driver(other)),
+        other => Err(UnknownCgroupDriver(other.to_owned())),
     }
 }
 
@@ -404,6 +409,8 @@ pub enum LoadError {
     /// The merged flags and file contradict each other.
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Shutdown(#[from] crate::nodeshutdown::config::ShutdownConfigError),
 }
 
 impl Flags {
@@ -437,7 +444,7 @@ impl Flags {
 
     /// Checks that span several flags (after the file merge).
     fn check(&self) -> Result<(), LoadError> {
-        self.shutdown.validate().map_err(LoadError::Invalid)?;
+        self.shutdown.validate()?;
         if self.image_gc_low_threshold > self.image_gc_high_threshold {
             return Err(LoadError::Invalid(format!(
                 "image GC low threshold {}% (--image-gc-low-threshold, imageGCLowThresholdPercent) \
@@ -505,21 +512,15 @@ impl RuntimeFlags {
 
 /// A clap value parser that checks a node flag with `parse` and keeps its text
 /// (`Flags::node_config` parses it again into values).
-fn node_flag<T: 'static, E: std::fmt::Display + 'static>(
+fn node_flag<T: 'static, E: 'static>(
     parse: fn(&str) -> Result<T, E>,
-) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
-    move |text| {
-        parse(text)
-            .map(|_| text.to_owned())
-            .map_err(|e| e.to_string())
-    }
+) -> impl Fn(&str) -> Result<String, E> + Clone + Send + Sync + 'static {
+    move |text| parse(text).map(|_| text.to_owned())
 }
 
 /// `--eviction-soft-grace-period`, checked with litelet's duration syntax.
-fn eviction_grace_periods(text: &str) -> Result<String, String> {
-    crate::eviction::config::parse_grace_periods(text, parse_duration)
-        .map(|_| text.to_owned())
-        .map_err(|e| e.to_string())
+fn eviction_grace_periods(text: &str) -> Result<String, crate::eviction::EvictionConfigError> {
+    crate::eviction::config::parse_grace_periods(text, parse_duration).map(|_| text.to_owned())
 }
 
 /// The eviction manager's configuration from these flags.
@@ -538,17 +539,14 @@ pub fn eviction_config(
 }
 
 /// One `--allowed-unsafe-sysctls` entry, checked as upstream does at start-up.
-fn unsafe_sysctl(text: &str) -> Result<String, String> {
+fn unsafe_sysctl(text: &str) -> Result<String, crate::admission::sysctls::SysctlError> {
     crate::admission::sysctls::SysctlAllowlist::new(None, &[text.to_owned()])
         .map(|_| text.to_owned())
-        .map_err(|e| e.to_string())
 }
 
 /// `--container-log-max-size`, checked as upstream does at start-up.
-fn log_max_size(text: &str) -> Result<String, String> {
-    crate::logs::parse_max_size(text)
-        .map(|_| text.to_owned())
-        .map_err(|e| e.to_string())
+fn log_max_size(text: &str) -> Result<String, crate::logs::LogManagerError> {
+    crate::logs::parse_max_size(text).map(|_| text.to_owned())
 }
 
 impl Flags {
@@ -568,12 +566,20 @@ impl Flags {
     }
 }
 
+/// A count that is not a number of at least 1.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CountError {
+    #[error("must be at least 1")]
+    Zero,
+    #[error(transparent)]
+    NotANumber(#[from] std::num::ParseIntError),
+}
+
 /// A count that must be at least 1 (a connection limit of 0 would lock everyone out).
-fn at_least_one(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
+fn at_least_one(text: &str) -> Result<usize, CountError> {
+    match text.parse::<usize>()? {
+        0 => Err(CountError::Zero),
+        n => Ok(n),
     }
 }
 

@@ -25,6 +25,7 @@ use crate::metrics::RelistCounts;
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::inspect;
 use crate::runtime::model::{ContainerState, RunningPod};
+use crate::runtime::state::PlegUnhealthy;
 
 /// How often the runtime is relisted.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -76,20 +77,21 @@ pub struct PlegHealth {
 impl PlegHealth {
     /// Fails with a message when the last relist is too old (or none happened yet
     /// after `RELIST_THRESHOLD` since `started`).
-    pub fn check(&self, now: Instant, started: Instant) -> Result<(), String> {
+    pub fn check(&self, now: Instant, started: Instant) -> Result<(), PlegUnhealthy> {
         let last = self.relist.at();
         let since = now.saturating_duration_since(last.unwrap_or(started));
         if since > RELIST_THRESHOLD {
-            return Err(format!(
-                "pleg is not healthy: pleg was last seen active {since:?} ago; threshold is {RELIST_THRESHOLD:?}"
-            ));
+            return Err(PlegUnhealthy {
+                since,
+                threshold: RELIST_THRESHOLD,
+            });
         }
         Ok(())
     }
 }
 
 impl crate::runtime::state::HealthCheck for PlegHealth {
-    fn check(&self, now: Instant, started: Instant) -> Result<(), String> {
+    fn check(&self, now: Instant, started: Instant) -> Result<(), PlegUnhealthy> {
         PlegHealth::check(self, now, started)
     }
 }

@@ -32,7 +32,7 @@ use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
 use ureq::RequestExt;
 
 use crate::api::certs;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ClientConfigError, DecodeError, TransportError};
 use crate::api::meta::{List, Status};
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
 use crate::api::request_threads::RequestThreads;
@@ -325,8 +325,21 @@ impl fmt::Debug for ApiClient {
     }
 }
 
-fn config_err(what: impl fmt::Display) -> ApiError {
-    ApiError::Config(what.to_string())
+fn invalid(why: &'static str) -> ApiError {
+    ApiError::Config(ClientConfigError::Invalid(why))
+}
+
+fn bad_pem(what: &'static str) -> impl Fn(ureq::Error) -> ApiError {
+    move |e| {
+        ApiError::Config(ClientConfigError::Pem {
+            what,
+            source: Arc::new(e),
+        })
+    }
+}
+
+fn bad_certificate(what: &'static str) -> impl Fn(certs::CertError) -> ApiError {
+    move |source| ApiError::Config(ClientConfigError::Certificate { what, source })
 }
 
 impl Pool {
@@ -359,17 +372,15 @@ fn agent_config(config: &ClientConfig) -> Result<ureq::config::Config, ApiError>
 fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
     let mut tls = TlsConfig::builder();
     if let Some(ca) = &config.ca_pem {
-        certs::check_ca_bundle(ca).map_err(|e| config_err(format!("CA bundle: {e}")))?;
+        certs::check_ca_bundle(ca).map_err(bad_certificate("CA bundle"))?;
         let mut roots = Vec::new();
         for item in ureq::tls::parse_pem(ca) {
-            if let PemItem::Certificate(c) =
-                item.map_err(|e| config_err(format!("parse CA bundle: {e}")))?
-            {
+            if let PemItem::Certificate(c) = item.map_err(bad_pem("CA bundle"))? {
                 roots.push(c);
             }
         }
         if roots.is_empty() {
-            return Err(config_err("CA bundle holds no certificate"));
+            return Err(invalid("CA bundle holds no certificate"));
         }
         tls = tls.root_certs(RootCerts::Specific(Arc::new(roots)));
     }
@@ -377,36 +388,27 @@ fn tls_config(config: &ClientConfig) -> Result<TlsConfig, ApiError> {
         (Some(cert), Some(key)) => {
             // ureq builds its rustls config on the first connection and panics there
             // on a certificate rustls refuses: check it here, where it is an error.
-            certs::check_pair_pem(cert, key)
-                .map_err(|e| config_err(format!("client certificate: {e}")))?;
+            certs::check_pair_pem(cert, key).map_err(bad_certificate("client certificate"))?;
             let mut chain = Vec::new();
             for item in ureq::tls::parse_pem(cert) {
-                if let PemItem::Certificate(c) =
-                    item.map_err(|e| config_err(format!("parse client certificate: {e}")))?
-                {
+                if let PemItem::Certificate(c) = item.map_err(bad_pem("client certificate"))? {
                     chain.push(c);
                 }
             }
             let mut private = None;
             for item in ureq::tls::parse_pem(key) {
-                if let PemItem::PrivateKey(k) =
-                    item.map_err(|e| config_err(format!("parse client key: {e}")))?
-                {
+                if let PemItem::PrivateKey(k) = item.map_err(bad_pem("client key"))? {
                     private.get_or_insert(k);
                 }
             }
-            let private = private.ok_or_else(|| config_err("client key holds no private key"))?;
+            let private = private.ok_or_else(|| invalid("client key holds no private key"))?;
             if chain.is_empty() {
-                return Err(config_err("client certificate holds no certificate"));
+                return Err(invalid("client certificate holds no certificate"));
             }
             tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, private)));
         }
         (None, None) => {}
-        _ => {
-            return Err(config_err(
-                "client certificate and key must be given together",
-            ))
-        }
+        _ => return Err(invalid("client certificate and key must be given together")),
     }
     if config.insecure_skip_tls_verify {
         tls = tls.disable_verification(true);
@@ -418,20 +420,24 @@ impl ApiClient {
     /// Builds a client; fails on a bad server URL or unusable PEM data.
     pub fn new(config: &ClientConfig) -> Result<Self, ApiError> {
         let base = config.server.trim_end_matches('/').to_owned();
-        let uri: http::Uri = base
-            .parse()
-            .map_err(|e| config_err(format!("server {:?}: {e}", config.server)))?;
+        let server = |why| {
+            ApiError::Config(ClientConfigError::Server {
+                server: config.server.clone(),
+                why,
+            })
+        };
+        let uri: http::Uri = base.parse().map_err(|e| {
+            ApiError::Config(ClientConfigError::ServerUrl {
+                server: config.server.clone(),
+                source: Arc::new(e),
+            })
+        })?;
         match uri.scheme_str() {
             Some("https") | Some("http") => {}
-            _ => {
-                return Err(config_err(format!(
-                    "server {:?}: scheme must be https or http",
-                    config.server
-                )))
-            }
+            _ => return Err(server("scheme must be https or http")),
         }
         if uri.host().is_none() {
-            return Err(config_err(format!("server {:?}: no host", config.server)));
+            return Err(server("no host"));
         }
         let agent_config = agent_config(config)?;
         let authorization = config.token.as_ref().map(|t| format!("Bearer {t}"));
@@ -663,7 +669,7 @@ impl ApiClient {
                 return Err(ApiError::Transport {
                     verb,
                     path: path.to_owned(),
-                    message: "client connections closed".into(),
+                    source: TransportError::Closed,
                 });
             }
             self.limiter.acquire();
@@ -694,7 +700,7 @@ impl ApiClient {
                     let err = ApiError::Transport {
                         verb,
                         path: path.to_owned(),
-                        message: e.to_string(),
+                        source: TransportError::Http(Arc::new(e)),
                     };
                     (err, retryable, None)
                 }
@@ -794,7 +800,7 @@ fn percent_encode(s: &str) -> String {
 fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(obj).map_err(|e| ApiError::Encode {
         path: path.to_owned(),
-        message: e.to_string(),
+        source: Arc::new(e),
     })
 }
 
@@ -813,17 +819,17 @@ fn read_json<T: DeserializeOwned>(
     resp: http::Response<ureq::Body>,
     path: &str,
 ) -> Result<T, ApiError> {
-    let decode_err = |message: String| ApiError::Decode {
+    let decode_err = |source: DecodeError| ApiError::Decode {
         path: path.to_owned(),
-        message,
+        source,
     };
     let bytes = resp
         .into_body()
         .into_with_config()
         .limit(MAX_BODY_BYTES)
         .read_to_vec()
-        .map_err(|e| decode_err(format!("read body: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| decode_err(e.to_string()))
+        .map_err(|e| decode_err(DecodeError::Body(Arc::new(e))))?;
+    serde_json::from_slice(&bytes).map_err(|e| decode_err(DecodeError::Json(Arc::new(e))))
 }
 
 /// Reads a failure answer's `Status` object; a body that is not one becomes the message.

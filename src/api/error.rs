@@ -6,11 +6,73 @@
 //! message of the server's `Status` object. Each variant names the verb and path of
 //! the request. Values only; no thread owns anything here.
 
+use std::io;
+use std::sync::Arc;
+
 use crate::api::meta::{Status, STATUS_REASON_ALREADY_EXISTS};
 use crate::api::stats::Verb;
 
+/// Why no HTTP answer came. The causes sit behind an `Arc` because `ApiError` is
+/// cloned (one failed request can answer several waiters).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The client was shut down; no request leaves any more.
+    #[error("client connections closed")]
+    Closed,
+    /// Connect, TLS, timeout, or a connection that broke mid-way.
+    #[error(transparent)]
+    Http(Arc<ureq::Error>),
+    /// A watch stream broke mid-line.
+    #[error("read watch stream: {0}")]
+    WatchRead(Arc<io::Error>),
+}
+
+/// Why a client cannot be built from its configuration.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ClientConfigError {
+    /// The server URL does not parse.
+    #[error("server {server:?}: {source}")]
+    ServerUrl {
+        server: String,
+        source: Arc<ureq::http::uri::InvalidUri>,
+    },
+    /// The server URL parses but cannot be used.
+    #[error("server {server:?}: {why}")]
+    Server { server: String, why: &'static str },
+    /// A certificate or CA bundle rustls would refuse; `what` names it.
+    #[error("{what}: {source}")]
+    Certificate {
+        what: &'static str,
+        source: crate::api::certs::CertError,
+    },
+    /// PEM that does not parse; `what` names the file's role.
+    #[error("parse {what}: {source}")]
+    Pem {
+        what: &'static str,
+        source: Arc<ureq::Error>,
+    },
+    /// Pieces that are missing or do not fit together.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+/// Why an answer (or a watch line) is not the JSON expected.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The body could not be read whole.
+    #[error("read body: {0}")]
+    Body(Arc<ureq::Error>),
+    #[error(transparent)]
+    Json(Arc<serde_json::Error>),
+    /// A watch line that is too long or not UTF-8.
+    #[error(transparent)]
+    WatchLine(Arc<io::Error>),
+    #[error("watch event: {0}")]
+    WatchEvent(Arc<serde_json::Error>),
+}
+
 /// A failed API request, or a client that could not be built.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {
     /// 404: the object (or its namespace) does not exist.
     #[error("{verb} {path}: not found: {message}")]
@@ -65,21 +127,24 @@ pub enum ApiError {
         message: String,
     },
     /// No HTTP answer: connect, TLS, timeout or a connection that broke mid-way.
-    #[error("{verb} {path}: transport: {message}")]
+    #[error("{verb} {path}: transport: {source}")]
     Transport {
         verb: Verb,
         path: String,
-        message: String,
+        source: TransportError,
     },
     /// The answer (or a watch line) is not the JSON we expected.
-    #[error("decode response of {path}: {message}")]
-    Decode { path: String, message: String },
+    #[error("decode response of {path}: {source}")]
+    Decode { path: String, source: DecodeError },
     /// A request body could not be encoded as JSON.
-    #[error("encode request body for {path}: {message}")]
-    Encode { path: String, message: String },
+    #[error("encode request body for {path}: {source}")]
+    Encode {
+        path: String,
+        source: Arc<serde_json::Error>,
+    },
     /// The client cannot be built from its configuration (server URL, PEM, ...).
     #[error("api client config: {0}")]
-    Config(String),
+    Config(#[source] ClientConfigError),
     /// litelet's own request thread gave no answer (it ended, or the request panicked).
     #[error("{path}: {message}")]
     Internal { path: String, message: String },

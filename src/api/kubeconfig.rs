@@ -30,8 +30,11 @@ pub enum KubeconfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("kubeconfig {}: parse yaml: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+    #[error("kubeconfig {}: parse yaml: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_yaml_ng::Error,
+    },
     /// A field's value is wrong; `field` is its path, e.g. `users[0].user.token`.
     #[error("kubeconfig {}: {field}: {message}", path.display())]
     Field {
@@ -150,10 +153,11 @@ pub fn from_yaml(
     path: &Path,
     context: Option<&str>,
 ) -> Result<ClientConfig, KubeconfigError> {
-    let raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| KubeconfigError::Parse {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let raw: RawConfig =
+        serde_yaml_ng::from_str(text).map_err(|source| KubeconfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
     Resolver { path, raw: &raw }.resolve(context)
 }
 
@@ -460,7 +464,7 @@ fn count_pem(pem: &[u8], field: &str, r: &Resolver<'_>) -> Result<PemCounts, Kub
 
 /// Decodes standard base64 (RFC 4648 alphabet); ASCII whitespace is skipped and the
 /// `=` padding is optional.
-pub fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode_base64(text: &str) -> Result<Vec<u8>, Base64Error> {
     fn value(c: u8) -> Option<u32> {
         match c {
             b'A'..=b'Z' => Some(u32::from(c - b'A')),
@@ -484,10 +488,12 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
             continue;
         }
         if padding > 0 {
-            return Err(format!("data after padding at offset {i}"));
+            return Err(Base64Error::AfterPadding { offset: i });
         }
-        let v = value(c)
-            .ok_or_else(|| format!("unexpected character {:?} at offset {i}", char::from(c)))?;
+        let v = value(c).ok_or(Base64Error::Character {
+            found: char::from(c),
+            offset: i,
+        })?;
         acc = (acc << 6) | v;
         bits += 6;
         if bits >= 8 {
@@ -499,9 +505,20 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
     // Leftover bits: 0 (complete), 2 or 4 (a partial final group); 6 means one lone
     // character, which encodes no whole byte.
     if bits == 6 || padding > 2 {
-        return Err("truncated input".into());
+        return Err(Base64Error::Truncated);
     }
     Ok(out)
+}
+
+/// Text that is not standard base64.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Base64Error {
+    #[error("data after padding at offset {offset}")]
+    AfterPadding { offset: usize },
+    #[error("unexpected character {found:?} at offset {offset}")]
+    Character { found: char, offset: usize },
+    #[error("truncated input")]
+    Truncated,
 }
 
 #[cfg(test)]

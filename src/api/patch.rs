@@ -43,7 +43,7 @@ fn to_map(status: &PodStatus, what: &str) -> Result<Map<String, Value>, ApiError
         Ok(_) => Ok(Map::new()),
         Err(e) => Err(ApiError::Encode {
             path: format!("pod status patch ({what})"),
-            message: e.to_string(),
+            source: std::sync::Arc::new(e),
         }),
     }
 }

@@ -96,9 +96,10 @@ mod tests {
         assert!(name.is_some_and(|n| n.starts_with("test-req-")));
         let err = threads
             .run::<()>("/y", || {
+                let bad = serde_json::from_str::<u8>("bad").unwrap_err();
                 Err(ApiError::Decode {
                     path: "/y".into(),
-                    message: "bad".into(),
+                    source: crate::api::error::DecodeError::Json(std::sync::Arc::new(bad)),
                 })
             })
             .unwrap_err();

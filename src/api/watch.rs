@@ -12,8 +12,9 @@
 //! connections (`ApiClient::close_connections`).
 
 use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
 
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, DecodeError, TransportError};
 use crate::api::meta::{Status, WatchEvent, WatchEventType};
 use crate::api::stats::Verb;
 
@@ -78,13 +79,13 @@ impl Iterator for WatchStream {
                     let err = if e.kind() == std::io::ErrorKind::InvalidData {
                         ApiError::Decode {
                             path: self.path.clone(),
-                            message: e.to_string(),
+                            source: DecodeError::WatchLine(Arc::new(e)),
                         }
                     } else {
                         ApiError::Transport {
                             verb: Verb::Watch,
                             path: self.path.clone(),
-                            message: format!("read watch stream: {e}"),
+                            source: TransportError::WatchRead(Arc::new(e)),
                         }
                     };
                     return self.fail(err);
@@ -99,7 +100,7 @@ impl Iterator for WatchStream {
                 Err(e) => {
                     let err = ApiError::Decode {
                         path: self.path.clone(),
-                        message: format!("watch event: {e}"),
+                        source: DecodeError::WatchEvent(Arc::new(e)),
                     };
                     return self.fail(err);
                 }

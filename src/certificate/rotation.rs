@@ -39,8 +39,22 @@ const REQUEST_WAIT: Duration = Duration::from_secs(900);
 /// The TTL gauge is refreshed at least this often.
 const GAUGE_PERIOD: Duration = Duration::from_secs(60);
 
-/// Hands a new pair (PEM chain, PEM key) to its user; the error as text.
-pub type Install = Box<dyn Fn(&[u8], &[u8]) -> Result<(), String> + Send>;
+/// Why a new pair could not be handed to its user (the API client's or the server's).
+pub type InstallError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Hands a new pair (PEM chain, PEM key) to its user.
+pub type Install = Box<dyn Fn(&[u8], &[u8]) -> Result<(), InstallError> + Send>;
+
+/// Why one renewal failed; logged and sent as the event's message.
+#[derive(Debug, thiserror::Error)]
+enum RenewError {
+    #[error(transparent)]
+    Request(#[from] super::BootstrapError),
+    #[error(transparent)]
+    Store(#[from] super::store::StoreError),
+    #[error(transparent)]
+    Install(InstallError),
+}
 
 /// What one thread works with.
 pub struct Rotation {
@@ -134,15 +148,13 @@ impl Rotation {
         }
     }
 
-    /// One renewal; the error as text for the log and the event.
-    fn renew(&mut self) -> Result<(), String> {
+    /// One renewal.
+    fn renew(&mut self) -> Result<(), RenewError> {
         let now = super::unix_now();
-        let issued = request_certificate(&self.client, &self.kind, &self.node, REQUEST_WAIT, now)
-            .map_err(|e| e.to_string())?;
+        let issued = request_certificate(&self.client, &self.kind, &self.node, REQUEST_WAIT, now)?;
         self.store
-            .store(&issued.cert_pem, issued.key_pem.as_bytes(), now)
-            .map_err(|e| e.to_string())?;
-        (self.install)(&issued.cert_pem, issued.key_pem.as_bytes())?;
+            .store(&issued.cert_pem, issued.key_pem.as_bytes(), now)?;
+        (self.install)(&issued.cert_pem, issued.key_pem.as_bytes()).map_err(RenewError::Install)?;
         log::info!(
             "{} renewed through {}; new connections use it",
             self.what(),

@@ -710,23 +710,23 @@ impl Reader {
         match super::cgroup_driver(&driver) {
             Ok(d) => Some(d),
             Err(why) => {
-                self.bad("cgroupDriver", why);
+                self.bad("cgroupDriver", why.to_string());
                 None
             }
         }
     }
 
     /// A string parsed with `T::from_str`, whose error names what is wrong.
-    fn parsed<T: std::str::FromStr<Err = String>>(
+    fn parsed<T: std::str::FromStr<Err: fmt::Display>>(
         &mut self,
         field: &str,
         value: &Value,
     ) -> Option<T> {
         let text: String = self.get(field, value)?;
-        match text.parse() {
+        match text.parse::<T>() {
             Ok(parsed) => Some(parsed),
             Err(why) => {
-                self.bad(field, why);
+                self.bad(field, why.to_string());
                 None
             }
         }
@@ -738,6 +738,7 @@ impl Reader {
         let bad: Vec<String> = list
             .iter()
             .filter_map(|e| crate::runtime::pull_records::check_allowlist_entry(e).err())
+            .map(|e| e.to_string())
             .collect();
         if bad.is_empty() {
             return Some(list);

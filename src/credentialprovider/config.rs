@@ -49,21 +49,22 @@ struct RawConfigJson {
 /// Parses `config.json` / `.dockerconfigjson` bytes; `source_name` names the file or
 /// secret in errors.
 pub fn parse_config_json(bytes: &[u8], source_name: &str) -> Result<DockerConfig, CredentialError> {
-    let raw: RawConfigJson = serde_json::from_slice(bytes).map_err(|e| CredentialError::Parse {
-        source_name: source_name.to_owned(),
-        format: "dockerconfigjson",
-        message: e.to_string(),
-    })?;
+    let raw: RawConfigJson =
+        serde_json::from_slice(bytes).map_err(|source| CredentialError::Parse {
+            source_name: source_name.to_owned(),
+            format: "dockerconfigjson",
+            source,
+        })?;
     entries(raw.auths, source_name, "dockerconfigjson")
 }
 
 /// Parses legacy `.dockercfg` bytes.
 pub fn parse_dockercfg(bytes: &[u8], source_name: &str) -> Result<DockerConfig, CredentialError> {
     let raw: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(bytes).map_err(|e| CredentialError::Parse {
+        serde_json::from_slice(bytes).map_err(|source| CredentialError::Parse {
             source_name: source_name.to_owned(),
             format: "dockercfg",
-            message: e.to_string(),
+            source,
         })?;
     entries(raw, source_name, "dockercfg")
 }
@@ -75,11 +76,13 @@ fn entries(
 ) -> Result<DockerConfig, CredentialError> {
     let mut out = Vec::with_capacity(raw.len());
     for (registry, value) in raw {
-        let raw: RawEntry = serde_json::from_value(value).map_err(|e| CredentialError::Parse {
-            source_name: source_name.to_owned(),
-            format,
-            message: format!("registry {registry:?}: {e}"),
-        })?;
+        let raw: RawEntry =
+            serde_json::from_value(value).map_err(|source| CredentialError::ParseEntry {
+                source_name: source_name.to_owned(),
+                format,
+                registry: registry.clone(),
+                source,
+            })?;
         let mut entry = DockerConfigEntry {
             username: raw.username,
             password: raw.password,

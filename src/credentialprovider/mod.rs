@@ -17,14 +17,22 @@ pub use node::NodeDockerConfig;
 pub use secrets::{keyring_from_secrets, PullSecret};
 
 /// Why a Docker config (a secret or a node file) could not be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
     /// The JSON does not parse as the expected Docker config format.
-    #[error("{source_name}: invalid {format} JSON: {message}")]
+    #[error("{source_name}: invalid {format} JSON: {source}")]
     Parse {
         source_name: String,
         format: &'static str,
-        message: String,
+        source: serde_json::Error,
+    },
+    /// One registry's entry does not have the expected shape.
+    #[error("{source_name}: invalid {format} JSON: registry {registry:?}: {source}")]
+    ParseEntry {
+        source_name: String,
+        format: &'static str,
+        registry: String,
+        source: serde_json::Error,
     },
     /// An entry's `auth` field is not base64 of `username:password`.
     #[error("{source_name}: registry {registry:?}: unable to parse auth field, must be formatted as base64(username:password)")]

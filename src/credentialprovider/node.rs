@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::config::{parse_config_json, parse_dockercfg};
 use super::keyring::{CredentialSource, Keyring};
+use super::CredentialError;
 
 /// Where the node's Docker config files are searched.
 #[derive(Clone, Debug, Default)]
@@ -47,14 +48,8 @@ impl NodeDockerConfig {
     /// The node's credentials (empty when no file is found).
     pub fn read(&self) -> Keyring {
         let mut keyring = Keyring::default();
-        let found = first_valid(&self.json_dirs, "config.json", |bytes, name| {
-            parse_config_json(bytes, name).map_err(|e| e.to_string())
-        })
-        .or_else(|| {
-            first_valid(&self.cfg_dirs, ".dockercfg", |bytes, name| {
-                parse_dockercfg(bytes, name).map_err(|e| e.to_string())
-            })
-        });
+        let found = first_valid(&self.json_dirs, "config.json", parse_config_json)
+            .or_else(|| first_valid(&self.cfg_dirs, ".dockercfg", parse_dockercfg));
         if let Some(config) = found {
             keyring.add(&CredentialSource::Node, &config);
         }
@@ -70,7 +65,7 @@ fn dedup(dirs: &mut Vec<PathBuf>) {
 fn first_valid<T>(
     dirs: &[PathBuf],
     file: &str,
-    parse: impl Fn(&[u8], &str) -> Result<T, String>,
+    parse: impl Fn(&[u8], &str) -> Result<T, CredentialError>,
 ) -> Option<T> {
     for dir in dirs {
         let path = dir.join(file);

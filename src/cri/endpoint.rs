@@ -22,6 +22,7 @@ impl Endpoint {
         let invalid = |why: &str| CriError::BadEndpoint {
             endpoint: value.to_owned(),
             reason: why.to_owned(),
+            source: None,
         };
         let path = match value.split_once("://") {
             Some(("unix", rest)) => rest,
@@ -60,10 +61,12 @@ impl Endpoint {
             Ok(_) => Err(CriError::BadEndpoint {
                 endpoint: self.to_string(),
                 reason: "the path exists but is not a unix socket".into(),
+                source: None,
             }),
             Err(err) => Err(CriError::BadEndpoint {
                 endpoint: self.to_string(),
                 reason: format!("cannot reach the socket: {err} (is the runtime running?)"),
+                source: Some(super::Cause::new(err)),
             }),
         }
     }

@@ -1,6 +1,47 @@
 //! The CRI client's error type: one variant per gRPC outcome litelet acts on.
 
+use std::fmt;
+use std::sync::Arc;
+
 use grpcio::RpcStatusCode;
+
+/// A cause kept for [`std::error::Error::source`], shared so that the error holding
+/// it stays `Clone` (errors are cached in pod statuses). Two are equal when they print
+/// the same: grpcio's and std's errors have no equality of their own.
+#[derive(Debug)]
+pub struct Cause<E>(pub Arc<E>);
+
+impl<E> Cause<E> {
+    pub fn new(err: E) -> Cause<E> {
+        Cause(Arc::new(err))
+    }
+}
+
+impl<E> Clone for Cause<E> {
+    fn clone(&self) -> Self {
+        Cause(self.0.clone())
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Cause<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for Cause<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl<E: fmt::Display> PartialEq for Cause<E> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl<E: fmt::Display> Eq for Cause<E> {}
 
 /// A failed CRI call, or a runtime litelet cannot use.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -24,12 +65,24 @@ pub enum CriError {
         code: i32,
         message: String,
     },
+    /// The call failed without a gRPC status (the channel itself broke); reported
+    /// with code UNKNOWN, as grpc-go does.
+    #[error("cri {op}: rpc error code 2: {source}")]
+    Grpc {
+        op: &'static str,
+        source: Cause<grpcio::Error>,
+    },
     /// The caller gave up on the call (its pod worker's sync was cancelled).
     #[error("cri {op}: cancelled")]
     Cancelled { op: &'static str },
-    /// `--container-runtime-endpoint` is malformed or nothing listens there.
+    /// `--container-runtime-endpoint` is malformed or nothing listens there; `source`
+    /// is the error looking at the socket path, when that is why.
     #[error("container runtime endpoint {endpoint:?}: {reason}")]
-    BadEndpoint { endpoint: String, reason: String },
+    BadEndpoint {
+        endpoint: String,
+        reason: String,
+        source: Option<Cause<std::io::Error>>,
+    },
     /// The runtime answers but does not speak CRI v1.
     #[error("container runtime at {endpoint} does not speak CRI v1: {reason}")]
     UnsupportedApi { endpoint: String, reason: String },
@@ -53,10 +106,9 @@ impl CriError {
                     },
                 }
             }
-            other => CriError::Other {
+            other => CriError::Grpc {
                 op,
-                code: RpcStatusCode::UNKNOWN.into(),
-                message: other.to_string(),
+                source: Cause::new(other),
             },
         }
     }
@@ -82,6 +134,7 @@ impl CriError {
             CriError::DeadlineExceeded { .. } => RpcStatusCode::DEADLINE_EXCEEDED,
             CriError::InvalidArgument { .. } => RpcStatusCode::INVALID_ARGUMENT,
             CriError::Other { code, .. } => return Some(*code),
+            CriError::Grpc { .. } => RpcStatusCode::UNKNOWN,
             CriError::Cancelled { .. } => RpcStatusCode::CANCELLED,
             CriError::BadEndpoint { .. } | CriError::UnsupportedApi { .. } => return None,
         };

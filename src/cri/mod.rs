@@ -30,7 +30,7 @@ mod error;
 pub use cancellable::POLL as CANCEL_POLL;
 pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};
 pub use endpoint::Endpoint;
-pub use error::CriError;
+pub use error::{Cause, CriError};
 pub use generated::api as pb;
 pub use generated::api_grpc as grpc;
 

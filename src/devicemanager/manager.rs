@@ -26,7 +26,9 @@ use super::grpc::{create_registration, DevicePluginClient, Registration};
 use super::pb;
 use super::state::{container_need, ContainerKey, DeviceState, Unavailable, HEALTHY};
 use crate::api::pod::{Container, Pod};
-use crate::runtime::devices::{ContainerDevices, DeviceMount, DeviceNode, DeviceRunOptions};
+use crate::runtime::devices::{
+    ContainerDevices, DeviceMount, DeviceNode, DeviceRunOptions, DevicesError,
+};
 
 /// The API version litelet speaks.
 pub const VERSION: &str = "v1beta1";
@@ -70,6 +72,22 @@ pub enum DeviceError {
         call: &'static str,
         message: String,
     },
+}
+
+/// Why a plugin's `Register` request is refused; the plugin gets the text back.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    // Upstream's wording (errUnsupportedVersion).
+    #[error(
+        "requested API version {0:?} is not supported by kubelet. Supported versions are [{VERSION:?}]"
+    )]
+    UnsupportedVersion(String),
+    #[error("the ResourceName {0:?} is invalid")]
+    InvalidResourceName(String),
+    #[error("invalid endpoint {0:?}")]
+    InvalidEndpoint(String),
+    #[error("cannot start endpoint thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// A registered plugin's client and options.
@@ -209,23 +227,18 @@ impl DeviceManager {
     }
 
     /// Checks a `Register` request; on success starts the plugin's endpoint thread.
-    pub fn register(&self, req: &pb::RegisterRequest) -> Result<(), String> {
+    pub fn register(&self, req: &pb::RegisterRequest) -> Result<(), RegisterError> {
         if req.version != VERSION {
-            // Upstream's wording (errUnsupportedVersion).
-            return Err(format!(
-                "requested API version {:?} is not supported by kubelet. Supported versions are [{VERSION:?}]",
-                req.version
-            ));
+            return Err(RegisterError::UnsupportedVersion(req.version.clone()));
         }
         if !valid_resource_name(&req.resource_name) {
-            return Err(format!(
-                "the ResourceName {:?} is invalid",
-                req.resource_name
+            return Err(RegisterError::InvalidResourceName(
+                req.resource_name.clone(),
             ));
         }
         let endpoint = Path::new(&req.endpoint);
         if req.endpoint.is_empty() || endpoint.is_absolute() || endpoint.components().count() != 1 {
-            return Err(format!("invalid endpoint {:?}", req.endpoint));
+            return Err(RegisterError::InvalidEndpoint(req.endpoint.clone()));
         }
         let manager = self.clone();
         let resource = req.resource_name.clone();
@@ -235,7 +248,7 @@ impl DeviceManager {
             .name(name)
             .stack_size(STACK)
             .spawn(move || manager.run_endpoint(&resource, &socket))
-            .map_err(|e| format!("cannot start endpoint thread: {e}"))?;
+            .map_err(RegisterError::Thread)?;
         Ok(())
     }
 
@@ -552,9 +565,12 @@ impl DeviceManager {
 }
 
 impl ContainerDevices for DeviceManager {
-    fn run_options(&self, pod: &Pod, container: &Container) -> Result<DeviceRunOptions, String> {
-        self.container_options(pod, container)
-            .map_err(|e| e.to_string())
+    fn run_options(
+        &self,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<DeviceRunOptions, DevicesError> {
+        Ok(self.container_options(pod, container)?)
     }
 }
 
@@ -603,10 +619,10 @@ impl Registration for RegistrationService {
         ctx.spawn(async move {
             let sent = match result {
                 Ok(()) => sink.success(pb::Empty::new()).await,
-                Err(message) => {
+                Err(err) => {
                     sink.fail(RpcStatus::with_message(
                         RpcStatusCode::INVALID_ARGUMENT,
-                        message,
+                        err.to_string(),
                     ))
                     .await
                 }

@@ -175,10 +175,10 @@ fn signal_of(flag: &'static str, item: &str, name: &str) -> Result<Signal, Evict
 pub type DurationParser = fn(&str) -> Result<Duration, String>;
 
 /// Parses a `signal=value,...` flag with `value` parsed by `parse`.
-fn signal_pairs<T>(
+fn signal_pairs<T, E: std::fmt::Display>(
     flag: &'static str,
     text: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<BTreeMap<Signal, T>, EvictionConfigError> {
     let mut out = BTreeMap::new();
     for item in items(text) {
@@ -191,7 +191,7 @@ fn signal_pairs<T>(
             .split_once('=')
             .ok_or_else(|| bad("expected signal=value".into()))?;
         let signal = signal_of(flag, item, name)?;
-        out.insert(signal, parse(value).map_err(bad)?);
+        out.insert(signal, parse(value).map_err(|e| bad(e.to_string()))?);
     }
     Ok(out)
 }
@@ -276,8 +276,6 @@ impl EvictionConfig {
 }
 
 /// A clap/config-file check of `--eviction-minimum-reclaim` that keeps the text.
-pub fn check_minimum_reclaim(text: &str) -> Result<String, String> {
-    parse_minimum_reclaim(text)
-        .map(|_| text.to_owned())
-        .map_err(|e| e.to_string())
+pub fn check_minimum_reclaim(text: &str) -> Result<String, EvictionConfigError> {
+    parse_minimum_reclaim(text).map(|_| text.to_owned())
 }

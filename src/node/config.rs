@@ -32,16 +32,62 @@ pub const LEASE_RENEW_FRACTION: f64 = 0.25;
 pub enum ConfigError {
     #[error("node label {item:?}: {reason}")]
     Label { item: String, reason: String },
+    #[error("node label {item:?}: {source}")]
+    LabelName {
+        item: String,
+        #[source]
+        source: NameError,
+    },
     #[error("taint {item:?}: {reason}")]
     Taint { item: String, reason: String },
+    #[error("taint {item:?}: {source}")]
+    TaintName {
+        item: String,
+        #[source]
+        source: NameError,
+    },
     #[error("reserved resource {item:?}: {reason}")]
     Reserved { item: String, reason: String },
     #[error("eviction threshold {item:?}: {reason}")]
     Eviction { item: String, reason: String },
+    #[error("eviction threshold {item:?}: {source}")]
+    EvictionValue {
+        item: String,
+        #[source]
+        source: ThresholdError,
+    },
     #[error("node ip {ip}: {reason}")]
     NodeIp { ip: IpAddr, reason: String },
     #[error("node name: {0}")]
     NodeName(String),
+}
+
+/// A label or taint key or value without Kubernetes' name syntax.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{what} must not be empty")]
+    Empty { what: &'static str },
+    #[error("{what} must be at most 63 characters")]
+    TooLong { what: &'static str },
+    #[error(
+        "{what} {name:?} must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    )]
+    Characters { what: &'static str, name: String },
+    #[error("prefix {0:?} must be a lowercase DNS subdomain (e.g. example.com)")]
+    Subdomain(String),
+}
+
+/// An eviction threshold or minimum reclaim amount that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("bad percentage {0:?}")]
+    Percentage(String),
+    #[error("percentage must be within 0% and 100%")]
+    PercentageRange,
+    #[error(transparent)]
+    Quantity(#[from] crate::api::quantity::QuantityError),
+    #[error("quantity must not be negative")]
+    Negative,
 }
 
 /// A hard eviction threshold: an absolute amount or a fraction of capacity.
@@ -172,26 +218,27 @@ pub fn is_kubelet_label(key: &str) -> bool {
 }
 
 /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 characters.
-fn check_name_part(s: &str, what: &str) -> Result<(), String> {
+fn check_name_part(s: &str, what: &'static str) -> Result<(), NameError> {
     if s.is_empty() {
-        return Err(format!("{what} must not be empty"));
+        return Err(NameError::Empty { what });
     }
     if s.len() > 63 {
-        return Err(format!("{what} must be at most 63 characters"));
+        return Err(NameError::TooLong { what });
     }
     let ok_inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     let ends_ok = s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.ends_with(|c: char| c.is_ascii_alphanumeric());
     if !ends_ok || !s.chars().all(ok_inner) {
-        return Err(format!(
-            "{what} {s:?} must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-        ));
+        return Err(NameError::Characters {
+            what,
+            name: s.to_owned(),
+        });
     }
     Ok(())
 }
 
 /// A DNS-1123 subdomain: lowercase labels joined by dots, at most 253 characters.
-pub fn check_subdomain(s: &str) -> Result<(), String> {
+pub fn check_subdomain(s: &str) -> Result<(), NameError> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
@@ -201,15 +248,13 @@ pub fn check_subdomain(s: &str) -> Result<(), String> {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
     };
     if s.len() > 253 || !s.split('.').all(label_ok) {
-        return Err(format!(
-            "prefix {s:?} must be a lowercase DNS subdomain (e.g. example.com)"
-        ));
+        return Err(NameError::Subdomain(s.to_owned()));
     }
     Ok(())
 }
 
 /// A label key or taint key: `[prefix/]name`.
-pub fn check_qualified_name(key: &str) -> Result<(), String> {
+pub fn check_qualified_name(key: &str) -> Result<(), NameError> {
     match key.split_once('/') {
         Some((prefix, name)) => {
             check_subdomain(prefix)?;
@@ -220,7 +265,7 @@ pub fn check_qualified_name(key: &str) -> Result<(), String> {
 }
 
 /// A label value (or taint value): empty, or a name part.
-pub fn check_label_value(value: &str) -> Result<(), String> {
+pub fn check_label_value(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Ok(());
     }
@@ -245,8 +290,12 @@ pub fn parse_node_labels(text: &str) -> Result<BTreeMap<String, String>, ConfigE
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| err("expected key=value".into()))?;
-        check_qualified_name(key).map_err(err)?;
-        check_label_value(value).map_err(err)?;
+        let name_err = |source| ConfigError::LabelName {
+            item: item.to_owned(),
+            source,
+        };
+        check_qualified_name(key).map_err(name_err)?;
+        check_label_value(value).map_err(name_err)?;
         if !is_kubelet_label(key) {
             return Err(err(format!(
                 "a node may not set labels in the kubernetes.io or k8s.io namespaces except \
@@ -286,12 +335,16 @@ pub fn parse_taints(text: &str) -> Result<Vec<Taint>, ConfigError> {
             Some((k, v)) => (k, Some(v)),
             None => (kv, None),
         };
-        check_qualified_name(key).map_err(err)?;
+        let name_err = |source| ConfigError::TaintName {
+            item: item.to_owned(),
+            source,
+        };
+        check_qualified_name(key).map_err(name_err)?;
         if let Some(v) = value {
             if v.contains('=') {
                 return Err(err("more than one '=' in key=value".into()));
             }
-            check_label_value(v).map_err(err)?;
+            check_label_value(v).map_err(name_err)?;
         }
         if taints.iter().any(|t| t.key == key && t.effect == effect) {
             return Err(err(format!(
@@ -370,7 +423,10 @@ pub fn parse_eviction_hard(text: &str) -> Result<BTreeMap<String, Threshold>, Co
         }
         out.insert(
             signal.to_owned(),
-            parse_threshold_value(value).map_err(err)?,
+            parse_threshold_value(value).map_err(|source| ConfigError::EvictionValue {
+                item: item.to_owned(),
+                source,
+            })?,
         );
     }
     Ok(out)
@@ -378,21 +434,21 @@ pub fn parse_eviction_hard(text: &str) -> Result<BTreeMap<String, Threshold>, Co
 
 /// One threshold amount: `10%` (within 0% and 100%) or a non-negative quantity
 /// (eviction thresholds and minimum reclaims share the syntax).
-pub fn parse_threshold_value(value: &str) -> Result<Threshold, String> {
+pub fn parse_threshold_value(value: &str) -> Result<Threshold, ThresholdError> {
     match value.strip_suffix('%') {
         Some(pct) => {
             let p: f64 = pct
                 .parse()
-                .map_err(|_| format!("bad percentage {value:?}"))?;
+                .map_err(|_| ThresholdError::Percentage(value.to_owned()))?;
             if !(0.0..=100.0).contains(&p) {
-                return Err("percentage must be within 0% and 100%".into());
+                return Err(ThresholdError::PercentageRange);
             }
             Ok(Threshold::Percentage(p / 100.0))
         }
         None => {
-            let q = Quantity::parse(value).map_err(|e| e.to_string())?;
+            let q = Quantity::parse(value)?;
             if q.is_negative() {
-                return Err("quantity must not be negative".into());
+                return Err(ThresholdError::Negative);
             }
             Ok(Threshold::Quantity(q))
         }

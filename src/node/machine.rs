@@ -26,14 +26,16 @@ pub enum MachineError {
         #[source]
         source: Arc<std::io::Error>,
     },
-    #[error("parse {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("parse {path}: {what}")]
+    Parse { path: PathBuf, what: &'static str },
     #[error("statvfs {path}: {source}")]
     Statvfs {
         path: PathBuf,
         #[source]
         source: nix::errno::Errno,
     },
+    #[error("node ip: getifaddrs: {0}")]
+    Interfaces(#[source] nix::errno::Errno),
     #[error("node ip: {0}")]
     NodeIp(String),
 }
@@ -185,9 +187,9 @@ impl MachineReader {
 }
 
 fn read(path: &Path) -> Result<String, MachineError> {
-    std::fs::read_to_string(path).map_err(|e| MachineError::Read {
+    std::fs::read_to_string(path).map_err(|source| MachineError::Read {
         path: path.to_owned(),
-        source: Arc::new(e),
+        source: Arc::new(source),
     })
 }
 
@@ -201,10 +203,10 @@ fn read_trimmed(path: &Path, problems: &mut Vec<MachineError>) -> String {
     }
 }
 
-fn parse_err(path: &Path, message: &str) -> MachineError {
+fn parse_err(path: &Path, what: &'static str) -> MachineError {
     MachineError::Parse {
         path: path.to_owned(),
-        message: message.to_owned(),
+        what,
     }
 }
 
@@ -414,8 +416,7 @@ pub fn choose_address(addrs: &[IpAddr], want_v4: bool) -> Option<IpAddr> {
 
 /// The addresses of one network interface (getifaddrs).
 pub fn interface_addresses(iface: &str) -> Result<Vec<IpAddr>, MachineError> {
-    let all =
-        nix::ifaddrs::getifaddrs().map_err(|e| MachineError::NodeIp(format!("getifaddrs: {e}")))?;
+    let all = nix::ifaddrs::getifaddrs().map_err(MachineError::Interfaces)?;
     let mut out = Vec::new();
     for a in all.filter(|a| a.interface_name == iface) {
         let Some(addr) = a.address else { continue };

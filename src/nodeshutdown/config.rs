@@ -19,6 +19,23 @@ pub struct PriorityPeriod {
     pub shutdown_grace_period_seconds: i64,
 }
 
+/// A shutdown configuration upstream refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShutdownConfigError {
+    #[error(
+        "shutdownGracePeriodCriticalPods ({critical:?}) must be <= shutdownGracePeriod ({total:?})"
+    )]
+    CriticalExceedsTotal { critical: Duration, total: Duration },
+    #[error(
+        "cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod (or shutdownGracePeriodCriticalPods)"
+    )]
+    Both,
+    #[error(
+        "shutdownGracePeriodByPodPriority: priority {priority} has a negative shutdownGracePeriodSeconds ({seconds})"
+    )]
+    NegativePeriod { priority: i32, seconds: i64 },
+}
+
 /// The settings as configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShutdownConfig {
@@ -30,30 +47,27 @@ pub struct ShutdownConfig {
 impl ShutdownConfig {
     /// Upstream's validation: critical ≤ total, the table excludes the other two, no
     /// negative period in the table.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ShutdownConfigError> {
         if self.grace_period_critical_pods > self.grace_period {
-            return Err(format!(
-                "shutdownGracePeriodCriticalPods ({:?}) must be <= shutdownGracePeriod ({:?})",
-                self.grace_period_critical_pods, self.grace_period
-            ));
+            return Err(ShutdownConfigError::CriticalExceedsTotal {
+                critical: self.grace_period_critical_pods,
+                total: self.grace_period,
+            });
         }
         let durations_set =
             !self.grace_period.is_zero() || !self.grace_period_critical_pods.is_zero();
         if durations_set && !self.by_pod_priority.is_empty() {
-            return Err("cannot specify both shutdownGracePeriodByPodPriority and \
-                        shutdownGracePeriod (or shutdownGracePeriodCriticalPods)"
-                .into());
+            return Err(ShutdownConfigError::Both);
         }
         if let Some(bad) = self
             .by_pod_priority
             .iter()
             .find(|p| p.shutdown_grace_period_seconds < 0)
         {
-            return Err(format!(
-                "shutdownGracePeriodByPodPriority: priority {} has a negative \
-                 shutdownGracePeriodSeconds ({})",
-                bad.priority, bad.shutdown_grace_period_seconds
-            ));
+            return Err(ShutdownConfigError::NegativePeriod {
+                priority: bad.priority,
+                seconds: bad.shutdown_grace_period_seconds,
+            });
         }
         Ok(())
     }
@@ -171,17 +185,25 @@ mod tests {
     fn validation_follows_upstream() {
         assert!(config(30, 10).validate().is_ok());
         assert!(config(30, 30).validate().is_ok());
-        let err = config(10, 30).validate().unwrap_err();
+        let err = config(10, 30).validate().unwrap_err().to_string();
         assert!(err.contains("must be <= shutdownGracePeriod"), "{err}");
         let both = ShutdownConfig {
             by_pod_priority: vec![row(0, 10)],
             ..config(30, 0)
         };
-        assert!(both.validate().unwrap_err().contains("cannot specify both"));
+        assert!(both
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("cannot specify both"));
         let negative = ShutdownConfig {
             by_pod_priority: vec![row(0, -1)],
             ..Default::default()
         };
-        assert!(negative.validate().unwrap_err().contains("negative"));
+        assert!(negative
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("negative"));
     }
 }

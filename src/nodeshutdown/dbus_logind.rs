@@ -50,10 +50,7 @@ pub struct DbusLogind {
 fn call_error(call: &'static str) -> impl Fn(DbusError) -> LogindError {
     move |e| match e {
         DbusError::Closed => LogindError::Closed,
-        other => LogindError::Call {
-            call,
-            message: other.to_string(),
-        },
+        source => LogindError::Call { call, source },
     }
 }
 
@@ -64,7 +61,7 @@ impl DbusLogind {
             Some(a) => Connection::open(a),
             None => Connection::system(),
         }
-        .map_err(|e| LogindError::Connect(e.to_string()))?;
+        .map_err(LogindError::Bus)?;
         if !bus.fd_passing() {
             return Err(LogindError::Connect(
                 "the bus does not pass file descriptors (no inhibitor locks)".into(),
@@ -116,7 +113,7 @@ impl Logind for DbusLogind {
             .call(inhibit, CALL_TIMEOUT)
             .map_err(call_error(call))?;
         let Some(handle) = reply.body.first().cloned() else {
-            return Err(LogindError::Call {
+            return Err(LogindError::Reply {
                 call,
                 message: "the reply carries no file descriptor".into(),
             });

@@ -24,9 +24,17 @@ pub const INHIBIT_WHY: &str = "Kubelet needs time to handle node shutdown";
 pub enum LogindError {
     #[error("cannot connect to the system bus: {0}")]
     Connect(String),
+    #[error("cannot connect to the system bus: {0}")]
+    Bus(#[source] crate::dbus::DbusError),
     /// A method call or property read failed (logind absent, access denied, ...).
+    #[error("logind {call}: {source}")]
+    Call {
+        call: &'static str,
+        source: crate::dbus::DbusError,
+    },
+    /// A reply that does not carry what it should.
     #[error("logind {call}: {message}")]
-    Call { call: &'static str, message: String },
+    Reply { call: &'static str, message: String },
     #[error("cannot write logind drop-in {path}: {source}")]
     DropIn {
         path: PathBuf,

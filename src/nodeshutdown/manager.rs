@@ -327,7 +327,7 @@ mod tests {
         }
         fn inhibit_shutdown(&mut self) -> Result<InhibitLock, LogindError> {
             self.calls.push("inhibit".into());
-            let (_read, write) = nix::unistd::pipe().map_err(|e| LogindError::Call {
+            let (_read, write) = nix::unistd::pipe().map_err(|e| LogindError::Reply {
                 call: "pipe",
                 message: e.to_string(),
             })?;

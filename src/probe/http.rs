@@ -15,12 +15,37 @@
 //! - the whole exchange, redirects and body included, ends by the timeout; a body
 //!   longer than the limit is cut, not an error.
 
-use std::io::Read;
+use std::io::{self, Read};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::api::pod::{Container, HttpGetAction, UriScheme};
 
-use super::{resolve_port, Attempt, MAX_OUTPUT};
+use super::{resolve_port, Attempt, SpecError, MAX_OUTPUT};
+
+/// Why a GET gave no answer; the texts are Go's client's, which probe events quote.
+/// Causes sit behind an `Arc` so that hook errors can be cloned.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum GetError {
+    #[error("Get {url:?}: timed out after {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("Get {url:?}: bad redirect location {location:?}")]
+    BadRedirect { url: String, location: String },
+    #[error("Get {url:?}: stopped after 10 redirects")]
+    TooManyRedirects { url: String },
+    #[error("Get {url:?}: {source}")]
+    Send {
+        url: String,
+        #[source]
+        source: Arc<ureq::Error>,
+    },
+    #[error("Get {url:?}: reading the body: {source}")]
+    Body {
+        url: String,
+        #[source]
+        source: Arc<io::Error>,
+    },
+}
 
 /// Redirects followed before giving up, as Go's client.
 pub const MAX_REDIRECTS: usize = 10;
@@ -47,11 +72,11 @@ pub fn target(
     action: &HttpGetAction,
     container: &Container,
     pod_ip: &str,
-) -> Result<HttpTarget, String> {
+) -> Result<HttpTarget, SpecError> {
     let port = resolve_port(&action.port, container)?;
     let host = match action.host.as_deref().filter(|h| !h.is_empty()) {
         Some(host) => host,
-        None if pod_ip.is_empty() => return Err("the pod has no IP yet".into()),
+        None if pod_ip.is_empty() => return Err(SpecError::NoPodIp),
         None => pod_ip,
     };
     let scheme = match action.scheme {
@@ -109,14 +134,14 @@ impl HttpClient {
         target: &HttpTarget,
         timeout: Duration,
         user_agent: &str,
-    ) -> Result<HttpResponse, String> {
+    ) -> Result<HttpResponse, GetError> {
         let deadline = Instant::now() + timeout;
         let mut url = target.url.clone();
         let mut redirects = 0;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("Get {url:?}: timed out after {timeout:?}"));
+                return Err(GetError::Timeout { url, timeout });
             }
             let mut response = self.send(&url, target, left, user_agent, timeout)?;
             let status = response.status().as_u16();
@@ -126,12 +151,13 @@ impl HttpClient {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             if let (true, Some(location)) = (is_followed_redirect(status), location) {
-                let next = resolve_location(&url, &location)
-                    .ok_or_else(|| format!("Get {url:?}: bad redirect location {location:?}"))?;
+                let Some(next) = resolve_location(&url, &location) else {
+                    return Err(GetError::BadRedirect { url, location });
+                };
                 if same_host(&url, &next) {
                     redirects += 1;
                     if redirects > MAX_REDIRECTS {
-                        return Err(format!("Get {next:?}: stopped after 10 redirects"));
+                        return Err(GetError::TooManyRedirects { url: next });
                     }
                     url = next;
                     continue;
@@ -145,7 +171,10 @@ impl HttpClient {
                 .take(MAX_OUTPUT as u64)
                 .read_to_end(&mut body);
             if let Err(err) = read {
-                return Err(format!("Get {url:?}: reading the body: {err}"));
+                return Err(GetError::Body {
+                    url,
+                    source: Arc::new(err),
+                });
             }
             return Ok(HttpResponse {
                 url,
@@ -162,7 +191,7 @@ impl HttpClient {
         left: Duration,
         user_agent: &str,
         timeout: Duration,
-    ) -> Result<ureq::http::Response<ureq::Body>, String> {
+    ) -> Result<ureq::http::Response<ureq::Body>, GetError> {
         let mut request = self
             .agent
             .get(url)
@@ -195,9 +224,13 @@ impl HttpClient {
             }
             request = request.header(name.as_str(), value.as_str());
         }
+        let url = url.to_owned();
         request.call().map_err(|err| match err {
-            ureq::Error::Timeout(_) => format!("Get {url:?}: timed out after {timeout:?}"),
-            other => format!("Get {url:?}: {other}"),
+            ureq::Error::Timeout(_) => GetError::Timeout { url, timeout },
+            other => GetError::Send {
+                url,
+                source: Arc::new(other),
+            },
         })
     }
 }
@@ -206,7 +239,7 @@ impl HttpClient {
 /// warning, anything else or no answer is a failure.
 pub fn probe(client: &HttpClient, target: &HttpTarget, timeout: Duration, agent: &str) -> Attempt {
     match client.get(target, timeout, agent) {
-        Err(err) => Attempt::Failure(err),
+        Err(err) => Attempt::Failure(err.to_string()),
         Ok(r) if (200..300).contains(&r.status) => Attempt::Success(r.body),
         Ok(r) if (300..400).contains(&r.status) => Attempt::Warning(format!(
             "Probe terminated redirects, Response body: {}",

@@ -27,9 +27,24 @@ pub enum Attempt {
     Unknown(String),
 }
 
+/// A probe or hook spec that cannot be turned into something to run; nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("port {name:?} is not a named port of container {container:?}")]
+    UnknownPortName { name: String, container: String },
+    #[error("port {0} is out of range")]
+    PortRange(i32),
+    #[error("the pod has no IP yet")]
+    NoPodIp,
+    #[error("exec probe has an empty command")]
+    EmptyCommand,
+    #[error("probe has no handler (exec, httpGet, tcpSocket or grpc)")]
+    NoHandler,
+}
+
 /// Resolves a port given as a number or as the name of one of the container's ports
 /// (upstream tries the name first, then a number written as a string).
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, SpecError> {
     let number = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => {
@@ -41,10 +56,10 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
             match named.or_else(|| name.parse::<i32>().ok()) {
                 Some(n) => n,
                 None => {
-                    return Err(format!(
-                        "port {name:?} is not a named port of container {:?}",
-                        container.name
-                    ))
+                    return Err(SpecError::UnknownPortName {
+                        name: name.clone(),
+                        container: container.name.clone(),
+                    })
                 }
             }
         }
@@ -52,5 +67,5 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
     u16::try_from(number)
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("port {number} is out of range"))
+        .ok_or(SpecError::PortRange(number))
 }

@@ -15,7 +15,7 @@ use crate::api::pod::{Container, IntOrString, Probe};
 use crate::cri::RuntimeClient;
 
 use crate::probe::http::{self, HttpClient, HttpTarget};
-use crate::probe::resolve_port;
+use crate::probe::{resolve_port, SpecError};
 
 use super::{exec, grpc, tcp, Attempt, PROBE_USER_AGENT};
 
@@ -38,10 +38,10 @@ pub enum Action {
     },
 }
 
-fn host_or_pod_ip(host: Option<&str>, pod_ip: &str) -> Result<String, String> {
+fn host_or_pod_ip(host: Option<&str>, pod_ip: &str) -> Result<String, SpecError> {
     match host.filter(|h| !h.is_empty()) {
         Some(host) => Ok(host.to_owned()),
-        None if pod_ip.is_empty() => Err("the pod has no IP yet".into()),
+        None if pod_ip.is_empty() => Err(SpecError::NoPodIp),
         None => Ok(pod_ip.to_owned()),
     }
 }
@@ -52,11 +52,11 @@ pub fn action(
     container: &Container,
     container_id: &str,
     pod_ip: &str,
-) -> Result<Action, String> {
+) -> Result<Action, SpecError> {
     let handler = &probe.handler;
     if let Some(exec) = &handler.exec {
         if exec.command.is_empty() {
-            return Err("exec probe has an empty command".into());
+            return Err(SpecError::EmptyCommand);
         }
         return Ok(Action::Exec {
             container_id: container_id.to_owned(),
@@ -79,7 +79,7 @@ pub fn action(
             service: grpc.service.clone().unwrap_or_default(),
         });
     }
-    Err("probe has no handler (exec, httpGet, tcpSocket or grpc)".into())
+    Err(SpecError::NoHandler)
 }
 
 /// `$(VAR)` in an exec probe's command, from the container's literal env values only
@@ -176,7 +176,7 @@ mod tests {
         );
         let err = resolve_port(&IntOrString::String("metrics".into()), &c).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "port \"metrics\" is not a named port of container \"app\""
         );
         assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
@@ -215,7 +215,7 @@ mod tests {
             })
         );
         assert_eq!(
-            action(&tcp, &c, "cid", ""),
+            action(&tcp, &c, "cid", "").map_err(|e| e.to_string()),
             Err("the pod has no IP yet".into())
         );
 
@@ -242,7 +242,9 @@ mod tests {
             }),
             ..Default::default()
         });
-        let err = action(&http_missing_port, &c, "cid", "10.0.0.5").unwrap_err();
+        let err = action(&http_missing_port, &c, "cid", "10.0.0.5")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("\"metrics\" is not a named port"), "{err}");
 
         assert!(action(&probe(ProbeHandler::default()), &c, "cid", "10.0.0.5").is_err());

@@ -548,7 +548,9 @@ impl Timer {
                 )),
                 Some(c) => match w.state.kind.of(c) {
                     None => Err("the probe is gone from the spec".to_owned()),
-                    Some(probe) => action(probe, c, &w.container_id, &entry.pod_ip),
+                    Some(probe) => {
+                        action(probe, c, &w.container_id, &entry.pod_ip).map_err(|e| e.to_string())
+                    }
                 },
             },
         };

@@ -214,8 +214,8 @@ mod tests {
 
     #[test]
     fn delay_sequence_doubles_to_the_cap() {
-        // Doubling from 10 s to the 300 s cap; the first restart is immediate (kept
-        // on purpose).
+        // Upstream's crash back-off: 10 s doubling up to 5 min; the first restart is
+        // immediate, as upstream's (kept on purpose).
         assert_eq!(restart_delays(8), [0, 10, 20, 40, 80, 160, 300, 300]);
     }
 
@@ -223,12 +223,12 @@ mod tests {
     fn table_of_next_and_in_backoff() {
         // (event second, now second, in back-off before `next`, delay after `next`)
         let steps: &[(u64, u64, bool, u64)] = &[
-            (0, 1, false, 10),       // first crash: restart at once, arm 10 s (B44)
+            (0, 1, false, 10),       // first crash: restart at once, arm 10 s
             (2, 7, true, 10),        // crashed again, 5 s later: still waiting
             (2, 12, false, 20),      // 10 s passed: restart, window 20 s
             (13, 32, true, 20),      // 19 s < 20 s
             (13, 33, false, 40),     // 20 s passed
-            (1000, 1000, false, 10), // finished > 600 s after the last update: reset (B46)
+            (1000, 1000, false, 10), // finished > 600 s after the last update: reset
         ];
         let mut backoff = Backoff::default();
         for &(event, now, waiting, delay) in steps {

@@ -139,7 +139,7 @@ pub enum ContainerConfigError {
     Env(#[from] EnvError),
     /// The seccomp or AppArmor profile is invalid or unavailable.
     #[error("{0}")]
-    Profile(String),
+    Profile(#[source] super::profiles::ProfileError),
     /// A volumeMount names a volume that was not set up.
     #[error("volume {name:?} is not available (unsupported type or not set up)")]
     VolumeNotReady { name: String },
@@ -534,7 +534,7 @@ mod tests {
         );
         let err = build(&pod, &BTreeMap::new()).unwrap_err();
         assert!(
-            matches!(&err, ContainerConfigError::Profile(m) if m.contains("AppArmor is not enabled")),
+            matches!(&err, ContainerConfigError::Profile(m) if m.to_string().contains("AppArmor is not enabled")),
             "{err}"
         );
     }

@@ -67,10 +67,18 @@ impl DeviceRunOptions {
     }
 }
 
+/// Why a container's devices could not be had (the device manager's error, boxed since
+/// it is defined above this module).
+pub type DevicesError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Asked for each container just before it is created: its devices (allocating them
-/// on first use). An error is the container's CreateContainerConfigError message.
+/// on first use). An error's text is the container's CreateContainerConfigError message.
 pub trait ContainerDevices: Send + Sync {
-    fn run_options(&self, pod: &Pod, container: &Container) -> Result<DeviceRunOptions, String>;
+    fn run_options(
+        &self,
+        pod: &Pod,
+        container: &Container,
+    ) -> Result<DeviceRunOptions, DevicesError>;
 }
 
 /// Puts `options` into `config` as upstream does: the plugin's environment and mounts

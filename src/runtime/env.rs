@@ -285,8 +285,15 @@ pub fn container_env(
             }
         }
     }
+    let scope = Scope {
+        pod,
+        container,
+        ctx,
+        source,
+        services,
+    };
     for var in &container.env {
-        if let Some(value) = env_var_value(pod, container, var, &env, services, ctx, source)? {
+        if let Some(value) = env_var_value(&scope, var, &env)? {
             set(&mut env, var.name.clone(), value);
         }
     }
@@ -299,15 +306,30 @@ pub fn container_env(
     Ok(env)
 }
 
+/// What every variable of one container is resolved against.
+struct Scope<'a> {
+    pod: &'a Pod,
+    container: &'a Container,
+    ctx: &'a EnvContext,
+    source: &'a dyn ConfigSource,
+    /// The service variables; `None` without an API server.
+    services: Option<&'a BTreeMap<String, String>>,
+}
+
+/// The value of one `env` entry given the variables `defined` before it; `None` for
+/// an optional reference that is not there.
 fn env_var_value(
-    pod: &Pod,
-    container: &Container,
+    scope: &Scope<'_>,
     var: &EnvVar,
     defined: &[(String, String)],
-    services: Option<&BTreeMap<String, String>>,
-    ctx: &EnvContext,
-    source: &dyn ConfigSource,
 ) -> Result<Option<String>, EnvError> {
+    let Scope {
+        pod,
+        container,
+        ctx,
+        source,
+        services,
+    } = *scope;
     let Some(from) = &var.value_from else {
         let lookup = |name: &str| {
             defined

@@ -1,5 +1,5 @@
 //! Garbage collection of dead containers, inactive sandboxes and pod log directories
-//! (upstream `kuberuntime/kuberuntime_gc.go`).
+//! (upstream `pkg/kubelet/kuberuntime/kuberuntime_gc.go`).
 //!
 //! The decisions are pure functions over what the runtime listed ([`containers_to_remove`],
 //! [`sandboxes_to_remove`], [`log_dirs_to_remove`], [`container_log_file`]); the shell

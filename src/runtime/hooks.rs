@@ -15,7 +15,7 @@ use crate::cri::{pb, CriError, RuntimeClient};
 use crate::probe::http::{self, HttpClient};
 
 /// Why a lifecycle hook failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HookError {
     /// ExecSync itself failed (runtime down, container gone, deadline).
     #[error("exec hook {command:?}: {source}")]
@@ -30,7 +30,13 @@ pub enum HookError {
         code: i32,
         output: String,
     },
-    /// The HTTP GET could not be built or sent.
+    /// The HTTP GET could not be built from the handler.
+    #[error("http hook: {0}")]
+    HttpTarget(#[source] crate::probe::SpecError),
+    /// The HTTP GET got no answer.
+    #[error("http hook: {0}")]
+    HttpGet(#[source] http::GetError),
+    /// An HTTP failure known only by its text (a runner that does not send, as in tests).
     #[error("http hook: {0}")]
     Http(String),
     /// The server answered outside 2xx/3xx.
@@ -92,10 +98,10 @@ fn http_hook(
     handler: &crate::api::pod::HttpGetAction,
     timeout: Duration,
 ) -> Result<(), HookError> {
-    let target = http::target(handler, container, pod_ip).map_err(HookError::Http)?;
+    let target = http::target(handler, container, pod_ip).map_err(HookError::HttpTarget)?;
     let response = client
         .get(&target, timeout, HOOK_USER_AGENT)
-        .map_err(HookError::Http)?;
+        .map_err(HookError::HttpGet)?;
     if (200..400).contains(&response.status) {
         Ok(())
     } else {
@@ -161,7 +167,7 @@ mod tests {
     use crate::api::pod::{ContainerPort, HttpGetAction, IntOrString};
     use std::io::{Read, Write};
 
-    /// Issue 17 part 3: a sleep hook is a wait the pod worker's token ends.
+    /// A sleep hook is a wait that the pod worker's cancel token ends.
     #[test]
     fn a_sleep_hook_ends_when_its_sync_is_cancelled() {
         let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/cri.sock").unwrap();
@@ -188,7 +194,7 @@ mod tests {
         });
         let got = runner.run(&call, Duration::from_secs(60), &cancel);
         waker.join().unwrap();
-        assert_eq!(got, Err(HookError::Cancelled));
+        assert!(matches!(got, Err(HookError::Cancelled)), "{got:?}");
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "woken, not waited out"
@@ -201,10 +207,8 @@ mod tests {
             handler: &short,
             ..call
         };
-        assert_eq!(
-            runner.run(&call, Duration::from_secs(1), &Cancel::new()),
-            Ok(())
-        );
+        let got = runner.run(&call, Duration::from_secs(1), &Cancel::new());
+        assert!(got.is_ok(), "{got:?}");
     }
 
     #[test]
@@ -254,10 +258,8 @@ mod tests {
         let container = Container::default();
         let client = HttpClient::new();
         let t = Duration::from_secs(5);
-        assert_eq!(
-            http_hook(&client, "127.0.0.1", &container, &handler, t),
-            Ok(())
-        );
+        let got = http_hook(&client, "127.0.0.1", &container, &handler, t);
+        assert!(got.is_ok(), "{got:?}");
         let err = http_hook(&client, "127.0.0.1", &container, &handler, t).unwrap_err();
         assert!(
             matches!(err, HookError::HttpStatus { status: 500, .. }),
@@ -309,7 +311,7 @@ mod tests {
             &handler,
             Duration::from_secs(5),
         );
-        assert_eq!(got, Ok(()));
+        assert!(got.is_ok(), "{got:?}");
         let request = server.join().unwrap();
         assert!(request.starts_with("GET /echo?msg=prestop "), "{request}");
     }

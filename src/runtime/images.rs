@@ -83,10 +83,15 @@ pub struct ImageManager {
     credentials: CredentialSettings,
 }
 
+/// An image reference that does not parse (upstream's message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("couldn't parse image name {0:?}: invalid reference format")]
+pub struct InvalidImageName(pub String);
+
 /// Adds `:latest` to a reference with neither tag nor digest; rejects malformed names
 /// (uppercase or odd characters in the repository, whitespace anywhere).
-pub fn with_default_tag(image: &str) -> Result<String, String> {
-    let invalid = || format!("couldn't parse image name {image:?}: invalid reference format");
+pub fn with_default_tag(image: &str) -> Result<String, InvalidImageName> {
+    let invalid = || InvalidImageName(image.to_owned());
     let repository = repository_part(image);
     let repo_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-/:".contains(c);
     if repository.is_empty() || repository.ends_with('/') || !repository.chars().all(repo_char) {
@@ -276,9 +281,10 @@ impl ImageManager {
         let name = &container.name;
         let raw = container.image.as_deref().unwrap_or("");
         let image = with_default_tag(raw).map_err(|err| {
+            let message = err.to_string();
             self.recorder
-                .container(pod, name, EventType::Warning, "InspectFailed", &err);
-            Failure::new(INVALID_IMAGE_NAME, err)
+                .container(pod, name, EventType::Warning, "InspectFailed", &message);
+            Failure::new(INVALID_IMAGE_NAME, message)
         })?;
         let present = self.image_ref(&image).map_err(|err| {
             let message = format!("Failed to inspect image {image:?}: {err}");

@@ -338,11 +338,19 @@ impl ContainerAnnotations {
     }
 }
 
-fn parse_restart_count(v: &str) -> Result<i32, String> {
-    match v.parse::<i32>() {
-        Ok(n) if n >= 0 => Ok(n),
-        Ok(_) => Err("negative restart count".to_owned()),
-        Err(e) => Err(e.to_string()),
+/// A restart count annotation that is not a count.
+#[derive(Debug, thiserror::Error)]
+enum RestartCountError {
+    #[error("negative restart count")]
+    Negative,
+    #[error(transparent)]
+    NotANumber(#[from] std::num::ParseIntError),
+}
+
+fn parse_restart_count(v: &str) -> Result<i32, RestartCountError> {
+    match v.parse::<i32>()? {
+        n if n >= 0 => Ok(n),
+        _ => Err(RestartCountError::Negative),
     }
 }
 

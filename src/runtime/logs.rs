@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use dir::LogDir;
 
-use crate::api::meta::parse_rfc3339_nanos;
+use crate::api::meta::{parse_rfc3339_nanos, TimeParseError};
 
 /// The longest line kept in memory while waiting for its end; longer ones are cut.
 const MAX_LINE: usize = 1024 * 1024;
@@ -65,22 +65,38 @@ pub struct LogLine<'a> {
     pub content: &'a [u8],
 }
 
+/// A line that is not in the CRI log format.
+#[derive(Debug, thiserror::Error)]
+pub enum LogLineError {
+    #[error("empty line")]
+    Empty,
+    #[error("missing stream")]
+    MissingStream,
+    #[error("missing tag")]
+    MissingTag,
+    #[error("timestamp is not UTF-8")]
+    TimestampUtf8,
+    #[error(transparent)]
+    Timestamp(#[from] TimeParseError),
+    #[error("unknown stream {0:?}")]
+    UnknownStream(String),
+}
+
 /// Parses one line (without its `\n`).
-pub fn parse_line(line: &[u8]) -> Result<LogLine<'_>, String> {
+pub fn parse_line(line: &[u8]) -> Result<LogLine<'_>, LogLineError> {
     let mut parts = line.splitn(4, |b| *b == b' ');
-    let ts = parts.next().ok_or("empty line")?;
-    let stream = parts.next().ok_or("missing stream")?;
-    let tag = parts.next().ok_or("missing tag")?;
+    let ts = parts.next().ok_or(LogLineError::Empty)?;
+    let stream = parts.next().ok_or(LogLineError::MissingStream)?;
+    let tag = parts.next().ok_or(LogLineError::MissingTag)?;
     let content = parts.next().unwrap_or(b"");
-    let timestamp = std::str::from_utf8(ts).map_err(|_| "timestamp is not UTF-8")?;
-    let nanos = parse_rfc3339_nanos(timestamp).map_err(|e| e.to_string())?;
+    let timestamp = std::str::from_utf8(ts).map_err(|_| LogLineError::TimestampUtf8)?;
+    let nanos = parse_rfc3339_nanos(timestamp)?;
     let stream = match stream {
         b"stdout" => "stdout",
         b"stderr" => "stderr",
         other => {
-            return Err(format!(
-                "unknown stream {:?}",
-                String::from_utf8_lossy(other)
+            return Err(LogLineError::UnknownStream(
+                String::from_utf8_lossy(other).into_owned(),
             ))
         }
     };

@@ -36,13 +36,27 @@ pub fn needs_image_user(pod: &Pod, container: &Container) -> bool {
     matches!(effective(pod, container), (true, None))
 }
 
+/// Why a container that must not run as root is refused; the messages are upstream's.
+/// `who` names the pod and container.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NonRootError {
+    #[error("container's runAsUser breaks non-root policy {who}")]
+    RunAsUserRoot { who: String },
+    #[error("container has runAsNonRoot and image will run as root {who}")]
+    ImageRoot { who: String },
+    #[error(
+        "container has runAsNonRoot and image has non-numeric user ({name}), cannot verify user is non-root {who}"
+    )]
+    NonNumericUser { name: String, who: String },
+}
+
 /// Refuses a container that must not run as root but would; the message is
 /// upstream's. `image` is only read when [`needs_image_user`] is true.
 pub fn verify_run_as_non_root(
     pod: &Pod,
     container: &Container,
     image: &ImageUser,
-) -> Result<(), String> {
+) -> Result<(), NonRootError> {
     let (non_root, user) = effective(pod, container);
     if !non_root {
         return Ok(());
@@ -56,9 +70,7 @@ pub fn verify_run_as_non_root(
     );
     if let Some(user) = user {
         return match user {
-            0 => Err(format!(
-                "container's runAsUser breaks non-root policy {who}"
-            )),
+            0 => Err(NonRootError::RunAsUserRoot { who }),
             _ => Ok(()),
         };
     }
@@ -68,13 +80,12 @@ pub fn verify_run_as_non_root(
         .next()
         .and_then(|u| u.parse::<i64>().ok());
     match (image.uid.or(numeric), image.username.as_str()) {
-        (Some(0), _) | (None, "") => Err(format!(
-            "container has runAsNonRoot and image will run as root {who}"
-        )),
+        (Some(0), _) | (None, "") => Err(NonRootError::ImageRoot { who }),
         (Some(_), _) => Ok(()),
-        (None, name) => Err(format!(
-            "container has runAsNonRoot and image has non-numeric user ({name}), cannot verify user is non-root {who}"
-        )),
+        (None, name) => Err(NonRootError::NonNumericUser {
+            name: name.to_owned(),
+            who,
+        }),
     }
 }
 
@@ -113,7 +124,7 @@ mod tests {
         match want {
             None => assert_eq!(got, Ok(()), "{name}"),
             Some(prefix) => {
-                let message = got.err().unwrap_or_default();
+                let message = got.err().map(|e| e.to_string()).unwrap_or_default();
                 assert!(message.starts_with(prefix), "{name}: {message}");
                 assert!(
                     message.ends_with("(pod: \"web_ns(u1)\", container: app)"),

@@ -34,12 +34,32 @@ fn profile(kind: pb::security_profile::ProfileType, localhost_ref: String) -> pb
     }
 }
 
+/// A seccomp or AppArmor profile that cannot be applied; the container does not start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("localhostProfile must be set if seccompProfile type is Localhost")]
+    SeccompNoLocalhost,
+    #[error("seccomp localhostProfile {0:?} must be a relative path without '..'")]
+    SeccompPath(String),
+    /// The type as the API spelled it.
+    #[error("unknown seccomp profile type {0}")]
+    SeccompType(String),
+    #[error("localhostProfile must be set if appArmorProfile type is Localhost")]
+    AppArmorNoLocalhost,
+    #[error("unknown AppArmor profile type {0:?}")]
+    AppArmorType(String),
+    #[error("invalid AppArmor profile {0:?}")]
+    AppArmorAnnotation(String),
+    #[error("cannot enforce AppArmor profile {0:?}: AppArmor is not enabled on the host")]
+    AppArmorDisabled(String),
+}
+
 /// The seccomp profile of a container (or of the sandbox, with `container` None).
 pub fn seccomp(
     pod: Option<&SeccompProfile>,
     container: Option<&SeccompProfile>,
     seccomp_root: &Path,
-) -> Result<pb::SecurityProfile, String> {
+) -> Result<pb::SecurityProfile, ProfileError> {
     use pb::security_profile::ProfileType;
     let Some(chosen) = container.or(pod) else {
         return Ok(profile(ProfileType::Unconfined, String::new()));
@@ -54,16 +74,14 @@ pub fn seccomp(
                 .localhost_profile
                 .as_deref()
                 .filter(|n| !n.is_empty())
-                .ok_or("localhostProfile must be set if seccompProfile type is Localhost")?;
+                .ok_or(ProfileError::SeccompNoLocalhost)?;
             if Path::new(name).is_absolute() || name.split('/').any(|p| p == "..") {
-                return Err(format!(
-                    "seccomp localhostProfile {name:?} must be a relative path without '..'"
-                ));
+                return Err(ProfileError::SeccompPath(name.to_owned()));
             }
             let path = seccomp_root.join(name);
             Ok(profile(ProfileType::Localhost, path.display().to_string()))
         }
-        other => Err(format!("unknown seccomp profile type {other:?}")),
+        other => Err(ProfileError::SeccompType(format!("{other:?}"))),
     }
 }
 
@@ -76,7 +94,9 @@ pub struct AppArmor {
 }
 
 /// `{"type": ..., "localhostProfile": ...}` of a security context's `appArmorProfile`.
-fn from_field(extra: Option<&Map<String, Value>>) -> Option<Result<(String, String), String>> {
+fn from_field(
+    extra: Option<&Map<String, Value>>,
+) -> Option<Result<(String, String), ProfileError>> {
     let field = extra?.get("appArmorProfile")?;
     let kind = field
         .get("type")
@@ -90,13 +110,13 @@ fn from_field(extra: Option<&Map<String, Value>>) -> Option<Result<(String, Stri
 }
 
 /// The beta annotation's value as a (type, localhost name) pair.
-fn from_annotation(value: &str) -> Result<(String, String), String> {
+fn from_annotation(value: &str) -> Result<(String, String), ProfileError> {
     match value {
         "runtime/default" => Ok(("RuntimeDefault".into(), String::new())),
         "unconfined" => Ok(("Unconfined".into(), String::new())),
         _ => match value.strip_prefix("localhost/") {
             Some(name) => Ok(("Localhost".into(), name.to_owned())),
-            None => Err(format!("invalid AppArmor profile {value:?}")),
+            None => Err(ProfileError::AppArmorAnnotation(value.to_owned())),
         },
     }
 }
@@ -142,7 +162,7 @@ pub fn apparmor(
     name: &str,
     container_extra: Option<&Map<String, Value>>,
     host_enabled: bool,
-) -> Result<Option<AppArmor>, String> {
+) -> Result<Option<AppArmor>, ProfileError> {
     use pb::security_profile::ProfileType;
     let annotation = pod
         .metadata
@@ -163,10 +183,8 @@ pub fn apparmor(
         "Localhost" if !localhost.is_empty() => {
             (ProfileType::Localhost, format!("localhost/{localhost}"))
         }
-        "Localhost" => {
-            return Err("localhostProfile must be set if appArmorProfile type is Localhost".into())
-        }
-        other => return Err(format!("unknown AppArmor profile type {other:?}")),
+        "Localhost" => return Err(ProfileError::AppArmorNoLocalhost),
+        other => return Err(ProfileError::AppArmorType(other.to_owned())),
     };
     if kind == ProfileType::Unconfined {
         // Nothing to enforce, so nothing to refuse on a host without AppArmor.
@@ -176,9 +194,7 @@ pub fn apparmor(
         }));
     }
     if !host_enabled {
-        return Err(format!(
-            "cannot enforce AppArmor profile {legacy:?}: AppArmor is not enabled on the host"
-        ));
+        return Err(ProfileError::AppArmorDisabled(legacy));
     }
     let localhost_ref = if kind == ProfileType::Localhost {
         localhost
@@ -325,7 +341,7 @@ mod tests {
     fn apparmor_that_cannot_be_enforced_is_an_error_not_silence() {
         let pod = pod_with(&[], Some(json!({"type": "RuntimeDefault"})));
         let err = apparmor(&pod, "app", None, false).unwrap_err();
-        assert!(err.contains("AppArmor is not enabled"), "{err}");
+        assert!(err.to_string().contains("AppArmor is not enabled"), "{err}");
         // Unconfined asks for nothing: fine anywhere.
         let pod = pod_with(&[], Some(json!({"type": "Unconfined"})));
         assert_eq!(apparmor(&pod, "app", None, false).unwrap(), None);

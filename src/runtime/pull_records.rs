@@ -64,21 +64,30 @@ impl std::str::FromStr for VerificationPolicy {
 /// Checks one `preloadedImagesVerificationAllowlist` entry: a repository with its
 /// registry host, no tag or digest, optionally ending in `/*` (every repository
 /// under that path).
-pub fn check_allowlist_entry(entry: &str) -> Result<(), String> {
+pub fn check_allowlist_entry(entry: &str) -> Result<(), AllowlistError> {
     let path = entry.strip_suffix("/*").unwrap_or(entry);
     let last = path.rsplit('/').next().unwrap_or(path);
     if path.is_empty() || !path.contains('/') {
-        return Err(format!("{entry:?}: must name a registry host and a path"));
+        return Err(AllowlistError::NoRegistry(entry.to_owned()));
     }
     if path.contains('*') || path.contains(char::is_whitespace) {
-        return Err(format!(
-            "{entry:?}: a wildcard is allowed only as a final \"/*\""
-        ));
+        return Err(AllowlistError::Wildcard(entry.to_owned()));
     }
     if path.contains('@') || last.contains(':') {
-        return Err(format!("{entry:?}: must not have a tag or digest"));
+        return Err(AllowlistError::TagOrDigest(entry.to_owned()));
     }
     Ok(())
+}
+
+/// A `preloadedImagesVerificationAllowlist` entry upstream would refuse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllowlistError {
+    #[error("{0:?}: must name a registry host and a path")]
+    NoRegistry(String),
+    #[error("{0:?}: a wildcard is allowed only as a final \"/*\"")]
+    Wildcard(String),
+    #[error("{0:?}: must not have a tag or digest")]
+    TagOrDigest(String),
 }
 
 /// True when `repository` (normalised, no tag) is on `allowlist`.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, tick, Receiver};
 
+use crate::cri::CriError;
 use crate::runtime::manager::{RuntimeConditions, RuntimeFeatures, RuntimeManager};
 
 /// How often the runtime is asked for its status.
@@ -28,11 +29,21 @@ struct Inner {
     features: RuntimeFeatures,
 }
 
+/// The PLEG has not relisted for longer than its threshold (upstream's
+/// `GenericPLEG.Healthy`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("pleg is not healthy: pleg was last seen active {since:?} ago; threshold is {threshold:?}")]
+pub struct PlegUnhealthy {
+    /// Since the last relist (or since start-up when none happened yet).
+    pub since: Duration,
+    pub threshold: Duration,
+}
+
 /// A health check that gates pod work besides the runtime's own status: the PLEG's
 /// (`pleg::PlegHealth`). A trait so that this module, below the PLEG, does not import it.
 pub trait HealthCheck: Send + Sync {
-    /// Fails with a message when unhealthy at `now`; `started` is when litelet started.
-    fn check(&self, now: Instant, started: Instant) -> Result<(), String>;
+    /// Fails when unhealthy at `now`; `started` is when litelet started.
+    fn check(&self, now: Instant, started: Instant) -> Result<(), PlegUnhealthy>;
 }
 
 /// Shared by the runtime-up thread (writer), the sync loop, pod workers and the node.
@@ -62,7 +73,7 @@ impl RuntimeState {
     }
 
     /// Records one Status answer (upstream updateRuntimeUp).
-    pub fn record(&self, answer: Result<RuntimeConditions, String>, now: Instant) {
+    pub fn record(&self, answer: Result<RuntimeConditions, CriError>, now: Instant) {
         let mut inner = self.lock();
         let conditions = match answer {
             Ok(c) => c,
@@ -136,8 +147,7 @@ impl RuntimeState {
         crate::process::spawn_essential("runtime-up", 256 * 1024, move || {
             let ticker = tick(RUNTIME_UP_PERIOD);
             loop {
-                let answer = manager.runtime_conditions().map_err(|e| e.to_string());
-                state.record(answer, Instant::now());
+                state.record(manager.runtime_conditions(), Instant::now());
                 select! {
                     recv(shutdown) -> _ => return,
                     recv(ticker) -> _ => {}
@@ -197,7 +207,11 @@ mod tests {
         assert!(state
             .runtime_errors(now + MAX_WAIT_FOR_RUNTIME)
             .contains(&"container runtime is down".to_owned()));
-        state.record(Err("unavailable".into()), now + MAX_WAIT_FOR_RUNTIME);
+        let unavailable = CriError::Unavailable {
+            op: "Status",
+            message: "unavailable".into(),
+        };
+        state.record(Err(unavailable), now + MAX_WAIT_FOR_RUNTIME);
         assert!(
             !state.runtime_errors(now + MAX_WAIT_FOR_RUNTIME).is_empty(),
             "a failed check does not refresh"

@@ -46,17 +46,20 @@ impl SwapBehavior {
     }
 }
 
+/// A `swapBehavior` other than upstream's names.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a swap behavior (NoSwap or LimitedSwap)")]
+pub struct UnknownSwapBehavior(pub String);
+
 impl std::str::FromStr for SwapBehavior {
-    type Err = String;
+    type Err = UnknownSwapBehavior;
 
     /// Upstream's names; empty is the default.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "" | "NoSwap" => Ok(SwapBehavior::NoSwap),
             "LimitedSwap" => Ok(SwapBehavior::LimitedSwap),
-            other => Err(format!(
-                "{other:?} is not a swap behavior (NoSwap or LimitedSwap)"
-            )),
+            other => Err(UnknownSwapBehavior(other.to_owned())),
         }
     }
 }

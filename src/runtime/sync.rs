@@ -596,7 +596,7 @@ impl RuntimeManager {
                 "Failed",
                 format!("Error: {err}"),
             );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
+            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string())
         })
     }
 

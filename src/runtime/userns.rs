@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use protobuf::EnumOrUnknown;
 use serde::{Deserialize, Serialize};
@@ -45,12 +45,27 @@ pub enum UsernsError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("invalid user namespace record {path}: {message}")]
-    Record { path: PathBuf, message: String },
+    #[error("invalid user namespace record {path}: {source}")]
+    Decode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("invalid user namespace record {path}: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(
+        "invalid user namespace record {path}: want one identical UID and GID mapping of 65536 IDs from 0"
+    )]
+    Mappings { path: PathBuf },
     #[error("no free range of {IDS_PER_POD} IDs left for pod user namespaces")]
     Exhausted,
     #[error("invalid kubelet ID range in {file}: {message}")]
     Range { file: String, message: String },
+    /// The node has no usable range (found at start-up); no pod gets a user namespace.
+    #[error("invalid kubelet ID range in /etc/subuid, /etc/subgid: {0}")]
+    NoRange(#[source] Arc<UsernsError>),
 }
 
 /// The host IDs pods may be given: `[first, first + len)`, both multiples of 65536.
@@ -147,10 +162,12 @@ impl Record {
 
     /// The one host ID range this record holds (as upstream requires: one mapping,
     /// the same for UIDs and GIDs, from container ID 0).
-    fn host_id(&self) -> Result<u32, String> {
+    fn host_id(&self, path: &Path) -> Result<u32, UsernsError> {
         match (self.uid_mappings.as_slice(), self.gid_mappings.as_slice()) {
             ([u], [g]) if u == g && u.container_id == 0 && u.length == IDS_PER_POD => Ok(u.host_id),
-            _ => Err("want one identical UID and GID mapping of 65536 IDs from 0".into()),
+            _ => Err(UsernsError::Mappings {
+                path: path.to_owned(),
+            }),
         }
     }
 
@@ -187,7 +204,7 @@ pub struct UsernsManager {
     pods_dir: PathBuf,
     /// The node's range, or why there is none (a bad `/etc/subuid` entry): then no
     /// pod gets a user namespace.
-    range: Result<IdRange, String>,
+    range: Result<IdRange, Arc<UsernsError>>,
     lock: Mutex<()>,
 }
 
@@ -196,7 +213,7 @@ impl UsernsManager {
     pub fn new(pods_dir: PathBuf, range: Result<IdRange, UsernsError>) -> UsernsManager {
         UsernsManager {
             pods_dir,
-            range: range.map_err(|e| e.to_string()),
+            range: range.map_err(Arc::new),
             lock: Mutex::new(()),
         }
     }
@@ -206,9 +223,9 @@ impl UsernsManager {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes)
                     .map(Some)
-                    .map_err(|e| UsernsError::Record {
+                    .map_err(|source| UsernsError::Decode {
                         path: path.to_owned(),
-                        message: e.to_string(),
+                        source,
                     })
             }
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -238,10 +255,7 @@ impl UsernsManager {
             }
             let path = entry.path().join(RECORD);
             if let Some(record) = Self::read(&path)? {
-                let host_id = record
-                    .host_id()
-                    .map_err(|message| UsernsError::Record { path, message })?;
-                used.insert(host_id);
+                used.insert(record.host_id(&path)?);
             }
         }
         Ok(used)
@@ -252,21 +266,15 @@ impl UsernsManager {
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let path = self.pods_dir.join(uid).join(RECORD);
         if let Some(record) = Self::read(&path)? {
-            record.host_id().map_err(|message| UsernsError::Record {
-                path: path.clone(),
-                message,
-            })?;
+            record.host_id(&path)?;
             return Ok(record.to_cri());
         }
-        let range = self.range.clone().map_err(|message| UsernsError::Range {
-            file: "/etc/subuid, /etc/subgid".into(),
-            message,
-        })?;
+        let range = self.range.clone().map_err(UsernsError::NoRange)?;
         let host_id = pick_free(range, &self.used(uid)?).ok_or(UsernsError::Exhausted)?;
         let record = Record::for_block(host_id);
-        let bytes = serde_json::to_vec(&record).map_err(|e| UsernsError::Record {
+        let bytes = serde_json::to_vec(&record).map_err(|source| UsernsError::Encode {
             path: path.clone(),
-            message: e.to_string(),
+            source,
         })?;
         let write = |source| UsernsError::Write {
             path: path.clone(),
@@ -337,10 +345,10 @@ mod tests {
         let m = UsernsManager::new(pods, Ok(IdRange::default()));
         assert!(matches!(
             m.mappings("pod-a"),
-            Err(UsernsError::Record { .. })
+            Err(UsernsError::Decode { .. })
         ));
         assert!(
-            matches!(m.mappings("pod-b"), Err(UsernsError::Record { .. })),
+            matches!(m.mappings("pod-b"), Err(UsernsError::Decode { .. })),
             "a range in use cannot be known, so none is handed out"
         );
     }

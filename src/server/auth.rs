@@ -116,7 +116,9 @@ impl Authenticator {
         let Some(check) = &self.client_certs else {
             return Err(AuthnError::BadCertificate("no client CA configured".into()));
         };
-        check.verify(chain).map_err(AuthnError::BadCertificate)?;
+        check
+            .verify(chain)
+            .map_err(|e| AuthnError::BadCertificate(e.to_string()))?;
         let subject = x509::subject(&chain[0])
             .ok_or_else(|| AuthnError::BadCertificate("unreadable subject".into()))?;
         if subject.common_name.is_empty() {

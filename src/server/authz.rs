@@ -87,6 +87,15 @@ pub enum Decision {
     Error(String),
 }
 
+/// Why a SubjectAccessReview could not be had.
+#[derive(Debug, thiserror::Error)]
+enum ReviewError {
+    #[error("webhook authorization needs an API server (--kubeconfig)")]
+    NoApiServer,
+    #[error(transparent)]
+    Api(#[from] crate::api::ApiError),
+}
+
 /// How long review answers are trusted.
 #[derive(Clone, Copy, Debug)]
 pub struct AuthzCacheTtl {
@@ -152,9 +161,9 @@ impl Authorizer {
         ))
     }
 
-    fn review(&self, user: &UserInfo, verb: &str, sub: &str) -> Result<bool, String> {
+    fn review(&self, user: &UserInfo, verb: &str, sub: &str) -> Result<bool, ReviewError> {
         let Some(api) = &self.api else {
-            return Err("webhook authorization needs an API server (--kubeconfig)".into());
+            return Err(ReviewError::NoApiServer);
         };
         let mut groups = user.groups.clone();
         groups.sort();
@@ -180,9 +189,7 @@ impl Authorizer {
                 ..Default::default()
             },
         );
-        let answer = api
-            .create(SUBJECT_ACCESS_REVIEWS_PATH, &request)
-            .map_err(|e| e.to_string())?;
+        let answer = api.create(SUBJECT_ACCESS_REVIEWS_PATH, &request)?;
         let status = answer.status.unwrap_or_default();
         let allowed = status.allowed && !status.denied;
         let ttl = if allowed {

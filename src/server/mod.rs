@@ -361,6 +361,15 @@ enum Claim {
     Slot(Slot),
 }
 
+/// Why a new connection is closed at once.
+#[derive(Debug, thiserror::Error)]
+enum ClaimError {
+    #[error(transparent)]
+    Budget(#[from] budget::Refused),
+    #[error("{0} connections open")]
+    Slots(usize),
+}
+
 impl Admit {
     fn kind(&self) -> Kind {
         match self {
@@ -370,10 +379,10 @@ impl Admit {
     }
 
     /// A claim for a new connection, or why it is closed at once.
-    fn claim(&self, socket: &TcpStream, peer: SocketAddr) -> Result<Claim, String> {
+    fn claim(&self, socket: &TcpStream, peer: SocketAddr) -> Result<Claim, ClaimError> {
         match self {
             Admit::Budget(budget) => {
-                let admitted = budget.admit(peer.ip(), socket).map_err(|e| e.to_string())?;
+                let admitted = budget.admit(peer.ip(), socket)?;
                 if let Some(addr) = admitted.evicted {
                     metrics::HTTP_REJECTED_CONNECTIONS.inc(&["api"]);
                     log::debug!(
@@ -385,7 +394,7 @@ impl Admit {
             Admit::Slots { open, max } => {
                 if open.fetch_add(1, Ordering::AcqRel) >= *max {
                     open.fetch_sub(1, Ordering::AcqRel);
-                    return Err(format!("{max} connections open"));
+                    return Err(ClaimError::Slots(*max));
                 }
                 Ok(Claim::Slot(Slot(open.clone())))
             }

@@ -38,20 +38,40 @@ pub enum TlsError {
     },
     #[error("{}: no PEM {what} found", path.display())]
     NoPem { path: PathBuf, what: &'static str },
-    #[error("{}: bad PEM: {message}", path.display())]
-    BadPem { path: PathBuf, message: String },
+    #[error("{}: bad PEM: {source}", path.display())]
+    BadPem {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
     #[error("generate self-signed certificate: {0}")]
-    Generate(String),
+    Generate(#[source] rcgen::Error),
     #[error("write {}: {source}", path.display())]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
     #[error("tls config: {0}")]
-    Config(String),
+    Config(#[source] rustls::Error),
+    #[error("tls config: {0}")]
+    Verifier(#[source] rustls::server::VerifierBuilderError),
+    /// A new pair from certificate rotation that is not PEM.
+    #[error("tls config: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// A new pair from certificate rotation whose key does not match.
+    #[error("tls config: {0}")]
+    Pair(#[source] CertError),
     /// A certificate or key rustls cannot use (e.g. an X.509 v1 serving certificate).
     #[error("{}: {source}", path.display())]
     Certificate { path: PathBuf, source: CertError },
+}
+
+/// Why a client's certificate chain is not trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum Untrusted {
+    #[error("no certificate")]
+    NoCertificate,
+    #[error(transparent)]
+    Rejected(rustls::Error),
 }
 
 /// Where the serving certificate comes from.
@@ -83,9 +103,9 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadPem {
+        .map_err(|source| TlsError::BadPem {
             path: path.to_owned(),
-            message: e.to_string(),
+            source,
         })?;
     if certs.is_empty() {
         return Err(TlsError::NoPem {
@@ -98,9 +118,9 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 
 fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = read(path)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::BadPem {
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|source| TlsError::BadPem {
         path: path.to_owned(),
-        message: e.to_string(),
+        source,
     })
 }
 
@@ -157,7 +177,7 @@ pub fn check(s: &TlsSettings) -> Result<(), TlsError> {
 /// A self-signed ECDSA P-256 serving certificate (PEM cert, PEM key), valid from the
 /// start of this year for two years, named `<host>@<unix time>` as upstream names its own.
 pub fn self_signed(names: &[String], ips: &[IpAddr]) -> Result<(String, String), TlsError> {
-    let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
+    let err = TlsError::Generate;
     let mut dns: Vec<String> = names.iter().filter(|n| !n.is_empty()).cloned().collect();
     if dns.is_empty() {
         dns.push("localhost".into());
@@ -218,17 +238,17 @@ impl ClientCertCheck {
         let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .allow_unauthenticated()
             .build()
-            .map_err(|e| TlsError::Config(e.to_string()))?;
+            .map_err(TlsError::Verifier)?;
         Ok(ClientCertCheck { inner })
     }
 
     /// Checks a presented chain (leaf first); the error says why it is not trusted.
-    pub fn verify(&self, chain: &[CertificateDer<'_>]) -> Result<(), String> {
-        let (leaf, rest) = chain.split_first().ok_or("no certificate")?;
+    pub fn verify(&self, chain: &[CertificateDer<'_>]) -> Result<(), Untrusted> {
+        let (leaf, rest) = chain.split_first().ok_or(Untrusted::NoCertificate)?;
         self.inner
             .verify_client_cert(leaf, rest, UnixTime::now())
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(Untrusted::Rejected)
     }
 }
 
@@ -303,8 +323,7 @@ impl ServingCert {
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
     ) -> Result<ServingCert, TlsError> {
-        let key = CertifiedKey::from_der(chain, key, &provider())
-            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let key = CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::Config)?;
         Ok(ServingCert {
             current: Arc::new(std::sync::RwLock::new(Arc::new(key))),
         })
@@ -313,12 +332,11 @@ impl ServingCert {
     /// Replaces the pair (PEM chain, PEM key) for the handshakes from now on;
     /// unusable PEM changes nothing.
     pub fn replace(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
-        let pem_error = |e: rustls::pki_types::pem::Error| TlsError::Config(e.to_string());
         let chain = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(pem_error)?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(pem_error)?;
-        certs::check_pair(&chain, &key).map_err(|e| TlsError::Config(e.to_string()))?;
+            .map_err(TlsError::Pem)?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::Pem)?;
+        certs::check_pair(&chain, &key).map_err(TlsError::Pair)?;
         let fresh = ServingCert::new(chain, key)?;
         let fresh = fresh.current();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh;
@@ -356,7 +374,7 @@ pub fn server_config_with(
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .map_err(TlsError::Config)?;
     let builder = match clients {
         Some(check) => builder.with_client_cert_verifier(Arc::new(RequestClientCert {
             inner: check.inner.clone(),

@@ -6,6 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::runtime::state::PlegUnhealthy;
 use crate::server::http::{Request, Response};
 use crate::server::Shared;
 
@@ -18,39 +19,29 @@ pub struct HealthInput {
     pub heartbeat: u64,
     pub threshold: Duration,
     /// The PLEG check's outcome.
-    pub pleg: Result<(), String>,
+    pub pleg: Result<(), PlegUnhealthy>,
 }
 
 /// (healthy, body) for the input; `verbose` lists passing checks too.
 pub fn health_report(input: &HealthInput, verbose: bool) -> (bool, String) {
-    let syncloop = if input.heartbeat == 0 {
-        // Not started yet: upstream reports healthy until the loop first turns.
-        Ok(())
-    } else {
-        let since = input.now.saturating_sub(input.heartbeat);
-        if since > input.threshold.as_secs() {
-            Err(format!(
-                "sync loop took longer than expected: last turn {since}s ago, threshold {:?}",
-                input.threshold
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    let checks: [(&str, &Result<(), String>); 3] = [
-        ("ping", &Ok(())),
-        ("syncloop", &syncloop),
-        ("pleg", &input.pleg),
+    // Not started yet (heartbeat 0): upstream reports healthy until the loop first turns.
+    let syncloop_ok = input.heartbeat == 0
+        || input.now.saturating_sub(input.heartbeat) <= input.threshold.as_secs();
+    let checks: [(&str, bool); 3] = [
+        ("ping", true),
+        ("syncloop", syncloop_ok),
+        ("pleg", input.pleg.is_ok()),
     ];
-    let healthy = checks.iter().all(|(_, r)| r.is_ok());
+    let healthy = checks.iter().all(|(_, ok)| *ok);
     if healthy && !verbose {
         return (true, "ok".into());
     }
     let mut body = String::new();
-    for (name, result) in checks {
-        match result {
-            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
-            Err(_) => body.push_str(&format!("[-]{name} failed: reason withheld\n")),
+    for (name, ok) in checks {
+        if ok {
+            body.push_str(&format!("[+]{name} ok\n"));
+        } else {
+            body.push_str(&format!("[-]{name} failed: reason withheld\n"));
         }
     }
     body.push_str(if healthy {
@@ -83,7 +74,7 @@ pub fn serve(shared: &Shared, req: &Request) -> Response {
 mod tests {
     use super::*;
 
-    fn input(heartbeat: u64, pleg: Result<(), String>) -> HealthInput {
+    fn input(heartbeat: u64, pleg: Result<(), PlegUnhealthy>) -> HealthInput {
         HealthInput {
             now: 1000,
             heartbeat,
@@ -103,13 +94,17 @@ mod tests {
         assert!(!ok);
         assert!(body.contains("[-]syncloop failed"), "{body}");
         assert!(body.ends_with("healthz check failed\n"));
-        let (ok, body) = health_report(&input(990, Err("stale".into())), false);
+        let stale = PlegUnhealthy {
+            since: Duration::from_secs(200),
+            threshold: Duration::from_secs(180),
+        };
+        let (ok, body) = health_report(&input(990, Err(stale)), false);
         assert!(!ok);
         assert!(
             body.contains("[+]syncloop ok") && body.contains("[-]pleg failed"),
             "{body}"
         );
-        assert!(!body.contains("stale"), "reasons are withheld");
+        assert!(!body.contains("last seen"), "reasons are withheld");
         let (ok, body) = health_report(&input(990, Ok(())), true);
         assert!(
             ok && body.contains("[+]ping ok") && body.contains("passed"),

@@ -245,17 +245,26 @@ fn proxy_or_error(
     }
 }
 
+/// A streaming URL from the runtime that litelet will not proxy to.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamUrlError {
+    #[error("unsupported streaming url {0:?} (only http:// is proxied)")]
+    Scheme(String),
+    #[error("bad streaming url {0:?}")]
+    Authority(String),
+}
+
 /// `(host:port, path and query)` of an `http://` streaming URL.
-pub fn split_url(url: &str) -> Result<(String, String), String> {
+pub fn split_url(url: &str) -> Result<(String, String), StreamUrlError> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("unsupported streaming url {url:?} (only http:// is proxied)"))?;
+        .ok_or_else(|| StreamUrlError::Scheme(url.to_owned()))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if authority.is_empty() || authority.contains('@') {
-        return Err(format!("bad streaming url {url:?}"));
+        return Err(StreamUrlError::Authority(url.to_owned()));
     }
     let authority = if authority
         .rsplit_once(':')
@@ -300,7 +309,7 @@ fn proxy(
 ) -> Reply {
     let (authority, path) = match split_url(url) {
         Ok(parts) => parts,
-        Err(msg) => return Reply::Full(Response::text(502, msg)),
+        Err(err) => return Reply::Full(Response::text(502, err.to_string())),
     };
     let backend = authority
         .to_socket_addrs()
