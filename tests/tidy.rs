@@ -927,3 +927,80 @@ fn folder_circle_reader_resolves_paths_and_finds_circles() {
         [["a", "b", "c"].map(str::to_owned).to_vec()]
     );
 }
+
+/// Most errors that may carry a plain string: leaf parsers (a duration, a config
+/// value) whose message is all there is to say.
+const STRING_ERRORS_MAX: usize = 10;
+
+/// The `Result<_, String>` return types in one file's production code, by line.
+fn string_errors(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (number, code) in production_lines(text) {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("Result<") {
+            rest = &rest[at + "Result<".len()..];
+            // The second argument at depth 0 of this Result's generics.
+            let mut depth = 0;
+            let mut comma = None;
+            let mut end = rest.len();
+            for (i, c) in rest.char_indices() {
+                match c {
+                    '<' | '(' => depth += 1,
+                    '>' | ')' if depth == 0 => {
+                        end = i;
+                        break;
+                    }
+                    '>' | ')' => depth -= 1,
+                    ',' if depth == 0 => comma = Some(i),
+                    _ => {}
+                }
+            }
+            if comma.is_some_and(|c| rest[c + 1..end].trim() == "String") {
+                out.push(number);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn string_error_finder_reads_nested_generics() {
+    let text = "fn a() -> Result<Vec<String>, String> {}\n\
+                fn b() -> Result<BTreeMap<String, String>, Error> {}\n\
+                fn c() -> Result<(), String> {}\n\
+                #[cfg(test)]\n\
+                fn d() -> Result<(), String> {}\n";
+    assert_eq!(string_errors(text), [1, 3]);
+}
+
+/// Errors keep their causes: a typed error per seam, `Result<_, String>` only for
+/// the few leaf parsers (test code is not counted).
+#[test]
+fn string_errors_stay_in_a_few_leaf_parsers() {
+    let src = src_dir();
+    let files = read_sources();
+    let tests = test_module_paths(&files);
+    let mut found = Vec::new();
+    for (file, text) in &files {
+        if tests.iter().any(|t| file.starts_with(t)) {
+            continue;
+        }
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        found.extend(
+            string_errors(text)
+                .into_iter()
+                .map(|n| format!("{rel}:{n}")),
+        );
+    }
+    assert!(
+        found.len() <= STRING_ERRORS_MAX,
+        "{} functions return Result<_, String> (at most {STRING_ERRORS_MAX}: give the \
+         others a typed error that keeps its cause):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
