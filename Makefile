@@ -64,7 +64,7 @@ vm-if-enabled:
 		echo "*** set VM=1 (or CI=true, where it is mandatory) to run it ***"; \
 		echo; fi
 
-# Benchmarks (issue 11): the release binary against the fake CRI and API server (and
+# Benchmarks: the release binary against the fake CRI and API server (and
 # a private containerd as root); prints a table, writes bench-results.json. About 10
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
 bench: deps

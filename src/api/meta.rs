@@ -532,7 +532,7 @@ pub struct ObjectMeta {
     /// Fields not modelled here (selfLink, ...), kept verbatim. `managedFields` is
     /// dropped on decoding: nothing here reads it, an update without it (the Lease
     /// PUT) keeps the server's entries, and its field trees were the largest part of
-    /// every pod copy held per pod (issue 18).
+    /// every pod copy held per pod.
     #[serde(flatten, deserialize_with = "without_managed_fields")]
     pub extra: Map<String, Value>,
 }
