@@ -60,6 +60,18 @@ string_enum! {
     }
 }
 
+impl PodPhase {
+    /// Succeeded or Failed: the pod's containers will not run again.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// Whether a pod's phase, if it has one, is terminal ([`PodPhase::is_terminal`]).
+pub fn is_terminal_phase(phase: Option<&PodPhase>) -> bool {
+    phase.is_some_and(PodPhase::is_terminal)
+}
+
 string_enum! {
     /// Restart policy of a pod, or of a single (sidecar) init container.
     pub enum RestartPolicy {

@@ -71,7 +71,7 @@ pub struct HousekeepingPlan {
 }
 
 fn terminal(pod: &Pod) -> bool {
-    super::api_terminal(pod.status.phase.as_ref())
+    crate::api::pod::is_terminal_phase(pod.status.phase.as_ref())
 }
 
 /// Decides one housekeeping round.

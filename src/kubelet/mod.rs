@@ -39,7 +39,7 @@ pub use pod_manager::PodManager;
 
 use crate::admission::{admit, admit_devices, NodeView, Rejection};
 use crate::api::meta::Time;
-use crate::api::pod::{Pod, PodPhase};
+use crate::api::pod::{is_terminal_phase, Pod, PodPhase};
 use crate::cgroups::manager::PodCgroupManager;
 use crate::events::{EventType, Recorder};
 use crate::node::NodeLister;
@@ -179,10 +179,6 @@ fn creation_key(pod: &Pod) -> i64 {
         .creation_timestamp
         .map(|t| t.unix_seconds())
         .unwrap_or(0)
-}
-
-fn api_terminal(phase: Option<&PodPhase>) -> bool {
-    matches!(phase, Some(PodPhase::Succeeded) | Some(PodPhase::Failed))
 }
 
 impl Kubelet {
@@ -442,8 +438,8 @@ impl Kubelet {
             if self.workers.is_pod_known_terminated(p.uid()) || self.rejected.contains(p.uid()) {
                 return false;
             }
-            let terminal = api_terminal(p.status.phase.as_ref())
-                || api_terminal(self.status.cached_phase(p.uid()).as_ref());
+            let terminal = is_terminal_phase(p.status.phase.as_ref())
+                || is_terminal_phase(self.status.cached_phase(p.uid()).as_ref());
             !terminal || self.workers.is_pod_termination_requested(p.uid())
         })
         .collect()
@@ -603,15 +599,9 @@ impl Kubelet {
 
 /// True when the pod has run longer than its activeDeadlineSeconds.
 fn deadline_passed(pod: &Pod, status: &StatusManager, now: Time) -> bool {
-    let Some(deadline) = pod.spec.active_deadline_seconds else {
-        return false;
-    };
-    let start = status
-        .get_pod_status(pod.uid())
-        .and_then(|s| s.start_time)
-        .or(pod.status.start_time);
-    start.is_some_and(|s| now.unix_seconds() - s.unix_seconds() >= deadline)
-        && !api_terminal(pod.status.phase.as_ref())
+    let start = status.get_pod_status(pod.uid()).and_then(|s| s.start_time);
+    syncer::past_active_deadline(pod, start, now).is_some()
+        && !is_terminal_phase(pod.status.phase.as_ref())
 }
 
 #[cfg(test)]

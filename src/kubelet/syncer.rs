@@ -250,6 +250,15 @@ impl KubeletSyncer {
     }
 }
 
+/// The pod's activeDeadlineSeconds when it has run that long since its start time
+/// (`start`, the kubelet's own record, else the API's), the one deadline check of the
+/// sync loop and the pod syncer.
+pub(super) fn past_active_deadline(pod: &Pod, start: Option<Time>, now: Time) -> Option<i64> {
+    let deadline = pod.spec.active_deadline_seconds?;
+    let start = start.or(pod.status.start_time)?;
+    (now.unix_seconds() - start.unix_seconds() >= deadline).then_some(deadline)
+}
+
 /// The active-deadline eviction (upstream activeDeadlineHandler): the pod ran longer
 /// than spec.activeDeadlineSeconds since its start time.
 fn active_deadline_exceeded(
@@ -257,13 +266,7 @@ fn active_deadline_exceeded(
     previous: Option<&PodStatus>,
     now: Time,
 ) -> Option<Eviction> {
-    let deadline = pod.spec.active_deadline_seconds?;
-    let start = previous
-        .and_then(|s| s.start_time)
-        .or(pod.status.start_time)?;
-    if now.unix_seconds() - start.unix_seconds() < deadline {
-        return None;
-    }
+    let deadline = past_active_deadline(pod, previous.and_then(|s| s.start_time), now)?;
     Some(Eviction {
         reason: "DeadlineExceeded".into(),
         message: format!(

@@ -31,7 +31,7 @@ pub use types::{
 };
 pub use work_queue::{jitter, WorkQueue};
 
-use crate::api::pod::{Pod, PodPhase};
+use crate::api::pod::Pod;
 use crate::events::{EventType, Recorder};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod, SandboxState};
@@ -135,10 +135,7 @@ pub struct PodWorkers {
 }
 
 fn is_terminal_phase(pod: &Pod) -> bool {
-    matches!(
-        pod.status.phase,
-        Some(PodPhase::Succeeded) | Some(PodPhase::Failed)
-    )
+    crate::api::pod::is_terminal_phase(pod.status.phase.as_ref())
 }
 
 fn runtime_is_terminal(status: &PodRuntimeStatus) -> bool {

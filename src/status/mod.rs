@@ -59,12 +59,8 @@ pub use phase::pod_phase;
 pub use terminate::terminated_status;
 pub use transition::{check_container_state_transition, TransitionError};
 
-use crate::api::pod::{PodPhase, PodStatus};
-
-/// True for the phases a pod never leaves: Succeeded and Failed.
-pub fn is_terminal_phase(phase: Option<&PodPhase>) -> bool {
-    matches!(phase, Some(PodPhase::Succeeded | PodPhase::Failed))
-}
+pub use crate::api::pod::is_terminal_phase;
+use crate::api::pod::PodStatus;
 
 /// True when the status' phase is terminal.
 pub fn has_terminal_phase(status: &PodStatus) -> bool {
