@@ -688,9 +688,11 @@ fn deleted_pod_leaves_no_pod_cgroup_in_any_hierarchy_incl_unified() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-/// Issue 18 item 2: once a pod is force-deleted, the Node authorizer answers 403 for
-/// it; the status thread forgets the pod instead of retrying (it used to retry in a
-/// loop that spun a core for seconds).
+/// Once a pod is force-deleted, the Node authorizer answers 403 for it; the status
+/// thread forgets the pod instead of retrying (it used to retry in a loop that spun a
+/// core for seconds). A 403 that comes while litelet's watch still shows the pod (the
+/// authorizer's graph can learn of the deletion first) is retried, on purpose: only
+/// until the watch's DELETED event lands, so at most a couple of times.
 #[test]
 fn force_deleted_pod_status_is_forgotten_on_403_not_retried() {
     let Some(node) = RealNode::start(
@@ -722,7 +724,10 @@ fn force_deleted_pod_status_is_forgotten_on_403_not_retried() {
         .lines()
         .filter(|l| l.contains("rn-forbid/gone") && l.contains("not synced, retrying"))
         .collect();
-    assert!(retries.is_empty(), "status retried after 403: {retries:#?}");
+    assert!(
+        retries.len() <= 2,
+        "status retried after 403 past the watch's deletion: {retries:#?}"
+    );
     let forgotten = log
         .lines()
         .filter(|l| l.contains("rn-forbid/gone") && l.contains("no longer visible"))
