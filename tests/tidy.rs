@@ -155,6 +155,27 @@ fn production_lines(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The items of a brace group's inside (`a, b::{c, d}` → `a`, `b::{c, d}`): split
+/// at the commas outside nested groups.
+fn group_items(inner: &str) -> Vec<&str> {
+    let mut depth = 0;
+    let mut start = 0;
+    let mut items = Vec::new();
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+}
+
 /// The end (just past the `}`) of the brace group `text` starts with, or the end of
 /// `text` when the group is not closed.
 fn matching_brace(text: &str) -> usize {
@@ -190,21 +211,7 @@ fn crate_imports(code: &str) -> Vec<String> {
             let close = matching_brace(rest);
             let group = &rest[1..close];
             let inner = group.strip_suffix('}').unwrap_or(group);
-            let mut depth = 0;
-            let mut start = 0;
-            let mut items = Vec::new();
-            for (i, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        items.push(&inner[start..i]);
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-            items.push(&inner[start..]);
+            let items = group_items(inner);
             for item in items {
                 let name: String = item
                     .trim()
@@ -677,21 +684,7 @@ fn expand_paths(text: &str) -> (Vec<Vec<String>>, usize) {
                 .strip_suffix('}')
                 .unwrap_or(&trimmed[1..close]);
             let mut out = Vec::new();
-            let mut depth = 0;
-            let mut start = 0;
-            let mut items = Vec::new();
-            for (i, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        items.push(&inner[start..i]);
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-            items.push(&inner[start..]);
+            let items = group_items(inner);
             for item in items {
                 for tail in expand_paths(item).0 {
                     let mut path = segments.clone();
