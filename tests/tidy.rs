@@ -236,21 +236,30 @@ fn crate_imports(code: &str) -> Vec<String> {
     out
 }
 
+/// A file's production lines joined into one text (so that a path or group spanning
+/// lines reads whole), with each line's start offset and number.
+fn joined_production(text: &str) -> (String, Vec<(usize, usize)>) {
+    let mut joined = String::new();
+    let mut starts = Vec::new();
+    for (number, code) in production_lines(text) {
+        starts.push((joined.len(), number));
+        joined.push_str(&code);
+        joined.push('\n');
+    }
+    (joined, starts)
+}
+
+/// The line number of `offset` in a text made by [`joined_production`].
+fn line_at(starts: &[(usize, usize)], offset: usize) -> usize {
+    let i = starts.partition_point(|(start, _)| *start <= offset);
+    starts[i.saturating_sub(1)].1
+}
+
 /// Joins a file's production lines so that a `use crate::{...}` group spanning lines
 /// is read whole; each import is reported at the line where its `crate::` starts.
 fn imports_by_line(text: &str) -> Vec<(usize, String)> {
-    let lines = production_lines(text);
-    let mut joined = String::new();
-    let mut starts = Vec::new();
-    for (number, code) in &lines {
-        starts.push((joined.len(), *number));
-        joined.push_str(code);
-        joined.push('\n');
-    }
-    let line_of = |offset: usize| {
-        let i = starts.partition_point(|(start, _)| *start <= offset);
-        starts[i.saturating_sub(1)].1
-    };
+    let (joined, starts) = joined_production(text);
+    let line_of = |offset: usize| line_at(&starts, offset);
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(at) = joined[from..].find("crate::") {
@@ -723,14 +732,7 @@ fn expand_paths(text: &str) -> (Vec<Vec<String>>, usize) {
 /// `crate::`, resolved against the file's own module path, with their lines.
 fn relative_imports(module: &[String], text: &str) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
-    let lines = production_lines(text);
-    let mut joined = String::new();
-    let mut starts = Vec::new();
-    for (number, code) in &lines {
-        starts.push((joined.len(), *number));
-        joined.push_str(code);
-        joined.push('\n');
-    }
+    let (joined, starts) = joined_production(text);
     let mut from = 0;
     while from < joined.len() {
         let next = ["super::", "self::", "crate::"]
@@ -744,8 +746,7 @@ fn relative_imports(module: &[String], text: &str) -> Vec<(usize, Vec<String>)> 
             continue;
         }
         let (paths, len) = expand_paths(&joined[offset..]);
-        let i = starts.partition_point(|(start, _)| *start <= offset);
-        let line = starts[i.saturating_sub(1)].1;
+        let line = line_at(&starts, offset);
         for path in paths {
             let mut resolved: Vec<String> = module.to_vec();
             let mut rest = path.as_slice();
