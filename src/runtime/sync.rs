@@ -164,13 +164,7 @@ impl RuntimeManager {
         let userns = match self.pod_user_namespace(pod) {
             Ok(userns) => userns,
             Err(failure) => {
-                self.recorder.pod(
-                    pod,
-                    EventType::Warning,
-                    "FailedCreatePodSandBox",
-                    &failure.message,
-                );
-                outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                self.sandbox_failed(pod, &mut outcome, failure);
                 return outcome;
             }
         };
@@ -185,10 +179,8 @@ impl RuntimeManager {
             Ok(config) => config,
             Err(err) => {
                 let message = format!("Failed to generate sandbox config for pod: {err}");
-                self.recorder
-                    .pod(pod, EventType::Warning, "FailedCreatePodSandBox", &message);
                 let failure = Failure::new(CREATE_POD_SANDBOX_ERROR, message);
-                outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                self.sandbox_failed(pod, &mut outcome, failure);
                 return outcome;
             }
         };
@@ -201,13 +193,7 @@ impl RuntimeManager {
                 // upstream) no FailedCreatePodSandBox event either.
                 Err(_) if pod.deletion_requested() => return outcome,
                 Err(failure) => {
-                    self.recorder.pod(
-                        pod,
-                        EventType::Warning,
-                        "FailedCreatePodSandBox",
-                        &failure.message,
-                    );
-                    outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
+                    self.sandbox_failed(pod, &mut outcome, failure);
                     return outcome;
                 }
             };
@@ -382,6 +368,18 @@ impl RuntimeManager {
                 self.remove_container(&instance.id);
             }
         }
+    }
+
+    /// The pod's sandbox could not be made: a FailedCreatePodSandBox event and the
+    /// sync step's failure.
+    fn sandbox_failed(&self, pod: &Pod, outcome: &mut SyncOutcome, failure: Failure) {
+        self.recorder.pod(
+            pod,
+            EventType::Warning,
+            "FailedCreatePodSandBox",
+            &failure.message,
+        );
+        outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
     }
 
     /// A ClusterFirst pod on a node without `--cluster-dns` gets the host's resolver:
