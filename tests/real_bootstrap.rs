@@ -4,7 +4,7 @@
 //! API; the real kube-controller-manager approves it (kubeadm's auto-approval
 //! bindings) and signs it; the node then runs as `system:node:<name>` under the Node
 //! authorizer, and with `--rotate-certificates` renews it before it expires. The
-//! controller-manager of this binary signs for 3 minutes, so a rotation happens
+//! controller-manager of this binary signs for 4 minutes, so a rotation happens
 //! within the test. Skips loudly without the assets or root unless CI=true.
 
 mod support;
@@ -109,7 +109,7 @@ fn a_node_with_only_a_bootstrap_token_gets_its_certificate_and_goes_ready() {
 }
 
 fn controllers(cp: &ControlPlane) {
-    cp.start_controllers_signing_for(None, Some("3m"))
+    cp.start_controllers_signing_for(None, Some("4m"))
         .unwrap_or_else(|e| panic!("controller-manager: {e}"));
 }
 
@@ -154,7 +154,7 @@ fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
-/// With 3-minute certificates: litelet renews before expiry and, past the first
+/// With 4-minute certificates: litelet renews before expiry and, past the first
 /// certificate's notAfter, still renews its Lease and serves logs and exec, without a
 /// restart.
 #[test]

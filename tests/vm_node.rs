@@ -483,6 +483,70 @@ impl JoinedNode {
             "a restart of litelet restarted containers"
         );
     }
+
+    /// logind's delay was raised to the shutdown period and litelet holds a delay lock.
+    fn check_delay_lock(&self) {
+        self.vm.sh_until(
+            "a delay lock under logind's raised delay",
+            "systemd-inhibit --list --no-pager | grep -q delay && \
+             busctl get-property org.freedesktop.login1 /org/freedesktop/login1 \
+             org.freedesktop.login1.Manager InhibitDelayMaxUSec | grep -qx 't 30000000'",
+            SLOW,
+        );
+    }
+
+    /// Runs `shutdown` (a reboot or power-off of the VM) while watching the Node:
+    /// whether its Ready condition turned False for the shutdown meanwhile.
+    fn watching_for_shutdown_not_ready(&mut self, shutdown: impl FnOnce(&mut Self)) -> bool {
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let (cp, name) = (self.cp, self.name.clone());
+        std::thread::scope(|scope| {
+            let watcher = scope.spawn(|| {
+                let path = format!("/api/v1/nodes/{name}");
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let shutting_down = cp.get(&path).is_some_and(|n| {
+                        n["status"]["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter().any(|c| {
+                                c["type"] == "Ready"
+                                    && c["status"] == "False"
+                                    && c["message"]
+                                        .as_str()
+                                        .is_some_and(|m| m.contains("node is shutting down"))
+                            })
+                        })
+                    });
+                    if shutting_down {
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                false
+            });
+            shutdown(self);
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            watcher.join().unwrap_or(false)
+        })
+    }
+
+    /// Each pod ended as upstream reports a node shutdown: Failed, reason Terminated,
+    /// its message, and the DisruptionTarget condition.
+    fn assert_shut_down(&self, pods: &[&str]) {
+        for name in pods {
+            let p = self.pod(name).expect("pod");
+            let status = &p["status"];
+            assert_eq!(status["phase"], "Failed", "{name}: {status}");
+            assert_eq!(status["reason"], "Terminated", "{name}: {status}");
+            assert_eq!(
+                status["message"], "Pod was terminated in response to imminent node shutdown.",
+                "{name}"
+            );
+            assert_eq!(
+                condition(status, "DisruptionTarget"),
+                Some("True"),
+                "{name}: {status}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -598,8 +662,9 @@ fn shutdown_reporting_pod(name: &str, node: &str, ctl_port: u16) -> Value {
 
 #[test]
 #[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
-fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_poweroff() {
-    let test = "a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_poweroff";
+fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_reboot_and_poweroff() {
+    let test =
+        "a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_reboot_and_poweroff";
     let Some(mut node) = JoinedNode::join(
         test,
         "vm-systemd",
@@ -653,41 +718,46 @@ fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_powero
     assert_eq!(none.trim(), "0", "a Guaranteed container gets no swap");
 
     // Graceful shutdown: logind's delay was raised to the period and litelet holds a
-    // delay lock; `systemctl poweroff` then gives the pods their preStop hooks and
-    // SIGTERM, and their final statuses reach the apiserver before the VM is off.
-    let inhibit = node.vm.sh(
-        "systemd-inhibit --list --no-pager; busctl get-property org.freedesktop.login1 \
-         /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec",
-    );
-    assert!(
-        inhibit.contains("delay") && inhibit.contains("t 30000000"),
-        "no delay lock or logind's delay not raised: {inhibit}"
-    );
+    // delay lock. `systemctl reboot`, then `systemctl poweroff`, each give the pods
+    // their preStop hooks and SIGTERM, the node turns NotReady, and the final
+    // statuses reach the apiserver before the VM goes down.
+    node.check_delay_lock();
     node.run_pod(shutdown_reporting_pod(
-        "graceful",
+        "on-reboot",
         &node.name,
         node.vm.ctl_port(),
     ));
-    assert_eq!(node.vm.power_off(SLOW), 0, "the VM task failed");
-    let marks = node.vm.marks();
+    let went_not_ready = node.watching_for_shutdown_not_ready(|node| {
+        node.vm.reboot();
+        node.vm.wait_boot(2, SLOW);
+    });
+    assert!(went_not_ready, "the node never said it was shutting down");
     assert_eq!(
-        marks,
-        ["graceful-prestop", "graceful-term"],
+        node.vm.marks(),
+        ["on-reboot-prestop", "on-reboot-term"],
+        "the preStop hook, then SIGTERM, before the reboot"
+    );
+    node.assert_shut_down(&["on-reboot", "guaranteed", "burstable", "besteffort"]);
+    assert!(
+        wait_until(SLOW, || node.ready()),
+        "the node is not Ready after the reboot"
+    );
+    // The lock is taken again at the next start.
+    node.check_delay_lock();
+
+    node.run_pod(shutdown_reporting_pod(
+        "on-poweroff",
+        &node.name,
+        node.vm.ctl_port(),
+    ));
+    let went_not_ready = node.watching_for_shutdown_not_ready(|node| {
+        assert_eq!(node.vm.power_off(SLOW), 0, "the VM task failed");
+    });
+    assert!(went_not_ready, "the node never said it was shutting down");
+    assert_eq!(
+        node.vm.marks()[2..],
+        ["on-poweroff-prestop", "on-poweroff-term"],
         "the preStop hook, then SIGTERM, before power-off"
     );
-    for name in ["graceful", "guaranteed", "burstable"] {
-        let p = node.pod(name).expect("pod");
-        let status = &p["status"];
-        assert_eq!(status["phase"], "Failed", "{name}: {status}");
-        assert_eq!(status["reason"], "Terminated", "{name}: {status}");
-        assert_eq!(
-            status["message"], "Pod was terminated in response to imminent node shutdown.",
-            "{name}"
-        );
-        assert_eq!(
-            condition(status, "DisruptionTarget"),
-            Some("True"),
-            "{name}: {status}"
-        );
-    }
+    node.assert_shut_down(&["on-poweroff"]);
 }
