@@ -565,16 +565,6 @@ const API_SHAPE_ALLOWED: &[(&str, &str, &str)] = &[
         "*",
         "the node server's /configz answer: litelet's own configuration, not an API object",
     ),
-    (
-        "status/sync.rs",
-        "[\"metadata\"]",
-        "resourceVersion precondition set on the pod status patch api/patch.rs built",
-    ),
-    (
-        "status/sync.rs",
-        "[\"resourceVersion\"]",
-        "resourceVersion precondition set on the pod status patch api/patch.rs built",
-    ),
 ];
 
 /// The JSON paths and API URLs in one file's production code: `x["key"]` indexing,

@@ -67,6 +67,15 @@ pub fn pod_status_patch(
     })))
 }
 
+/// Makes a patch from [`pod_status_patch`] apply only to the pod's version
+/// `resource_version`: the apiserver answers 409 Conflict when the pod has moved on,
+/// so a patch built on a cached copy never undoes a newer write.
+pub fn require_resource_version(patch: &mut Value, resource_version: &str) {
+    if let Some(metadata) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("resourceVersion".into(), resource_version.into());
+    }
+}
+
 /// Top level of the status: like [`diff_maps`], but its merge lists are keyed.
 fn diff_status(old: &Map<String, Value>, new: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
@@ -188,6 +197,23 @@ mod tests {
                 assert_eq!(p["metadata"], json!({"uid": "u1"}));
                 p["status"].clone()
             })
+    }
+
+    #[test]
+    fn a_required_resource_version_joins_the_uid_precondition() {
+        let mut patch = pod_status_patch(
+            "u1",
+            &status(json!({"phase": "Pending"})),
+            &status(json!({"phase": "Running"})),
+        )
+        .unwrap()
+        .expect("a change");
+        require_resource_version(&mut patch, "42");
+        assert_eq!(
+            patch["metadata"],
+            json!({"uid": "u1", "resourceVersion": "42"})
+        );
+        assert_eq!(patch["status"], json!({"phase": "Running"}));
     }
 
     #[test]

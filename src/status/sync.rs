@@ -37,7 +37,7 @@ use std::time::Instant;
 use crossbeam_channel::{at, never, select_biased, tick, Receiver, TryRecvError};
 
 use crate::api::meta::Time;
-use crate::api::patch::pod_status_patch;
+use crate::api::patch::{pod_status_patch, require_resource_version};
 use crate::api::pod::{Pod, PodStatus, CONFIG_HASH_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY};
 use crate::api::ratelimit::{jitter, Backoff};
 use crate::api::{paths, ApiClient, ApiError, DeleteOptions, PatchType};
@@ -404,12 +404,8 @@ impl Syncer {
             None => api_pod,
             Some(mut patch) => {
                 if cached {
-                    patch["metadata"]["resourceVersion"] = api_pod
-                        .metadata
-                        .resource_version
-                        .clone()
-                        .unwrap_or_default()
-                        .into();
+                    let version = api_pod.metadata.resource_version.as_deref();
+                    require_resource_version(&mut patch, version.unwrap_or_default());
                 }
                 let path = paths::pod_status(ns, name);
                 match self
