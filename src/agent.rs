@@ -1198,7 +1198,7 @@ fn start_node_shutdown(
 }
 
 /// Starts every thread, runs the sync loop on the calling thread until shutdown,
-/// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
+/// then joins the threads (for at most `SHUTDOWN_JOIN_LIMIT`).
 pub fn run(
     flags: &Flags,
     prepared: Prepared,
