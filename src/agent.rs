@@ -1198,7 +1198,7 @@ fn start_node_shutdown(
 }
 
 /// Starts every thread, runs the sync loop on the calling thread until shutdown,
-/// then joins the threads (for at most [`SHUTDOWN_JOIN_LIMIT`]).
+/// then joins the threads (for at most `SHUTDOWN_JOIN_LIMIT`).
 pub fn run(
     flags: &Flags,
     prepared: Prepared,
@@ -1222,18 +1222,19 @@ pub fn run(
     w.recorder = start_events(&mut w, &host.node)?;
     start_rotation(&mut w, &host.node, &prepared.api)?;
     let serving = start_serving_rotation(&mut w, &host, &prepared.api)?;
-    // Upstream's first node event (kubelet Run).
+    start_worker_api(&mut w)?;
+    // Device plugins: the registration server lives until `run` returns.
+    let device_plugins = start_devices(flags, &host.root_dir);
+    let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
+    let rt = start_runtime(&mut w, &host, devices.as_ref())?;
+    // Upstream's first node event, said once the start-up checks (the runtime's
+    // cgroup driver among them) have passed and before any pod starts.
     w.recorder.node(
         &host.node,
         crate::events::EventType::Normal,
         "Starting",
         "Starting kubelet.",
     );
-    start_worker_api(&mut w)?;
-    // Device plugins: the registration server lives until `run` returns.
-    let device_plugins = start_devices(flags, &host.root_dir);
-    let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
-    let rt = start_runtime(&mut w, &host, devices.as_ref())?;
     let pods = start_pods(&mut w, host, &rt, devices)?;
     start_node_shutdown(&mut w, prepared.logind, &pods)?;
     start_gc(&mut w, &pods, &rt)?;

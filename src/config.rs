@@ -5,7 +5,7 @@
 //! values without touching the machine.
 //!
 //! [`Flags::load`] parses the command line on the main thread at start-up and merges
-//! the `--config` file (see [`file`]) under it: a value from the file fills every flag
+//! the `--config` file (see [`mod@file`]) under it: a value from the file fills every flag
 //! the command line did not set. `Flags` stays the one struct the rest of litelet reads.
 
 pub mod components;
@@ -52,7 +52,7 @@ pub struct Flags {
     pub bootstrap_kubeconfig: Option<PathBuf>,
 
     /// Where issued client certificates are kept (kubelet-client-current.pem);
-    /// default <root-dir>/pki.
+    /// default `<root-dir>/pki`.
     #[arg(long, value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
 

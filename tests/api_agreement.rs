@@ -187,6 +187,54 @@ fn uid_preconditions_conflict(cluster: &dyn Cluster, prefix: &str) {
         .expect("delete with the right uid");
 }
 
+/// A node's status patch with `nodeInfo.swap: null` (swap turned off) is accepted and
+/// removes the swap it published before; the rest of nodeInfo stays.
+fn swap_null_removes_published_swap(cluster: &dyn Cluster, prefix: &str) {
+    let name = format!("{prefix}-swapless");
+    let api = cluster.node_client(&name);
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+    api.create::<Value>("/api/v1/nodes", &node)
+        .expect("the node creates its Node");
+    let status = format!("/api/v1/nodes/{name}/status");
+    let info = |swap: Value| {
+        let mut info = json!({
+            "machineID": "m1", "systemUUID": "s1", "bootID": "b1",
+            "kernelVersion": "6.6", "osImage": "Edge OS", "containerRuntimeVersion": "containerd://1.7",
+            "kubeletVersion": "v1.31.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+            "architecture": "amd64",
+        });
+        info["swap"] = swap;
+        json!({"status": {"nodeInfo": info}})
+    };
+    let patched: Value = api
+        .patch(
+            &status,
+            PatchType::StrategicMerge,
+            &info(json!({"capacity": 1u64 << 30})),
+        )
+        .expect("status with swap");
+    assert_eq!(
+        patched["status"]["nodeInfo"]["swap"]["capacity"],
+        1u64 << 30,
+        "{prefix}"
+    );
+    let patched: Value = api
+        .patch(&status, PatchType::StrategicMerge, &info(Value::Null))
+        .expect("status with swap: null");
+    let got = &patched["status"]["nodeInfo"];
+    assert!(got.get("swap").is_none(), "{prefix}: {got}");
+    assert_eq!(got["machineID"], "m1", "{prefix}");
+}
+
+#[test]
+fn swap_null_in_a_status_patch_agrees_between_the_fake_and_the_real_apiserver() {
+    swap_null_removes_published_swap(&Fake(FakeApi::start()), "fake");
+    let Some(cp) = ControlPlane::shared("swap_null_agrees") else {
+        return;
+    };
+    swap_null_removes_published_swap(&Real(cp, tempfile::tempdir().unwrap()), "real");
+}
+
 #[test]
 fn node_authorizer_answers_agree_between_the_fake_and_the_real_apiserver() {
     node_reads_only_its_bound_pods(&Fake(FakeApi::start()), "fake");

@@ -399,6 +399,47 @@ fn a_cgroup_driver_mismatch_stops_litelet_at_start() {
     }
 }
 
+/// "Starting kubelet." is said only once the start-up checks passed: a litelet that
+/// refuses the runtime's cgroup driver sends no such event to the API server; one
+/// whose runtime agrees does.
+#[test]
+fn starting_event_is_sent_only_after_the_cgroup_driver_check_passes() {
+    for systemd in [true, false] {
+        let fake = FakeCri::start();
+        fake.state().status_info = containerd_status_info(systemd);
+        let api = FakeApi::start();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig);
+        let (status, text) = run_agent(
+            dir.path(),
+            &[
+                "--container-runtime-endpoint",
+                &fake.endpoint(),
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ],
+            &[],
+            Duration::from_secs(if systemd { 20 } else { 4 }),
+        );
+        let starting = api
+            .requests()
+            .into_iter()
+            .filter_map(|r| r.body)
+            .filter(|b| b.contains("Starting kubelet."))
+            .count();
+        if systemd {
+            let status = status.unwrap_or_else(|| panic!("litelet kept running:\n{text}"));
+            assert!(!status.success(), "{text}");
+            assert!(text.contains("cgroup driver mismatch"), "{text}");
+            assert_eq!(starting, 0, "{text}");
+        } else {
+            assert!(status.is_none(), "litelet exited {status:?}:\n{text}");
+            assert_eq!(starting, 1, "{text}");
+        }
+    }
+}
+
 /// The same driver on both sides starts normally; a runtime that tells nothing is
 /// only warned about.
 #[test]

@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,11 +69,20 @@ struct Node {
 }
 
 fn start(api: &FakeApi, config: NodeConfig) -> Node {
+    start_with_swap(api, config, Arc::new(AtomicU64::new(0)))
+}
+
+/// As `start`, with the machine's swap size read from `swap` at every status update.
+fn start_with_swap(api: &FakeApi, config: NodeConfig, swap: Arc<AtomicU64>) -> Node {
     let health = Arc::new(Mutex::new(Health::default()));
     let health_calls = Arc::new(AtomicUsize::new(0));
     let (h, calls) = (health.clone(), health_calls.clone());
     let inputs = NodeInputs {
-        machine: Box::new(|| (machine(), Vec::new())),
+        machine: Box::new(move || {
+            let mut m = machine();
+            m.swap_bytes = Some(swap.load(Ordering::SeqCst));
+            (m, Vec::new())
+        }),
         health: Box::new(move || {
             calls.fetch_add(1, Ordering::SeqCst);
             h.lock().unwrap().clone()
@@ -300,6 +309,28 @@ fn status_is_patched_only_on_change() {
         condition(&get_node(&api).unwrap(), "Ready")["status"],
         "True"
     );
+}
+
+/// Swap turned off on a node that reported it: the published `nodeInfo.swap` goes,
+/// rather than staying behind because the patch leaves it out.
+#[test]
+fn swap_turned_off_is_removed_from_the_node() {
+    let api = FakeApi::start();
+    let swap = Arc::new(AtomicU64::new(2 << 30));
+    let _node = start_with_swap(&api, config(FAST, HOUR, HOUR), swap.clone());
+    let swap_of = |api: &FakeApi| get_node(api).map(|n| n["status"]["nodeInfo"]["swap"].clone());
+    assert!(wait_until(LONG, || {
+        swap_of(&api) == Some(json!({"capacity": 2u64 << 30}))
+    }));
+    swap.store(0, Ordering::SeqCst);
+    assert!(
+        wait_until(LONG, || swap_of(&api) == Some(Value::Null)),
+        "nodeInfo.swap still published: {:?}",
+        swap_of(&api)
+    );
+    let n = get_node(&api).unwrap();
+    assert!(n["status"]["nodeInfo"].get("swap").is_none(), "{n}");
+    assert_eq!(n["status"]["nodeInfo"]["machineID"], "m1", "the rest stays");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! loop, pod workers, the kubelet syncer, the status manager and the PLEG, against the
 //! fake API server (real HTTP), the fake CRI (real gRPC) and a temp-dir cgroupfs
 //! (the v1 model; the cgroup writes themselves are also checked on v2 and on the
-//! kernel in `tests/resize.rs`). Names carry the kubelet spec's behaviour numbers.
+//! kernel in `tests/resize.rs`). Names say the behaviour checked.
 //!
 //! `resize_latency_median_over_50_resizes` is a measurement, not a check: run it with
 //! `cargo test --release --test resize_node -- --ignored --nocapture`.
@@ -289,7 +289,7 @@ fn pod_cgroup(node: &Node, uid: &str) -> String {
 }
 
 #[test]
-fn b59_resize_reaches_the_cgroups_and_the_api_status() {
+fn resize_reaches_the_cgroups_and_the_api_status() {
     let (api, cri, model, root) = (
         FakeApi::start(),
         fake_cri(),
@@ -353,7 +353,7 @@ fn b59_resize_reaches_the_cgroups_and_the_api_status() {
 }
 
 #[test]
-fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
+fn infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
     let (api, cri, model, root) = (
         FakeApi::start(),
         fake_cri(),
@@ -368,7 +368,7 @@ fn b60_b61_infeasible_then_deferred_then_admitted_when_a_pod_leaves() {
     let cg = pod_cgroup(&node, &uid);
     let shares = || model.read("cpu", &cg, "cpu.shares").unwrap_or_default();
     assert_eq!(shares(), "512");
-    // B60 / B68: a resize not admitted changes nothing on the node, not even in the
+    // A resize not admitted changes nothing on the node, not even in the
     // syncs that judge it again (the periodic resync, every 3 s here).
     let untouched = |state: &str| {
         assert_eq!(

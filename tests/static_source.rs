@@ -260,6 +260,36 @@ fn malformed_file_is_skipped_and_fixing_it_adds_the_pod() {
     src.stop();
 }
 
+/// A field litelet does not model (here a made-up one in the spec and in a container)
+/// does not stop the pod, as upstream's non-strict decoding; a known field of the
+/// wrong type still does.
+#[test]
+fn unknown_fields_do_not_stop_the_pod_but_a_wrongly_typed_one_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "future.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: future}\nspec:\n  someFutureField: true\n  containers:\n  - {name: c, image: nginx:1, notAField: {a: 1}}\n",
+    );
+    write(
+        d,
+        "typed.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: typed}\nspec:\n  containers:\n  - {name: c, image: nginx:1, ports: [{containerPort: eighty}]}\n",
+    );
+    let mut src = start(d, inotify_only());
+    src.wait_add("future");
+    write(d, "marker.yaml", &manifest("marker", "busybox:1"));
+    src.wait_add("marker");
+    assert_eq!(
+        src.count(PodOperation::Add, "typed"),
+        0,
+        "{:?}",
+        summary(&src.seen)
+    );
+    src.stop();
+}
+
 #[test]
 fn a_file_that_turns_bad_keeps_its_pod_until_deleted() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 //!
 //! One ureq `Agent` (rustls, connection pool) per client and its clones; TLS with a
 //! pinned CA, client-certificate or bearer-token auth, or plain `http://` (tests).
-//! Every request goes through [`ApiClient::send`]: take a token from the shared rate
+//! Every request goes through `ApiClient::send`: take a token from the shared rate
 //! limiter, count the attempt, send, map failures to [`ApiError`], and retry what is
 //! safe to retry:
 //! - 429 and 5xx answers and transport failures, for idempotent verbs (GET, PUT,

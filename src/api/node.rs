@@ -245,6 +245,11 @@ impl NodeSystemInfo {
             .insert("swap".to_owned(), serde_json::json!({ "capacity": bytes }));
     }
 
+    /// Forgets `swap` (the machine has none now); true when it was there.
+    pub fn clear_swap(&mut self) -> bool {
+        self.extra.remove("swap").is_some()
+    }
+
     /// `swap.capacity`, when reported.
     pub fn swap_capacity(&self) -> Option<u64> {
         self.extra.get("swap")?.get("capacity")?.as_u64()

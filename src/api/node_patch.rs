@@ -48,7 +48,8 @@ fn resource_map_patch(old: &BTreeMap<String, Quantity>, new: &BTreeMap<String, Q
 /// `new`: capacity and allocatable by key (null removes a key `old` had), the
 /// `owned_conditions` merged by type (other writers' conditions stay), the addresses replaced
 /// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints,
-/// and `volumesInUse` (a list of names without a merge key: replaced whole).
+/// and `volumesInUse` (a list of names without a merge key: replaced whole). Swap
+/// `old` reported and `new` lacks is sent as null, so it is removed.
 pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str]) -> Value {
     let conditions: Vec<&NodeCondition> = new
         .conditions
@@ -57,7 +58,19 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str
         .collect();
     let mut addresses = vec![json!({"$patch": "replace"})];
     addresses.extend(new.addresses.iter().map(|a| json!(a)));
-    let info = new.node_info.clone().unwrap_or_default();
+    let mut info = serde_json::to_value(new.node_info.clone().unwrap_or_default())
+        .unwrap_or_else(|_| json!({}));
+    // A merge patch keeps what it leaves out: swap the node had and has no more
+    // must be nulled, or the stale capacity stays published.
+    let swap_in = |s: &NodeStatus| {
+        s.node_info
+            .as_ref()
+            .is_some_and(|i| i.extra.contains_key("swap"))
+    };
+    let (had_swap, has_swap) = (swap_in(old), swap_in(new));
+    if let (true, false, Value::Object(m)) = (had_swap, has_swap, &mut info) {
+        m.insert("swap".to_owned(), Value::Null);
+    }
     json!({
         "status": {
             "capacity": resource_map_patch(&old.capacity, &new.capacity),

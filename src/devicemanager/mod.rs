@@ -8,7 +8,7 @@
 //! `Register` handler, which only records the plugin and spawns) and one `dp-<n>`
 //! thread per registered plugin that iterates its `ListAndWatch` stream. Pod
 //! worker threads call `Allocate`/`PreStartContainer` through
-//! [`DeviceManager::run_options`]; the sync loop only reads state
+//! `run_options` ([`DeviceManager::container_options`]); the sync loop only reads state
 //! ([`DeviceManager::admit`]), never calls a plugin.
 
 #[allow(

@@ -4,7 +4,7 @@
 //! No pressure: admit. Critical pods: admit. Memory pressure alone: admit all but
 //! BestEffort pods, and BestEffort pods that tolerate the
 //! `node.kubernetes.io/memory-pressure:NoSchedule` taint. Any other pressure: reject
-//! with reason `Evicted` and "The node had condition: [DiskPressure]. ".
+//! with reason `Evicted` and `"The node had condition: [DiskPressure]. "`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};

@@ -1,5 +1,5 @@
 //! The `eviction` thread (upstream eviction manager's monitoring loop): every 10 s it
-//! reads the `stats` thread's latest [`Sample`](crate::stats::Sample), runs one
+//! reads the `stats` thread's latest [`Sample`], runs one
 //! [`State::step`], publishes the pressure conditions ([`Pressure`], read by the
 //! `node` thread and by admission on the sync loop) and, when a threshold's grace
 //! period is over:

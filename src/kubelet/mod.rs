@@ -9,7 +9,7 @@
 //! - `updates`: PodUpdates from the sources (API watch, static files) → handlers;
 //! - `pleg`: container lifecycle events → a sync of the pod, if known;
 //! - `sync_tick` (1 s): pods whose work-queue entry is due, and active deadlines;
-//! - `housekeeping_tick` (2 s): [`housekeeping`], once every source has reported;
+//! - `housekeeping_tick` (2 s): `housekeeping`, once every source has reported;
 //! - `probes`: liveness/readiness/startup results → status and a sync;
 //! - `shutdown`: leave the loop (containers keep running).
 //!

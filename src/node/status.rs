@@ -331,8 +331,12 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
     }
     // Upstream reports the machine's swap (NodeSwap, on by default since 1.30); the
     // apiserver refuses a capacity of zero, so a node without swap leaves it out.
-    if let Some(swap) = machine.swap_bytes.filter(|&bytes| bytes > 0) {
-        info.set_swap_capacity(swap);
+    // The published one is the base here: swap turned off must drop it.
+    match machine.swap_bytes.filter(|&bytes| bytes > 0) {
+        Some(swap) => info.set_swap_capacity(swap),
+        None => {
+            info.clear_swap();
+        }
     }
     status.node_info = Some(info);
     status.daemon_endpoints = Some(NodeDaemonEndpoints {

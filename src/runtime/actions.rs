@@ -22,7 +22,7 @@
 //!
 //! In-place resize: for pods other than static pods, a change of resources alone is
 //! not a definition change (the hash without resources is compared); each running
-//! regular container and started sidecar goes through [`resize_hook`], which asks
+//! regular container and started sidecar goes through `resize_hook`, which asks
 //! `runtime::resize::compute` (pure, upstream `computePodResizeAction`) whether to
 //! update it in place (`containers_to_update`, decreases first) or restart it
 //! (`update_pod_resources`). The pod passed in is the *allocated* pod: its spec
@@ -119,7 +119,7 @@ pub struct PodActions {
     /// Containers to stop first, by runtime container ID. Ignored when `kill_pod`.
     pub containers_to_kill: BTreeMap<String, ContainerToKill>,
     /// In-place resizes per resource, in the order to apply them: decreases first
-    /// (latest found first), then increases (in spec order). Filled by [`resize_hook`].
+    /// (latest found first), then increases (in spec order). Filled by `resize_hook`.
     pub containers_to_update: ResizeUpdates,
     /// Some container restarts for a resize, so the pod cgroup must be updated too.
     pub update_pod_resources: bool,

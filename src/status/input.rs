@@ -26,7 +26,7 @@ pub struct Eviction {
     pub message: String,
 }
 
-/// Everything [`generate_pod_status`] looks at. Build it with [`PodStatusInput::new`]
+/// Everything [`generate_pod_status`](crate::status::generate_pod_status) looks at. Build it with [`PodStatusInput::new`]
 /// and set the fields that apply.
 #[derive(Clone, Debug)]
 pub struct PodStatusInput<'a> {

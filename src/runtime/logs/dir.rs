@@ -7,8 +7,9 @@
 //! pointing at a host file, and change it between our checks. So nothing here follows
 //! a symlink in the last component (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`), new files are
 //! made with `O_EXCL`, modes are set on the descriptor, and a file is used only when
-//! `fstat` on the open descriptor says it is a regular file (anything else is refused
-//! with [`NotRegular`]). Opens add `O_NONBLOCK` so a FIFO cannot hang the caller
+//! `fstat` on the open descriptor says it is a regular file with a single name
+//! (anything else, a hard link to a host file included, is refused with
+//! [`NotRegular`]). Opens add `O_NONBLOCK` so a FIFO cannot hang the caller
 //! before it is refused.
 //!
 //! Used by the log reader beside it (server connection threads, termination messages)
@@ -27,8 +28,9 @@ use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, FileStat, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 
-/// A file that is not a regular one (a symlink, FIFO, device, socket or directory)
-/// where a log file was expected; it is neither read nor written.
+/// A file that is not a regular one (a symlink, FIFO, device, socket or directory),
+/// or a regular one with another hard link, where a log file was expected; it is
+/// neither read nor written.
 #[derive(Debug, thiserror::Error)]
 #[error("refusing {path}: it is a {kind}")]
 pub struct NotRegular {
@@ -62,6 +64,20 @@ fn kind_of(mode: u32) -> &'static str {
 
 fn is_regular(st: &FileStat) -> bool {
     st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits()
+}
+
+/// What is wrong with a file where a log file is expected, if anything: not a
+/// regular file, or one with more than one name. A hard link lets a pod that writes
+/// its log folder give a host file a name there, as a symlink would (and `link(2)`
+/// needs no access to the file's content).
+fn refusal(st: &FileStat) -> Option<&'static str> {
+    if !is_regular(st) {
+        Some(kind_of(st.st_mode))
+    } else if st.st_nlink > 1 {
+        Some("regular file with more than one hard link")
+    } else {
+        None
+    }
 }
 
 /// Takes ownership of a descriptor nix just returned.
@@ -216,27 +232,28 @@ impl LogDir {
     pub fn regular_len(&self, name: impl AsRef<OsStr>) -> io::Result<u64> {
         let name = Path::new(name.as_ref());
         let st = self.stat(name)?;
-        if !is_regular(&st) {
-            return Err(self.refuse(name, st.st_mode));
+        if let Some(kind) = refusal(&st) {
+            return Err(self.refuse(name, kind));
         }
         Ok(u64::try_from(st.st_size).unwrap_or(0))
     }
 
-    fn refuse(&self, name: &Path, mode: u32) -> io::Error {
+    fn refuse(&self, name: &Path, kind: &'static str) -> io::Error {
         NotRegular {
             path: self.join(name),
-            kind: kind_of(mode),
+            kind,
         }
         .into()
     }
 
-    /// Opens `name` for reading if, and only if, it is a regular file.
+    /// Opens `name` for reading if, and only if, it is a regular file with no other
+    /// name (hard link).
     pub fn open_regular(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
         let name = Path::new(name.as_ref());
         // A first look by name, so a device or FIFO is not even opened.
         let seen = self.stat(name)?;
-        if !is_regular(&seen) {
-            return Err(self.refuse(name, seen.st_mode));
+        if let Some(kind) = refusal(&seen) {
+            return Err(self.refuse(name, kind));
         }
         let flags = OFlag::O_RDONLY
             | OFlag::O_NOFOLLOW
@@ -245,14 +262,14 @@ impl LogDir {
             | OFlag::O_CLOEXEC;
         let fd = fcntl::openat(self.raw(), name, flags, Mode::empty()).map_err(|e| match e {
             // Swapped for a symlink since the look above.
-            Errno::ELOOP => self.refuse(name, SFlag::S_IFLNK.bits()),
+            Errno::ELOOP => self.refuse(name, "symlink"),
             other => io::Error::from(other),
         })?;
         let fd = owned(fd);
         // What was opened is what counts: the name may have been swapped in between.
         let st = stat::fstat(fd.as_raw_fd())?;
-        if !is_regular(&st) {
-            return Err(self.refuse(name, st.st_mode));
+        if let Some(kind) = refusal(&st) {
+            return Err(self.refuse(name, kind));
         }
         Ok(File::from(fd))
     }
@@ -333,6 +350,30 @@ mod tests {
         let mut names = dir.names().unwrap();
         names.sort();
         assert_eq!(names, ["0.log", "0.log.1", "fifo", "sub", "zero"]);
+    }
+
+    /// A hard link is a second name of a host file the pod can reach: it is refused
+    /// like a symlink, by name and through an open, and so is the file's other name.
+    #[test]
+    fn hard_linked_log_files_are_refused_like_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let logs = tmp.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let host = logs.join("host-file");
+        std::fs::write(&host, b"host secret").unwrap();
+        std::fs::hard_link(&host, logs.join("0.log")).unwrap();
+        let dir = LogDir::open(&logs).unwrap();
+        for name in ["0.log", "host-file"] {
+            let err = dir.open_regular(name).unwrap_err();
+            assert!(is_not_regular(&err), "{name}: {err}");
+            assert!(err.to_string().contains("hard link"), "{name}: {err}");
+            let err = dir.regular_len(name).unwrap_err();
+            assert!(is_not_regular(&err), "{name}: {err}");
+        }
+        // Once the other name is gone it is an ordinary log again.
+        dir.remove("host-file").unwrap();
+        assert_eq!(dir.regular_len("0.log").unwrap(), 11);
+        assert!(dir.open_regular("0.log").is_ok());
     }
 
     #[test]

@@ -726,3 +726,30 @@ fn static_pods_are_validated_as_the_api_server_would() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {{app: web, example.com/tier: \"\"}}\n  annotations: {{note: {fits}}}\nspec:\n  containers:\n  - name: a\n    image: x\n    ports: [{{containerPort: 80, name: http, hostPort: 8080}}, {{containerPort: 80, protocol: UDP, hostPort: 8080}}]\n    resources: {{requests: {{cpu: 500m, example.com/dongle: 2}}, limits: {{cpu: 500m, memory: 1Gi, example.com/dongle: 2}}}}\n"
     ));
 }
+
+/// Fields litelet does not model are kept and passed on (to the mirror pod, whose API
+/// server drops what it does not know either), never a reason to refuse the file.
+#[test]
+fn unknown_spec_and_container_fields_are_accepted_and_kept() {
+    let text = WEB
+        .replace("spec:\n", "spec:\n  someFutureField: 1\n")
+        .replace(
+            "  - name: nginx\n",
+            "  - name: nginx\n    notAField: {a: 1}\n",
+        );
+    let pod = one(&text);
+    assert_eq!(pod.name(), "web-edge-1");
+    assert!(pod.spec.extra.contains_key("someFutureField"));
+    assert!(pod.spec.containers[0].extra.contains_key("notAField"));
+}
+
+#[test]
+fn wrongly_typed_known_field_is_still_refused() {
+    let text = WEB.replace("containerPort: 80", "containerPort: [80]");
+    match parse(&text) {
+        Err(ManifestError::Field { field, .. }) => {
+            assert_eq!(field, "spec.containers[0].ports[0].containerPort")
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -40,13 +40,13 @@ fn reason(v: &Verdict) -> Option<PendingReason> {
 }
 
 #[test]
-fn b59_a_resize_that_fits_is_admitted() {
+fn a_resize_that_fits_is_admitted() {
     let (old, new) = (burstable("a", "100m"), burstable("a", "200m"));
     assert_eq!(verdict(&new, &old, &[]), Verdict::Fits);
 }
 
 #[test]
-fn b60_beyond_node_allocatable_is_infeasible() {
+fn beyond_node_allocatable_is_infeasible() {
     let (old, new) = (burstable("a", "100m"), burstable("a", "5"));
     let v = verdict(&new, &old, &[]);
     assert_eq!(
@@ -59,7 +59,7 @@ fn b60_beyond_node_allocatable_is_infeasible() {
 }
 
 #[test]
-fn b61_not_beside_the_other_pods_is_deferred() {
+fn not_beside_the_other_pods_is_deferred() {
     let other = burstable("b", "3");
     let (old, new) = (burstable("a", "100m"), burstable("a", "2"));
     let v = verdict(&new, &old, &[&other]);

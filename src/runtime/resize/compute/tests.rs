@@ -103,7 +103,7 @@ const MEM_256: Res = (&[], &[("memory", "256Mi")]);
 const MEM_512: Res = (&[], &[("memory", "512Mi")]);
 
 #[test]
-fn b64_memory_up_in_place() {
+fn memory_up_in_place() {
     let (pod, status) = world(&[("c", MEM_256)], &[("c", MEM_512)]);
     let a = actions(&pod, &status);
     assert_eq!(
@@ -118,7 +118,7 @@ fn b64_memory_up_in_place() {
 }
 
 #[test]
-fn b65_memory_down_in_place() {
+fn memory_down_in_place() {
     let (pod, status) = world(&[("c", MEM_512)], &[("c", MEM_256)]);
     let a = actions(&pod, &status);
     assert_eq!(
@@ -128,7 +128,7 @@ fn b65_memory_down_in_place() {
 }
 
 #[test]
-fn b66_restart_policy_restarts_instead_of_updating() {
+fn restart_policy_restarts_instead_of_updating() {
     let one: Res = (&[("cpu", "1")], &[("cpu", "1")]);
     let two: Res = (&[("cpu", "2")], &[("cpu", "2")]);
     let (mut pod, mut status) = world(&[("c", one)], &[("c", two)]);
@@ -153,7 +153,7 @@ fn b66_restart_policy_restarts_instead_of_updating() {
 }
 
 #[test]
-fn b67_decreases_come_first_latest_found_first() {
+fn decreases_come_first_latest_found_first() {
     let lim = |cpu: &'static str| -> Res {
         match cpu {
             "1" => (&[("cpu", "1")], &[("cpu", "1")]),
@@ -181,7 +181,7 @@ fn b67_decreases_come_first_latest_found_first() {
 }
 
 #[test]
-fn b69_k8s_125559_memory_request_alone_needs_nothing() {
+fn memory_request_alone_needs_nothing() {
     let before: Res = (&[("memory", "100Mi")], &[("memory", "800Mi")]);
     let after: Res = (&[("memory", "400Mi")], &[("memory", "800Mi")]);
     let (pod, status) = world(&[("c", before)], &[("c", after)]);
@@ -190,7 +190,7 @@ fn b69_k8s_125559_memory_request_alone_needs_nothing() {
 }
 
 #[test]
-fn b63_fixed_k8s_126388_container_without_limits_resizes_its_request() {
+fn container_without_limits_resizes_its_request() {
     // Upstream kept every container without limits as it was, so its CPU request
     // never changed and the resize stayed in progress for ever.
     let before: Res = (&[("cpu", "200m")], &[]);

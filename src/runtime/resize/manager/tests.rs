@@ -80,7 +80,7 @@ fn reasons(events: &[ResizeEvent]) -> Vec<&str> {
 }
 
 #[test]
-fn b59_admitted_resize_is_checkpointed_in_progress_then_completed() {
+fn admitted_resize_is_checkpointed_in_progress_then_completed() {
     let dir = tempfile::tempdir().unwrap();
     let m = open(dir.path());
     let v1 = pod("a", "100m", 1);
@@ -118,7 +118,7 @@ fn b59_admitted_resize_is_checkpointed_in_progress_then_completed() {
 }
 
 #[test]
-fn b60_infeasible_keeps_the_allocation_and_reports_why_once() {
+fn infeasible_keeps_the_allocation_and_reports_why_once() {
     let dir = tempfile::tempdir().unwrap();
     let m = open(dir.path());
     m.record_admitted(&pod("a", "100m", 1)).unwrap();
@@ -144,7 +144,7 @@ fn b60_infeasible_keeps_the_allocation_and_reports_why_once() {
 }
 
 #[test]
-fn b61_deferred_is_retried_when_resources_free_up() {
+fn deferred_is_retried_when_resources_free_up() {
     let dir = tempfile::tempdir().unwrap();
     let m = open(dir.path());
     m.record_admitted(&pod("b", "800m", 1)).unwrap();
@@ -167,7 +167,7 @@ fn b61_deferred_is_retried_when_resources_free_up() {
 }
 
 #[test]
-fn b62_pods_not_running_are_not_judged_yet() {
+fn pods_not_running_are_not_judged_yet() {
     let dir = tempfile::tempdir().unwrap();
     let m = open(dir.path());
     m.record_admitted(&pod("a", "100m", 1)).unwrap();

@@ -247,7 +247,7 @@ fn restart_policy_writes_only_the_pod_cgroup() {
 }
 
 #[test]
-fn b65_memory_below_pod_usage_writes_nothing() {
+fn memory_below_pod_usage_writes_nothing() {
     let (_, plan) = scenario(
         vec![g("c", "1", "512Mi")],
         vec![g("c", "1", "256Mi")],
