@@ -588,7 +588,7 @@ mod tests {
     /// Upstream's soft admission is deliberately absent (module doc): a pod asking for an
     /// AppArmor profile passes admission; the runtime layer enforces or refuses it.
     #[test]
-    fn b54_no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {
+    fn no_soft_admission_a_pod_asking_for_apparmor_is_admitted() {
         let mut asking = pod("100m", "10Mi");
         let mut context = crate::api::pod::SecurityContext::default();
         context.extra.insert(

@@ -43,21 +43,18 @@ const CONTAINER: &[(&str, Audit)] = &[
         "envFrom",
         Honoured("env_from_fields_resources_and_config_maps"),
     ),
-    (
-        "image",
-        Honoured("b48_untagged_image_is_asked_for_as_latest"),
-    ),
+    ("image", Honoured("untagged_image_is_asked_for_as_latest")),
     (
         "imagePullPolicy",
-        Honoured("b49_if_not_present_with_the_image_present_does_not_pull"),
+        Honoured("if_not_present_with_the_image_present_does_not_pull"),
     ),
     (
         "lifecycle",
-        Honoured("b52_post_start_failure_kills_the_container"),
+        Honoured("post_start_failure_kills_the_container"),
     ),
     (
         "livenessProbe",
-        Honoured("b52_a_failing_liveness_probe_restarts_the_container_once"),
+        Honoured("a_failing_liveness_probe_restarts_the_container_once"),
     ),
     (
         "name",
@@ -75,7 +72,7 @@ const CONTAINER: &[(&str, Audit)] = &[
     ("resources", Honoured("resources_convert_to_cgroup_values")),
     (
         "restartPolicy",
-        Honoured("b40_sidecar_start_failure_continues_with_the_next_init_container"),
+        Honoured("sidecar_start_failure_continues_with_the_next_init_container"),
     ),
     (
         "restartPolicyRules",
@@ -133,7 +130,7 @@ fn table() -> Vec<(&'static str, &'static str, Audit)> {
         (
             "PodSpec",
             "ephemeralContainers",
-            Honoured("b42_ephemeral_container_starts_before_init_containers"),
+            Honoured("ephemeral_container_starts_before_init_containers"),
         ),
         (
             "PodSpec",
@@ -158,7 +155,7 @@ fn table() -> Vec<(&'static str, &'static str, Audit)> {
         (
             "PodSpec",
             "initContainers",
-            Honoured("b40_regular_init_start_failure_ends_the_sync"),
+            Honoured("regular_init_start_failure_ends_the_sync"),
         ),
         ("PodSpec", "nodeName", Honoured("node_name_os_selector_taints_ports")),
         ("PodSpec", "nodeSelector", Honoured("node_selector_must_match_every_label")),
@@ -208,7 +205,7 @@ fn table() -> Vec<(&'static str, &'static str, Audit)> {
         (
             "PodSpec",
             "terminationGracePeriodSeconds",
-            Honoured("b5_kill_uses_spec_grace_and_the_thread_exits"),
+            Honoured("kill_uses_spec_grace_and_the_thread_exits"),
         ),
         ("PodSpec", "tolerations", Honoured("node_name_os_selector_taints_ports")),
         ("PodSpec", "topologySpreadConstraints", Honoured(SCHEDULER)),

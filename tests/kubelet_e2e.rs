@@ -164,7 +164,7 @@ fn sandboxes_for(cri: &FakeCri, name: &str) -> usize {
 }
 
 #[test]
-fn b40_api_pod_runs_and_reports_running() {
+fn api_pod_runs_and_reports_running() {
     let cri = fake_cri();
     let api = FakeApi::start();
     let litelet = Litelet::start(&cri, Some(&api), None, &[]);
@@ -205,7 +205,7 @@ fn b40_api_pod_runs_and_reports_running() {
 }
 
 #[test]
-fn b42_graceful_delete_stops_with_the_grace_then_deletes_the_api_pod() {
+fn graceful_delete_stops_with_the_grace_then_deletes_the_api_pod() {
     let cri = fake_cri();
     let api = FakeApi::start();
     let litelet = Litelet::start(&cri, Some(&api), None, &[]);
@@ -229,7 +229,7 @@ fn b42_graceful_delete_stops_with_the_grace_then_deletes_the_api_pod() {
 }
 
 #[test]
-fn b38_admission_rejects_pods_beyond_max_pods() {
+fn admission_rejects_pods_beyond_max_pods() {
     let cri = fake_cri();
     let api = FakeApi::start();
     let litelet = Litelet::start(&cri, Some(&api), None, &["--max-pods", "1"]);
@@ -258,7 +258,7 @@ fn b38_admission_rejects_pods_beyond_max_pods() {
 }
 
 #[test]
-fn b36_no_work_while_the_runtime_is_not_ready() {
+fn no_work_while_the_runtime_is_not_ready() {
     let cri = fake_cri();
     cri.set_condition("RuntimeReady", false, "NotStarted");
     // Housekeeping would stop this at once (B45) if it ran.
@@ -287,7 +287,7 @@ fn b36_no_work_while_the_runtime_is_not_ready() {
 }
 
 #[test]
-fn b37_network_not_ready_holds_pod_network_pods_only() {
+fn network_not_ready_holds_pod_network_pods_only() {
     let cri = fake_cri();
     cri.set_condition("NetworkReady", false, "NetworkPluginNotReady");
     let api = FakeApi::start();
@@ -379,7 +379,7 @@ fn stops_of(cri: &FakeCri, container: &str) -> Vec<String> {
 }
 
 #[test]
-fn b45_runtime_pods_nobody_wants_are_killed_with_one_second() {
+fn runtime_pods_nobody_wants_are_killed_with_one_second() {
     let cri = fake_cri();
     let (sandbox, container) = orphan_runtime_pod(&cri);
     let manifests = tempfile::tempdir().unwrap();
@@ -395,7 +395,7 @@ fn b45_runtime_pods_nobody_wants_are_killed_with_one_second() {
 }
 
 #[test]
-fn b47_static_pods_get_a_mirror_pod_which_comes_back_when_deleted() {
+fn static_pods_get_a_mirror_pod_which_comes_back_when_deleted() {
     let cri = fake_cri();
     let api = FakeApi::start();
     api.create(
@@ -435,7 +435,7 @@ fn b47_static_pods_get_a_mirror_pod_which_comes_back_when_deleted() {
 }
 
 #[test]
-fn b39_a_succeeded_pod_frees_its_admission_slot() {
+fn a_succeeded_pod_frees_its_admission_slot() {
     let cri = fake_cri();
     cri.exit_after_start("once", 0, Duration::from_millis(500));
     let api = FakeApi::start();
@@ -456,7 +456,7 @@ fn b39_a_succeeded_pod_frees_its_admission_slot() {
 }
 
 #[test]
-fn b41_a_never_pod_whose_container_exits_0_succeeds_and_keeps_its_container() {
+fn a_never_pod_whose_container_exits_0_succeeds_and_keeps_its_container() {
     let cri = fake_cri();
     cri.exit_after_start("job", 0, Duration::from_secs(3));
     let api = FakeApi::start();
@@ -503,7 +503,7 @@ fn b41_a_never_pod_whose_container_exits_0_succeeds_and_keeps_its_container() {
 }
 
 #[test]
-fn b44_force_delete_kills_at_once_with_the_pods_grace() {
+fn force_delete_kills_at_once_with_the_pods_grace() {
     let cri = fake_cri();
     let api = FakeApi::start();
     let litelet = Litelet::start(&cri, Some(&api), None, &[]);
@@ -530,7 +530,7 @@ fn b44_force_delete_kills_at_once_with_the_pods_grace() {
 }
 
 #[test]
-fn b46_no_housekeeping_before_every_source_has_reported() {
+fn no_housekeeping_before_every_source_has_reported() {
     let cri = fake_cri();
     let (_, orphan) = orphan_runtime_pod(&cri);
     let api = FakeApi::start();
@@ -559,7 +559,7 @@ fn b46_no_housekeeping_before_every_source_has_reported() {
 }
 
 #[test]
-fn b47_no_mirror_pod_while_the_node_is_being_deleted() {
+fn no_mirror_pod_while_the_node_is_being_deleted() {
     let cri = fake_cri();
     let api = FakeApi::start();
     api.create("nodes", "", node_json());
@@ -593,7 +593,7 @@ fn b47_no_mirror_pod_while_the_node_is_being_deleted() {
 }
 
 #[test]
-fn b49_a_static_pod_with_a_fixed_uid_removed_and_added_again_restarts() {
+fn a_static_pod_with_a_fixed_uid_removed_and_added_again_restarts() {
     let cri = fake_cri();
     // Stopping takes a while: the manifest is back before the old pod has stopped.
     cri.delay("StopContainer", Duration::from_secs(5));
@@ -644,7 +644,7 @@ fn b49_a_static_pod_with_a_fixed_uid_removed_and_added_again_restarts() {
 }
 
 #[test]
-fn b50_an_orphaned_mirror_pod_goes_once_its_static_pod_has_stopped() {
+fn an_orphaned_mirror_pod_goes_once_its_static_pod_has_stopped() {
     let cri = fake_cri();
     let api = FakeApi::start();
     api.create("nodes", "", node_json());
@@ -684,7 +684,7 @@ fn b50_an_orphaned_mirror_pod_goes_once_its_static_pod_has_stopped() {
 }
 
 #[test]
-fn b52_a_failing_liveness_probe_restarts_the_container_once() {
+fn a_failing_liveness_probe_restarts_the_container_once() {
     let cri = fake_cri();
     let probe = "cat /tmp/healthy";
     cri.state()
@@ -732,7 +732,7 @@ fn b52_a_failing_liveness_probe_restarts_the_container_once() {
 }
 
 #[test]
-fn b63_dead_containers_are_pruned_to_the_newest_and_all_go_with_their_pod() {
+fn dead_containers_are_pruned_to_the_newest_and_all_go_with_their_pod() {
     let cri = fake_cri();
     cri.exit_after_start("crash", 1, Duration::from_millis(300));
     let api = FakeApi::start();

@@ -372,7 +372,7 @@ fn resize_with_restart_policy_restarts_under_the_new_pod_limits() {
 }
 
 #[test]
-fn resize_k8s_137993_without_pod_cgroups_resizes_the_containers() {
+fn without_pod_cgroups_resizes_the_containers() {
     // Upstream dereferenced the missing pod cgroup config and crashed the kubelet.
     let fake = fake_with_busybox();
     let rig = Rig::new(&fake.endpoint(), None);

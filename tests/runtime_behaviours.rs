@@ -230,7 +230,7 @@ fn field_path(event: &EventRecord) -> Option<&str> {
 /// B3 (and B1's "no SandboxChanged event for a new pod"): a NOTREADY sandbox is stopped
 /// and replaced by one with the next attempt number, with a SandboxChanged event.
 #[test]
-fn b03_sandbox_changed_stops_the_old_one_and_runs_the_next_attempt() {
+fn sandbox_changed_stops_the_old_one_and_runs_the_next_attempt() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b03");
@@ -280,7 +280,7 @@ fn b03_sandbox_changed_stops_the_old_one_and_runs_the_next_attempt() {
 
 /// B4: two READY sandboxes → both stopped, a new one with the newest attempt + 1.
 #[test]
-fn b04_two_ready_sandboxes_are_both_stopped_and_replaced() {
+fn two_ready_sandboxes_are_both_stopped_and_replaced() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b04");
@@ -321,7 +321,7 @@ fn b04_two_ready_sandboxes_are_both_stopped_and_replaced() {
 /// B11 (SyncPod side): when the sandbox is recreated, every old init container
 /// instance is removed after the kill and before the new sandbox; only init[0] starts.
 #[test]
-fn b11_sandbox_recreation_purges_old_init_containers() {
+fn sandbox_recreation_purges_old_init_containers() {
     let fake = fake_with_busybox();
     fake.exit_after_start("i0", 0, Duration::from_millis(20));
     let h = Harness::new(&fake);
@@ -350,7 +350,7 @@ fn b11_sandbox_recreation_purges_old_init_containers() {
 /// B13: a sandbox that cannot be created is a CreatePodSandboxError with a Warning
 /// event and no container; for a pod being deleted it is neither.
 #[test]
-fn b13_sandbox_creation_failure_is_reported_unless_the_pod_is_being_deleted() {
+fn sandbox_creation_failure_is_reported_unless_the_pod_is_being_deleted() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b13");
@@ -473,7 +473,7 @@ fn version(version: &str, api: &str) -> pb::VersionResponse {
 /// litelet gates on `runtime_api_version` ("v1", what CRI v1 runtimes report) and on
 /// runtime.v1 being served at all.
 #[test]
-fn b14_runtime_without_cri_v1_is_rejected() {
+fn runtime_without_cri_v1_is_rejected() {
     let ok = check_version_against(Some(version("0.1.0", "v1")));
     assert_eq!(ok.unwrap().runtime_name, "other");
 
@@ -492,7 +492,7 @@ fn b14_runtime_without_cri_v1_is_rejected() {
 /// "0.1.0" (ErrVersionNotSupported for "0.2.0"); litelet's check (src/cri/client.rs)
 /// ignores that field and accepts such a runtime. Change this test if that changes.
 #[test]
-fn b14_quirk_legacy_version_field_is_not_checked() {
+fn quirk_legacy_version_field_is_not_checked() {
     let accepted = check_version_against(Some(version("0.2.0", "v1")));
     assert!(accepted.is_ok(), "{accepted:?}");
 }
@@ -501,7 +501,7 @@ fn b14_quirk_legacy_version_field_is_not_checked() {
 /// is killed: StopContainer with the pod's grace (reason Unknown, not the probe's
 /// grace), then StopPodSandbox; nothing is created.
 #[test]
-fn b23_liveness_failure_of_the_only_container_under_never_kills_the_pod() {
+fn liveness_failure_of_the_only_container_under_never_kills_the_pod() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b23");
@@ -533,7 +533,7 @@ fn b23_liveness_failure_of_the_only_container_under_never_kills_the_pod() {
 /// B32 (SyncPod side): a crash-looping init container gets CrashLoopBackOff and the
 /// sync ends there: nothing is created, no regular container started.
 #[test]
-fn b32_init_container_in_back_off_ends_the_sync() {
+fn init_container_in_back_off_ends_the_sync() {
     let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
@@ -581,7 +581,7 @@ fn b32_init_container_in_back_off_ends_the_sync() {
 /// B40, sidecar half: a sidecar that fails to start does not stop the sync; the next
 /// init container in the list is still started.
 #[test]
-fn b40_sidecar_start_failure_continues_with_the_next_init_container() {
+fn sidecar_start_failure_continues_with_the_next_init_container() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b40s");
@@ -612,7 +612,7 @@ fn b40_sidecar_start_failure_continues_with_the_next_init_container() {
 /// B40, regular half: a regular init container that fails to start ends the sync,
 /// even after a sidecar failure earlier in the same list did not.
 #[test]
-fn b40_regular_init_start_failure_ends_the_sync() {
+fn regular_init_start_failure_ends_the_sync() {
     let fake = fake_with_busybox();
     fake.exit_after_start("i1", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
@@ -670,7 +670,7 @@ fn b40_regular_init_start_failure_ends_the_sync() {
 /// B41 (CRI side): KillPod stops the main container first, then the sidecars in
 /// reverse spec order.
 #[test]
-fn b41_kill_pod_stops_mains_then_sidecars_in_reverse_order() {
+fn kill_pod_stops_mains_then_sidecars_in_reverse_order() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b41");
@@ -699,7 +699,7 @@ fn b41_kill_pod_stops_mains_then_sidecars_in_reverse_order() {
 /// B42 (SyncPod side): an ephemeral container is started before any init container of
 /// the same sync.
 #[test]
-fn b42_ephemeral_container_starts_before_init_containers() {
+fn ephemeral_container_starts_before_init_containers() {
     let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
@@ -725,7 +725,7 @@ fn b42_ephemeral_container_starts_before_init_containers() {
 /// B57: an init container's older dead instances are pruned (newest dead kept) before
 /// anything starts; a failed removal is ignored.
 #[test]
-fn b57_old_init_container_instances_are_pruned_before_starting() {
+fn old_init_container_instances_are_pruned_before_starting() {
     let fake = fake_with_busybox();
     fake.exit_after_start("i0", 1, Duration::from_millis(20));
     let mut pod = pod("uid-b57");
@@ -793,7 +793,7 @@ fn b57_old_init_container_instances_are_pruned_before_starting() {
 /// window gets CrashLoopBackOff with upstream's message and a Warning BackOff event;
 /// a new spec (new hash) starts at once.
 #[test]
-fn b44_crash_loop_back_off_message_and_event() {
+fn crash_loop_back_off_message_and_event() {
     let fake = fake_with_busybox();
     fake.exit_after_start("app", 1, Duration::from_millis(20));
     let h = Harness::new(&fake);
@@ -836,7 +836,7 @@ fn b44_crash_loop_back_off_message_and_event() {
 
 /// B48: an image without a tag is looked up and pulled as `:latest`.
 #[test]
-fn b48_untagged_image_is_asked_for_as_latest() {
+fn untagged_image_is_asked_for_as_latest() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b48");
@@ -851,7 +851,7 @@ fn b48_untagged_image_is_asked_for_as_latest() {
 /// B49: IfNotPresent with the image present → no pull, Normal Pulled "already present
 /// on machine"; Always pulls even then.
 #[test]
-fn b49_if_not_present_with_the_image_present_does_not_pull() {
+fn if_not_present_with_the_image_present_does_not_pull() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b49");
@@ -883,7 +883,7 @@ fn b49_if_not_present_with_the_image_present_does_not_pull() {
 /// B50: Never with the image absent → ErrImageNeverPull, a Warning event, no pull and
 /// no container.
 #[test]
-fn b50_never_with_the_image_absent_is_err_image_never_pull() {
+fn never_with_the_image_absent_is_err_image_never_pull() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b50");
@@ -910,7 +910,7 @@ fn b50_never_with_the_image_absent_is_err_image_never_pull() {
 /// the pod's grace period) and the start is a PostStartHookError; the Warning event
 /// carries no hook output (upstream withholds it: it may hold secrets).
 #[test]
-fn b52_post_start_failure_kills_the_container() {
+fn post_start_failure_kills_the_container() {
     let fake = fake_with_busybox();
     fake.state()
         .exec_results
@@ -956,7 +956,7 @@ fn b52_post_start_failure_kills_the_container() {
 /// B54: the time a preStop hook takes comes off the grace period StopContainer gets;
 /// a failing preStop hook is a Warning event and the stop goes on with the full grace.
 #[test]
-fn b54_pre_stop_time_is_subtracted_from_the_grace_period() {
+fn pre_stop_time_is_subtracted_from_the_grace_period() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b54");
@@ -1090,7 +1090,7 @@ fn prestop_http_hook_without_host_gets_the_sandbox_ip_at_kill_time() {
 /// B55: during SyncPod's kills, StopContainer NotFound counts as stopped; any other
 /// error is a KillContainerError and the sync ends before creating anything.
 #[test]
-fn b55_stop_container_errors_during_sync() {
+fn stop_container_errors_during_sync() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b55");
@@ -1141,7 +1141,7 @@ fn b55_stop_container_errors_during_sync() {
 /// B56: StopPodSandbox NotFound is ignored; another error is a KillPodSandboxError
 /// while the other sandboxes are still stopped.
 #[test]
-fn b56_stop_pod_sandbox_errors_in_kill_pod() {
+fn stop_pod_sandbox_errors_in_kill_pod() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b56");
@@ -1211,7 +1211,7 @@ fn runtime_only_kill_of_a_container_removed_since_the_listing_succeeds() {
 /// while killing the pod for a new sandbox ends the sync before RunPodSandbox; the
 /// next sync recreates it.
 #[test]
-fn b56_failed_sandbox_stop_ends_sync_before_a_new_sandbox() {
+fn failed_sandbox_stop_ends_sync_before_a_new_sandbox() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let pod = pod("uid-b56s");
@@ -1246,7 +1246,7 @@ fn b56_failed_sandbox_stop_ends_sync_before_a_new_sandbox() {
 /// any other error fails GetPodStatus. IPs come only from the newest listed sandbox,
 /// so they are empty when that one was skipped.
 #[test]
-fn b62_pod_status_skips_vanished_sandboxes_and_fails_on_other_errors() {
+fn pod_status_skips_vanished_sandboxes_and_fails_on_other_errors() {
     let fake = fake_with_busybox();
     let h = Harness::new(&fake);
     let mut pod = pod("uid-b62");

@@ -441,7 +441,7 @@ fn terminate_deleted(fake: &FakeApi, m: &Manager, flags: &Flags, name: &str) -> 
 }
 
 #[test]
-fn b88_a_pod_recreated_before_the_delete_survives_it() {
+fn a_pod_recreated_before_the_delete_survives_it() {
     // #88 against a real race: the manager reads the terminated pod (GET), then,
     // before its DELETE arrives, the pod is deleted and recreated under the same
     // name. The DELETE carries grace 0 and the old UID: the server refuses it (409,
@@ -485,7 +485,7 @@ fn b88_a_pod_recreated_before_the_delete_survives_it() {
 }
 
 #[test]
-fn b82_succeeded_goes_out_not_ready_through_the_manager() {
+fn succeeded_goes_out_not_ready_through_the_manager() {
     // #82 end to end: the kubelet's Succeeded status still says Ready True (its
     // probes have not caught up); the server gets Ready and ContainersReady False
     // with reason PodCompleted.
@@ -513,7 +513,7 @@ fn b82_succeeded_goes_out_not_ready_through_the_manager() {
 }
 
 #[test]
-fn b83_disruption_target_waits_for_the_terminal_transition_through_the_manager() {
+fn disruption_target_waits_for_the_terminal_transition_through_the_manager() {
     // #83 end to end: a DisruptionTarget condition (eviction) and phase Failed are
     // held back while containers could run; both land together once they cannot.
     let fake = FakeApi::start();

@@ -265,7 +265,7 @@ impl Harness {
 }
 
 #[test]
-fn b39_terminated_pods_leave_their_slot_to_new_pods() {
+fn terminated_pods_leave_their_slot_to_new_pods() {
     let mut h = harness(&[SOURCE_API], "1");
     h.config(SOURCE_API, PodOperation::Add, vec![pod("a")]);
     h.wait_call(Call::Sync("a".into(), UpdateType::Create));
@@ -313,7 +313,7 @@ fn b39_terminated_pods_leave_their_slot_to_new_pods() {
 }
 
 #[test]
-fn b44_remove_kills_at_once_with_the_pods_own_grace() {
+fn remove_kills_at_once_with_the_pods_own_grace() {
     let mut h = harness(&[SOURCE_API], "110");
     h.config(SOURCE_API, PodOperation::Add, vec![pod("r1")]);
     h.wait_call(Call::Sync("r1".into(), UpdateType::Create));
@@ -337,7 +337,7 @@ fn b44_remove_kills_at_once_with_the_pods_own_grace() {
 }
 
 #[test]
-fn b44_remove_before_every_source_is_ready_is_left_to_housekeeping() {
+fn remove_before_every_source_is_ready_is_left_to_housekeeping() {
     let mut h = harness(&[SOURCE_API, SOURCE_FILE], "110");
     h.config(SOURCE_API, PodOperation::Add, vec![pod("d1")]);
     h.wait_call(Call::Sync("d1".into(), UpdateType::Create));
@@ -361,7 +361,7 @@ fn b44_remove_before_every_source_is_ready_is_left_to_housekeeping() {
 }
 
 #[test]
-fn b46_housekeeping_waits_until_every_source_has_reported() {
+fn housekeeping_waits_until_every_source_has_reported() {
     let mut h = harness(&[SOURCE_API, SOURCE_FILE], "110");
     h.kubelet.handle(Event::Housekeeping);
     assert!(!h.housekeeping_ran(), "no source has reported");
@@ -376,7 +376,7 @@ fn b46_housekeeping_waits_until_every_source_has_reported() {
 }
 
 #[test]
-fn b36_no_housekeeping_while_the_runtime_is_not_ready() {
+fn no_housekeeping_while_the_runtime_is_not_ready() {
     let mut h = harness(&[SOURCE_API], "110");
     // Sources are ready before the loop starts: only the runtime gate holds it back.
     h.config(SOURCE_API, PodOperation::Add, vec![]);
@@ -535,7 +535,7 @@ fn checkpoint_pods_run_and_no_orphan_is_stopped_until_the_source_answers() {
 }
 
 #[test]
-fn b51_pleg_events_for_pods_no_source_wants_are_ignored() {
+fn pleg_events_for_pods_no_source_wants_are_ignored() {
     let mut h = harness(&[SOURCE_API], "110");
     h.config(SOURCE_API, PodOperation::Add, vec![pod("k1")]);
     h.wait_call(Call::Sync("k1".into(), UpdateType::Create));
@@ -560,7 +560,7 @@ fn b51_pleg_events_for_pods_no_source_wants_are_ignored() {
 }
 
 #[test]
-fn b52_liveness_failures_sync_the_pod_and_successes_do_not() {
+fn liveness_failures_sync_the_pod_and_successes_do_not() {
     let mut h = harness(&[SOURCE_API], "110");
     h.config(SOURCE_API, PodOperation::Add, vec![pod("l1")]);
     h.wait_call(Call::Sync("l1".into(), UpdateType::Create));
@@ -583,7 +583,7 @@ fn b52_liveness_failures_sync_the_pod_and_successes_do_not() {
 }
 
 #[test]
-fn b63_container_deaths_wake_the_dead_container_clean_up() {
+fn container_deaths_wake_the_dead_container_clean_up() {
     let mut h = harness(&[SOURCE_API], "110");
     h.pleg("any", PodLifecycleEventType::ContainerStarted);
     h.pleg("any", PodLifecycleEventType::ContainerRemoved);

@@ -290,7 +290,7 @@ impl PodWorkers {
 }
 
 #[test]
-fn b1_create_syncs_once_and_requeues_at_resync() {
+fn create_syncs_once_and_requeues_at_resync() {
     let h = harness();
     let p = pod("u1");
     let before = Instant::now();
@@ -315,7 +315,7 @@ fn b1_create_syncs_once_and_requeues_at_resync() {
 }
 
 #[test]
-fn b2_b3_b35_errors_requeue_with_backoff() {
+fn errors_requeue_with_backoff() {
     let h = harness();
     let before = Instant::now();
     h.syncer
@@ -376,7 +376,7 @@ fn b2_b3_b35_errors_requeue_with_backoff() {
 }
 
 #[test]
-fn b4_b34_terminal_sync_runs_terminating_then_terminated_on_its_own() {
+fn terminal_sync_runs_terminating_then_terminated_on_its_own() {
     let h = harness();
     h.syncer.sync_results.lock().unwrap().push_back(Ok(true));
     h.workers.update_pod(update(UpdateType::Create, &pod("u4")));
@@ -401,7 +401,7 @@ fn b4_b34_terminal_sync_runs_terminating_then_terminated_on_its_own() {
 }
 
 #[test]
-fn b5_kill_uses_spec_grace_and_the_thread_exits() {
+fn kill_uses_spec_grace_and_the_thread_exits() {
     let h = harness();
     let p = pod("u5");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -417,7 +417,7 @@ fn b5_kill_uses_spec_grace_and_the_thread_exits() {
 }
 
 #[test]
-fn b6_deletion_grace_and_content_removal() {
+fn deletion_grace_and_content_removal() {
     let h = harness();
     let p = pod("u6");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -434,7 +434,7 @@ fn b6_deletion_grace_and_content_removal() {
 }
 
 #[test]
-fn b7_shorter_grace_interrupts_and_longer_is_ignored() {
+fn shorter_grace_interrupts_and_longer_is_ignored() {
     let h = harness();
     let p = pod("u7");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -474,7 +474,7 @@ fn b7_shorter_grace_interrupts_and_longer_is_ignored() {
 }
 
 #[test]
-fn b9_evicted_kill_marks_content_removable_at_once() {
+fn evicted_kill_marks_content_removable_at_once() {
     let h = harness();
     let p = pod("u9");
     h.syncer.block("terminating", true);
@@ -499,7 +499,7 @@ fn b9_evicted_kill_marks_content_removable_at_once() {
 }
 
 #[test]
-fn b10_updates_coalesce_to_the_newest_with_the_oldest_start_time() {
+fn updates_coalesce_to_the_newest_with_the_oldest_start_time() {
     let h = harness();
     let p = pod("u10");
     h.syncer.block("sync", true);
@@ -534,7 +534,7 @@ fn b10_updates_coalesce_to_the_newest_with_the_oldest_start_time() {
 }
 
 #[test]
-fn b11_kill_cancels_sync_and_no_sync_follows() {
+fn kill_cancels_sync_and_no_sync_follows() {
     let h = harness();
     let p = pod("u11");
     h.syncer.block("sync", true);
@@ -551,7 +551,7 @@ fn b11_kill_cancels_sync_and_no_sync_follows() {
 }
 
 #[test]
-fn b12_uid_reuse_restarts_after_finish() {
+fn uid_reuse_restarts_after_finish() {
     let h = harness();
     let p = pod("u12");
     h.syncer.block("terminating", true);
@@ -578,7 +578,7 @@ fn b12_uid_reuse_restarts_after_finish() {
 }
 
 #[test]
-fn b13_finished_pods_ignore_updates() {
+fn finished_pods_ignore_updates() {
     let h = harness();
     let p = pod("u13");
     h.syncer.sync_results.lock().unwrap().push_back(Ok(true));
@@ -593,7 +593,7 @@ fn b13_finished_pods_ignore_updates() {
 }
 
 #[test]
-fn b14_b15_kill_waiters_are_released_when_containers_stop() {
+fn kill_waiters_are_released_when_containers_stop() {
     let h = harness();
     let p = pod("u15");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -615,7 +615,7 @@ fn b14_b15_kill_waiters_are_released_when_containers_stop() {
 }
 
 #[test]
-fn b18_the_last_status_function_wins() {
+fn the_last_status_function_wins() {
     let h = harness();
     let p = pod("u18");
     h.syncer.block("sync", true);
@@ -650,7 +650,7 @@ fn b18_the_last_status_function_wins() {
 }
 
 #[test]
-fn b19_failed_termination_waits_for_the_next_update() {
+fn failed_termination_waits_for_the_next_update() {
     let h = harness();
     let p = pod("u19");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -701,7 +701,7 @@ fn running_pod(uid: &str) -> RunningPod {
 }
 
 #[test]
-fn b20_b21_runtime_only_pods_are_killed_and_forgotten() {
+fn runtime_only_pods_are_killed_and_forgotten() {
     let h = harness();
     let mut sync_only = UpdatePodOptions::kill_runtime_pod(running_pod("r1"), Some(1));
     sync_only.update_type = UpdateType::Sync;
@@ -732,7 +732,7 @@ fn b20_b21_runtime_only_pods_are_killed_and_forgotten() {
 }
 
 #[test]
-fn b22_runtime_kill_of_a_known_pod_uses_the_pod() {
+fn runtime_kill_of_a_known_pod_uses_the_pod() {
     let h = harness();
     let p = pod("u22");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -751,7 +751,7 @@ fn b22_runtime_kill_of_a_known_pod_uses_the_pod() {
 }
 
 #[test]
-fn b24_b25_b29_first_sighting_of_finished_or_deleted_pods() {
+fn first_sighting_of_finished_or_deleted_pods() {
     let h = harness();
     // B24: Succeeded in the API, nothing in the runtime: only SyncTerminatedPod.
     let mut done = pod("u24");
@@ -805,7 +805,7 @@ fn b24_b25_b29_first_sighting_of_finished_or_deleted_pods() {
 }
 
 #[test]
-fn b26_b28_b33_static_pods_start_one_per_full_name() {
+fn static_pods_start_one_per_full_name() {
     let h = harness();
     let a = static_pod("sa", "etcd-node");
     let b = static_pod("sb", "etcd-node");
@@ -854,7 +854,7 @@ fn b26_b28_b33_static_pods_start_one_per_full_name() {
 }
 
 #[test]
-fn b30_b31_b32_orphans_and_unknown_uids() {
+fn orphans_and_unknown_uids() {
     let h = harness();
     // B32: unknown UIDs before and after the first SyncKnownPods.
     assert!(h.workers.could_have_running_containers("x"));
@@ -928,7 +928,7 @@ fn thousand_pods_leave_no_thread_behind() {
 }
 
 #[test]
-fn b16_kill_timeout_is_one_and_a_half_grace_periods_and_at_least_ten_seconds() {
+fn kill_timeout_is_one_and_a_half_grace_periods_and_at_least_ten_seconds() {
     // (spec grace, kill override, expected timeout in seconds)
     let cases = [
         (Some(4), None, 10),
@@ -952,7 +952,7 @@ fn b16_kill_timeout_is_one_and_a_half_grace_periods_and_at_least_ten_seconds() {
 }
 
 #[test]
-fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
+fn kill_pod_now_gives_up_with_exceeded_grace_period() {
     let (events_tx, events) = crossbeam_channel::unbounded();
     let h = harness_with(Recorder::new(events_tx));
     let mut p = pod("u16");
@@ -999,7 +999,7 @@ fn b16_kill_pod_now_gives_up_with_exceeded_grace_period() {
 /// so killPodNow waits out its timeout (45 s here) and reports ExceededGracePeriod.
 /// litelet releases the waiter at once: the containers are known to be stopped.
 #[test]
-fn b17_kill_of_a_finished_pod_returns_at_once_unlike_upstream() {
+fn kill_of_a_finished_pod_returns_at_once_unlike_upstream() {
     let (events_tx, events) = crossbeam_channel::unbounded();
     let h = harness_with(Recorder::new(events_tx));
     let p = pod("u17");
@@ -1023,7 +1023,7 @@ fn b17_kill_of_a_finished_pod_returns_at_once_unlike_upstream() {
 }
 
 #[test]
-fn b23_runtime_kill_of_a_terminated_pod_is_ignored() {
+fn runtime_kill_of_a_terminated_pod_is_ignored() {
     let h = harness();
     let p = pod("u23");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -1058,7 +1058,7 @@ fn syncs_of(h: &Harness, uid: &str) -> usize {
 }
 
 #[test]
-fn b27_queued_static_pods_start_in_arrival_order() {
+fn queued_static_pods_start_in_arrival_order() {
     let h = harness();
     let a = static_pod("qa", "kube-proxy");
     let b = static_pod("qb", "kube-proxy");
@@ -1094,7 +1094,7 @@ fn b27_queued_static_pods_start_in_arrival_order() {
 }
 
 #[test]
-fn b27_a_queued_static_pod_killed_before_it_starts_lets_the_next_one_start() {
+fn a_queued_static_pod_killed_before_it_starts_lets_the_next_one_start() {
     let h = harness();
     let a = static_pod("ka", "coredns");
     let b = static_pod("kb", "coredns");
@@ -1122,7 +1122,7 @@ fn b27_a_queued_static_pod_killed_before_it_starts_lets_the_next_one_start() {
 }
 
 #[test]
-fn b31_a_pod_whose_worker_has_not_consumed_its_update_is_dropped_at_once() {
+fn a_pod_whose_worker_has_not_consumed_its_update_is_dropped_at_once() {
     let h = harness();
     // Hold every worker signal until released (upstream's workerChannelFn).
     let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
@@ -1155,7 +1155,7 @@ fn b31_a_pod_whose_worker_has_not_consumed_its_update_is_dropped_at_once() {
 }
 
 #[test]
-fn b34_termination_requeues_with_no_delay_and_the_terminated_sync_runs_unaided() {
+fn termination_requeues_with_no_delay_and_the_terminated_sync_runs_unaided() {
     let h = harness();
     let p = pod("u34");
     h.workers.update_pod(update(UpdateType::Create, &p));
@@ -1177,7 +1177,7 @@ fn b34_termination_requeues_with_no_delay_and_the_terminated_sync_runs_unaided()
 }
 
 #[test]
-fn b35_a_cancelled_sync_backs_off_and_the_cancelling_update_runs_at_once() {
+fn a_cancelled_sync_backs_off_and_the_cancelling_update_runs_at_once() {
     let h = harness();
     let p = pod("u35");
     h.syncer.block("sync", true);

@@ -335,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn resize_k8s_123441_removing_a_resize_condition_is_a_change() {
+    fn removing_a_resize_condition_is_a_change() {
         // A finished resize drops PodResizeInProgress; if that counted as "equal" the
         // status would never be sent and the API would show the resize in progress
         // for ever.

@@ -204,7 +204,7 @@ fn container_without_limits_resizes_its_request() {
 }
 
 #[test]
-fn resize_k8s_128769_tiny_cpu_limits_are_one_setting() {
+fn tiny_cpu_limits_are_one_setting() {
     let before: Res = (&[("cpu", "1m")], &[("cpu", "5m")]);
     let after: Res = (&[("cpu", "2m")], &[("cpu", "9m")]);
     let (pod, status) = world(&[("c", before)], &[("c", after)]);

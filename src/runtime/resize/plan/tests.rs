@@ -284,7 +284,7 @@ fn memory_below_container_usage_writes_nothing() {
 }
 
 #[test]
-fn resize_k8s_137993_no_pod_cgroup_resizes_containers_alone() {
+fn no_pod_cgroup_resizes_containers_alone() {
     // Upstream dereferenced the missing pod cgroup config and crashed the kubelet.
     let (_, plan) = scenario(
         vec![g("c", "1", "256Mi")],
@@ -302,7 +302,7 @@ fn resize_k8s_137993_no_pod_cgroup_resizes_containers_alone() {
 }
 
 #[test]
-fn resize_k8s_126388_burstable_pod_without_every_cpu_limit() {
+fn burstable_pod_without_every_cpu_limit() {
     // One container has no CPU limit, so the pod has no CFS quota: upstream failed the
     // whole CPU path ("CPUQuota is nil"); here the pod keeps no quota, its shares
     // follow the requests, and the container's own limit changes.
