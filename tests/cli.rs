@@ -301,7 +301,7 @@ fn a_panic_in_an_essential_thread_stops_litelet() {
     let fake = FakeCri::start();
     let api = FakeApi::start();
     let endpoint = fake.endpoint();
-    let without_api = ["signals", "pleg", "gc", "srv-healthz"];
+    let without_api = ["signals", "pleg", "gc", "srv-healthz", "log-rotate"];
     let with_api = ["events", "api-watch", "node", "status"];
     for (thread, needs_api) in without_api
         .iter()

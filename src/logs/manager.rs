@@ -139,18 +139,17 @@ pub fn spawn(
             shared: shared.clone(),
         };
         let work = work_rx.clone();
-        std::thread::Builder::new()
-            .name(format!("log-rot-{n}"))
-            // The deflate state is a few hundred KiB and an unoptimised build moves
-            // it through the stack; only the pages touched count.
-            .stack_size(WORKER_STACK)
-            .spawn(move || worker.run(work))?;
+        // Essential: a rotation that died quietly would let logs fill the disk.
+        // The deflate state is a few hundred KiB and an unoptimised build moves it
+        // through the stack; only the pages touched count.
+        crate::process::spawn_essential(format!("log-rot-{n}"), WORKER_STACK, move || {
+            worker.run(work)
+        })?;
     }
     let interval = config.interval;
-    std::thread::Builder::new()
-        .name("log-rotate".into())
-        .stack_size(256 * 1024)
-        .spawn(move || timer(interval, runtime, shared, work_tx, shutdown))
+    crate::process::spawn_essential("log-rotate", 256 * 1024, move || {
+        timer(interval, runtime, shared, work_tx, shutdown)
+    })
 }
 
 fn timer(
