@@ -3,6 +3,7 @@
 //! fake API server (real HTTP), the fake CRI (real gRPC) and a temp-dir cgroupfs
 //! (the v1 model; the cgroup writes themselves are also checked on v2 and on the
 //! kernel in `tests/resize.rs`). Names carry the kubelet spec's behaviour numbers.
+//! The same node shows the Burstable QoS cgroup's CPU shares following its pods.
 //!
 //! `resize_latency_median_over_50_resizes` is a measurement, not a check: run it with
 //! `cargo test --release --test resize_node -- --ignored --nocapture`.
@@ -350,6 +351,56 @@ fn b59_resize_reaches_the_cgroups_and_the_api_status() {
             && reasons.iter().any(|r| r == "ResizeCompleted"),
         "{reasons:?}"
     );
+}
+
+#[test]
+fn burstable_qos_cgroup_shares_follow_the_pods_synced_and_deleted() {
+    for model in [CgroupModel::v1(), CgroupModel::v2()] {
+        let (api, cri, root) = (FakeApi::start(), fake_cri(), tempfile::tempdir().unwrap());
+        let node = Node::start(&api, &cri, &model, root.path(), "4");
+        let qos = |dir: &str| {
+            if model.v2 {
+                model.read("", dir, "cpu.weight").unwrap_or_default()
+            } else {
+                model.read("cpu", dir, "cpu.shares").unwrap_or_default()
+            }
+        };
+        // cpu.weight is shares mapped onto 1..=10000 (runc's formula).
+        let want = |shares: u64| -> String {
+            if model.v2 {
+                (1 + (shares - 2) * 9999 / 262_142).to_string()
+            } else {
+                shares.to_string()
+            }
+        };
+        let burstable = || qos("/kubepods/burstable");
+        let settles = |shares: u64, after: &str| {
+            let ok = wait_until(WAIT, || burstable() == want(shares));
+            assert!(
+                ok,
+                "v2={}: burstable {} after {after}, want {}",
+                model.v2,
+                burstable(),
+                want(shares)
+            );
+        };
+        create_pod(&api, "a", res("500m", "", "64Mi", "1Gi"));
+        wait_running(&api, "a");
+        settles(512, "a (500m) ran");
+        create_pod(&api, "b", res("250m", "", "64Mi", "1Gi"));
+        // Guaranteed: its request is the pod cgroup's own share, not Burstable's.
+        create_pod(&api, "g", res("1", "1", "64Mi", "64Mi"));
+        wait_running(&api, "b");
+        wait_running(&api, "g");
+        settles(512 + 256, "b (250m) and g (Guaranteed) ran");
+        assert_eq!(qos("/kubepods/besteffort"), want(2));
+
+        api.delete("pods", "default", "a", Some(0)).unwrap();
+        settles(256, "a was deleted");
+        api.delete("pods", "default", "b", Some(0)).unwrap();
+        settles(2, "b was deleted");
+        drop(node);
+    }
 }
 
 #[test]
