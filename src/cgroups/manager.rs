@@ -315,13 +315,15 @@ impl PodCgroupManager {
     /// Counts `pod` (pass it at its allocated resources) among the active pods whose
     /// requests set the QoS cgroups' CPU shares, replacing what it counted before (a
     /// resize). In memory only: [`PodCgroupManager::update_qos_cgroups`] writes.
-    pub fn note_active_pod(&self, pod: &Pod) {
+    /// Returns whether the counted sum changed.
+    pub fn note_active_pod(&self, pod: &Pod) -> bool {
         let request = burstable_cpu_request(pod);
         let mut requests = self.requests();
-        match request {
+        let before = match request {
             Some(milli) => requests.insert(pod.uid().to_owned(), milli),
             None => requests.remove(pod.uid()),
         };
+        before != request
     }
 
     /// Stops counting the pod of `uid` (it terminated). In memory only.

@@ -161,11 +161,15 @@ impl KubeletSyncer {
         generate_pod_status(&input)
     }
 
+    /// The pod cgroup, made if missing; `counted_anew`: the pod's CPU request changed
+    /// the Burstable QoS cgroup's sum (a new pod, a resize, the first sync after a
+    /// restart).
     fn ensure_pod_cgroup(
         &self,
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         api: &PodStatus,
+        counted_anew: bool,
     ) -> Result<String, PodSyncError> {
         let Some(cgroups) = &self.cgroups else {
             return Ok(String::new());
@@ -175,9 +179,10 @@ impl KubeletSyncer {
             .iter()
             .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
         let exists = cgroups.exists(pod.uid());
-        if !exists {
+        if !exists || counted_anew {
             // As upstream: the QoS cgroup holds the new pod's share before the pod
-            // cgroup is made below it (the pod was counted at the start of the sync).
+            // cgroup is made below it. A resized request is written here too, before
+            // the runtime applies it, rather than at the minute's update.
             update_qos_cgroups(cgroups, pod.uid());
         }
         if !exists && !first_sync {
@@ -316,17 +321,18 @@ impl PodSyncer for KubeletSyncer {
         if phase_terminal {
             return Ok(Synced::from(true));
         }
-        if let Some(cgroups) = &self.cgroups {
-            // Active, at its allocated resources: the QoS cgroups' next write counts it.
-            cgroups.note_active_pod(pod);
-        }
+        // Active, at its allocated resources: the QoS cgroups' next write counts it.
+        let counted_anew = self
+            .cgroups
+            .as_ref()
+            .is_some_and(|cgroups| cgroups.note_active_pod(pod));
         if let (Some(problem), false) = (self.runtime_state.network_error(), host_network) {
             let message = format!("network is not ready: {problem}");
             self.recorder
                 .pod(pod, EventType::Warning, "NetworkNotReady", &message);
             return Err(PodSyncError::NetworkNotReady(problem).into());
         }
-        let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
+        let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api, counted_anew)?;
         self.sync_mirror_pod(pod, mirror.map(|m| &**m));
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
