@@ -3,6 +3,9 @@
 //! fake API server (real HTTP), the fake CRI (real gRPC) and a temp-dir cgroupfs
 //! (the v1 model; the cgroup writes themselves are also checked on v2 and on the
 //! kernel in `tests/resize.rs`). Names say the behaviour checked.
+//! The same node shows the Burstable QoS cgroup's CPU shares following its pods, on
+//! the model and (as root on a v1 machine, with a private containerd and cgroup root
+//! `/sys/fs/cgroup/*/litelet-qos-<pid>`) on the kernel.
 //!
 //! `resize_latency_median_over_50_resizes` is a measurement, not a check: run it with
 //! `cargo test --release --test resize_node -- --ignored --nocapture`.
@@ -19,7 +22,8 @@ use crossbeam_channel::{bounded, never, unbounded, Sender};
 use grpcio::RpcStatusCode;
 use litelet::admission::NodeView;
 use litelet::api::quantity::Quantity;
-use litelet::cgroups::PodCgroupManager;
+use litelet::cgroups::{ManagerConfig, PodCgroupManager};
+use litelet::cri::{ImageClient, RuntimeClient};
 use litelet::events::{EventRecord, Recorder};
 use litelet::kubelet::deps::{NoProbes, NoVolumes};
 use litelet::kubelet::mirror::MirrorClient;
@@ -35,7 +39,7 @@ use litelet::sources::{self, SOURCE_API};
 use litelet::status::manager::{PodHooks, StatusManager};
 use serde_json::{json, Value};
 use support::cgroup_model::CgroupModel;
-use support::containerd::BUSYBOX;
+use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
 use support::runtime;
@@ -57,8 +61,19 @@ struct Node {
 
 impl Node {
     fn start(api: &FakeApi, cri: &FakeCri, model: &CgroupModel, root: &Path, cpus: &str) -> Node {
-        let (shutdown_tx, shutdown) = bounded::<()>(0);
         let (runtime, images) = cri.clients(Duration::from_secs(30));
+        Node::start_on(api, (runtime, images), model.manager(), root, cpus)
+    }
+
+    /// [`Node::start`] on any CRI endpoint's clients and pod cgroup manager.
+    fn start_on(
+        api: &FakeApi,
+        (runtime, images): (RuntimeClient, ImageClient),
+        cgroups: PodCgroupManager,
+        root: &Path,
+        cpus: &str,
+    ) -> Node {
+        let (shutdown_tx, shutdown) = bounded::<()>(0);
         let (event_tx, event_rx) = unbounded::<EventRecord>();
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = events.clone();
@@ -78,7 +93,7 @@ impl Node {
             recorder.clone(),
             settings,
         ));
-        let cgroups = Arc::new(model.manager());
+        let cgroups = Arc::new(cgroups);
         let mut node = NodeView {
             name: NODE.into(),
             ..Default::default()
@@ -350,6 +365,121 @@ fn resize_reaches_the_cgroups_and_the_api_status() {
             && reasons.iter().any(|r| r == "ResizeCompleted"),
         "{reasons:?}"
     );
+}
+
+#[test]
+fn burstable_qos_cgroup_shares_follow_the_pods_synced_and_deleted() {
+    for model in [CgroupModel::v1(), CgroupModel::v2()] {
+        let (api, cri, root) = (FakeApi::start(), fake_cri(), tempfile::tempdir().unwrap());
+        let node = Node::start(&api, &cri, &model, root.path(), "4");
+        let qos = |dir: &str| {
+            if model.v2 {
+                model.read("", dir, "cpu.weight").unwrap_or_default()
+            } else {
+                model.read("cpu", dir, "cpu.shares").unwrap_or_default()
+            }
+        };
+        // cpu.weight is shares mapped onto 1..=10000 (runc's formula).
+        let want = |shares: u64| -> String {
+            if model.v2 {
+                (1 + (shares - 2) * 9999 / 262_142).to_string()
+            } else {
+                shares.to_string()
+            }
+        };
+        let burstable = || qos("/kubepods/burstable");
+        let settles = |shares: u64, after: &str| {
+            let ok = wait_until(WAIT, || burstable() == want(shares));
+            assert!(
+                ok,
+                "v2={}: burstable {} after {after}, want {}",
+                model.v2,
+                burstable(),
+                want(shares)
+            );
+        };
+        create_pod(&api, "a", res("500m", "", "64Mi", "1Gi"));
+        wait_running(&api, "a");
+        settles(512, "a (500m) ran");
+        create_pod(&api, "b", res("250m", "", "64Mi", "1Gi"));
+        // Guaranteed: its request is the pod cgroup's own share, not Burstable's.
+        create_pod(&api, "g", res("1", "1", "64Mi", "64Mi"));
+        wait_running(&api, "b");
+        wait_running(&api, "g");
+        settles(512 + 256, "b (250m) and g (Guaranteed) ran");
+        assert_eq!(qos("/kubepods/besteffort"), want(2));
+        // A resize counts at the allocated request.
+        resize(&api, "b", res("500m", "", "64Mi", "1Gi"));
+        settles(512 + 512, "b was resized to 500m");
+
+        api.delete("pods", "default", "a", Some(0)).unwrap();
+        settles(512, "a was deleted");
+        api.delete("pods", "default", "b", Some(0)).unwrap();
+        settles(2, "b was deleted");
+        drop(node);
+    }
+}
+
+/// Removes `/sys/fs/cgroup/*/<top>` deepest first, whatever the test left.
+struct CgroupRoot(String);
+
+impl Drop for CgroupRoot {
+    fn drop(&mut self) {
+        remove_cgroup_tree(&self.0);
+    }
+}
+
+#[test]
+fn burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel() {
+    const TEST: &str = "burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel";
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
+        let _: Option<()> = support::skip(TEST, "needs cgroup v1 at /sys/fs/cgroup");
+        return;
+    }
+    let top = format!("litelet-qos-{}", std::process::id());
+    // Dropped after containerd (which stops the containers), also when a check fails.
+    let _cleanup = CgroupRoot(top.clone());
+    let Some(ctd) = Containerd::start(TEST) else {
+        return;
+    };
+    let cgroups = PodCgroupManager::from_system(ManagerConfig {
+        cgroup_root: format!("/{top}"),
+        ..Default::default()
+    })
+    .expect("cgroup manager");
+    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    let (api, root) = (FakeApi::start(), tempfile::tempdir().unwrap());
+    let clients = runtime::connect(&ctd.endpoint(), Duration::from_secs(60));
+    let node = Node::start_on(&api, clients, cgroups, root.path(), "4");
+    let shares = |qos: &str| {
+        std::fs::read_to_string(format!(
+            "/sys/fs/cgroup/cpu/{top}/kubepods/{qos}/cpu.shares"
+        ))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|e| format!("<{e}>"))
+    };
+    let settles = |want: &str, after: &str| {
+        let ok = wait_until(WAIT, || shares("burstable") == want);
+        assert!(
+            ok,
+            "burstable cpu.shares {} after {after}, want {want}\n{}",
+            shares("burstable"),
+            ctd.log_tail()
+        );
+    };
+    create_pod(&api, "a", res("500m", "", "32Mi", "256Mi"));
+    create_pod(&api, "b", res("250m", "", "32Mi", "256Mi"));
+    wait_running(&api, "a");
+    wait_running(&api, "b");
+    settles("768", "a (500m) and b (250m) ran");
+    assert_eq!(shares("besteffort"), "2");
+    api.delete("pods", "default", "a", Some(0)).unwrap();
+    settles("256", "a was deleted");
+    api.delete("pods", "default", "b", Some(0)).unwrap();
+    settles("2", "b was deleted");
+    // The pod cgroups went with the pods: only the QoS cgroups stay.
+    assert_eq!(node.cgroups.list_pod_uids().unwrap(), Vec::<String>::new());
+    drop(node);
 }
 
 #[test]

@@ -195,17 +195,27 @@ pub struct QosCpuShares {
     pub best_effort: u64,
 }
 
-/// Shares for `kubepods/burstable` and `kubepods/besteffort` given the active pods.
-pub fn qos_cpu_shares(pods: &[Pod]) -> QosCpuShares {
-    let burstable_milli = pods
-        .iter()
-        .filter(|p| pod_qos(p) == QosClass::Burstable)
-        .map(|p| cpu_milli(&pod_requests(p)))
-        .fold(0i64, i64::saturating_add);
+/// The pod's cpu request in milli-CPU if it counts toward the Burstable QoS cgroup's
+/// shares (a Burstable pod; pass it at its allocated resources), else `None`.
+pub fn burstable_cpu_request(pod: &Pod) -> Option<i64> {
+    (pod_qos(pod) == QosClass::Burstable).then(|| cpu_milli(&pod_requests(pod)))
+}
+
+/// Shares of the QoS cgroups when the Burstable pods request `burstable_milli` in all.
+pub fn qos_cpu_shares_for(burstable_milli: i64) -> QosCpuShares {
     QosCpuShares {
         burstable: milli_cpu_to_shares(burstable_milli),
         best_effort: MIN_SHARES,
     }
+}
+
+/// Shares for `kubepods/burstable` and `kubepods/besteffort` given the active pods.
+pub fn qos_cpu_shares(pods: &[Pod]) -> QosCpuShares {
+    let burstable_milli = pods
+        .iter()
+        .filter_map(burstable_cpu_request)
+        .fold(0i64, i64::saturating_add);
+    qos_cpu_shares_for(burstable_milli)
 }
 
 #[cfg(test)]

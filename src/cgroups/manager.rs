@@ -20,9 +20,12 @@
 //! table and mount root.
 //!
 //! Threads: pod workers (create before the sandbox, remove after termination, resize
-//! writes) and housekeeping (`list_pod_uids` to find orphans) call it concurrently; it
-//! holds no mutable state, and creation and removal are idempotent, so concurrent
-//! creates of the QoS cgroups are harmless. No channels. Pod UIDs are untrusted: each becomes one checked name
+//! writes) and the `gc` thread (orphan listing and removal, the periodic QoS update)
+//! call it concurrently; creation and removal are idempotent, so concurrent creates
+//! of the QoS cgroups are harmless. Its only mutable state is the CPU requests of the
+//! active Burstable pods (upstream's QoS manager asks the kubelet's active pods; here
+//! pod workers tell it), behind a lock never held across I/O; a second lock keeps the
+//! QoS writes in order, so the last one holds the latest sum. No channels. Pod UIDs are untrusted: each becomes one checked name
 //! part (`pod<uid>`) or the call fails.
 //!
 //! What it does not do (yet): node-allocatable limits on `kubepods`, memory QoS
@@ -30,15 +33,18 @@
 //! reports them as [`FsError::Busy`](super::FsError::Busy); [`PodCgroupManager::pod_processes`]
 //! lists them).
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use log::{debug, info};
 
 use crate::api::pod::Pod;
 
 use super::convert::{
-    qos_cpu_shares, resource_config_for_pod, shares_to_weight, weight_to_shares, PodCgroupOptions,
-    QosCpuShares, MAX_PERIOD_US, MIN_PERIOD_US, MIN_SHARES,
+    burstable_cpu_request, qos_cpu_shares, qos_cpu_shares_for, resource_config_for_pod,
+    shares_to_weight, weight_to_shares, PodCgroupOptions, QosCpuShares, MAX_PERIOD_US,
+    MIN_PERIOD_US, MIN_SHARES,
 };
 use super::detect::{detect, CgroupMode};
 use super::name::{check_part, CgroupName};
@@ -111,6 +117,11 @@ pub struct PodCgroupManager {
     kubepods: CgroupName,
     config: ManagerConfig,
     driver: Driver,
+    /// CPU requests (milli-CPU) of the active Burstable pods by UID, which set the
+    /// Burstable QoS cgroup's shares. Held only to read or change the map.
+    burstable_requests: Mutex<BTreeMap<String, i64>>,
+    /// Held across one QoS write (compute and write), as upstream's `UpdateCgroups`.
+    qos_write: Mutex<()>,
 }
 
 impl PodCgroupManager {
@@ -154,6 +165,8 @@ impl PodCgroupManager {
             kubepods,
             config,
             driver,
+            burstable_requests: Mutex::new(BTreeMap::new()),
+            qos_write: Mutex::new(()),
         };
         // A name systemd cannot spell fails here, not at the first pod.
         let on_disk = manager.on_disk(&manager.kubepods)?;
@@ -291,7 +304,60 @@ impl PodCgroupManager {
     /// Sets the QoS cgroups' CPU shares from the active pods (upstream
     /// `UpdateQOSCgroups`, CPU part) and returns what was written.
     pub fn update_qos_cpu_shares(&self, active_pods: &[Pod]) -> Result<QosCpuShares, CgroupError> {
-        let shares = qos_cpu_shares(active_pods);
+        let _writing = lock(&self.qos_write);
+        self.write_qos_cpu_shares(qos_cpu_shares(active_pods))
+    }
+
+    fn requests(&self) -> MutexGuard<'_, BTreeMap<String, i64>> {
+        lock(&self.burstable_requests)
+    }
+
+    /// Counts `pod` (pass it at its allocated resources) among the active pods whose
+    /// requests set the QoS cgroups' CPU shares, replacing what it counted before (a
+    /// resize). In memory only: [`PodCgroupManager::update_qos_cgroups`] writes.
+    /// Returns whether the counted sum changed.
+    pub fn note_active_pod(&self, pod: &Pod) -> bool {
+        let request = burstable_cpu_request(pod);
+        let mut requests = self.requests();
+        let before = match request {
+            Some(milli) => requests.insert(pod.uid().to_owned(), milli),
+            None => requests.remove(pod.uid()),
+        };
+        before != request
+    }
+
+    /// Stops counting the pod of `uid` (it terminated). In memory only.
+    pub fn forget_active_pod(&self, uid: &str) {
+        self.requests().remove(uid);
+    }
+
+    /// Stops counting every pod for which `active` says no (a periodic check against
+    /// the pod workers, should a pod have gone without a word). In memory only.
+    pub fn retain_active_pods(&self, active: impl Fn(&str) -> bool) {
+        // `active` may take other locks: asked with this one released.
+        let counted: Vec<String> = self.requests().keys().cloned().collect();
+        let gone: Vec<String> = counted.into_iter().filter(|uid| !active(uid)).collect();
+        let mut requests = self.requests();
+        for uid in gone {
+            requests.remove(&uid);
+        }
+    }
+
+    /// Writes the QoS cgroups' CPU shares from the pods counted so far (upstream
+    /// `UpdateQOSCgroups`, CPU part): Burstable gets the sum of its pods' requests,
+    /// BestEffort the minimum. Returns what was written.
+    pub fn update_qos_cgroups(&self) -> Result<QosCpuShares, CgroupError> {
+        let _writing = lock(&self.qos_write);
+        let milli = self
+            .requests()
+            .values()
+            .copied()
+            .fold(0i64, i64::saturating_add);
+        self.write_qos_cpu_shares(qos_cpu_shares_for(milli))
+    }
+
+    /// Writes `shares` to the QoS cgroups (through systemd too with that driver).
+    fn write_qos_cpu_shares(&self, shares: QosCpuShares) -> Result<QosCpuShares, CgroupError> {
         for (class, value) in [
             (QosClass::Burstable, shares.burstable),
             (QosClass::BestEffort, shares.best_effort),
@@ -549,6 +615,11 @@ impl PodCgroupManager {
         uids.dedup();
         Ok(uids)
     }
+}
+
+/// A lock whose holder cannot leave the data half-changed: a poisoned one is taken.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The unit of a slice path: its last part.

@@ -2,8 +2,8 @@
 //! orphaned mirror pod DELETEs (the API client retries, up to 30 s per try in an
 //! outage), volume teardown (subPath bind mounts first) and removal of orphaned pod
 //! directories (never while anything below one is mounted), removal of orphaned pod
-//! cgroups, and the allocation checkpoint write after housekeeping pruned forgotten
-//! pods' allocations. The sync loop only plans them (`housekeeping_plan.rs`).
+//! cgroups (then the QoS cgroups' CPU shares), and the allocation checkpoint write
+//! after housekeeping pruned forgotten pods' allocations. The sync loop only plans them (`housekeeping_plan.rs`).
 //!
 //! A plan may be seconds old when it runs: every removal asks the pod workers again
 //! (a pod admitted since then has a worker before it has a directory or cgroup),
@@ -126,6 +126,7 @@ impl Cleaner {
                 return;
             }
         };
+        let mut removed = false;
         for uid in uids {
             if self.kept(keep, &uid) {
                 continue;
@@ -133,6 +134,26 @@ impl Cleaner {
             if let Err(err) = cgroups.remove_pod(&uid) {
                 log::warn!("housekeeping: removing orphaned pod cgroup {uid}: {err}");
             }
+            removed = true;
+        }
+        if removed {
+            // As upstream after removing orphaned pod cgroups; not on every round,
+            // as with systemd each write is a D-Bus call.
+            self.update_qos_cgroups();
+        }
+    }
+
+    /// The QoS cgroups' CPU shares from the active pods (upstream `UpdateQOSCgroups`):
+    /// a pod no worker may still run stops counting first (the syncer forgets a pod
+    /// as it terminates; this catches one that went another way). A failed write is
+    /// logged; the next round tries again.
+    pub fn update_qos_cgroups(&self) {
+        let Some(cgroups) = &self.cgroups else {
+            return;
+        };
+        cgroups.retain_active_pods(|uid| self.workers.could_have_running_containers(uid));
+        if let Err(err) = cgroups.update_qos_cgroups() {
+            log::warn!("updating the QoS cgroups' CPU shares: {err}");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The `gc` thread: container, sandbox and log garbage collection every minute, image
 //! garbage collection every five minutes (upstream StartGarbageCollection), a prompt
-//! clean-up of dead containers when the sync loop reports a container death, and
-//! housekeeping's slow steps (`cleaner.rs`).
+//! clean-up of dead containers when the sync loop reports a container death,
+//! housekeeping's slow steps (`cleaner.rs`), and the QoS cgroups' CPU shares every
+//! minute (upstream's QoS manager period) once every source has reported.
 //!
 //! The sync loop only sends a [`GcRequest`] (`try_send`, never blocks); this thread
 //! does the CRI, API and file system work.
@@ -85,6 +86,12 @@ impl GcLoop {
                 recv(containers) -> _ => {
                     self.collect_containers();
                     last_run = Instant::now();
+                    // Upstream's QoS manager corrects its cgroups every minute too; pod
+                    // workers write at a pod's start and end. Not before every source
+                    // reported: the pods known so far may be a part of the node's.
+                    if self.sources_ready.load(Ordering::Relaxed) {
+                        self.cleaner.update_qos_cgroups();
+                    }
                 }
                 recv(due) -> _ => {
                     scheduled = None;

@@ -161,11 +161,15 @@ impl KubeletSyncer {
         generate_pod_status(&input)
     }
 
+    /// The pod cgroup, made if missing; `counted_anew`: the pod's CPU request changed
+    /// the Burstable QoS cgroup's sum (a new pod, a resize, the first sync after a
+    /// restart).
     fn ensure_pod_cgroup(
         &self,
         pod: &Pod,
         runtime: &PodRuntimeStatus,
         api: &PodStatus,
+        counted_anew: bool,
     ) -> Result<String, PodSyncError> {
         let Some(cgroups) = &self.cgroups else {
             return Ok(String::new());
@@ -174,7 +178,14 @@ impl KubeletSyncer {
             .container_statuses
             .iter()
             .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
-        if !cgroups.exists(pod.uid()) && !first_sync {
+        let exists = cgroups.exists(pod.uid());
+        if !exists || counted_anew {
+            // As upstream: the QoS cgroup holds the new pod's share before the pod
+            // cgroup is made below it. A resized request is written here too, before
+            // the runtime applies it, rather than at the minute's update.
+            update_qos_cgroups(cgroups, pod.uid());
+        }
+        if !exists && !first_sync {
             // Containers run outside a pod cgroup (e.g. cgroups were set up after a
             // restart): they must be restarted inside one.
             let killed = self
@@ -250,6 +261,14 @@ impl KubeletSyncer {
     }
 }
 
+/// Writes the QoS cgroups' CPU shares; a failure is logged and never fails the sync of
+/// `uid` (the periodic update on the `gc` thread tries again).
+fn update_qos_cgroups(cgroups: &PodCgroupManager, uid: &str) {
+    if let Err(err) = cgroups.update_qos_cgroups() {
+        log::warn!("pod {uid}: updating the QoS cgroups' CPU shares: {err}");
+    }
+}
+
 /// The pod's activeDeadlineSeconds when it has run that long since its start time
 /// (`start`, the kubelet's own record, else the API's), the one deadline check of the
 /// sync loop and the pod syncer.
@@ -302,13 +321,18 @@ impl PodSyncer for KubeletSyncer {
         if phase_terminal {
             return Ok(Synced::from(true));
         }
+        // Active, at its allocated resources: the QoS cgroups' next write counts it.
+        let counted_anew = self
+            .cgroups
+            .as_ref()
+            .is_some_and(|cgroups| cgroups.note_active_pod(pod));
         if let (Some(problem), false) = (self.runtime_state.network_error(), host_network) {
             let message = format!("network is not ready: {problem}");
             self.recorder
                 .pod(pod, EventType::Warning, "NetworkNotReady", &message);
             return Err(PodSyncError::NetworkNotReady(problem).into());
         }
-        let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api)?;
+        let cgroup_parent = self.ensure_pod_cgroup(pod, runtime, &api, counted_anew)?;
         self.sync_mirror_pod(pod, mirror.map(|m| &**m));
         self.make_pod_dirs(pod)?;
         let volumes = self.volumes.setup(pod).map_err(|err| {
@@ -458,13 +482,18 @@ impl PodSyncer for KubeletSyncer {
     ) -> Result<(), SyncError> {
         let api = self.api_status(pod, runtime, true, true);
         self.status.set_pod_status(pod, api);
+        if let Some(cgroups) = &self.cgroups {
+            // Terminated pods are not active (upstream filterOutInactivePods).
+            cgroups.forget_active_pod(pod.uid());
+        }
         self.volumes
             .teardown(pod.uid())
             .map_err(PodSyncError::from)?;
         if let Some(cgroups) = &self.cgroups {
-            cgroups
-                .remove_pod(pod.uid())
-                .map_err(PodSyncError::RemovePodCgroup)?;
+            let removed = cgroups.remove_pod(pod.uid());
+            // As upstream after removing pod cgroups: its share goes back.
+            update_qos_cgroups(cgroups, pod.uid());
+            removed.map_err(PodSyncError::RemovePodCgroup)?;
         }
         self.set_reasons(pod.uid(), BTreeMap::new());
         self.resize.forget(pod);

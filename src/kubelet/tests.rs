@@ -101,6 +101,15 @@ struct Harness {
 }
 
 fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
+    harness_with(sources, max_pods, None)
+}
+
+/// [`harness`] with pod cgroups (for the `gc` thread's cleaner).
+fn harness_with(
+    sources: &[&'static str],
+    max_pods: &str,
+    cgroups: Option<Arc<PodCgroupManager>>,
+) -> Harness {
     let root = tempfile::tempdir().unwrap();
     // A runtime that is never there: calls fail fast with "unavailable".
     let endpoint = Endpoint::parse("unix:///nonexistent/litelet-kubelet-test.sock").unwrap();
@@ -166,7 +175,7 @@ fn harness(sources: &[&'static str], max_pods: &str) -> Harness {
         volumes: Arc::new(deps::NoVolumes),
         deaths: deaths_tx,
         last_relist: relist.clone(),
-        cgroups: None,
+        cgroups,
         mirrors: None,
         node_lister: None,
         extra_admission: None,
@@ -678,4 +687,36 @@ fn a_pod_version_is_one_allocation_from_the_source_to_its_worker() {
     });
     let desired = h.kubelet.pods.get("a").cloned();
     assert!(desired.is_some_and(|d| Arc::ptr_eq(&d, &v2)));
+}
+
+#[test]
+fn the_periodic_qos_update_stops_counting_pods_no_worker_may_run() {
+    use crate::cgroups::pod_resources::tests::{container, pod as pod_of};
+    let model = crate::cgroups::testfs::Model::v1();
+    for qos in ["/kubepods", "/kubepods/burstable", "/kubepods/besteffort"] {
+        model.populate(qos);
+    }
+    let cgroups = PodCgroupManager::new(model.root(), &model.mountinfo, Default::default());
+    let cgroups = Arc::new(cgroups.unwrap());
+    let mut h = harness_with(&[SOURCE_API], "110", Some(cgroups.clone()));
+    h.config(SOURCE_API, PodOperation::Add, vec![pod("running")]);
+    h.wait_call(Call::Sync("running".into(), UpdateType::Create));
+    // As the kubelet syncer counts them: 500m each; "gone" has no worker (its end
+    // went unreported).
+    for uid in ["running", "gone"] {
+        let mut p = pod_of(
+            vec![container("app", &[("cpu", "500m")], &[("memory", "1Gi")])],
+            vec![],
+        );
+        p.metadata.uid = Some(uid.into());
+        cgroups.note_active_pod(&p);
+    }
+    h.kubelet.handle(Event::Housekeeping);
+    assert!(h.housekeeping_ran());
+    h.kubelet.cleaner().update_qos_cgroups();
+    assert_eq!(
+        model.read("cpu", "/kubepods/burstable", "cpu.shares"),
+        "512"
+    );
+    assert_eq!(model.read("cpu", "/kubepods/besteffort", "cpu.shares"), "2");
 }

@@ -349,3 +349,44 @@ fn a_failed_start_job_fails_the_pod_cgroup() {
     );
     assert!(!manager.exists(UID));
 }
+
+#[test]
+fn the_qos_shares_are_set_on_the_qos_slices_then_written_to_their_files() {
+    for v2 in [false, true] {
+        let (model, units, manager) = systemd_setup(v2, config());
+        // 250m of one Burstable pod: 256 shares, weight 10.
+        manager.note_active_pod(&burstable(UID));
+        manager.note_active_pod(&guaranteed("g"));
+        manager.update_qos_cgroups().unwrap();
+        let (property, burstable_value, best_effort_value) = if v2 {
+            ("CPUWeight", 10, 1)
+        } else {
+            ("CPUShares", 256, 2)
+        };
+        let calls = units.calls();
+        let sets: Vec<&UnitCall> = calls
+            .iter()
+            .filter(|c| matches!(c, UnitCall::Set(..)))
+            .collect();
+        assert_eq!(
+            sets,
+            [
+                &UnitCall::Set(
+                    "kubepods-burstable.slice".into(),
+                    vec![(property, Value::U64(burstable_value))]
+                ),
+                &UnitCall::Set(
+                    "kubepods-besteffort.slice".into(),
+                    vec![(property, Value::U64(best_effort_value))]
+                ),
+            ],
+            "v2={v2}"
+        );
+        let dir = "/kubepods.slice/kubepods-burstable.slice";
+        if v2 {
+            assert_eq!(model.read("", dir, "cpu.weight"), "10");
+        } else {
+            assert_eq!(model.read("cpu", dir, "cpu.shares"), "256");
+        }
+    }
+}

@@ -377,3 +377,56 @@ fn container_memory_usage_reads_the_container_cgroup_below_the_pod() {
         None
     );
 }
+
+/// A Burstable pod requesting `cpu`.
+fn burstable_asking(uid: &str, cpu: &str) -> Pod {
+    let mut p = pod(
+        vec![container(
+            "a",
+            &[("cpu", cpu), ("memory", "32Mi")],
+            &[("cpu", "2"), ("memory", "64Mi")],
+        )],
+        vec![],
+    );
+    p.metadata.uid = Some(uid.to_owned());
+    p
+}
+
+#[test]
+fn burstable_qos_shares_follow_the_noted_and_forgotten_pods() {
+    let (m1, v1) = v1_setup(ManagerConfig::default());
+    let (m2, v2) = v2_setup();
+    for (model, manager) in [(&m1, &v1), (&m2, &v2)] {
+        let read = |dir: &str| {
+            if model.is_v2() {
+                model.read("", dir, "cpu.weight")
+            } else {
+                model.read("cpu", dir, "cpu.shares")
+            }
+        };
+        let on_disk = |shares: u64| {
+            if model.is_v2() {
+                shares_to_weight(shares).to_string()
+            } else {
+                shares.to_string()
+            }
+        };
+        manager.note_active_pod(&burstable_asking("half", "500m"));
+        manager.note_active_pod(&burstable_asking("quarter", "250m"));
+        manager.note_active_pod(&guaranteed("g"));
+        manager.note_active_pod(&best_effort("be"));
+        let written = manager.update_qos_cgroups().unwrap();
+        assert_eq!(written.burstable, 512 + 256);
+        assert_eq!(read("/kubepods/burstable"), on_disk(768));
+        assert_eq!(read("/kubepods/besteffort"), on_disk(MIN_SHARES));
+
+        // A resize counts at the new request, not twice.
+        manager.note_active_pod(&burstable_asking("quarter", "1"));
+        assert_eq!(manager.update_qos_cgroups().unwrap().burstable, 1536);
+
+        manager.forget_active_pod("half");
+        manager.retain_active_pods(|uid| uid != "quarter");
+        assert_eq!(manager.update_qos_cgroups().unwrap().burstable, MIN_SHARES);
+        assert_eq!(read("/kubepods/burstable"), on_disk(MIN_SHARES));
+    }
+}
