@@ -160,11 +160,20 @@ fn pod_cgroup(driver: &str, qos: &str, uid: &str) -> String {
             uid.replace('-', "_")
         ),
         ("systemd", other) => format!(
-            "/sys/fs/cgroup/kubepods.slice/kubepods-{other}.slice/kubepods-{other}-pod{}.slice",
+            "{}/kubepods-{other}-pod{}.slice",
+            qos_cgroup(driver, other),
             uid.replace('-', "_")
         ),
         (_, "guaranteed") => format!("/sys/fs/cgroup/kubepods/pod{uid}"),
-        (_, other) => format!("/sys/fs/cgroup/kubepods/{other}/pod{uid}"),
+        (_, other) => format!("{}/pod{uid}", qos_cgroup(driver, other)),
+    }
+}
+
+/// Where a QoS class's cgroup is on the VM (cgroup v2), for the node's cgroup driver.
+fn qos_cgroup(driver: &str, qos: &str) -> String {
+    match driver {
+        "systemd" => format!("/sys/fs/cgroup/kubepods.slice/kubepods-{qos}.slice"),
+        _ => format!("/sys/fs/cgroup/kubepods/{qos}"),
     }
 }
 
@@ -360,6 +369,17 @@ impl JoinedNode {
             let want = format!("{cpu_max}\n{weight}\n{memory_max}\n1024\n");
             assert_eq!(got, want, "pod cgroup of {qos} ({dir})");
         }
+        // The QoS cgroups' weights follow their pods: Burstable's from the sum of
+        // its pods' CPU requests (100m: shares 102, weight 4), BestEffort's minimum.
+        self.vm.sh_until(
+            "the QoS cgroups' CPU weights follow the pods",
+            &format!(
+                "test \"$(cat {}/cpu.weight)\" = 4 && test \"$(cat {}/cpu.weight)\" = 1",
+                qos_cgroup(self.driver, "burstable"),
+                qos_cgroup(self.driver, "besteffort")
+            ),
+            SLOW,
+        );
         assert_eq!(
             self.exec_cat("guaranteed", "/sys/fs/cgroup/cpu.max"),
             "25000 100000"
@@ -395,6 +415,15 @@ impl JoinedNode {
             &format!(
                 "test \"$(cat {dir}/cpu.max)\" = '80000 100000' && \
                  test \"$(cat {dir}/cpu.weight)\" = 8"
+            ),
+            SLOW,
+        );
+        // The Burstable QoS cgroup follows the new request (200m: shares 204, weight 8).
+        self.vm.sh_until(
+            "the resize reached the Burstable QoS cgroup",
+            &format!(
+                "test \"$(cat {}/cpu.weight)\" = 8",
+                qos_cgroup(self.driver, "burstable")
             ),
             SLOW,
         );
