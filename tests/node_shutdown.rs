@@ -159,6 +159,7 @@ fn prepare_for_shutdown_stops_pods_by_priority_reports_them_and_releases_the_loc
     let cri = FakeCri::start();
     let dir = tempfile::tempdir().unwrap();
     let cgroup_root = format!("/litelet-shutdown-{}", std::process::id());
+    let _cgroups = support::containerd::CgroupRoot(cgroup_root.clone());
     std::fs::write(
         dir.path().join("config.yaml"),
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\

@@ -29,7 +29,7 @@ use litelet::runtime::swap::{SwapBehavior, SwapSettings};
 use litelet::runtime::sync::SyncInputs;
 use litelet::status::generate::{generate_pod_status, PodStatusInput};
 use support::cgroup_model::CgroupModel;
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{CgroupRoot, Containerd, BUSYBOX};
 use support::fake_cri::FakeCri;
 use support::runtime::{self, fake_with_busybox};
 use support::wait_until;
@@ -394,15 +394,6 @@ fn skip(test: &str, why: &str) {
     let _: Option<()> = support::skip(test, why);
 }
 
-/// Removes `/sys/fs/cgroup/*/<top>` deepest first, whatever the test left.
-struct CgroupRoot(String);
-
-impl Drop for CgroupRoot {
-    fn drop(&mut self) {
-        remove_cgroup_tree(&self.0);
-    }
-}
-
 fn kernel(controller: &str, cgroup: &str, file: &str) -> String {
     std::fs::read_to_string(format!("/sys/fs/cgroup/{controller}{cgroup}/{file}"))
         .map(|s| s.trim().to_owned())
@@ -415,11 +406,11 @@ fn resize_real_v1_cgroups_and_containerd() {
     if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
         return skip(TEST, "needs cgroup v1 at /sys/fs/cgroup");
     }
+    let top = format!("litelet-resize-{}", std::process::id());
+    let _cleanup = CgroupRoot(top.clone());
     let Some(ctd) = Containerd::start(TEST) else {
         return;
     };
-    let top = format!("litelet-resize-{}", std::process::id());
-    let _cleanup = CgroupRoot(top.clone());
     let cgroups = PodCgroupManager::from_system(ManagerConfig {
         cgroup_root: format!("/{top}"),
         ..Default::default()

@@ -39,7 +39,7 @@ use litelet::sources::{self, SOURCE_API};
 use litelet::status::manager::{PodHooks, StatusManager};
 use serde_json::{json, Value};
 use support::cgroup_model::CgroupModel;
-use support::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{CgroupRoot, Containerd, BUSYBOX};
 use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
 use support::runtime;
@@ -420,15 +420,6 @@ fn burstable_qos_cgroup_shares_follow_the_pods_synced_and_deleted() {
     }
 }
 
-/// Removes `/sys/fs/cgroup/*/<top>` deepest first, whatever the test left.
-struct CgroupRoot(String);
-
-impl Drop for CgroupRoot {
-    fn drop(&mut self) {
-        remove_cgroup_tree(&self.0);
-    }
-}
-
 #[test]
 fn burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel() {
     const TEST: &str = "burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel";
@@ -437,7 +428,6 @@ fn burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel() {
         return;
     }
     let top = format!("litelet-qos-{}", std::process::id());
-    // Dropped after containerd (which stops the containers), also when a check fails.
     let _cleanup = CgroupRoot(top.clone());
     let Some(ctd) = Containerd::start(TEST) else {
         return;

@@ -131,22 +131,42 @@ impl Drop for Containerd {
 }
 
 /// Removes a test's cgroup parent and everything below it (bottom-up: runc's
-/// containers, litelet's `kubepods/<qos>/pod<uid>`) from every hierarchy; what is
-/// still busy stays, harmlessly.
+/// containers, litelet's `kubepods/<qos>/pod<uid>`) from every hierarchy. Processes
+/// that were just stopped may hold a cgroup a moment longer, so it tries again for a
+/// few seconds; what is still busy after that stays, harmlessly.
 pub fn remove_cgroup_tree(parent: &str) {
-    fn remove(dir: &Path) {
+    fn remove(dir: &Path) -> bool {
         if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten().filter(|e| e.path().is_dir()) {
                 remove(&entry.path());
             }
         }
-        let _ = std::fs::remove_dir(dir);
+        std::fs::remove_dir(dir).is_ok() || !dir.exists()
     }
     let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
         return;
     };
-    for controller in controllers.flatten() {
-        remove(&controller.path().join(parent.trim_start_matches('/')));
+    let dirs: Vec<_> = controllers
+        .flatten()
+        .map(|c| c.path().join(parent.trim_start_matches('/')))
+        .collect();
+    for _ in 0..50 {
+        // Every hierarchy gets its try each round.
+        if dirs.iter().filter(|dir| !remove(dir)).count() == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A test's private cgroup parent, removed by [`remove_cgroup_tree`] when dropped.
+/// Declare it before the [`Containerd`] so that it drops after: a failed check leaves
+/// running containers, whose cgroups only go once containerd has stopped them.
+pub struct CgroupRoot(pub String);
+
+impl Drop for CgroupRoot {
+    fn drop(&mut self) {
+        remove_cgroup_tree(&self.0);
     }
 }
 
