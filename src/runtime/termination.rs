@@ -131,8 +131,12 @@ fn log_tail(path: &Path) -> String {
         tail_lines: Some(MAX_CONTAINER_TERMINATION_MESSAGE_LOG_LINES),
         ..Default::default()
     };
+    // The path is `<pod logs root>/<ns>_<name>_<uid>/<container>/<n>.log`: the two
+    // folders below the root may be reached by a pod (a hostPath), so neither may be
+    // a symlink, as for `kubectl logs`.
+    let root = path.ancestors().nth(3).unwrap_or(Path::new("/"));
     let mut out = Vec::new();
-    let pumped = LogReader::open(path, options).and_then(|mut r| r.pump(&mut out));
+    let pumped = LogReader::open_below(root, path, options).and_then(|mut r| r.pump(&mut out));
     match pumped {
         Ok(_) => text(last_bytes(
             &out,

@@ -228,6 +228,34 @@ fn an_unreadable_log_is_reported_as_the_message() {
 }
 
 #[test]
+fn the_log_fallback_refuses_a_symlinked_pod_log_folder() {
+    let f = Files::new();
+    let empty = f.write("empty", "");
+    // Outside the pod logs root: a host folder shaped like a pod's logs.
+    let outside = f.dir.path().join("host");
+    std::fs::create_dir_all(outside.join("app")).unwrap();
+    let secret = cri_log(&["host secret".to_owned()]);
+    std::fs::write(outside.join("app/0.log"), secret).unwrap();
+    // <root>/<ns>_<name>_<uid> is a symlink to it (the container folder below it is
+    // a real one, so only the pod folder's check can catch it).
+    std::fs::create_dir(f.dir.path().join("pods")).unwrap();
+    let pod_dir = f.dir.path().join("pods/ns_web_u1");
+    std::os::unix::fs::symlink(&outside, &pod_dir).unwrap();
+    let got = message(&exited(
+        1,
+        "FallbackToLogsOnError",
+        "/dev/termination-log",
+        &empty,
+        &pod_dir.join("app/0.log"),
+    ));
+    assert!(!got.contains("host secret"), "{got}");
+    assert!(
+        got.starts_with("Error on reading termination message from logs: "),
+        "{got}"
+    );
+}
+
+#[test]
 fn messages_are_appended_to_the_runtime_message() {
     assert_eq!(append("", ""), "");
     assert_eq!(append("OOMKilled", ""), "OOMKilled");
