@@ -1,3 +1,6 @@
+//! Tests of the PodResources answers over fake pod and device sources: devices per
+//! container and NUMA node, terminal pods left out, sidecars, Get, allocatable.
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
