@@ -4,7 +4,8 @@
 //! `Allocate` creates `/tmp/Dev-N` on the host and mounts it at the same path). The
 //! plugin registers at the fixed `/var/lib/kubelet/device-plugins/kubelet.sock`, so
 //! it runs in its own mount namespace with the node's `--device-plugins-dir` bound
-//! over that path. The PodResources API is read as monitoring agents do. Skips loudly without the assets or root unless CI=true.
+//! over that path. The PodResources API is read as monitoring agents do. Skips
+//! loudly without the assets or root unless CI=true.
 
 mod support;
 
