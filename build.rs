@@ -5,7 +5,8 @@
 //! protobuf-codegen 3 (pure mode), the service stubs from grpcio-compiler, and a
 //! `mod.rs` listing both that the owning module includes (`src/cri/mod.rs`,
 //! `src/prober/grpc_health.rs`,
-//! `src/volumes/csi/mod.rs`, `src/devicemanager/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
+//! `src/volumes/csi/mod.rs`, `src/devicemanager/mod.rs`,
+//! `src/podresources/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
 //! so each parsed descriptor is re-encoded and decoded as the protobuf 2 type before
 //! its service generator runs.
 
@@ -52,6 +53,13 @@ const PROTOS: &[Proto] = &[
     Proto {
         name: "deviceplugin",
         dir: "proto/deviceplugin",
+        file: "api.proto",
+    },
+    // PodResources API v1 (package v1): the PodResourcesLister service litelet
+    // serves to monitoring agents.
+    Proto {
+        name: "podresources",
+        dir: "proto/podresources",
         file: "api.proto",
     },
 ];

@@ -626,6 +626,28 @@ fn start_devices(
     }
 }
 
+/// The PodResources API on `<root-dir>/pod-resources/kubelet.sock`, on the device
+/// plugin side's grpcio environment (no thread of its own). A failure leaves
+/// monitoring agents without it (logged), never stops litelet.
+fn start_pod_resources(
+    root_dir: &Path,
+    pods: &PodSide,
+    devices: Option<DeviceManager>,
+) -> Option<crate::podresources::PodResourcesServer> {
+    let devices: Arc<dyn crate::podresources::DeviceSource> = match devices {
+        Some(devices) => Arc::new(devices),
+        None => Arc::new(crate::podresources::NoDevices),
+    };
+    let pods_view = Arc::new(pods.kubelet.pods_view());
+    match crate::podresources::PodResourcesServer::start(root_dir, pods_view, devices) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            log::error!("pod resources API disabled: {e}");
+            None
+        }
+    }
+}
+
 /// Starts the runtime side: the runtime manager (which also consults the pod workers'
 /// API client for RuntimeClasses and the device plugins' allocations, either may be
 /// absent), the PLEG and the runtime-up gate; opens pod cgroups and the allocations.
@@ -1235,11 +1257,14 @@ pub fn run(
         "Starting",
         "Starting kubelet.",
     );
-    let pods = start_pods(&mut w, host, &rt, devices)?;
+    let root_dir = host.root_dir.clone();
+    let pods = start_pods(&mut w, host, &rt, devices.clone())?;
     start_node_shutdown(&mut w, prepared.logind, &pods)?;
     start_gc(&mut w, &pods, &rt)?;
     let stats = start_readers(&mut w, &pods, &rt, serving)?;
     start_eviction(&mut w, eviction_config, stats, &pods, &rt)?;
+    // Lives until `run` returns, like the registration server.
+    let _pod_resources = start_pod_resources(&root_dir, &pods, devices);
 
     log::info!("litelet running as node {:?}", pods.kubelet.node_name());
     let PodSide {

@@ -25,6 +25,7 @@ pub mod node;
 pub mod nodeshutdown;
 pub mod pleg;
 pub mod pod_workers;
+pub mod podresources;
 pub mod probe;
 pub mod prober;
 pub mod process;

@@ -261,23 +261,22 @@ fn static_pod(name: &str, count: u32) -> String {
     )
 }
 
-#[test]
-fn the_plugins_answer_reaches_create_container_and_a_pod_asking_too_much_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let (plugins, manifests) = (dir.path().join("plugins"), dir.path().join("manifests"));
+/// litelet on the fake CRI with its device plugins folder at `<dir>/plugins` and
+/// static pods from `<dir>/manifests`; waits for the registration socket.
+fn spawn_agent(dir: &Path, cri: &support::fake_cri::FakeCri, tag: &str) -> Agent {
+    let (plugins, manifests) = (dir.join("plugins"), dir.join("manifests"));
     std::fs::create_dir_all(&manifests).unwrap();
-    let cri = support::fake_cri::FakeCri::start();
-    let cgroup_root = format!("/litelet-dp-{}", std::process::id());
-    let log = dir.path().join("litelet.log");
+    let cgroup_root = format!("/litelet-{tag}-{}", std::process::id());
+    let log = dir.join("litelet.log");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_litelet"))
         .args(["--container-runtime-endpoint", &cri.endpoint()])
         .args(["--hostname-override", "dp-node"])
         .arg("--device-plugins-dir")
         .arg(&plugins)
         .arg("--root-dir")
-        .arg(dir.path().join("root"))
+        .arg(dir.join("root"))
         .arg("--pod-logs-dir")
-        .arg(dir.path().join("logs"))
+        .arg(dir.join("logs"))
         .arg("--pod-manifest-path")
         .arg(&manifests)
         .args(["--cgroup-root", &cgroup_root, "--eviction-hard="])
@@ -296,6 +295,15 @@ fn the_plugins_answer_reaches_create_container_and_a_pod_asking_too_much_is_refu
         "{}",
         agent.log()
     );
+    agent
+}
+
+#[test]
+fn the_plugins_answer_reaches_create_container_and_a_pod_asking_too_much_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plugins, manifests) = (dir.path().join("plugins"), dir.path().join("manifests"));
+    let cri = support::fake_cri::FakeCri::start();
+    let agent = spawn_agent(dir.path(), &cri, "dp");
     let plugin = FakeDevicePlugin::start(
         &plugins,
         "dp.fake",
@@ -348,4 +356,133 @@ fn the_plugins_answer_reaches_create_container_and_a_pod_asking_too_much_is_refu
         agent.log()
     );
     assert_eq!(cri.state().container_configs().len(), 1);
+}
+
+/// The threads of a running process, by name (`/proc/<pid>/task/*/comm`).
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn pod_resources_lists_each_containers_devices_the_allocatable_ones_and_gets_one_pod() {
+    use litelet::podresources::grpc::PodResourcesListerClient;
+    use litelet::podresources::pb as podres;
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (plugins, manifests) = (dir.path().join("plugins"), dir.path().join("manifests"));
+    let cri = support::fake_cri::FakeCri::start();
+    let agent = spawn_agent(dir.path(), &cri, "podres");
+    let socket = dir.path().join("root/pod-resources/kubelet.sock");
+    assert!(wait_until(T, || socket.exists()), "{}", agent.log());
+    let mode = std::fs::metadata(socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o750);
+    let idle = thread_names(agent.child.id());
+
+    let plugin = FakeDevicePlugin::start(
+        &plugins,
+        "dp.fake",
+        &[("Dev-1", true), ("Dev-2", true), ("Dev-3", false)],
+        pb::DevicePluginOptions::default(),
+    );
+    plugin.register(&plugins, R, "v1beta1").unwrap();
+    assert!(
+        wait_until(T, || agent.log().contains("3 devices, 2 healthy")),
+        "{}",
+        agent.log()
+    );
+    let env = std::sync::Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+    let client = PodResourcesListerClient::new(
+        grpcio::ChannelBuilder::new(env).connect(&format!("unix:{}", socket.display())),
+    );
+    let ids = |devices: &[podres::ContainerDevices]| -> Vec<(String, String, Vec<i64>)> {
+        devices
+            .iter()
+            .map(|d| {
+                let numa = d.topology.nodes.iter().map(|n| n.ID).collect();
+                (d.resource_name.clone(), d.device_ids.join(","), numa)
+            })
+            .collect()
+    };
+    let allocatable = client
+        .get_allocatable_resources(&Default::default())
+        .unwrap();
+    assert_eq!(
+        ids(&allocatable.devices),
+        vec![
+            (R.to_owned(), "Dev-1".to_owned(), vec![0]),
+            (R.to_owned(), "Dev-2".to_owned(), vec![0]),
+        ]
+    );
+    assert!(allocatable.cpu_ids.is_empty() && allocatable.memory.is_empty());
+
+    std::fs::write(manifests.join("one.yaml"), static_pod("one", 1)).unwrap();
+    let held = || {
+        let config = cri.state().container_configs().into_iter().next()?;
+        let env = config.envs.iter().find(|e| e.key == "FAKE_DEVICES")?;
+        Some(env.value.clone())
+    };
+    assert!(wait_until(T, || held().is_some()), "{}", agent.log());
+    let held = held().unwrap();
+    let listed = || {
+        let list = client.list(&Default::default()).ok()?;
+        let pod = list
+            .pod_resources
+            .into_iter()
+            .find(|p| p.name == "one-dp-node")?;
+        (!pod.containers.is_empty() && !pod.containers[0].devices.is_empty()).then_some(pod)
+    };
+    assert!(wait_until(T, || listed().is_some()), "{}", agent.log());
+    let pod = listed().unwrap();
+    assert_eq!(pod.namespace, "default");
+    assert_eq!(pod.containers.len(), 1);
+    assert_eq!(pod.containers[0].name, "app");
+    assert_eq!(
+        ids(&pod.containers[0].devices),
+        vec![(R.to_owned(), held.clone(), vec![0])]
+    );
+    assert!(pod.containers[0].cpu_ids.is_empty() && pod.containers[0].memory.is_empty());
+
+    let get = |name: &str| {
+        client.get(&podres::GetPodResourcesRequest {
+            pod_name: name.into(),
+            pod_namespace: "default".into(),
+            ..Default::default()
+        })
+    };
+    let one = get("one-dp-node").unwrap();
+    assert_eq!(ids(&one.pod_resources.containers[0].devices)[0].1, held);
+    match get("nope") {
+        Err(grpcio::Error::RpcFailure(status)) => {
+            assert_eq!(status.code(), grpcio::RpcStatusCode::NOT_FOUND);
+            assert_eq!(status.message(), "pod nope in namespace default not found");
+        }
+        other => panic!("Get of an unknown pod: {other:?}"),
+    }
+
+    // Past the burst of 10, calls are refused until the bucket refills.
+    let refused = (0..40)
+        .filter_map(|_| client.list(&Default::default()).err())
+        .find_map(|e| match e {
+            grpcio::Error::RpcFailure(s) => Some(s),
+            _ => None,
+        })
+        .expect("a burst of 40 calls is rate limited");
+    assert_eq!(refused.code(), grpcio::RpcStatusCode::RESOURCE_EXHAUSTED);
+    assert_eq!(refused.message(), "rejected by rate limit");
+
+    eprintln!(
+        "litelet threads at idle before the plugin: {} {:?}",
+        idle.len(),
+        idle
+    );
 }

@@ -4,10 +4,12 @@
 //! `Allocate` creates `/tmp/Dev-N` on the host and mounts it at the same path). The
 //! plugin registers at the fixed `/var/lib/kubelet/device-plugins/kubelet.sock`, so
 //! it runs in its own mount namespace with the node's `--device-plugins-dir` bound
-//! over that path. Skips loudly without the assets or root unless CI=true.
+//! over that path. The PodResources API is read as monitoring agents do. Skips
+//! loudly without the assets or root unless CI=true.
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -122,6 +124,34 @@ fn checkpointed(node: &RealNode, pod_uid: &str) -> Vec<String> {
         .collect()
 }
 
+/// `List` on the node's PodResources socket: "pod/container" → the devices of the
+/// resource it holds, for the pods of `ns`.
+fn pod_resources(node: &RealNode, ns: &str) -> BTreeMap<String, Vec<String>> {
+    use litelet::podresources::grpc::PodResourcesListerClient;
+    let socket = node.root().join("pod-resources/kubelet.sock");
+    let env = std::sync::Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+    let channel = grpcio::ChannelBuilder::new(env).connect(&format!("unix:{}", socket.display()));
+    let list = PodResourcesListerClient::new(channel)
+        .list_opt(
+            &Default::default(),
+            grpcio::CallOption::default().timeout(Duration::from_secs(10)),
+        )
+        .unwrap_or_else(|e| panic!("List on {}: {e}", socket.display()));
+    let mut held = BTreeMap::new();
+    for p in list.pod_resources.iter().filter(|p| p.namespace == ns) {
+        for c in &p.containers {
+            let ids = c
+                .devices
+                .iter()
+                .filter(|d| d.resource_name == R)
+                .flat_map(|d| d.device_ids.iter().cloned())
+                .collect();
+            held.insert(format!("{}/{}", p.name, c.name), ids);
+        }
+    }
+    held
+}
+
 #[test]
 fn sample_device_plugin_devices_are_published_allocated_admitted_and_survive_restarts() {
     let test = "sample_device_plugin_devices_are_published_allocated_admitted_and_survive_restarts";
@@ -175,6 +205,16 @@ fn sample_device_plugin_devices_are_published_allocated_admitted_and_survive_res
         refused["status"]["message"],
         "Pod was rejected: Allocate failed due to requested number of devices unavailable \
          for example.com/resource. Requested: 1, Available: 0, which is unexpected"
+    );
+
+    // The PodResources API names the device each container holds; the refused pod
+    // is not active, so not listed.
+    assert_eq!(
+        pod_resources(&node, &ns),
+        BTreeMap::from([
+            ("dev-a/main".to_owned(), vec![seen_a.clone()]),
+            ("dev-b/main".to_owned(), vec![seen_b.clone()]),
+        ])
     );
 
     let ids = |node: &RealNode| -> Vec<String> {

@@ -52,8 +52,9 @@ const LAYERS: &[&[&str]] = &[
         "runtime_info",
         "devicemanager",
     ],
-    // Pod admission predicates (upstream lifecycle) and the prober.
-    &["admission", "prober"],
+    // Pod admission predicates (upstream lifecycle), the prober, and the PodResources
+    // API (reads the device manager; the pods come in through a trait).
+    &["admission", "prober", "podresources"],
     // The kubelet's managers over those: eviction (reads stats, node and status; used
     // by kubelet and agent); the node shutdown manager (logind, pod workers' kills,
     // admission, node health).

@@ -24,7 +24,7 @@ use grpcio::{
 use super::checkpoint::{self, CheckpointError};
 use super::grpc::{create_registration, DevicePluginClient, Registration};
 use super::pb;
-use super::state::{container_need, ContainerKey, DeviceState, Unavailable, HEALTHY};
+use super::state::{container_need, ContainerKey, DeviceInfo, DeviceState, Unavailable, HEALTHY};
 use crate::api::pod::{Container, Pod};
 use crate::runtime::devices::{
     ContainerDevices, DeviceMount, DeviceNode, DeviceRunOptions, DevicesError,
@@ -129,7 +129,9 @@ pub struct RegistrationServer {
     pub socket: PathBuf,
 }
 
-fn environment() -> Arc<Environment> {
+/// The one grpcio environment of the device plugin side (one completion-queue
+/// thread, `dp-0`); the PodResources server shares it rather than adding threads.
+pub fn environment() -> Arc<Environment> {
     static ENV: OnceLock<Arc<Environment>> = OnceLock::new();
     ENV.get_or_init(|| Arc::new(EnvBuilder::new().cq_count(1).name_prefix("dp").build()))
         .clone()
@@ -332,8 +334,17 @@ impl DeviceManager {
             devices.len(),
             devices.iter().filter(|(_, h)| *h).count()
         );
+        let numa: BTreeMap<String, Vec<i64>> = list
+            .devices
+            .iter()
+            .filter_map(|d| {
+                let nodes: Vec<i64> = d.topology.as_ref()?.nodes.iter().map(|n| n.ID).collect();
+                (!nodes.is_empty()).then(|| (d.ID.clone(), nodes))
+            })
+            .collect();
         let mut state = lock(&self.shared.state);
         if state.set_devices(resource, generation, devices) {
+            state.set_topology(resource, generation, numa);
             self.store(state);
             self.notify();
             return true;
@@ -408,6 +419,21 @@ impl DeviceManager {
             .assigned(&key, resource)
             .map(|a| a.ids.clone())
             .unwrap_or_default()
+    }
+
+    /// What a container holds per resource, with topology (the PodResources API).
+    pub fn container_devices(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> BTreeMap<String, Vec<DeviceInfo>> {
+        let key = (pod_uid.to_owned(), container.to_owned());
+        lock(&self.shared.state).container_devices(&key)
+    }
+
+    /// Every healthy device per resource, with topology (the PodResources API).
+    pub fn healthy_devices(&self) -> BTreeMap<String, Vec<DeviceInfo>> {
+        lock(&self.shared.state).healthy_devices()
     }
 
     fn endpoint(&self, resource: &str) -> Result<Endpoint, DeviceError> {

@@ -35,4 +35,7 @@ pub mod checkpoint;
 pub mod manager;
 pub mod state;
 
-pub use manager::{DeviceError, DeviceManager, RegistrationServer, DEFAULT_DIR, KUBELET_SOCKET};
+pub use manager::{
+    environment, DeviceError, DeviceManager, RegistrationServer, DEFAULT_DIR, KUBELET_SOCKET,
+};
+pub use state::DeviceInfo;

@@ -27,6 +27,17 @@ pub struct Resource {
     pub stopped_at: Option<Instant>,
     /// Bumped by each registration, so a replaced plugin's late stream changes nothing.
     pub generation: u64,
+    /// Device ID → the NUMA nodes its plugin reported (absent: none reported), for
+    /// the PodResources API.
+    pub numa: BTreeMap<String, Vec<i64>>,
+}
+
+/// One device as the PodResources API reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub id: String,
+    /// Its NUMA nodes; empty when the plugin gave no topology.
+    pub numa_nodes: Vec<i64>,
 }
 
 /// The devices one container holds for one resource.
@@ -94,6 +105,65 @@ impl DeviceState {
             }
             _ => false,
         }
+    }
+
+    /// The NUMA nodes of each device in the plugin's latest list (only devices with
+    /// a topology); ignored when `generation` is stale.
+    pub fn set_topology(
+        &mut self,
+        resource: &str,
+        generation: u64,
+        numa: BTreeMap<String, Vec<i64>>,
+    ) {
+        if let Some(r) = self
+            .resources
+            .get_mut(resource)
+            .filter(|r| r.generation == generation)
+        {
+            r.numa = numa;
+        }
+    }
+
+    fn device_info(&self, resource: &str, id: &str) -> DeviceInfo {
+        let numa_nodes = self
+            .resources
+            .get(resource)
+            .and_then(|r| r.numa.get(id))
+            .cloned()
+            .unwrap_or_default();
+        DeviceInfo {
+            id: id.to_owned(),
+            numa_nodes,
+        }
+    }
+
+    /// What `key` holds, per resource, with each device's topology as its plugin
+    /// last reported it.
+    pub fn container_devices(&self, key: &ContainerKey) -> BTreeMap<String, Vec<DeviceInfo>> {
+        self.allocations
+            .get(key)
+            .map(|held| {
+                held.iter()
+                    .map(|(resource, a)| {
+                        let devices = a.ids.iter().map(|id| self.device_info(resource, id));
+                        (resource.clone(), devices.collect())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every healthy device per resource (held or free), with its topology.
+    pub fn healthy_devices(&self) -> BTreeMap<String, Vec<DeviceInfo>> {
+        self.resources
+            .iter()
+            .map(|(resource, r)| {
+                let healthy = r.devices.iter().filter(|(_, healthy)| **healthy);
+                let devices = healthy.map(|(id, _)| self.device_info(resource, id));
+                (resource.clone(), devices.collect::<Vec<_>>())
+            })
+            .filter(|(_, devices)| !devices.is_empty())
+            .collect()
     }
 
     /// The plugin's stream ended at `now`: its devices turn unhealthy (out of

@@ -16,6 +16,7 @@
 //! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
 //! but shutdown is read, as upstream does.
 
+pub mod active;
 mod cleaner;
 pub mod deps;
 pub mod gc_loop;
@@ -243,6 +244,15 @@ impl Kubelet {
         self.snapshot.clone()
     }
 
+    /// The desired pods with their activity, for readers on other threads.
+    pub fn pods_view(&self) -> active::PodsView {
+        active::PodsView {
+            snapshot: self.snapshot.clone(),
+            workers: self.workers.clone(),
+            status: self.status.clone(),
+        }
+    }
+
     /// Set once every expected source has reported (the `gc` thread waits for it).
     pub fn sources_ready_flag(&self) -> Arc<AtomicBool> {
         self.sources_ready.clone()
@@ -435,12 +445,7 @@ impl Kubelet {
     /// Pods that count against admission (upstream filterOutInactivePods).
     fn active_pods<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<&'a Arc<Pod>> {
         pods.filter(|p| {
-            if self.workers.is_pod_known_terminated(p.uid()) || self.rejected.contains(p.uid()) {
-                return false;
-            }
-            let terminal = is_terminal_phase(p.status.phase.as_ref())
-                || is_terminal_phase(self.status.cached_phase(p.uid()).as_ref());
-            !terminal || self.workers.is_pod_termination_requested(p.uid())
+            !self.rejected.contains(p.uid()) && active::is_active(p, &self.workers, &self.status)
         })
         .collect()
     }

@@ -1,7 +1,7 @@
 //! A fake device plugin (API v1beta1): a real grpcio server on a unix socket in the
 //! device plugins folder that registers at `kubelet.sock`, streams the device list
 //! the test sets (`ListAndWatch`), answers `Allocate` with a mount per device and an
-//! env naming them, and records every call. Dropping it stops the server and
+//! env naming them, and records every call. Every device is on NUMA node 0. Dropping it stops the server and
 //! removes its socket, as a plugin that exits.
 
 use std::path::{Path, PathBuf};
@@ -38,6 +38,15 @@ fn list(devices: &[(String, bool)]) -> pb::ListAndWatchResponse {
             .map(|(id, healthy)| pb::Device {
                 ID: id.clone(),
                 health: if *healthy { "Healthy" } else { "Unhealthy" }.into(),
+                // Every fake device sits on NUMA node 0.
+                topology: Some(pb::TopologyInfo {
+                    nodes: vec![pb::NUMANode {
+                        ID: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .into(),
                 ..Default::default()
             })
             .collect(),

@@ -215,3 +215,32 @@ fn an_init_containers_devices_are_handed_on_to_the_next_container_once() {
     // Another pod may not take them.
     assert!(state.pick(&key("b"), R, 1, &[], &[]).is_err());
 }
+
+#[test]
+fn held_and_healthy_devices_carry_the_numa_nodes_their_plugin_reported() {
+    let (mut state, _) = two_devices();
+    let generation = state.resource(R).unwrap().generation;
+    state.set_topology(R, generation, BTreeMap::from([("Dev-2".into(), vec![1])]));
+    // A replaced registration's topology changes nothing.
+    state.set_topology(R, generation + 7, BTreeMap::new());
+    state.pick(&key("p1"), R, 2, &[], &[]).unwrap();
+    let info = |id: &str, numa: &[i64]| DeviceInfo {
+        id: id.into(),
+        numa_nodes: numa.to_vec(),
+    };
+    let both = vec![info("Dev-1", &[]), info("Dev-2", &[1])];
+    assert_eq!(
+        state.container_devices(&key("p1")),
+        BTreeMap::from([(R.to_owned(), both.clone())])
+    );
+    assert!(state.container_devices(&key("p2")).is_empty());
+    assert_eq!(
+        state.healthy_devices(),
+        BTreeMap::from([(R.to_owned(), both)])
+    );
+    state.stopped(R, generation, Instant::now());
+    assert!(
+        state.healthy_devices().is_empty(),
+        "a stopped plugin's devices are not allocatable"
+    );
+}
