@@ -2,7 +2,8 @@
 //! CPU/memory conversions that fill them, and reading them back for in-place resize.
 //!
 //! Shape (youki's libcgroups, firecracker's injectable roots):
-//! - pure decisions: [`convert`] (milli-CPU → shares/weight/quota, a pod's cgroup
+//! - pure decisions: [`allocatable`] (node allocatable enforcement: what `kubepods`
+//!   and the reserved cgroups get), [`convert`] (milli-CPU → shares/weight/quota, a pod's cgroup
 //!   config), [`pod_resources`] (effective pod requests/limits), [`qos`] (QoS class,
 //!   oom_score_adj, QoS cgroup shares), [`name`] (validated cgroup names);
 //! - I/O: [`fs`] (the only place that writes or reads a cgroup file), [`detect`]
@@ -24,6 +25,7 @@
 //! `/proc/self/mountinfo` appear only in [`DEFAULT_MOUNT_ROOT`] / [`MOUNTINFO_PATH`],
 //! used by [`PodCgroupManager::from_system`].
 
+pub mod allocatable;
 pub mod convert;
 pub mod detect;
 pub mod fs;
@@ -100,6 +102,9 @@ pub enum CgroupError {
     /// The configured CFS period is outside what the kernel accepts.
     #[error("cpu cfs quota period {value}us is outside 1000..=1000000")]
     InvalidPeriod { value: u64 },
+    /// A system-/kube-reserved cgroup to enforce does not exist (litelet never makes it).
+    #[error("cgroup {name} does not exist: create it (e.g. a systemd slice of the daemons) or drop the enforcement")]
+    ReservedCgroupMissing { name: String },
     /// No pod cgroup exists for this UID under any QoS cgroup.
     #[error("no pod cgroup for pod uid {uid}")]
     PodNotFound { uid: String },
