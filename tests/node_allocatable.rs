@@ -1,0 +1,89 @@
+//! Node allocatable on the kernel: the litelet binary, on the fake CRI, limits its
+//! `kubepods` cgroup (under a private `--cgroup-root`) to the machine's capacity minus
+//! --system-reserved and --kube-reserved, and to the capacity with
+//! `--enforce-node-allocatable=none`.
+//!
+//! Runs as root on cgroup v1 (legacy or hybrid) at `/sys/fs/cgroup`; skipped loudly
+//! otherwise, a failure with `CI=true`. litelet is stopped first, then its cgroups are
+//! removed deepest first (the `Litelet` guard).
+
+mod support;
+
+use std::path::Path;
+
+use litelet::node::{MachineReader, MachineRoots};
+use support::fake_cri::FakeCri;
+use support::litelet::Litelet;
+
+const PAGE: u64 = 4096;
+
+fn kubepods_file(node: &Litelet, hierarchy: &str, file: &str) -> String {
+    let path = format!(
+        "/sys/fs/cgroup/{hierarchy}{}/kubepods/{file}",
+        node.cgroup_root
+    );
+    std::fs::read_to_string(&path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|e| format!("<{path}: {e}>"))
+}
+
+#[test]
+fn kubepods_is_limited_to_capacity_minus_reservations_on_the_kernel() {
+    const TEST: &str = "kubepods_is_limited_to_capacity_minus_reservations_on_the_kernel";
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+        || !Path::new("/sys/fs/cgroup/pids").is_dir()
+    {
+        let _: Option<()> = support::skip(TEST, "needs cgroup v1 with pids at /sys/fs/cgroup");
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        let _: Option<()> = support::skip(TEST, "needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let reader = MachineReader::new(MachineRoots::host(), dir.path(), None);
+    let (machine, _) = reader.read();
+    let cpus = u64::from(machine.num_cpus.expect("cpu count"));
+    let memory = machine.memory_bytes.expect("memory");
+    let pids = reader.max_pids().expect("pid_max");
+
+    let cri = FakeCri::start();
+    for (enforce, reserved_milli_cpu, reserved_memory, reserved_pids) in
+        [("pods", 500, 384u64 << 20, 1000), ("none", 0, 0, 0)]
+    {
+        let node = Litelet::spawn(&cri.endpoint(), "alloc-1", "alloc", |cmd, _| {
+            cmd.args([
+                "--kube-reserved=cpu=500m,memory=256Mi,pid=1000",
+                "--system-reserved=memory=128Mi",
+                "--fail-swap-on=false",
+            ])
+            .arg(format!("--enforce-node-allocatable={enforce}"));
+        });
+        node.wait_for("the kubepods limits", || {
+            node.log().contains("NodeAllocatableEnforced")
+        });
+        let want_memory = (memory - reserved_memory) / PAGE * PAGE;
+        let want_shares = (cpus * 1000 - reserved_milli_cpu) * 1024 / 1000;
+        let want_pids = pids - reserved_pids;
+        assert_eq!(
+            kubepods_file(&node, "memory", "memory.limit_in_bytes"),
+            want_memory.to_string(),
+            "{enforce}: {}",
+            node.tail()
+        );
+        assert_eq!(
+            kubepods_file(&node, "cpu", "cpu.shares"),
+            want_shares.to_string(),
+            "{enforce}"
+        );
+        assert_eq!(
+            kubepods_file(&node, "pids", "pids.max"),
+            want_pids.to_string(),
+            "{enforce}"
+        );
+        eprintln!(
+            "{enforce}: kubepods memory {want_memory}, cpu.shares {want_shares}, pids.max {want_pids}"
+        );
+        drop(node);
+    }
+}
