@@ -145,9 +145,9 @@ pub struct Flags {
     pub system_reserved: Option<String>,
 
     /// What the reservations are enforced on (`KEY,...`): `pods` limits the `kubepods`
-    /// cgroup to capacity minus --system-reserved and --kube-reserved;
-    /// `system-reserved` / `kube-reserved` limit the named cgroups below to their
-    /// reservation (`-compressible`: CPU only); `none` (alone) enforces nothing.
+    /// cgroup to the capacity minus the system and kube reservations,
+    /// `system-reserved` / `kube-reserved` limit the cgroups named below to their
+    /// reservation (`-compressible`: CPU only), `none` (alone) enforces nothing.
     #[arg(long, value_name = "KEY,...", value_delimiter = ',', default_value = "pods", value_parser = enforcement_key)]
     pub enforce_node_allocatable: Vec<String>,
 
