@@ -87,3 +87,35 @@ fn kubepods_is_limited_to_capacity_minus_reservations_on_the_kernel() {
         drop(node);
     }
 }
+
+/// A kube-reserved cgroup to enforce that does not exist stops litelet at start,
+/// naming it (upstream fails to start too); litelet never makes it.
+#[test]
+fn a_missing_kube_reserved_cgroup_stops_litelet_at_start() {
+    const TEST: &str = "a_missing_kube_reserved_cgroup_stops_litelet_at_start";
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() || !nix::unistd::geteuid().is_root() {
+        let _: Option<()> = support::skip(TEST, "needs root and cgroup v1 at /sys/fs/cgroup");
+        return;
+    }
+    let missing = format!("/litelet-daemons-{}.slice", std::process::id());
+    let cri = FakeCri::start();
+    let node = Litelet::spawn(&cri.endpoint(), "alloc-2", "alloc", |cmd, _| {
+        cmd.args([
+            "--kube-reserved=cpu=500m",
+            "--fail-swap-on=false",
+            "--enforce-node-allocatable=pods,kube-reserved",
+        ])
+        .arg(format!("--kube-reserved-cgroup={missing}"));
+    });
+    let died = support::wait_until(std::time::Duration::from_secs(60), || node.is_dead());
+    let log = node.log();
+    assert!(died, "litelet kept running:\n{}", node.tail());
+    assert!(
+        log.contains(&format!(
+            "Failed to enforce Kube Reserved Cgroup Limits on \"{missing}\""
+        )) && log.contains("does not exist"),
+        "{log}"
+    );
+    let leftover = Path::new("/sys/fs/cgroup/cpu").join(missing.trim_start_matches('/'));
+    assert!(!leftover.exists(), "litelet made {}", leftover.display());
+}
