@@ -16,9 +16,9 @@
 //! resize writes, the QoS cgroups' CPU shares as pods come and go) and the `gc` thread
 //! (orphan listing and removal, the periodic QoS update, the `kubepods` node
 //! allocatable limits until they hold); start-up writes those limits first. Nothing
-//! here holds state between calls besides the detected mount layout and the active Burstable pods' CPU
-//! requests (behind a lock never held across I/O), so every method takes `&self` and
-//! the manager is shared between threads as is. No channels.
+//! here holds state between calls besides the detected mount layout and the active
+//! Burstable pods' CPU requests (behind a lock never held across I/O), so every method
+//! takes `&self` and the manager is shared between threads as is. No channels.
 //!
 //! Invariants: every path under a mount root is built from a validated [`CgroupName`]
 //! and joined with [`fs::join_safely`]; no file is ever created on cgroupfs (a missing
