@@ -1,11 +1,14 @@
 //! Node allocatable on the kernel: the litelet binary, on the fake CRI, limits its
 //! `kubepods` cgroup (under a private `--cgroup-root`) to the machine's capacity minus
 //! --system-reserved and --kube-reserved, and to the capacity with
-//! `--enforce-node-allocatable=none`.
+//! `--enforce-node-allocatable=none`; stops at start when a reserved cgroup to limit is
+//! missing; and a `kubepods` limit the kernel refuses (`EBUSY`, below the usage) is
+//! retried until it holds.
 //!
 //! Runs as root on cgroup v1 (legacy or hybrid) at `/sys/fs/cgroup`; skipped loudly
-//! otherwise, a failure with `CI=true`. litelet is stopped first, then its cgroups are
-//! removed deepest first (the `Litelet` guard).
+//! otherwise, a failure with `CI=true`. litelet (or the memory hog) is stopped first,
+//! then the private cgroup root is removed deepest first (the `Litelet` and `Hog`
+//! guards).
 
 mod support;
 
@@ -118,4 +121,118 @@ fn a_missing_kube_reserved_cgroup_stops_litelet_at_start() {
     );
     let leftover = Path::new("/sys/fs/cgroup/cpu").join(missing.trim_start_matches('/'));
     assert!(!leftover.exists(), "litelet made {}", leftover.display());
+}
+
+/// Kills the memory hog, then removes the private cgroup root deepest first, also
+/// when a check fails.
+struct Hog {
+    child: Option<std::process::Child>,
+    top: String,
+}
+
+impl Hog {
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.stop();
+        support::containerd::remove_cgroup_tree(&self.top);
+    }
+}
+
+/// The kernel refuses (`EBUSY`) a `kubepods` memory limit below what its processes
+/// use and cannot give back (no swap): a warning event; once the usage is gone the
+/// retry succeeds, with the success event.
+#[test]
+fn a_kubepods_limit_below_usage_is_refused_then_retried_on_the_kernel() {
+    use litelet::cgroups::{CgroupResources, Limit, ManagerConfig, PodCgroupManager};
+    use litelet::events::{EventType, Recorder};
+    use litelet::kubelet::node_allocatable::{NodeAllocatable, ENFORCED, FAILED};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const TEST: &str = "a_kubepods_limit_below_usage_is_refused_then_retried_on_the_kernel";
+    let swap = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+        || !nix::unistd::geteuid().is_root()
+        || swap.lines().count() > 1
+    {
+        let _: Option<()> = support::skip(TEST, "needs root, cgroup v1 and no swap");
+        return;
+    }
+    let top = format!("litelet-ebusy-{}", std::process::id());
+    let mut hog = Hog {
+        child: None,
+        top: top.clone(),
+    };
+    let cgroups = PodCgroupManager::from_system(ManagerConfig {
+        cgroup_root: format!("/{top}"),
+        ..Default::default()
+    })
+    .expect("cgroup manager");
+    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    let memory = format!("/sys/fs/cgroup/memory/{top}/kubepods");
+    // Joins kubepods before touching 64 MiB of anonymous memory, so it is charged there.
+    hog.child = Some(
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {memory}/cgroup.procs && exec perl -e '$x = \"a\" x (64 << 20); sleep 120'"
+            ))
+            .spawn()
+            .expect("sh"),
+    );
+    let usage = || {
+        std::fs::read_to_string(format!("{memory}/memory.usage_in_bytes"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        support::wait_until(Duration::from_secs(20), || usage() > 48 << 20),
+        "usage stayed at {}",
+        usage()
+    );
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let limits = CgroupResources {
+        memory_limit: Some(Limit::Value(16 << 20)),
+        ..Default::default()
+    };
+    let enforcer = NodeAllocatable::new(Arc::new(cgroups), limits, Recorder::new(tx), "n");
+    assert!(
+        !enforcer.enforce(),
+        "the kernel took a limit below the usage"
+    );
+    let failed = rx.try_recv().expect("a failure event");
+    assert_eq!(
+        (failed.kind, failed.reason.as_str()),
+        (EventType::Warning, FAILED)
+    );
+    assert!(
+        failed.message.contains("busy"),
+        "not EBUSY: {}",
+        failed.message
+    );
+    eprintln!("refused: {}", failed.message);
+
+    hog.stop();
+    assert!(
+        support::wait_until(Duration::from_secs(20), || usage() < 16 << 20),
+        "usage stayed at {}",
+        usage()
+    );
+    assert!(enforcer.enforce(), "the retry failed");
+    let done = rx.try_recv().expect("a success event");
+    assert_eq!(
+        (done.kind, done.reason.as_str()),
+        (EventType::Normal, ENFORCED)
+    );
+    let limit = std::fs::read_to_string(format!("{memory}/memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.trim(), (16u64 << 20).to_string());
 }
