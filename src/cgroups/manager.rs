@@ -315,7 +315,23 @@ impl PodCgroupManager {
     /// then cgroupfs. A memory limit below the pods' usage is refused by v1 (`EBUSY`);
     /// the caller retries.
     pub fn update_kubepods(&self, resources: &CgroupResources) -> Result<(), CgroupError> {
-        self.write(&self.kubepods()?, resources)
+        let path = self.kubepods()?;
+        self.write(&path, &self.without_missing_pids(&path, resources))
+    }
+
+    /// `resources` without `pids.max` where the pids controller is missing (old
+    /// kernels, a v2 tree without it): the other limits still hold.
+    fn without_missing_pids(
+        &self,
+        path: &CgroupName,
+        resources: &CgroupResources,
+    ) -> CgroupResources {
+        let mut out = resources.clone();
+        if out.pids_max.is_some() && !self.fs.has_pids(path) {
+            debug!("no pids controller for {path}: pids.max left alone");
+            out.pids_max = None;
+        }
+        out
     }
 
     /// Writes `resources` to the existing cgroup `name` (`--system-reserved-cgroup`,
@@ -333,7 +349,7 @@ impl PodCgroupManager {
                 name: name.to_owned(),
             });
         }
-        self.write(&path, resources)?;
+        self.write(&path, &self.without_missing_pids(&path, resources))?;
         Ok(path)
     }
 

@@ -135,6 +135,10 @@ pub trait Cgroupfs: Send + Sync + fmt::Debug {
     /// The interface version of the files.
     fn version(&self) -> CgroupVersion;
 
+    /// Whether the cgroup's `pids.max` can be written (v1: the pids hierarchy is
+    /// mounted; v2: the controller is enabled for it).
+    fn has_pids(&self, name: &CgroupName) -> bool;
+
     /// Creates the cgroup (and missing ancestors) wherever litelet manages it.
     /// Creating an existing cgroup is not an error.
     fn create(&self, name: &CgroupName) -> Result<(), CgroupError>;
