@@ -28,6 +28,7 @@ use crate::events::Recorder;
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
+use crate::kubelet::node_allocatable::NodeAllocatable;
 use crate::kubelet::syncer::{KubeletSyncer, NodeFacts, SyncerDeps};
 use crate::kubelet::{Kubelet, KubeletDeps};
 use crate::node::register;
@@ -572,6 +573,8 @@ struct RuntimeParts {
     last_relist: LastRelist,
     runtime_state: RuntimeState,
     cgroups: Option<Arc<PodCgroupManager>>,
+    /// The `kubepods` limits, retried by the `gc` thread until they hold.
+    allocatable: Option<Arc<NodeAllocatable>>,
     resize: Arc<ResizeManager>,
     /// Container ID prefix in statuses, e.g. `containerd`.
     runtime_name: String,
@@ -738,21 +741,15 @@ fn start_runtime(
     )
     .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
     {
-        Ok(m) => {
-            // Upstream's container manager says so once the pod cgroups hold the
-            // node's allocatable.
-            recorder.node(
-                &host.node,
-                crate::events::EventType::Normal,
-                "NodeAllocatableEnforced",
-                "Updated Node Allocatable limit across pods",
-            );
-            Some(Arc::new(m))
-        }
+        Ok(m) => Some(Arc::new(m)),
         Err(err) => {
             log::warn!("pod cgroups disabled: {err}");
             None
         }
+    };
+    let allocatable = match &cgroups {
+        Some(cgroups) => Some(enforce_node_allocatable(flags, host, cgroups, recorder)?),
+        None => None,
     };
 
     // Allocations (the checkpoint under --root-dir), resize admission.
@@ -774,9 +771,52 @@ fn start_runtime(
         last_relist,
         runtime_state,
         cgroups,
+        allocatable,
         resize: Arc::new(resize),
         runtime_name,
     })
+}
+
+/// Limits `kubepods` to the node allocatable (or the capacity without `pods`
+/// enforced), and the reserved cgroups to their reservations (upstream
+/// `enforceNodeAllocatableCgroups`). A refused `kubepods` write is retried by the `gc`
+/// thread; a reserved cgroup that cannot be limited stops litelet, as upstream.
+fn enforce_node_allocatable(
+    flags: &Flags,
+    host: &Host,
+    cgroups: &Arc<PodCgroupManager>,
+    recorder: &Recorder,
+) -> Result<Arc<NodeAllocatable>, AgentError> {
+    use crate::cgroups::allocatable::{kubepods_resources, Enforcement, MachineCapacity};
+    let config = flags
+        .node_allocatable_enforcement()
+        .map_err(|problems| AgentError::Config(problems.join("; ")))?;
+    let capacity = MachineCapacity {
+        milli_cpu: host.machine.num_cpus.map(|n| i64::from(n) * 1000),
+        memory_bytes: host.machine.memory_bytes,
+        pids: host.reader.max_pids(),
+    };
+    let reserved = [
+        &host.node_config.system_reserved,
+        &host.node_config.kube_reserved,
+    ];
+    let kubepods = kubepods_resources(&capacity, &reserved, config.has(Enforcement::Pods));
+    log::info!("node allocatable: kubepods gets {kubepods:?}");
+    let allocatable = Arc::new(NodeAllocatable::new(
+        cgroups.clone(),
+        kubepods,
+        recorder.clone(),
+        &host.node,
+    ));
+    allocatable.enforce();
+    allocatable
+        .enforce_reserved(
+            &config,
+            &host.node_config.system_reserved,
+            &host.node_config.kube_reserved,
+        )
+        .map_err(AgentError::Config)?;
+    Ok(allocatable)
 }
 
 /// Node registration, status and lease, and the Node lister admission reads (only
@@ -1116,6 +1156,7 @@ fn start_gc(w: &mut Wiring, pods: &PodSide, rt: &RuntimeParts) -> Result<(), Age
         },
         recorder: w.recorder.clone(),
         node_name: pods.kubelet.node_name().to_owned(),
+        allocatable: rt.allocatable.clone(),
     };
     w.threads
         .add(gc.spawn(pods.gc_requests.clone(), w.threads.shutdown())?);

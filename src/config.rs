@@ -144,6 +144,23 @@ pub struct Flags {
     #[arg(long, value_name = "RESOURCE=QUANTITY,...", value_parser = node_flag(node::config::parse_reserved))]
     pub system_reserved: Option<String>,
 
+    /// What the reservations are enforced on (`KEY,...`): `pods` limits the `kubepods`
+    /// cgroup to the capacity minus the system and kube reservations,
+    /// `system-reserved` / `kube-reserved` limit the cgroups named below to their
+    /// reservation (`-compressible`: CPU only), `none` (alone) enforces nothing.
+    #[arg(long, value_name = "KEY,...", value_delimiter = ',', default_value = "pods", value_parser = enforcement_key)]
+    pub enforce_node_allocatable: Vec<String>,
+
+    /// Existing cgroup of the operating system's daemons (e.g. `/system.slice`), limited
+    /// to --system-reserved when --enforce-node-allocatable has `system-reserved`.
+    #[arg(long, value_name = "/CGROUP")]
+    pub system_reserved_cgroup: Option<String>,
+
+    /// Existing cgroup of the Kubernetes daemons (e.g. `/kube.slice`), limited to
+    /// --kube-reserved when --enforce-node-allocatable has `kube-reserved`.
+    #[arg(long, value_name = "/CGROUP")]
+    pub kube_reserved_cgroup: Option<String>,
+
     /// Hard eviction thresholds (`memory.available<100Mi,nodefs.available<10%`); replaces the defaults.
     #[arg(long, value_name = "SIGNAL<VALUE,...", value_parser = node_flag(node::config::parse_eviction_hard))]
     pub eviction_hard: Option<String>,
@@ -445,6 +462,8 @@ impl Flags {
     /// Checks that span several flags (after the file merge).
     fn check(&self) -> Result<(), LoadError> {
         self.shutdown.validate()?;
+        self.node_allocatable_enforcement()
+            .map_err(|problems| LoadError::Invalid(problems.join("; ")))?;
         if self.image_gc_low_threshold > self.image_gc_high_threshold {
             return Err(LoadError::Invalid(format!(
                 "image GC low threshold {}% (--image-gc-low-threshold, imageGCLowThresholdPercent) \
@@ -455,6 +474,28 @@ impl Flags {
         }
         Ok(())
     }
+}
+
+impl Flags {
+    /// --enforce-node-allocatable with the cgroups it names, checked as upstream does.
+    pub fn node_allocatable_enforcement(
+        &self,
+    ) -> Result<crate::cgroups::allocatable::EnforcementConfig, Vec<String>> {
+        crate::cgroups::allocatable::EnforcementConfig::new(
+            &self.enforce_node_allocatable,
+            self.system_reserved_cgroup.as_deref(),
+            self.kube_reserved_cgroup.as_deref(),
+        )
+    }
+}
+
+/// One `--enforce-node-allocatable` key (an empty one is no key).
+fn enforcement_key(text: &str) -> Result<String, crate::cgroups::allocatable::UnknownEnforcement> {
+    if !text.trim().is_empty() {
+        text.trim()
+            .parse::<crate::cgroups::allocatable::Enforcement>()?;
+    }
+    Ok(text.trim().to_owned())
 }
 
 /// Whether the user gave argument `id` (on the command line or through its environment
@@ -681,6 +722,63 @@ mod tests {
         let (endpoint, options) = flags.runtime.resolve().unwrap();
         assert_eq!(endpoint.to_string(), "unix:///tmp/x.sock");
         assert_eq!(options.request_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn enforce_node_allocatable_flags_parse_and_are_validated() {
+        let flags = Flags::try_load_from(["litelet"]).unwrap();
+        assert_eq!(flags.enforce_node_allocatable, ["pods"]);
+        let c = flags.node_allocatable_enforcement().unwrap();
+        assert!(c.has(crate::cgroups::allocatable::Enforcement::Pods));
+        let flags = Flags::try_load_from([
+            "litelet",
+            "--enforce-node-allocatable=pods,system-reserved-compressible",
+            "--system-reserved-cgroup=/system.slice",
+        ])
+        .unwrap();
+        assert_eq!(
+            flags.enforce_node_allocatable,
+            ["pods", "system-reserved-compressible"]
+        );
+        let none = Flags::try_load_from(["litelet", "--enforce-node-allocatable=none"]).unwrap();
+        assert!(none.node_allocatable_enforcement().unwrap().keys.is_empty());
+        let empty = Flags::try_load_from(["litelet", "--enforce-node-allocatable="]).unwrap();
+        assert!(empty
+            .node_allocatable_enforcement()
+            .unwrap()
+            .keys
+            .is_empty());
+
+        let unknown = Flags::try_load_from(["litelet", "--enforce-node-allocatable=pods,cpu"]);
+        assert!(
+            matches!(&unknown, Err(LoadError::Args(e)) if e.to_string().contains("\"cpu\" is not a node allocatable enforcement")),
+            "{unknown:?}"
+        );
+        for (args, why) in [
+            (
+                vec!["--enforce-node-allocatable=none,pods"],
+                "\"none\" must be the only value",
+            ),
+            (
+                vec!["--enforce-node-allocatable=system-reserved"],
+                "systemReservedCgroup (--system-reserved-cgroup) must be given when \
+                 enforceNodeAllocatable (--enforce-node-allocatable) contains \"system-reserved\"",
+            ),
+            (
+                vec![
+                    "--enforce-node-allocatable=kube-reserved-compressible",
+                    "--system-reserved-cgroup=/system.slice",
+                ],
+                "kubeReservedCgroup (--kube-reserved-cgroup) must be given",
+            ),
+        ] {
+            let mut all = vec!["litelet"];
+            all.extend(args);
+            match Flags::try_load_from(all.clone()) {
+                Err(LoadError::Invalid(message)) => assert!(message.contains(why), "{message}"),
+                other => panic!("{all:?}: expected a refusal, got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -28,7 +28,11 @@
 //! QoS writes in order, so the last one holds the latest sum. No channels. Pod UIDs are untrusted: each becomes one checked name
 //! part (`pod<uid>`) or the call fails.
 //!
-//! What it does not do (yet): node-allocatable limits on `kubepods`, memory QoS
+//! Node allocatable: [`PodCgroupManager::update_kubepods`] and
+//! [`PodCgroupManager::update_reserved_cgroup`] write what [`super::allocatable`]
+//! decides; the kubelet calls them at start-up and retries from the `gc` thread.
+//!
+//! What it does not do (yet): memory QoS
 //! (`memory.min`), hugepages, killing leftover processes before removal (removal
 //! reports them as [`FsError::Busy`](super::FsError::Busy); [`PodCgroupManager::pod_processes`]
 //! lists them).
@@ -299,6 +303,54 @@ impl PodCgroupManager {
         }
         self.fs
             .apply(&self.qos_cgroup(QosClass::BestEffort), &best_effort)
+    }
+
+    /// The on-disk path of `kubepods` (`kubepods.slice` with systemd).
+    pub fn kubepods(&self) -> Result<CgroupName, CgroupError> {
+        self.on_disk(&self.kubepods)
+    }
+
+    /// Writes the node allocatable to `kubepods` (upstream
+    /// `enforceNodeAllocatableCgroups`): through the slice's properties with systemd,
+    /// then cgroupfs. A memory limit below the pods' usage is refused by v1 (`EBUSY`);
+    /// the caller retries.
+    pub fn update_kubepods(&self, resources: &CgroupResources) -> Result<(), CgroupError> {
+        let path = self.kubepods()?;
+        self.write(&path, &self.without_missing_pids(&path, resources))
+    }
+
+    /// `resources` without `pids.max` where the pids controller is missing (old
+    /// kernels, a v2 tree without it): the other limits still hold.
+    fn without_missing_pids(
+        &self,
+        path: &CgroupName,
+        resources: &CgroupResources,
+    ) -> CgroupResources {
+        let mut out = resources.clone();
+        if out.pids_max.is_some() && !self.fs.has_pids(path) {
+            debug!("no pids controller for {path}: pids.max left alone");
+            out.pids_max = None;
+        }
+        out
+    }
+
+    /// Writes `resources` to the existing cgroup `name` (`--system-reserved-cgroup`,
+    /// `--kube-reserved-cgroup`), named as it is on cgroupfs with either driver
+    /// (`/system.slice`); with systemd its unit is the last part. A cgroup that does
+    /// not exist is an error: litelet never makes it. Returns the path written.
+    pub fn update_reserved_cgroup(
+        &self,
+        name: &str,
+        resources: &CgroupResources,
+    ) -> Result<CgroupName, CgroupError> {
+        let path = CgroupName::parse(name)?;
+        if !self.fs.exists(&path) {
+            return Err(CgroupError::ReservedCgroupMissing {
+                name: name.to_owned(),
+            });
+        }
+        self.write(&path, &self.without_missing_pids(&path, resources))?;
+        Ok(path)
     }
 
     /// Sets the QoS cgroups' CPU shares from the active pods (upstream

@@ -2,7 +2,8 @@
 //! CPU/memory conversions that fill them, and reading them back for in-place resize.
 //!
 //! Shape (youki's libcgroups, firecracker's injectable roots):
-//! - pure decisions: [`convert`] (milli-CPU → shares/weight/quota, a pod's cgroup
+//! - pure decisions: [`allocatable`] (node allocatable enforcement: what `kubepods`
+//!   and the reserved cgroups get), [`convert`] (milli-CPU → shares/weight/quota, a pod's cgroup
 //!   config), [`pod_resources`] (effective pod requests/limits), [`qos`] (QoS class,
 //!   oom_score_adj, QoS cgroup shares), [`name`] (validated cgroup names);
 //! - I/O: [`fs`] (the only place that writes or reads a cgroup file), [`detect`]
@@ -13,10 +14,11 @@
 //!
 //! Callers: pod worker threads (create before the sandbox, remove after termination,
 //! resize writes, the QoS cgroups' CPU shares as pods come and go) and the `gc` thread
-//! (orphan listing and removal, the periodic QoS update). Nothing here holds state
-//! between calls besides the detected mount layout and the active Burstable pods' CPU
-//! requests (behind a lock never held across I/O), so every method takes `&self` and
-//! the manager is shared between threads as is. No channels.
+//! (orphan listing and removal, the periodic QoS update, the `kubepods` node
+//! allocatable limits until they hold); start-up writes those limits first. Nothing
+//! here holds state between calls besides the detected mount layout and the active
+//! Burstable pods' CPU requests (behind a lock never held across I/O), so every method
+//! takes `&self` and the manager is shared between threads as is. No channels.
 //!
 //! Invariants: every path under a mount root is built from a validated [`CgroupName`]
 //! and joined with [`fs::join_safely`]; no file is ever created on cgroupfs (a missing
@@ -24,6 +26,7 @@
 //! `/proc/self/mountinfo` appear only in [`DEFAULT_MOUNT_ROOT`] / [`MOUNTINFO_PATH`],
 //! used by [`PodCgroupManager::from_system`].
 
+pub mod allocatable;
 pub mod convert;
 pub mod detect;
 pub mod fs;
@@ -100,6 +103,9 @@ pub enum CgroupError {
     /// The configured CFS period is outside what the kernel accepts.
     #[error("cpu cfs quota period {value}us is outside 1000..=1000000")]
     InvalidPeriod { value: u64 },
+    /// A system-/kube-reserved cgroup to enforce does not exist (litelet never makes it).
+    #[error("cgroup {name} does not exist: create it (e.g. a systemd slice of the daemons) or drop the enforcement")]
+    ReservedCgroupMissing { name: String },
     /// No pod cgroup exists for this UID under any QoS cgroup.
     #[error("no pod cgroup for pod uid {uid}")]
     PodNotFound { uid: String },
@@ -128,6 +134,10 @@ impl From<systemd::SystemdError> for CgroupError {
 pub trait Cgroupfs: Send + Sync + fmt::Debug {
     /// The interface version of the files.
     fn version(&self) -> CgroupVersion;
+
+    /// Whether the cgroup's `pids.max` can be written (v1: the pids hierarchy is
+    /// mounted; v2: the controller is enabled for it).
+    fn has_pids(&self, name: &CgroupName) -> bool;
 
     /// Creates the cgroup (and missing ancestors) wherever litelet manages it.
     /// Creating an existing cgroup is not an error.

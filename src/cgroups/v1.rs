@@ -179,6 +179,10 @@ impl Cgroupfs for CgroupV1 {
         CgroupVersion::V1
     }
 
+    fn has_pids(&self, _name: &CgroupName) -> bool {
+        self.pids.is_some()
+    }
+
     fn create(&self, name: &CgroupName) -> Result<(), CgroupError> {
         for hierarchy in self.managed() {
             fs::create_dir(&Self::dir(hierarchy, name)?)?;

@@ -109,6 +109,10 @@ impl Cgroupfs for CgroupV2 {
         CgroupVersion::V2
     }
 
+    fn has_pids(&self, name: &CgroupName) -> bool {
+        self.dir(name).is_ok_and(|d| d.join(PIDS_MAX).is_file())
+    }
+
     fn create(&self, name: &CgroupName) -> Result<(), CgroupError> {
         let mut dir = self.root.clone();
         for part in name.parts() {

@@ -91,6 +91,7 @@ impl Flags {
             "containerLogMaxWorkers": f.container_log_max_workers,
             "containerLogMonitorInterval": go_duration(f.container_log_monitor_interval),
             "allowedUnsafeSysctls": f.allowed_unsafe_sysctls,
+            "enforceNodeAllocatable": f.enforce_node_allocatable,
             "failSwapOn": f.fail_swap_on,
             "memorySwap": {"swapBehavior": f.memory_swap_behavior.as_str()},
             "shutdownGracePeriod": go_duration(f.shutdown.grace_period),
@@ -129,6 +130,15 @@ impl Flags {
                     "shutdownGracePeriodByPodPriority".into(),
                     Value::Array(rows),
                 );
+            }
+            // Omitted when empty, as upstream's `omitempty`.
+            for (name, cgroup) in [
+                ("systemReservedCgroup", &f.system_reserved_cgroup),
+                ("kubeReservedCgroup", &f.kube_reserved_cgroup),
+            ] {
+                if let Some(cgroup) = cgroup {
+                    map.insert(name.to_owned(), Value::String(cgroup.clone()));
+                }
             }
             for (name, text, sep) in optional {
                 if let Some(text) = text {
@@ -259,6 +269,29 @@ mod tests {
         assert_eq!(c["memorySwap"]["swapBehavior"], "NoSwap");
         assert_eq!(c["shutdownGracePeriod"], "0s");
         assert!(c.get("shutdownGracePeriodByPodPriority").is_none());
+    }
+
+    #[test]
+    fn configz_shows_the_node_allocatable_enforcement() {
+        let plain = Flags::try_parse_from(["litelet"]).unwrap().configz();
+        let c = &plain["kubeletconfig"];
+        assert_eq!(c["enforceNodeAllocatable"], json!(["pods"]));
+        assert!(c.get("systemReservedCgroup").is_none());
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--enforce-node-allocatable=pods,system-reserved",
+            "--system-reserved-cgroup=/system.slice",
+            "--kube-reserved-cgroup=/kube.slice",
+        ])
+        .unwrap();
+        let z = flags.configz();
+        let c = &z["kubeletconfig"];
+        assert_eq!(
+            c["enforceNodeAllocatable"],
+            json!(["pods", "system-reserved"])
+        );
+        assert_eq!(c["systemReservedCgroup"], "/system.slice");
+        assert_eq!(c["kubeReservedCgroup"], "/kube.slice");
     }
 
     #[test]

@@ -137,6 +137,10 @@ pub struct KubeletConfiguration {
     /// node module's parsers.
     pub kube_reserved: Option<String>,
     pub system_reserved: Option<String>,
+    /// Each key known (cross checks with the cgroups are `Flags`', after the merge).
+    pub enforce_node_allocatable: Option<Vec<String>>,
+    pub system_reserved_cgroup: Option<String>,
+    pub kube_reserved_cgroup: Option<String>,
     pub eviction_hard: Option<String>,
     pub eviction_soft: Option<String>,
     pub eviction_soft_grace_period: Option<String>,
@@ -405,6 +409,9 @@ impl Reader {
                 }
                 "kubeReserved" => c.kube_reserved = self.pairs(f, v, "=", node::parse_reserved),
                 "systemReserved" => c.system_reserved = self.pairs(f, v, "=", node::parse_reserved),
+                "enforceNodeAllocatable" => c.enforce_node_allocatable = self.enforcements(f, v),
+                "systemReservedCgroup" => c.system_reserved_cgroup = self.get(f, v),
+                "kubeReservedCgroup" => c.kube_reserved_cgroup = self.get(f, v),
                 "evictionHard" => {
                     c.eviction_hard = self.pairs(f, v, "<", node::parse_eviction_hard)
                 }
@@ -747,6 +754,21 @@ impl Reader {
         None
     }
 
+    /// `enforceNodeAllocatable`: a list of known keys (an empty list enforces nothing).
+    fn enforcements(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+        let list: Vec<String> = self.get(field, value)?;
+        let bad: Vec<String> = list
+            .iter()
+            .filter_map(|k| k.parse::<crate::cgroups::allocatable::Enforcement>().err())
+            .map(|e| e.to_string())
+            .collect();
+        if bad.is_empty() {
+            return Some(list);
+        }
+        self.bad(field, bad.join("; "));
+        None
+    }
+
     /// A list of sysctl names or prefixes, each namespaced (as the flag).
     fn sysctls(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
         let list: Vec<String> = self.get(field, value)?;
@@ -877,6 +899,12 @@ impl KubeletConfiguration {
         }
         set!("kube_reserved", self.kube_reserved.map(Some) => flags.kube_reserved);
         set!("system_reserved", self.system_reserved.map(Some) => flags.system_reserved);
+        set!("enforce_node_allocatable", self.enforce_node_allocatable
+            => flags.enforce_node_allocatable);
+        set!("system_reserved_cgroup", self.system_reserved_cgroup.map(Some)
+            => flags.system_reserved_cgroup);
+        set!("kube_reserved_cgroup", self.kube_reserved_cgroup.map(Some)
+            => flags.kube_reserved_cgroup);
         set!("eviction_hard", self.eviction_hard.map(Some) => flags.eviction_hard);
         set!("eviction_soft", self.eviction_soft.map(Some) => flags.eviction_soft);
         set!("eviction_soft_grace_period", self.eviction_soft_grace_period.map(Some)
@@ -976,6 +1004,9 @@ pub const APPLIED_IDS: &[&str] = &[
     "node_status_update_frequency",
     "kube_reserved",
     "system_reserved",
+    "enforce_node_allocatable",
+    "system_reserved_cgroup",
+    "kube_reserved_cgroup",
     "eviction_hard",
     "eviction_soft",
     "eviction_soft_grace_period",

@@ -1,8 +1,10 @@
 //! The `gc` thread: container, sandbox and log garbage collection every minute, image
 //! garbage collection every five minutes (upstream StartGarbageCollection), a prompt
 //! clean-up of dead containers when the sync loop reports a container death,
-//! housekeeping's slow steps (`cleaner.rs`), and the QoS cgroups' CPU shares every
-//! minute (upstream's QoS manager period) once every source has reported.
+//! housekeeping's slow steps (`cleaner.rs`), the QoS cgroups' CPU shares every
+//! minute (upstream's QoS manager period) once every source has reported, and the
+//! `kubepods` node allocatable limits every minute until the kernel takes them
+//! (`node_allocatable.rs`).
 //!
 //! The sync loop only sends a [`GcRequest`] (`try_send`, never blocks); this thread
 //! does the CRI, API and file system work.
@@ -18,6 +20,7 @@ use crossbeam_channel::{select, tick, Receiver};
 
 use super::cleaner::Cleaner;
 use super::housekeeping_plan::CleanupWork;
+use super::node_allocatable::NodeAllocatable;
 use crate::events::{EventType, Recorder};
 use crate::pod_workers::PodWorkers;
 use crate::runtime::gc::GcPolicy;
@@ -51,6 +54,8 @@ pub struct GcLoop {
     pub image_policy: ImageGcPolicy,
     pub recorder: Recorder,
     pub node_name: String,
+    /// The `kubepods` limits, retried while the kernel refuses them.
+    pub allocatable: Option<Arc<NodeAllocatable>>,
 }
 
 impl GcLoop {
@@ -91,6 +96,11 @@ impl GcLoop {
                     // reported: the pods known so far may be a part of the node's.
                     if self.sources_ready.load(Ordering::Relaxed) {
                         self.cleaner.update_qos_cgroups();
+                    }
+                    // Upstream retries a refused node allocatable every minute too
+                    // (evictions bring the pods' usage below it).
+                    if let Some(allocatable) = self.allocatable.as_ref().filter(|a| a.pending()) {
+                        allocatable.enforce();
                     }
                 }
                 recv(due) -> _ => {

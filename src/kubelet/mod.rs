@@ -23,6 +23,7 @@ pub mod gc_loop;
 mod housekeeping;
 pub mod housekeeping_plan;
 pub mod mirror;
+pub mod node_allocatable;
 mod pod_manager;
 pub mod pull_secrets;
 pub mod snapshot;

@@ -186,6 +186,20 @@ impl MachineReader {
     }
 }
 
+impl MachineReader {
+    /// The most tasks the kernel allows: the smaller of `kernel.pid_max` and
+    /// `kernel.threads-max` (upstream's internal `pid` capacity, which sizes the
+    /// `kubepods` cgroup's `pids.max`). `None` when neither can be read.
+    pub fn max_pids(&self) -> Option<u64> {
+        let kernel = self.roots.proc.join("sys/kernel");
+        ["pid_max", "threads-max"]
+            .iter()
+            .filter_map(|file| read(&kernel.join(file)).ok())
+            .filter_map(|text| text.trim().parse::<u64>().ok())
+            .min()
+    }
+}
+
 fn read(path: &Path) -> Result<String, MachineError> {
     std::fs::read_to_string(path).map_err(|source| MachineError::Read {
         path: path.to_owned(),
@@ -574,6 +588,22 @@ mod tests {
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn max_pids_is_the_smaller_kernel_task_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = MachineRoots {
+            proc: dir.path().join("proc"),
+            sys: dir.path().join("sys"),
+            etc: dir.path().join("etc"),
+        };
+        let reader = MachineReader::new(roots.clone(), dir.path(), None);
+        assert_eq!(reader.max_pids(), None);
+        write(&roots.proc.join("sys/kernel/pid_max"), "4194304\n");
+        assert_eq!(reader.max_pids(), Some(4_194_304));
+        write(&roots.proc.join("sys/kernel/threads-max"), "62542\n");
+        assert_eq!(reader.max_pids(), Some(62_542));
     }
 
     #[test]

@@ -390,3 +390,60 @@ fn the_qos_shares_are_set_on_the_qos_slices_then_written_to_their_files() {
         }
     }
 }
+
+#[test]
+fn kubepods_slice_and_a_reserved_slice_get_their_limits_through_systemd_then_the_files() {
+    for v2 in [false, true] {
+        let (model, units, manager) = systemd_setup(v2, config());
+        let limits = CgroupResources {
+            cpu_shares: Some(1536),
+            memory_limit: Some(Limit::Value(3 << 30)),
+            pids_max: Some(Limit::Value(32000)),
+            ..Default::default()
+        };
+        manager.update_kubepods(&limits).unwrap();
+        let version = manager.version();
+        assert_eq!(
+            units.calls().last(),
+            Some(&UnitCall::Set(
+                "kubepods.slice".into(),
+                resource_properties(&limits, version, 100_000)
+            )),
+            "v2={v2}"
+        );
+        let dir = "/kubepods.slice";
+        if v2 {
+            assert_eq!(model.read("", dir, "memory.max"), (3u64 << 30).to_string());
+            assert_eq!(model.read("", dir, "pids.max"), "32000");
+        } else {
+            assert_eq!(
+                model.read("memory", dir, "memory.limit_in_bytes"),
+                (3u64 << 30).to_string()
+            );
+            assert_eq!(model.read("cpu", dir, "cpu.shares"), "1536");
+            assert_eq!(model.read("pids", dir, "pids.max"), "32000");
+        }
+
+        // A reserved slice systemd already runs: its unit is the path's last part.
+        model.populate("/system.slice");
+        let cpu = CgroupResources {
+            cpu_shares: Some(256),
+            ..Default::default()
+        };
+        manager
+            .update_reserved_cgroup("/system.slice", &cpu)
+            .unwrap();
+        assert_eq!(
+            units.calls().last(),
+            Some(&UnitCall::Set(
+                "system.slice".into(),
+                resource_properties(&cpu, version, 100_000)
+            ))
+        );
+        let missing = manager.update_reserved_cgroup("/kube.slice", &cpu);
+        assert!(
+            matches!(missing, Err(CgroupError::ReservedCgroupMissing { ref name }) if name == "/kube.slice"),
+            "{missing:?}"
+        );
+    }
+}

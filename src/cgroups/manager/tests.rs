@@ -430,3 +430,23 @@ fn burstable_qos_shares_follow_the_noted_and_forgotten_pods() {
         assert_eq!(read("/kubepods/burstable"), on_disk(MIN_SHARES));
     }
 }
+
+#[test]
+fn kubepods_limits_skip_pids_max_where_the_pids_controller_is_missing() {
+    let (model, manager) = v2_setup();
+    model.delete("", "/kubepods", "pids.max");
+    let limits = CgroupResources {
+        memory_limit: Some(Limit::Value(1 << 30)),
+        pids_max: Some(Limit::Value(1000)),
+        ..Default::default()
+    };
+    manager.update_kubepods(&limits).unwrap();
+    assert_eq!(
+        model.read("", "/kubepods", "memory.max"),
+        (1u64 << 30).to_string()
+    );
+    // With the controller, pids.max is written.
+    model.set("", "/kubepods", "pids.max", "max");
+    manager.update_kubepods(&limits).unwrap();
+    assert_eq!(model.read("", "/kubepods", "pids.max"), "1000");
+}

@@ -829,3 +829,50 @@ fn swap_fields_reach_the_flags_and_the_command_line_wins() {
     let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
     assert_eq!(fields, ["memorySwap.swapBehavior", "memorySwap.other"]);
 }
+
+#[test]
+fn enforce_node_allocatable_fields_become_flags_and_are_checked() {
+    let file = temp_config(
+        "enforceNodeAllocatable: [pods, system-reserved, kube-reserved-compressible]\n\
+         systemReservedCgroup: /system.slice\nkubeReservedCgroup: /kube.slice\n",
+    );
+    let flags = load_with(&file, &[]).unwrap();
+    assert_eq!(
+        flags.enforce_node_allocatable,
+        ["pods", "system-reserved", "kube-reserved-compressible"]
+    );
+    assert_eq!(
+        flags.system_reserved_cgroup.as_deref(),
+        Some("/system.slice")
+    );
+    assert_eq!(flags.kube_reserved_cgroup.as_deref(), Some("/kube.slice"));
+    // The flag wins over the file.
+    let flags = load_with(&file, &["--enforce-node-allocatable=none"]).unwrap();
+    assert_eq!(flags.enforce_node_allocatable, ["none"]);
+    // An empty list enforces nothing.
+    let file = temp_config("enforceNodeAllocatable: []\n");
+    let flags = load_with(&file, &[]).unwrap();
+    assert!(flags
+        .node_allocatable_enforcement()
+        .unwrap()
+        .keys
+        .is_empty());
+
+    // Unknown keys are refused with the field's name.
+    let p = problems("enforceNodeAllocatable: [pods, memory]\n");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].field, "enforceNodeAllocatable");
+    assert!(p[0]
+        .to_string()
+        .contains("\"memory\" is not a node allocatable enforcement"));
+    // A reserved key without its cgroup, after the merge.
+    let file = temp_config("enforceNodeAllocatable: [pods, kube-reserved]\n");
+    match load_with(&file, &[]) {
+        Err(LoadError::Invalid(why)) => assert!(
+            why.contains("kubeReservedCgroup (--kube-reserved-cgroup) must be given"),
+            "{why}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(load_with(&file, &["--kube-reserved-cgroup=/kube.slice"]).is_ok());
+}
