@@ -77,7 +77,8 @@ fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str, 
              kubernetesVersion: v1.36.3\ncontrolPlaneEndpoint: {api}\n\
              networking:\n  serviceSubnet: 10.0.0.0/24\n  podSubnet: 10.88.0.0/16\n---\n\
              apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             cgroupDriver: {driver}\nport: {port}\npodPidsLimit: 1024\n{extra}"
+             cgroupDriver: {driver}\nport: {port}\npodPidsLimit: 1024\n\
+             kubeReserved: {{cpu: 100m, memory: 64Mi}}\n{extra}"
         ),
     )
     .expect("kubeadm config");
@@ -335,10 +336,12 @@ impl JoinedNode {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
-    /// One pod per QoS class; their pod cgroups hold the cgroup v2 values of their
-    /// specs (weight = 1 + (shares - 2) * 9999 / 262142; podPidsLimit 1024), on the
-    /// host side and, through exec, from inside the container. Returns the uids.
+    /// The node allocatable on `kubepods`, then one pod per QoS class: their pod
+    /// cgroups hold the cgroup v2 values of their specs (weight = 1 + (shares - 2) *
+    /// 9999 / 262142; podPidsLimit 1024), on the host side and, through exec, from
+    /// inside the container. Returns the uids.
     fn check_qos_pods(&self) -> Vec<String> {
+        self.check_kubepods_allocatable();
         let resources = [
             (
                 "guaranteed",
@@ -395,6 +398,32 @@ impl JoinedNode {
             String::from_utf8_lossy(&logs.stderr)
         );
         uids
+    }
+
+    /// `kubepods` holds the node's allocatable: capacity minus kubeReserved (100m,
+    /// 64Mi), upstream's default `enforceNodeAllocatable: [pods]`.
+    fn check_kubepods_allocatable(&self) {
+        let dir = match self.driver {
+            "systemd" => "/sys/fs/cgroup/kubepods.slice",
+            _ => "/sys/fs/cgroup/kubepods",
+        };
+        let out = self.vm.sh(&format!(
+            "nproc; echo $(( $(awk '/^MemTotal/ {{print $2}}' /proc/meminfo) * 1024 )); \
+             cat {dir}/memory.max {dir}/cpu.weight"
+        ));
+        let numbers: Vec<u64> = out
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let [cpus, memory, memory_max, weight] = numbers[..] else {
+            panic!("nproc, MemTotal, kubepods memory.max and cpu.weight: {out}");
+        };
+        // The kernel keeps memory.max in whole pages.
+        let want_max = (memory - 64 * 1024 * 1024) / 4096 * 4096;
+        assert_eq!(memory_max, want_max, "kubepods memory.max ({out})");
+        let shares = (cpus * 1000 - 100) * 1024 / 1000;
+        let want_weight = 1 + (shares - 2) * 9999 / 262_142;
+        assert_eq!(weight, want_weight, "kubepods cpu.weight ({out})");
     }
 
     /// In-place resize of the burstable pod's CPU reaches `cpu.max` and `cpu.weight`
