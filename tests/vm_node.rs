@@ -24,6 +24,9 @@ use support::{free_port, wait_until};
 
 /// Waits on the cluster: generous, the VM is emulated.
 const SLOW: Duration = Duration::from_secs(600);
+/// From power-on to the VM's agent: about a minute emulated; past this the guest is
+/// taken as stalled and booted again.
+const FIRST_BOOT: Duration = Duration::from_secs(300);
 
 /// The package under test: `LITELET_DEB`, or the one `make deb` leaves in the target dir.
 fn package() -> PathBuf {
@@ -229,7 +232,7 @@ impl JoinedNode {
         let images = images();
         let deb = package();
         let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/node-setup.sh");
-        let vm = Vm::boot(
+        let vm = Vm::boot_until_up(
             &image,
             &[
                 ("litelet.deb", &deb),
@@ -241,8 +244,9 @@ impl JoinedNode {
             ],
             &[("NODE_IP", cp.node_ip.to_string())],
             &[format!("tcp:127.0.0.1:{forward}-:{kubelet_port}")],
+            FIRST_BOOT,
+            2,
         );
-        vm.wait_boot(1, SLOW);
         vm.on_failure(
             "systemctl status litelet --no-pager | head -20; \
              journalctl -u litelet --no-pager | tail -n 60",
@@ -628,11 +632,15 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
     node.check_resize(&uids[1]);
     node.check_memory_decrease_below_usage_is_refused(&uids[1]);
 
-    // Stats from the v2 files, through the apiserver's node proxy.
+    // Stats from the v2 files, through the apiserver's node proxy. They are sampled
+    // every 10 s, so the newest pod may be a sample away.
     let (cp, vm) = (node.cp, &node.vm);
-    let summary = cp
-        .get(&format!("/api/v1/nodes/{}/proxy/stats/summary", node.name))
-        .expect("stats summary");
+    let summary_path = format!("/api/v1/nodes/{}/proxy/stats/summary", node.name);
+    let pods_in = |s: &Value| s["pods"].as_array().map(Vec::len).unwrap_or(0);
+    wait_until(SLOW, || {
+        cp.get(&summary_path).is_some_and(|s| pods_in(&s) >= 3)
+    });
+    let summary = cp.get(&summary_path).expect("stats summary");
     assert!(
         summary["node"]["memory"]["availableBytes"]
             .as_u64()
@@ -641,7 +649,7 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
         "no memory.available: {}",
         summary["node"]["memory"]
     );
-    let pods_seen = summary["pods"].as_array().map(Vec::len).unwrap_or(0);
+    let pods_seen = pods_in(&summary);
     assert!(pods_seen >= 3, "summary lists {pods_seen} pods");
 
     // Restarts keep every container: systemctl restart, then a kill -9 of the main

@@ -183,6 +183,55 @@ impl Vm {
         }
     }
 
+    /// Boots as [`Vm::boot`] until the agent asks from the first boot within
+    /// `first_boot`, at most `tries` times. The emulated guest kernel now and then
+    /// stalls for good before userspace (RCU stalls on a CPU under QEMU's TCG): that
+    /// is the emulator, not the node under test, so such a VM is dropped and booted
+    /// afresh.
+    pub fn boot_until_up(
+        image: &VmImage,
+        files: &[(&str, &Path)],
+        env: &[(&str, String)],
+        forwards: &[String],
+        first_boot: Duration,
+        tries: u32,
+    ) -> Vm {
+        for attempt in 1..tries {
+            let vm = Vm::boot(image, files, env, forwards);
+            if vm.reached_boot(1, first_boot) {
+                return vm;
+            }
+            eprintln!(
+                "VM boot attempt {attempt}: no agent within {first_boot:?}, booting again; \
+                 console:\n{}",
+                vm.console_tail()
+            );
+        }
+        // The last try is given longer: a slow boot rather than a stalled one.
+        let vm = Vm::boot(image, files, env, forwards);
+        vm.wait_boot(1, first_boot * 2);
+        vm
+    }
+
+    /// Whether the agent asks from boot `n` within `timeout`.
+    fn reached_boot(&self, n: u32, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut ch = self.shared.lock();
+        while ch.boot < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.exit_code().is_some() {
+                return false;
+            }
+            ch = self
+                .shared
+                .changed
+                .wait_timeout(ch, left.min(Duration::from_secs(1)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
     /// Waits until the agent asks from boot `n`.
     pub fn wait_boot(&self, n: u32, timeout: Duration) {
         let deadline = Instant::now() + timeout;
