@@ -121,7 +121,12 @@ fn prestop_http_hooks_without_a_host_reach_the_pod_ip_when_the_pod_is_deleted() 
          "command": ["sh", "-c", "trap 'exit 0' TERM; for port in 8080 8081; do \
             (while true; do printf 'HTTP/1.0 200 OK\\r\\n\\r\\nok' | nc -l -p $port >> /record/requests-$port; done) & \
             done; wait"],
-         "volumeMounts": [{"name": "record", "mountPath": "/record"}]},
+         "volumeMounts": [{"name": "record", "mountPath": "/record"}],
+         // Started once both ports listen (the pod's /proc/net/tcp, state 0A), so
+         // the containers with hooks start after it and a prompt delete finds it.
+         "startupProbe": {"periodSeconds": 1, "failureThreshold": 30, "exec": {"command":
+            ["sh", "-c", "l=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == \"0A\" {print $2}'); \
+             echo \"$l\" | grep -q ':1F90$' && echo \"$l\" | grep -q ':1F91$'"]}}},
         {"name": "hooked-sidecar", "image": BUSYBOX, "restartPolicy": "Always",
          "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
          "lifecycle": hook(8081, "/echo?msg=sidecar-prestop")}
