@@ -3,10 +3,10 @@
 //!
 //! Each entry of [`PROTOS`] lands in `$OUT_DIR/<name>/`: the messages from
 //! protobuf-codegen 3 (pure mode), the service stubs from grpcio-compiler, and a
-//! `mod.rs` listing both that the owning module includes (`src/cri/mod.rs`,
-//! `src/prober/grpc_health.rs`,
+//! `mod.rs` listing both that the owning module includes with `generated_proto!`
+//! (`src/lib.rs`): `src/cri/mod.rs`, `src/prober/grpc_health.rs`,
 //! `src/volumes/csi/mod.rs`, `src/devicemanager/mod.rs`,
-//! `src/podresources/mod.rs`). grpcio-compiler only speaks protobuf 2 descriptors,
+//! `src/podresources/mod.rs`. grpcio-compiler only speaks protobuf 2 descriptors,
 //! so each parsed descriptor is re-encoded and decoded as the protobuf 2 type before
 //! its service generator runs.
 

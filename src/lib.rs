@@ -4,6 +4,28 @@
 //! talk over crossbeam channels, the runtime is reached over blocking gRPC. See
 //! `docs/ARCHITECTURE.md` for the map of threads, channels and modules.
 
+/// Includes what `build.rs` generated from one proto folder (`OUT_DIR/<dir>/mod.rs`)
+/// as the private module `$module`, with the lints generated code does not follow
+/// turned off there alone.
+macro_rules! generated_proto {
+    ($module:ident, $dir:literal) => {
+        #[allow(
+            renamed_and_removed_lints,
+            clippy::all,
+            clippy::pedantic,
+            missing_docs,
+            unused_qualifications,
+            unused_results,
+            non_camel_case_types,
+            non_snake_case,
+            unreachable_pub
+        )]
+        mod $module {
+            include!(concat!(env!("OUT_DIR"), "/", $dir, "/mod.rs"));
+        }
+    };
+}
+
 pub mod admission;
 pub mod agent;
 pub mod api;

@@ -6,20 +6,7 @@
 //! runtime through [`RuntimeClient`] and [`ImageClient`], which share one gRPC channel,
 //! put a deadline on every call and map failures to [`CriError`].
 
-#[allow(
-    renamed_and_removed_lints,
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    unused_qualifications,
-    unused_results,
-    non_camel_case_types,
-    non_snake_case,
-    unreachable_pub
-)]
-mod generated {
-    include!(concat!(env!("OUT_DIR"), "/cri/mod.rs"));
-}
+generated_proto!(generated, "cri");
 
 mod cancellable;
 pub mod cgroup_driver;

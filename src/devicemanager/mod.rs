@@ -11,20 +11,7 @@
 //! `run_options` ([`DeviceManager::container_options`]); the sync loop only reads state
 //! ([`DeviceManager::admit`]), never calls a plugin.
 
-#[allow(
-    renamed_and_removed_lints,
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    unused_qualifications,
-    unused_results,
-    non_camel_case_types,
-    non_snake_case,
-    unreachable_pub
-)]
-mod generated {
-    include!(concat!(env!("OUT_DIR"), "/deviceplugin/mod.rs"));
-}
+generated_proto!(generated, "deviceplugin");
 
 /// Device plugin v1beta1 messages.
 pub use generated::api as pb;

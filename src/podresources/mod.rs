@@ -11,20 +11,7 @@
 //! plugin side's grpcio environment (`dp-0`), whose completion queue runs the
 //! handlers (a lock and a copy each, no I/O).
 
-#[allow(
-    renamed_and_removed_lints,
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    unused_qualifications,
-    unused_results,
-    non_camel_case_types,
-    non_snake_case,
-    unreachable_pub
-)]
-mod generated {
-    include!(concat!(env!("OUT_DIR"), "/podresources/mod.rs"));
-}
+generated_proto!(generated, "podresources");
 
 /// PodResources v1 messages.
 pub use generated::api as pb;

@@ -9,35 +9,9 @@
 //! driver call carries a deadline, so a stuck driver fails one pod's volume, never
 //! a thread forever. The sync loop never calls in here.
 
-#[allow(
-    renamed_and_removed_lints,
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    unused_qualifications,
-    unused_results,
-    non_camel_case_types,
-    non_snake_case,
-    unreachable_pub
-)]
-mod generated_csi {
-    include!(concat!(env!("OUT_DIR"), "/csi/mod.rs"));
-}
+generated_proto!(generated_csi, "csi");
 
-#[allow(
-    renamed_and_removed_lints,
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    unused_qualifications,
-    unused_results,
-    non_camel_case_types,
-    non_snake_case,
-    unreachable_pub
-)]
-mod generated_registration {
-    include!(concat!(env!("OUT_DIR"), "/pluginregistration/mod.rs"));
-}
+generated_proto!(generated_registration, "pluginregistration");
 
 pub mod client;
 pub mod drivers;
