@@ -130,11 +130,47 @@ pub struct RegistrationServer {
 }
 
 /// The one grpcio environment of the device plugin side (one completion-queue
-/// thread, `dp-0`); the PodResources server shares it rather than adding threads.
-pub fn environment() -> Arc<Environment> {
+/// thread, `dp-0`); the PodResources server shares it through [`serve_unix`] rather
+/// than adding threads.
+fn environment() -> Arc<Environment> {
     static ENV: OnceLock<Arc<Environment>> = OnceLock::new();
     ENV.get_or_init(|| Arc::new(EnvBuilder::new().cq_count(1).name_prefix("dp").build()))
         .clone()
+}
+
+/// Why [`serve_unix`] did not start.
+#[derive(Debug)]
+pub enum UnixServeError {
+    /// The socket an earlier run left could not be removed.
+    StaleSocket(std::io::Error),
+    /// grpcio refused to build or listen.
+    Grpc(grpcio::Error),
+}
+
+/// Serves `service` on the device plugin side's grpcio environment (`dp-0`) at the
+/// unix socket `socket`, replacing one an earlier run left (clients watch for its
+/// creation).
+pub fn serve_unix(
+    service: grpcio::Service,
+    socket: &Path,
+) -> Result<grpcio::Server, UnixServeError> {
+    match std::fs::remove_file(socket) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(UnixServeError::StaleSocket(e)),
+    }
+    let mut server = ServerBuilder::new(environment())
+        .register_service(service)
+        .build()
+        .map_err(UnixServeError::Grpc)?;
+    server
+        .add_listening_port(
+            format!("unix:{}", socket.display()),
+            ServerCredentials::insecure(),
+        )
+        .map_err(UnixServeError::Grpc)?;
+    server.start();
+    Ok(server)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -196,31 +232,17 @@ impl DeviceManager {
     /// earlier run is replaced: plugins watch for its creation and register again).
     pub fn serve(&self) -> Result<RegistrationServer, DeviceError> {
         let socket = self.shared.socket_dir.join(KUBELET_SOCKET);
-        match std::fs::remove_file(&socket) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(DeviceError::Folder {
-                    path: socket,
-                    source,
-                })
-            }
-        }
-        let serve_err = |source| DeviceError::Serve {
-            path: socket.clone(),
-            source: Box::new(source),
-        };
-        let mut server = ServerBuilder::new(environment())
-            .register_service(create_registration(RegistrationService(self.clone())))
-            .build()
-            .map_err(serve_err)?;
-        server
-            .add_listening_port(
-                format!("unix:{}", socket.display()),
-                ServerCredentials::insecure(),
-            )
-            .map_err(serve_err)?;
-        server.start();
+        let service = create_registration(RegistrationService(self.clone()));
+        let server = serve_unix(service, &socket).map_err(|e| match e {
+            UnixServeError::StaleSocket(source) => DeviceError::Folder {
+                path: socket.clone(),
+                source,
+            },
+            UnixServeError::Grpc(source) => DeviceError::Serve {
+                path: socket.clone(),
+                source: Box::new(source),
+            },
+        })?;
         log::info!("device plugins: registration at {}", socket.display());
         Ok(RegistrationServer {
             _server: server,

@@ -23,6 +23,7 @@ pub mod manager;
 pub mod state;
 
 pub use manager::{
-    environment, DeviceError, DeviceManager, RegistrationServer, DEFAULT_DIR, KUBELET_SOCKET,
+    serve_unix, DeviceError, DeviceManager, RegistrationServer, UnixServeError, DEFAULT_DIR,
+    KUBELET_SOCKET,
 };
 pub use state::DeviceInfo;

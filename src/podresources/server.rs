@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use grpcio::{RpcContext, RpcStatus, RpcStatusCode, ServerBuilder, ServerCredentials, UnarySink};
+use grpcio::{RpcContext, RpcStatus, RpcStatusCode, UnarySink};
+
+use crate::devicemanager::{serve_unix, UnixServeError};
 
 use super::grpc::{create_pod_resources_lister, PodResourcesLister};
 use super::rate_limit::{TokenBucket, DEFAULT_BURST, DEFAULT_QPS};
@@ -58,31 +60,19 @@ impl PodResourcesServer {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
             .map_err(folder(&dir))?;
         let socket = dir.join(SOCKET_NAME);
-        match std::fs::remove_file(&socket) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(folder(&socket)(e)),
-        }
-        let serve_err = |source| PodResourcesError::Serve {
-            path: socket.clone(),
-            source: Box::new(source),
-        };
         let service = Lister {
             pods,
             devices,
             limit: Arc::new(TokenBucket::new(DEFAULT_QPS, DEFAULT_BURST, Instant::now())),
         };
-        let mut server = ServerBuilder::new(crate::devicemanager::environment())
-            .register_service(create_pod_resources_lister(service))
-            .build()
-            .map_err(serve_err)?;
-        server
-            .add_listening_port(
-                format!("unix:{}", socket.display()),
-                ServerCredentials::insecure(),
-            )
-            .map_err(serve_err)?;
-        server.start();
+        let server =
+            serve_unix(create_pod_resources_lister(service), &socket).map_err(|e| match e {
+                UnixServeError::StaleSocket(source) => folder(&socket)(source),
+                UnixServeError::Grpc(source) => PodResourcesError::Serve {
+                    path: socket.clone(),
+                    source: Box::new(source),
+                },
+            })?;
         log::info!("pod resources API at {}", socket.display());
         Ok(PodResourcesServer {
             _server: server,
