@@ -739,12 +739,17 @@ impl Reader {
         }
     }
 
-    /// Image repositories, each checked as upstream validates the allowlist.
-    fn allowlist(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+    /// A list of strings each passing `check`; every refusal is named.
+    fn checked_list<E: std::fmt::Display>(
+        &mut self,
+        field: &str,
+        value: &Value,
+        check: impl Fn(&str) -> Result<(), E>,
+    ) -> Option<Vec<String>> {
         let list: Vec<String> = self.get(field, value)?;
         let bad: Vec<String> = list
             .iter()
-            .filter_map(|e| crate::runtime::pull_records::check_allowlist_entry(e).err())
+            .filter_map(|e| check(e).err())
             .map(|e| e.to_string())
             .collect();
         if bad.is_empty() {
@@ -754,19 +759,19 @@ impl Reader {
         None
     }
 
+    /// Image repositories, each checked as upstream validates the allowlist.
+    fn allowlist(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
+        self.checked_list(field, value, |e| {
+            crate::runtime::pull_records::check_allowlist_entry(e).map(|_| ())
+        })
+    }
+
     /// `enforceNodeAllocatable`: a list of known keys (an empty list enforces nothing).
     fn enforcements(&mut self, field: &str, value: &Value) -> Option<Vec<String>> {
-        let list: Vec<String> = self.get(field, value)?;
-        let bad: Vec<String> = list
-            .iter()
-            .filter_map(|k| k.parse::<crate::cgroups::allocatable::Enforcement>().err())
-            .map(|e| e.to_string())
-            .collect();
-        if bad.is_empty() {
-            return Some(list);
-        }
-        self.bad(field, bad.join("; "));
-        None
+        self.checked_list(field, value, |k| {
+            k.parse::<crate::cgroups::allocatable::Enforcement>()
+                .map(|_| ())
+        })
     }
 
     /// A list of sysctl names or prefixes, each namespaced (as the flag).

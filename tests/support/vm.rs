@@ -232,27 +232,16 @@ impl Vm {
         true
     }
 
-    /// Waits until the agent asks from boot `n`.
+    /// Waits until the agent asks from boot `n`; fails the test when the VM went off
+    /// or the time ran out first.
     pub fn wait_boot(&self, n: u32, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let mut ch = self.shared.lock();
-        while ch.boot < n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the VM's agent did not start boot {n} (last {}):\n{}",
-                ch.boot,
+        if !self.reached_boot(n, timeout) {
+            self.assert_running();
+            let last = self.shared.lock().boot;
+            panic!(
+                "the VM's agent did not start boot {n} (last {last}):\n{}",
                 self.console_tail()
             );
-            ch = self
-                .shared
-                .changed
-                .wait_timeout(ch, left.min(Duration::from_secs(1)))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            drop(ch);
-            self.assert_running();
-            ch = self.shared.lock();
         }
     }
 
