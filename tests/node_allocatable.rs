@@ -151,11 +151,12 @@ impl Drop for Hog {
 /// retry succeeds, with the success event.
 #[test]
 fn a_kubepods_limit_below_usage_is_refused_then_retried_on_the_kernel() {
-    use litelet::cgroups::{CgroupResources, Limit, ManagerConfig, PodCgroupManager};
+    use litelet::cgroups::{CgroupResources, Limit};
     use litelet::events::{EventType, Recorder};
     use litelet::kubelet::node_allocatable::{NodeAllocatable, ENFORCED, FAILED};
     use std::sync::Arc;
     use std::time::Duration;
+    use support::containerd::qos_cgroups_under;
 
     const TEST: &str = "a_kubepods_limit_below_usage_is_refused_then_retried_on_the_kernel";
     let swap = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
@@ -171,12 +172,7 @@ fn a_kubepods_limit_below_usage_is_refused_then_retried_on_the_kernel() {
         child: None,
         top: top.clone(),
     };
-    let cgroups = PodCgroupManager::from_system(ManagerConfig {
-        cgroup_root: format!("/{top}"),
-        ..Default::default()
-    })
-    .expect("cgroup manager");
-    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    let cgroups = qos_cgroups_under(&format!("/{top}"));
     let memory = format!("/sys/fs/cgroup/memory/{top}/kubepods");
     // Joins kubepods before touching 64 MiB of anonymous memory, so it is charged there.
     hog.child = Some(

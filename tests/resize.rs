@@ -18,7 +18,7 @@ use litelet::api::pod::{
     RestartPolicy,
 };
 use litelet::api::quantity::Quantity;
-use litelet::cgroups::{ManagerConfig, PodCgroupManager};
+use litelet::cgroups::PodCgroupManager;
 use litelet::events::Recorder;
 use litelet::runtime::actions::ProbeResults;
 use litelet::runtime::env::EnvContext;
@@ -29,7 +29,7 @@ use litelet::runtime::swap::{SwapBehavior, SwapSettings};
 use litelet::runtime::sync::SyncInputs;
 use litelet::status::generate::{generate_pod_status, PodStatusInput};
 use support::cgroup_model::CgroupModel;
-use support::containerd::{CgroupRoot, Containerd, BUSYBOX};
+use support::containerd::{qos_cgroups_under, CgroupRoot, Containerd, BUSYBOX};
 use support::fake_cri::FakeCri;
 use support::runtime::{self, fake_with_busybox};
 use support::wait_until;
@@ -411,12 +411,7 @@ fn resize_real_v1_cgroups_and_containerd() {
     let Some(ctd) = Containerd::start(TEST) else {
         return;
     };
-    let cgroups = PodCgroupManager::from_system(ManagerConfig {
-        cgroup_root: format!("/{top}"),
-        ..Default::default()
-    })
-    .expect("cgroup manager");
-    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    let cgroups = qos_cgroups_under(&format!("/{top}"));
     let rig = Rig::new(&ctd.endpoint(), Some(cgroups));
     // Burstable: requests below limits.
     let mut r = resources("250m", "500m", "64Mi");

@@ -22,7 +22,7 @@ use crossbeam_channel::{bounded, never, unbounded, Sender};
 use grpcio::RpcStatusCode;
 use litelet::admission::NodeView;
 use litelet::api::quantity::Quantity;
-use litelet::cgroups::{ManagerConfig, PodCgroupManager};
+use litelet::cgroups::PodCgroupManager;
 use litelet::cri::{ImageClient, RuntimeClient};
 use litelet::events::{EventRecord, Recorder};
 use litelet::kubelet::deps::{NoProbes, NoVolumes};
@@ -39,7 +39,7 @@ use litelet::sources::{self, SOURCE_API};
 use litelet::status::manager::{PodHooks, StatusManager};
 use serde_json::{json, Value};
 use support::cgroup_model::CgroupModel;
-use support::containerd::{CgroupRoot, Containerd, BUSYBOX};
+use support::containerd::{qos_cgroups_under, CgroupRoot, Containerd, BUSYBOX};
 use support::fake_api::FakeApi;
 use support::fake_cri::FakeCri;
 use support::runtime;
@@ -432,12 +432,7 @@ fn burstable_qos_cgroup_shares_follow_real_pods_on_the_kernel() {
     let Some(ctd) = Containerd::start(TEST) else {
         return;
     };
-    let cgroups = PodCgroupManager::from_system(ManagerConfig {
-        cgroup_root: format!("/{top}"),
-        ..Default::default()
-    })
-    .expect("cgroup manager");
-    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    let cgroups = qos_cgroups_under(&format!("/{top}"));
     let (api, root) = (FakeApi::start(), tempfile::tempdir().unwrap());
     let clients = runtime::connect(&ctd.endpoint(), Duration::from_secs(60));
     let node = Node::start_on(&api, clients, cgroups, root.path(), "4");

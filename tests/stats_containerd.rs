@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use litelet::api::pod::{Container, Pod};
-use litelet::cgroups::{ManagerConfig, PodCgroupManager};
 use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
-use support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
+use support::containerd::{
+    host_network_sandbox, qos_cgroups_under, remove_cgroup_tree, Containerd, BUSYBOX,
+};
 
 const NS: &str = "default";
 const POD: &str = "burner";
@@ -36,14 +37,7 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     let endpoint = Endpoint::parse(&containerd.endpoint()).unwrap();
     let (runtime, images) = cri::connect(&endpoint, &ConnectOptions::default());
     let cgroup_root = format!("/litelet-stats-test-{}", std::process::id());
-    let manager = Arc::new(
-        PodCgroupManager::from_system(ManagerConfig {
-            cgroup_root: cgroup_root.clone(),
-            ..Default::default()
-        })
-        .expect("cgroup manager"),
-    );
-    manager.ensure_qos_hierarchy().expect("qos cgroups");
+    let manager = Arc::new(qos_cgroups_under(&cgroup_root));
     let uid = format!("stats-{}", std::process::id());
     let mut pod = Pod::default();
     pod.metadata.name = Some(POD.into());

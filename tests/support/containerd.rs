@@ -170,6 +170,20 @@ impl Drop for CgroupRoot {
     }
 }
 
+/// litelet's cgroup manager on this host's hierarchy with its pods under
+/// `cgroup_root` (e.g. `/litelet-resize-<pid>`), the QoS cgroups already made. Pair
+/// it with a [`CgroupRoot`] of the same folder so that the tree goes afterwards.
+pub fn qos_cgroups_under(cgroup_root: &str) -> litelet::cgroups::PodCgroupManager {
+    let cgroups =
+        litelet::cgroups::PodCgroupManager::from_system(litelet::cgroups::ManagerConfig {
+            cgroup_root: cgroup_root.to_owned(),
+            ..Default::default()
+        })
+        .expect("cgroup manager");
+    cgroups.ensure_qos_hierarchy().expect("qos cgroups");
+    cgroups
+}
+
 /// The namespaces of a host-network pod's sandbox and containers: the node's network,
 /// a PID namespace per container, the pod's IPC.
 pub fn host_network() -> MessageField<pb::NamespaceOption> {
