@@ -21,12 +21,23 @@ const PURGE_INTERVAL: Duration = Duration::from_secs(15 * 60);
 /// Most entries one plugin keeps.
 pub const CAPACITY: usize = 1024;
 
-/// What the answer is for, by `cacheKeyType`.
+/// What an answer is for, by its `cacheKeyType`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Base {
+pub enum Base {
     Image(String),
     Registry(String),
     Global,
+}
+
+impl Base {
+    /// What an answer of type `kind` about `repository` serves.
+    pub fn of(kind: CacheKeyType, repository: &str) -> Base {
+        match kind {
+            CacheKeyType::Image => Base::Image(repository.to_owned()),
+            CacheKeyType::Registry => Base::Registry(registry_of(repository).to_owned()),
+            CacheKeyType::Global => Base::Global,
+        }
+    }
 }
 
 /// The service account part of a key in service account token mode (upstream's
@@ -96,21 +107,15 @@ impl Cache {
         None
     }
 
-    /// Keeps `auth`, the answer for `repository` of type `kind`, until `now + ttl`.
+    /// Keeps `auth`, an answer serving `base` (for `account`), until `now + ttl`.
     pub fn insert(
         &mut self,
-        repository: &str,
-        kind: CacheKeyType,
+        base: Base,
         account: Option<AccountKey>,
         auth: DockerConfig,
         ttl: Duration,
         now: Instant,
     ) {
-        let base = match kind {
-            CacheKeyType::Image => Base::Image(repository.to_owned()),
-            CacheKeyType::Registry => Base::Registry(registry_of(repository).to_owned()),
-            CacheKeyType::Global => Base::Global,
-        };
         let key = (base, account);
         if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
             self.entries.retain(|_, e| now <= e.expires);
@@ -193,7 +198,13 @@ mod tests {
         ];
         for (kind, asked, served) in cases {
             let mut cache = Cache::new(CAPACITY);
-            cache.insert("reg.io/team/app", kind, None, auth("u"), minute, t0);
+            cache.insert(
+                Base::of(kind, "reg.io/team/app"),
+                None,
+                auth("u"),
+                minute,
+                t0,
+            );
             assert_eq!(
                 cache.get(asked, None, t0).is_some(),
                 served,
@@ -203,24 +214,21 @@ mod tests {
         // The most specific entry wins: image before registry before global.
         let mut cache = Cache::new(CAPACITY);
         cache.insert(
-            "a.io/x",
-            CacheKeyType::Global,
+            Base::of(CacheKeyType::Global, "a.io/x"),
             None,
             auth("global"),
             minute,
             t0,
         );
         cache.insert(
-            "a.io/x",
-            CacheKeyType::Registry,
+            Base::of(CacheKeyType::Registry, "a.io/x"),
             None,
             auth("registry"),
             minute,
             t0,
         );
         cache.insert(
-            "a.io/x",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "a.io/x"),
             None,
             auth("image"),
             minute,
@@ -245,8 +253,7 @@ mod tests {
         let t0 = Instant::now();
         let mut cache = Cache::new(CAPACITY);
         cache.insert(
-            "reg.io/app",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "reg.io/app"),
             None,
             auth("u"),
             Duration::from_secs(30),
@@ -271,8 +278,7 @@ mod tests {
         let mut cache = Cache::new(CAPACITY);
         let a = account("a", None);
         cache.insert(
-            "reg.io/app",
-            CacheKeyType::Global,
+            Base::of(CacheKeyType::Global, "reg.io/app"),
             Some(a.clone()),
             auth("a"),
             hour,
@@ -295,8 +301,7 @@ mod tests {
         // cacheType Token: a new token means a new plugin call.
         let t1 = account("a", Some("sha256:1"));
         cache.insert(
-            "reg.io/app",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "reg.io/app"),
             Some(t1.clone()),
             auth("t1"),
             hour,
@@ -316,13 +321,30 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut cache = Cache::new(3);
-        cache.insert("r.io/a", CacheKeyType::Image, None, auth("a"), s(10), t0);
-        cache.insert("r.io/b", CacheKeyType::Image, None, auth("b"), s(100), t0);
-        cache.insert("r.io/c", CacheKeyType::Image, None, auth("c"), s(50), t0);
+        cache.insert(
+            Base::of(CacheKeyType::Image, "r.io/a"),
+            None,
+            auth("a"),
+            s(10),
+            t0,
+        );
+        cache.insert(
+            Base::of(CacheKeyType::Image, "r.io/b"),
+            None,
+            auth("b"),
+            s(100),
+            t0,
+        );
+        cache.insert(
+            Base::of(CacheKeyType::Image, "r.io/c"),
+            None,
+            auth("c"),
+            s(50),
+            t0,
+        );
         // a has expired: it makes room.
         cache.insert(
-            "r.io/d",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "r.io/d"),
             None,
             auth("d"),
             s(100),
@@ -332,8 +354,7 @@ mod tests {
         assert!(cache.get("r.io/c", None, t0 + s(20)).is_some());
         // Nothing expired: c, the soonest to expire, goes.
         cache.insert(
-            "r.io/e",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "r.io/e"),
             None,
             auth("e"),
             s(100),
@@ -346,8 +367,7 @@ mod tests {
         }
         // Replacing a key never evicts another.
         cache.insert(
-            "r.io/e",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "r.io/e"),
             None,
             auth("e2"),
             s(100),
@@ -362,8 +382,7 @@ mod tests {
         let mut cache = Cache::new(CAPACITY);
         cache.get("x.io/a", None, t0); // first sweep at t0
         cache.insert(
-            "r.io/a",
-            CacheKeyType::Image,
+            Base::of(CacheKeyType::Image, "r.io/a"),
             None,
             auth("a"),
             Duration::from_secs(1),

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::wire::ProtocolVersion;
+use super::wire::{DurationParser, ProtocolVersion};
 
 /// The config file's group; its kind is [`KIND`].
 pub const GROUP: &str = "kubelet.config.k8s.io";
@@ -29,7 +29,7 @@ pub const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha1"];
 #[derive(Clone, Copy, Debug)]
 pub struct Syntax {
     /// A Go duration (`10m`, `1h30m`, `0`).
-    pub duration: fn(&str) -> Result<Duration, String>,
+    pub duration: DurationParser,
     /// A label or annotation key: `[DNS-subdomain/]name`.
     pub qualified_name: fn(&str) -> bool,
 }

@@ -27,11 +27,11 @@ pub mod service_account;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub use config::{load, ConfigError, ProviderConfig, Syntax};
 pub use provider::{Provided, Provider};
 pub use service_account::{AccountData, ServiceAccounts, TokenFor};
+pub use wire::DurationParser;
 
 use super::keyring::Keyring;
 use crate::api::pod::Pod;
@@ -60,7 +60,7 @@ pub enum PluginError {
         plugin: String,
         namespace: String,
         name: String,
-        source: ApiError,
+        source: Box<ApiError>,
     },
     #[error(
         "credential provider {plugin:?}: token for service account {namespace}/{name}: {source}"
@@ -69,7 +69,7 @@ pub enum PluginError {
         plugin: String,
         namespace: String,
         name: String,
-        source: ApiError,
+        source: Box<ApiError>,
     },
     #[error("credential provider {plugin:?}: the API server sent no token for service account {namespace}/{name}")]
     EmptyToken {
@@ -120,7 +120,7 @@ impl CredentialPlugins {
         configs: Vec<ProviderConfig>,
         bin_dir: &Path,
         limits: exec::Limits,
-        duration: fn(&str) -> Result<Duration, String>,
+        duration: DurationParser,
         accounts: Option<Box<dyn ServiceAccounts>>,
     ) -> CredentialPlugins {
         let providers = configs

@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::cache::{AccountKey, Cache, CAPACITY};
+use super::cache::{AccountKey, Base, Cache, CAPACITY};
 use super::config::{ProviderConfig, TokenAttributes, TokenCacheType};
 use super::exec::{self, Limits};
 use super::flight::Flights;
 use super::service_account::{select_annotations, ServiceAccounts, TokenFor};
-use super::wire::{decode_response, encode_request, Response};
+use super::wire::{decode_response, encode_request, DurationParser, Response};
 use super::{PluginError, PodIdentity};
 use crate::credentialprovider::config::DockerConfig;
 use crate::credentialprovider::keyring::{urls_match, CredentialSource};
@@ -56,7 +56,7 @@ pub struct Provider {
     config: ProviderConfig,
     binary: PathBuf,
     limits: Limits,
-    duration: fn(&str) -> Result<Duration, String>,
+    duration: DurationParser,
     cache: Mutex<Cache>,
     flights: Flights<FlightKey, Result<Arc<Response>, PluginError>>,
 }
@@ -77,7 +77,7 @@ impl Provider {
         config: ProviderConfig,
         binary: PathBuf,
         limits: Limits,
-        duration: fn(&str) -> Result<Duration, String>,
+        duration: DurationParser,
     ) -> Provider {
         Provider {
             config,
@@ -148,8 +148,7 @@ impl Provider {
             .unwrap_or(self.config.default_cache_duration);
         if !ttl.is_zero() {
             lock(&self.cache).insert(
-                repository,
-                response.cache_key_type,
+                Base::of(response.cache_key_type, repository),
                 key,
                 response.auth.clone(),
                 ttl,
@@ -190,7 +189,7 @@ impl Provider {
                 plugin: plugin(),
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-                source,
+                source: Box::new(source),
             })?;
         let Some(annotations) = select_annotations(
             &data.annotations,
@@ -217,7 +216,7 @@ impl Provider {
                 plugin: plugin(),
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-                source,
+                source: Box::new(source),
             })?;
         if token.is_empty() {
             return Err(PluginError::EmptyToken {

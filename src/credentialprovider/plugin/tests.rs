@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::config::{TokenAttributes, TokenCacheType};
 use super::wire::ProtocolVersion;

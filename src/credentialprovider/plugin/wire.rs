@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 use super::PluginError;
 use crate::credentialprovider::config::{DockerConfig, DockerConfigEntry};
 
+/// A Go duration parser (the flag layer's `config::parse_duration`, handed in).
+pub type DurationParser = fn(&str) -> Result<Duration, String>;
+
 /// The plugin protocol's API group.
 pub const GROUP: &str = "credentialprovider.kubelet.k8s.io";
 const REQUEST_KIND: &str = "CredentialProviderRequest";
@@ -134,7 +137,7 @@ pub fn decode_response(
     plugin: &str,
     version: ProtocolVersion,
     stdout: &[u8],
-    duration: fn(&str) -> Result<Duration, String>,
+    duration: DurationParser,
 ) -> Result<Response, PluginError> {
     let bad = |why: String| PluginError::Response {
         plugin: plugin.to_owned(),

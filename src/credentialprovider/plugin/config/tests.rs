@@ -43,12 +43,16 @@ fn every_version_in_yaml_and_json_reads_the_same() {
         env: vec![("AWS_PROFILE".into(), "node".into())],
         token_attributes: None,
     };
-    assert_eq!(parse_text(&v1(GOOD)).unwrap(), [want.clone()]);
+    assert_eq!(parse_text(&v1(GOOD)).unwrap(), std::slice::from_ref(&want));
     for version in ["v1beta1", "v1alpha1"] {
         let text = format!(
             "kind: CredentialProviderConfig\napiVersion: kubelet.config.k8s.io/{version}\nproviders:\n{GOOD}"
         );
-        assert_eq!(parse_text(&text).unwrap(), [want.clone()], "{version}");
+        assert_eq!(
+            parse_text(&text).unwrap(),
+            std::slice::from_ref(&want),
+            "{version}"
+        );
     }
     // JSON with tab indentation, as upstream's test writes it.
     let json = "{\n\t\"kind\": \"CredentialProviderConfig\",\n\t\"apiVersion\": \"kubelet.config.k8s.io/v1\",\n\t\"providers\": [{\n\t\t\"name\": \"ecr\",\n\t\t\"matchImages\": [\"*.dkr.ecr.*.amazonaws.com\", \"reg.io:5000/team\"],\n\t\t\"defaultCacheDuration\": \"12h\",\n\t\t\"apiVersion\": \"credentialprovider.kubelet.k8s.io/v1\",\n\t\t\"args\": [\"get-credentials\", \"--v=5\"],\n\t\t\"env\": [{\"name\": \"AWS_PROFILE\", \"value\": \"node\"}]\n\t}]\n}";
