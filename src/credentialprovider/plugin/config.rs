@@ -445,6 +445,44 @@ pub fn match_image_problem(pattern: &str) -> Option<String> {
     None
 }
 
+/// The annotation key lists: qualified names, no duplicates, none in both.
+fn annotation_key_problems(
+    t: &RawTokenAttributes,
+    syntax: Syntax,
+    bad: &mut dyn FnMut(&str, String),
+) {
+    let (required, optional) = (
+        &t.required_service_account_annotation_keys,
+        &t.optional_service_account_annotation_keys,
+    );
+    let lists = [
+        (".requiredServiceAccountAnnotationKeys", required),
+        (".optionalServiceAccountAnnotationKeys", optional),
+    ];
+    for (what, keys) in lists {
+        let mut seen = BTreeSet::new();
+        for key in keys {
+            // Upstream's annotation key rule: a qualified name, case aside.
+            if !(syntax.qualified_name)(&key.to_ascii_lowercase()) {
+                bad(
+                    what,
+                    format!("{key:?} is not a qualified name ([prefix/]name)"),
+                );
+            }
+            if !seen.insert(key) {
+                bad(what, format!("duplicate key {key:?}"));
+            }
+        }
+    }
+    let both: Vec<&String> = required.iter().filter(|k| optional.contains(k)).collect();
+    if !both.is_empty() {
+        bad(
+            "",
+            format!("annotation keys {both:?} are both required and optional"),
+        );
+    }
+}
+
 /// Checks `tokenAttributes`; problems are (field suffix, why).
 fn token_attributes(
     t: RawTokenAttributes,
@@ -477,42 +515,7 @@ fn token_attributes(
                 .into(),
         );
     }
-    let lists = [
-        (
-            ".requiredServiceAccountAnnotationKeys",
-            &t.required_service_account_annotation_keys,
-        ),
-        (
-            ".optionalServiceAccountAnnotationKeys",
-            &t.optional_service_account_annotation_keys,
-        ),
-    ];
-    for (what, keys) in lists {
-        let mut seen = BTreeSet::new();
-        for key in keys {
-            // Upstream's annotation key rule: a qualified name, case aside.
-            if !(syntax.qualified_name)(&key.to_ascii_lowercase()) {
-                bad(
-                    what,
-                    format!("{key:?} is not a qualified name ([prefix/]name)"),
-                );
-            }
-            if !seen.insert(key) {
-                bad(what, format!("duplicate key {key:?}"));
-            }
-        }
-    }
-    let both: Vec<&String> = t
-        .required_service_account_annotation_keys
-        .iter()
-        .filter(|k| t.optional_service_account_annotation_keys.contains(k))
-        .collect();
-    if !both.is_empty() {
-        bad(
-            "",
-            format!("annotation keys {both:?} are both required and optional"),
-        );
-    }
+    annotation_key_problems(&t, syntax, &mut bad);
     let cache_type = match t.cache_type.as_str() {
         "Token" => Some(TokenCacheType::Token),
         "ServiceAccount" => Some(TokenCacheType::ServiceAccount),
