@@ -8,7 +8,7 @@
 //! are merged; a name used twice is refused. `--image-credential-provider-bin-dir`
 //! must exist and hold an executable named after each provider.
 //!
-//! Parsing ([`parse`], [`validate`]) is pure; [`load`] is the file I/O around it.
+//! Parsing ([`parse`], which validates) is pure; [`load`] is the file I/O around it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
