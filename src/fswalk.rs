@@ -229,7 +229,7 @@ fn visit_entry<E: From<WalkError>>(
             path,
         }));
     }
-    if stack.len() >= options.max_depth + 1 {
+    if stack.len() > options.max_depth {
         return Err(WalkError::TooDeep {
             path: path.to_owned(),
             max: options.max_depth,
