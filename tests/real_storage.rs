@@ -12,7 +12,8 @@
 //! deregistered when its registrar goes; `local` and `hostPath` PVs and a generic
 //! ephemeral volume's claim are mounted; an unbound claim, a local PV of another
 //! node and an ephemeral claim the pod does not own keep their pods waiting with a
-//! FailedMount event.
+//! FailedMount event; pods with an `fsGroup` mounting a claim whose entries are
+//! swapped with symlinks to host files all along never get a host file changed.
 //! Nothing stays mounted under the node's root dir at the end. Skips loudly without
 //! the assets or root unless CI=true.
 
