@@ -40,6 +40,7 @@ pub mod devicemanager;
 pub mod events;
 pub mod eviction;
 pub mod fsutil;
+pub mod fswalk;
 pub mod kubelet;
 pub mod logs;
 pub mod metrics;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// here (and to the diagram in `docs/ARCHITECTURE.md`).
 const LAYERS: &[&[&str]] = &[
     // Wire types and host helpers (the D-Bus client too): depend on nothing of litelet.
-    &["api", "process", "fsutil", "dbus", "blocking"],
+    &["api", "process", "fsutil", "fswalk", "dbus", "blocking"],
     // Leaf services over the API types: metrics registry, cgroup writes, events,
     // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
     &[
