@@ -8,8 +8,8 @@
 //! underneath even for its blocking API. `rustbus` is synchronous, but brings its own
 //! `nix` version and derive macros for far more than we use. What litelet needs is
 //! small: SASL EXTERNAL, `Hello`, the marshalling of the basic and container types,
-//! method call / reply / error, signals through `AddMatch`, and unix fds. That is
-//! about 1,500 lines with their docs, over `nix`, which we already have: no crate, no
+//! method call / reply / error, signals from a named sender, and unix fds. That is
+//! about 2,000 lines with their docs, over `nix`, which we already have: no crate, no
 //! C library, nothing for the static build to find.
 //!
 //! # Use
