@@ -24,7 +24,7 @@ use crate::config::{CgroupDriver, Flags};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
-use crate::events::Recorder;
+use crate::events::{EventType, Recorder};
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
@@ -45,7 +45,7 @@ use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
-use crate::runtime::pull_records::PullRecords;
+use crate::runtime::pull_records::{PullRecords, RuntimeImage};
 use crate::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
 use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
@@ -512,6 +512,39 @@ pub fn check_swap(proc_swaps: &str) -> Result<(), SwapOn> {
 }
 
 /// Swap for containers: the policy, the cgroup version, whether the memory controller
+
+/// The image pull records under the root dir; each problem reading them (they fail
+/// closed: images are verified again) is logged and reported as a node event.
+fn pull_records(
+    root_dir: &Path,
+    images: &cri::ImageClient,
+    recorder: &Recorder,
+    node: &str,
+) -> PullRecords {
+    let list = || {
+        let listed = images.list_images(&Default::default())?;
+        Ok(listed
+            .images
+            .into_iter()
+            .map(|i| RuntimeImage {
+                id: i.id,
+                names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+            })
+            .collect())
+    };
+    let (records, problems) = PullRecords::open(root_dir, &list);
+    for problem in problems {
+        log::error!("{problem}");
+        recorder.node(
+            node,
+            EventType::Warning,
+            "ImagePullRecordsUnusable",
+            problem.to_string(),
+        );
+    }
+    records
+}
+
 /// limits swap here, the machine's memory and swap.
 fn swap_settings(flags: &Flags, machine: &MachineInfo) -> crate::runtime::swap::SwapSettings {
     use crate::cgroups::detect::{detect, swap_control_file, CgroupMode};
@@ -691,6 +724,7 @@ fn start_runtime(
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
     let marks = cache.clone();
+    let images_for_records = images.clone();
     let mut manager =
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
     if let Some(devices) = devices {
@@ -703,7 +737,7 @@ fn start_runtime(
                     root_dir,
                     std::env::var_os("HOME").map(PathBuf::from).as_deref(),
                 ),
-                records: PullRecords::load(root_dir),
+                records: pull_records(root_dir, &images_for_records, recorder, &host.node),
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
