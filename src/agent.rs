@@ -15,7 +15,7 @@ use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::api::request_threads::RequestThreads;
-use crate::certificate::rotation::Rotation;
+use crate::certificate::rotation::{Rotation, Schedule};
 use crate::certificate::store::CertStore;
 use crate::certificate::CertKind;
 use crate::cgroups::manager::{Driver as CgroupsDriver, ManagerConfig, PodCgroupManager};
@@ -339,7 +339,6 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         return Ok(None);
     };
     let cert_dir = cert_dir(flags);
-    let now = crate::certificate::unix_now();
     if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
         let bootstrap = crate::certificate::Bootstrap {
             kubeconfig: path,
@@ -349,7 +348,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             // Upstream's kubelet waits an hour for its first certificate.
             wait: Duration::from_secs(3600),
         };
-        crate::certificate::ensure_client_certificate(&bootstrap, now)
+        crate::certificate::ensure_client_certificate(&bootstrap, &crate::certificate::unix_now)
             .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
     }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
@@ -360,7 +359,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         // starts from the store's current pair too).
         let store = crate::certificate::store::CertStore::new(&cert_dir, "kubelet-client");
         if let Ok(Some(pem)) = store.current() {
-            if crate::certificate::valid_at(&pem, now) {
+            let now = crate::certificate::unix_now();
+            if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() {
                 config.client_cert_pem = Some(pem.clone());
                 config.client_key_pem = Some(pem);
             }
@@ -373,7 +373,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
     Ok(Some((client, config.client_cert_pem)))
 }
 
-/// Starts the `cert-rotate` thread when asked to and the client has a certificate.
+/// Starts the `cert-rotate` thread when the client has a certificate and either
+/// rotation is asked for or a bootstrap kubeconfig can replace it once it expires.
 fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), AgentError> {
     let (flags, recorder) = (w.flags, &w.recorder);
     let Some((client, Some(cert))) = api else {
@@ -382,9 +383,11 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
         }
         return Ok(());
     };
-    if !flags.rotate_certificates {
-        return Ok(());
-    }
+    let schedule = match (flags.rotate_certificates, &flags.bootstrap_kubeconfig) {
+        (true, _) => Schedule::Rotate,
+        (false, Some(_)) => Schedule::AtExpiry,
+        (false, None) => return Ok(()),
+    };
     let kind = CertKind::Client;
     let swapped = client.clone();
     let rotation = Rotation {
@@ -399,6 +402,8 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
                 .map_err(Into::into)
         }),
         recorder: recorder.clone(),
+        bootstrap: flags.bootstrap_kubeconfig.clone(),
+        schedule,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,
@@ -439,7 +444,7 @@ fn start_serving_rotation(
     let store = CertStore::new(&cert_dir(flags), kind.prefix());
     let now = crate::certificate::unix_now();
     let current = match store.current() {
-        Ok(Some(pem)) if crate::certificate::valid_at(&pem, now) => {
+        Ok(Some(pem)) if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() => {
             match serving.replace(&pem, &pem) {
                 Ok(()) => Some(pem),
                 Err(err) => {
@@ -459,6 +464,8 @@ fn start_serving_rotation(
         current,
         install: Box::new(move |cert, key| installed.replace(cert, key).map_err(Into::into)),
         recorder: recorder.clone(),
+        bootstrap: None,
+        schedule: Schedule::Rotate,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,

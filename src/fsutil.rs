@@ -28,9 +28,8 @@ const NAME_ATTEMPTS: usize = 8;
 /// Replaces `path` with `data`, created with `mode` (never wider, whatever the
 /// umask leaves).
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
-    let (dir, name) = split(path)?;
-    remove_stale_temps(dir, name);
-    let (tmp, mut file) = create_temp(dir, name, mode)?;
+    let (tmp, mut file) = create_temp(path, mode)?;
+    let (dir, _) = split(path)?;
     let written = file
         .write_all(data)
         .and_then(|()| file.sync_all())
@@ -83,9 +82,13 @@ fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     Ok((dir, name))
 }
 
-/// A new temp file for `name` in `dir`, created exclusively (never an existing file
-/// or a symlink someone planted) with `mode`.
-fn create_temp(dir: &Path, name: &OsStr, mode: u32) -> io::Result<(PathBuf, fs::File)> {
+/// A new temp file beside `path`, to be renamed over it: created exclusively (never
+/// an existing file or a symlink someone planted) under a name no other writer uses,
+/// with `mode`. Temp files of `path` a crash left behind are removed first. For
+/// writers that must do the steps of [`write_atomic`] themselves.
+pub fn create_temp(path: &Path, mode: u32) -> io::Result<(PathBuf, fs::File)> {
+    let (dir, name) = split(path)?;
+    remove_stale_temps(dir, name);
     for _ in 0..NAME_ATTEMPTS {
         let tmp = dir.join(temp_name(name));
         let opened = fs::OpenOptions::new()
