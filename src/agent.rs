@@ -518,8 +518,6 @@ pub fn check_swap(proc_swaps: &str) -> Result<(), SwapOn> {
     Err(SwapOn { areas })
 }
 
-/// Swap for containers: the policy, the cgroup version, whether the memory controller
-
 /// The image pull records under the root dir; each problem reading them (they fail
 /// closed: images are verified again) is logged and reported as a node event.
 fn pull_records(
@@ -552,6 +550,7 @@ fn pull_records(
     records
 }
 
+/// Swap for containers: the policy, the cgroup version, whether the memory controller
 /// limits swap here, the machine's memory and swap.
 fn swap_settings(flags: &Flags, machine: &MachineInfo) -> crate::runtime::swap::SwapSettings {
     use crate::cgroups::detect::{detect, swap_control_file, CgroupMode};

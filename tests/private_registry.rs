@@ -408,14 +408,14 @@ fn a_damaged_pull_records_file_never_opens_a_private_image() {
     rig.create("first", &image, &["regcred"]);
     rig.runs("first");
     let records = rig.node.root().join("image_manager/pulled.json");
-    let damages: [(&str, fn(Vec<u8>) -> Vec<u8>); 2] = [
-        ("truncated", |b| b[..b.len() / 2].to_vec()),
-        ("garbage", |_| b"\x00\xffnot json".to_vec()),
-    ];
-    for (damage, change) in damages {
+    for damage in ["truncated", "garbage"] {
         rig.node.stop();
         let bytes = std::fs::read(&records).expect("litelet wrote pull records");
-        std::fs::write(&records, change(bytes)).expect("damage the records");
+        let damaged = match damage {
+            "truncated" => bytes[..bytes.len() / 2].to_vec(),
+            _ => b"\x00\xffnot json".to_vec(),
+        };
+        std::fs::write(&records, damaged).expect("damage the records");
         rig.node.start_again();
         rig.node.wait_ready();
         rig.create(&format!("no-creds-{damage}"), &image, &[]);

@@ -10,9 +10,14 @@
 //!   pair, or request a new one and wait for it) and its I/O; runs once on the main
 //!   thread before any thread talks to the API server.
 //! - `rotation.rs`: the threads that keep a certificate fresh: `cert-rotate` for the
-//!   client certificate (`--rotate-certificates`) and `srv-cert` for the node
-//!   server's (`--rotate-server-certificates`); each renews at 70-90 % of the
-//!   lifetime and hands the new pair to whoever uses it, without a restart.
+//!   client certificate (`--rotate-certificates`, or at expiry only when a bootstrap
+//!   kubeconfig is given) and `srv-cert` for the node server's
+//!   (`--rotate-server-certificates`); each renews at 70-90 % of the lifetime and
+//!   hands the new pair to whoever uses it, without a restart; an expired or refused
+//!   client certificate is replaced with the bootstrap credentials.
+//!
+//! Validity is judged here (`check_usable_at`, `check_pair_at`) with the clock read
+//! at the time of use, and by expiry only: see `bootstrap.rs` for why.
 
 pub mod bootstrap;
 pub mod request;
