@@ -3,7 +3,7 @@
 # machine lacks: cmake (grpcio builds gRPC core), a C toolchain, and for the
 # real-runtime tests containerd, runc, static busybox and the CNI plugins, and for the
 # private-registry tests docker-registry and htpasswd, and for the
-# D-Bus client tests dbus-daemon.
+# D-Bus client tests dbus-daemon, and for the certificate clock tests libfaketime.
 # Does nothing when all is present; needs root (or sudo) otherwise.
 set -euo pipefail
 needed=()
@@ -25,6 +25,8 @@ have_cmd docker-registry || needed+=(docker-registry)
 have_cmd htpasswd || needed+=(apache2-utils)
 # The D-Bus client tests talk to a private dbus-daemon.
 have_cmd dbus-daemon || needed+=(dbus-daemon)
+# The certificate tests run litelet with a clock behind the cluster's.
+have_pkg libfaketime || needed+=(libfaketime)
 
 if [ ${#needed[@]} -eq 0 ]; then
   exit 0

@@ -15,7 +15,7 @@ use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::api::request_threads::RequestThreads;
-use crate::certificate::rotation::Rotation;
+use crate::certificate::rotation::{Rotation, Schedule};
 use crate::certificate::store::CertStore;
 use crate::certificate::CertKind;
 use crate::cgroups::manager::{Driver as CgroupsDriver, ManagerConfig, PodCgroupManager};
@@ -27,7 +27,7 @@ use crate::credentialprovider::plugin::{
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
-use crate::events::Recorder;
+use crate::events::{EventType, Recorder};
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
@@ -48,7 +48,7 @@ use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
-use crate::runtime::pull_records::PullRecords;
+use crate::runtime::pull_records::{PullRecords, RuntimeImage};
 use crate::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
 use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
@@ -342,7 +342,6 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         return Ok(None);
     };
     let cert_dir = cert_dir(flags);
-    let now = crate::certificate::unix_now();
     if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
         let bootstrap = crate::certificate::Bootstrap {
             kubeconfig: path,
@@ -352,7 +351,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             // Upstream's kubelet waits an hour for its first certificate.
             wait: Duration::from_secs(3600),
         };
-        crate::certificate::ensure_client_certificate(&bootstrap, now)
+        crate::certificate::ensure_client_certificate(&bootstrap, &crate::certificate::unix_now)
             .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
     }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
@@ -363,7 +362,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         // starts from the store's current pair too).
         let store = crate::certificate::store::CertStore::new(&cert_dir, "kubelet-client");
         if let Ok(Some(pem)) = store.current() {
-            if crate::certificate::valid_at(&pem, now) {
+            let now = crate::certificate::unix_now();
+            if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() {
                 config.client_cert_pem = Some(pem.clone());
                 config.client_key_pem = Some(pem);
             }
@@ -376,7 +376,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
     Ok(Some((client, config.client_cert_pem)))
 }
 
-/// Starts the `cert-rotate` thread when asked to and the client has a certificate.
+/// Starts the `cert-rotate` thread when the client has a certificate and either
+/// rotation is asked for or a bootstrap kubeconfig can replace it once it expires.
 fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), AgentError> {
     let (flags, recorder) = (w.flags, &w.recorder);
     let Some((client, Some(cert))) = api else {
@@ -385,9 +386,11 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
         }
         return Ok(());
     };
-    if !flags.rotate_certificates {
-        return Ok(());
-    }
+    let schedule = match (flags.rotate_certificates, &flags.bootstrap_kubeconfig) {
+        (true, _) => Schedule::Rotate,
+        (false, Some(_)) => Schedule::AtExpiry,
+        (false, None) => return Ok(()),
+    };
     let kind = CertKind::Client;
     let swapped = client.clone();
     let rotation = Rotation {
@@ -402,6 +405,8 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
                 .map_err(Into::into)
         }),
         recorder: recorder.clone(),
+        bootstrap: flags.bootstrap_kubeconfig.clone(),
+        schedule,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,
@@ -442,7 +447,7 @@ fn start_serving_rotation(
     let store = CertStore::new(&cert_dir(flags), kind.prefix());
     let now = crate::certificate::unix_now();
     let current = match store.current() {
-        Ok(Some(pem)) if crate::certificate::valid_at(&pem, now) => {
+        Ok(Some(pem)) if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() => {
             match serving.replace(&pem, &pem) {
                 Ok(()) => Some(pem),
                 Err(err) => {
@@ -462,6 +467,8 @@ fn start_serving_rotation(
         current,
         install: Box::new(move |cert, key| installed.replace(cert, key).map_err(Into::into)),
         recorder: recorder.clone(),
+        bootstrap: None,
+        schedule: Schedule::Rotate,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,
@@ -558,6 +565,38 @@ pub fn check_swap(proc_swaps: &str) -> Result<(), SwapOn> {
         return Ok(());
     }
     Err(SwapOn { areas })
+}
+
+/// The image pull records under the root dir; each problem reading them (they fail
+/// closed: images are verified again) is logged and reported as a node event.
+fn pull_records(
+    root_dir: &Path,
+    images: &cri::ImageClient,
+    recorder: &Recorder,
+    node: &str,
+) -> PullRecords {
+    let list = || {
+        let listed = images.list_images(&Default::default())?;
+        Ok(listed
+            .images
+            .into_iter()
+            .map(|i| RuntimeImage {
+                id: i.id,
+                names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+            })
+            .collect())
+    };
+    let (records, problems) = PullRecords::open(root_dir, &list);
+    for problem in problems {
+        log::error!("{problem}");
+        recorder.node(
+            node,
+            EventType::Warning,
+            "ImagePullRecordsUnusable",
+            problem.to_string(),
+        );
+    }
+    records
 }
 
 /// Swap for containers: the policy, the cgroup version, whether the memory controller
@@ -741,6 +780,7 @@ fn start_runtime(
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
     let marks = cache.clone();
+    let images_for_records = images.clone();
     let mut manager =
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
     if let Some(devices) = devices {
@@ -754,7 +794,7 @@ fn start_runtime(
                     std::env::var_os("HOME").map(PathBuf::from).as_deref(),
                 ),
                 plugins: ready_credential_plugins(flags, credential_plugins, api.clone()),
-                records: PullRecords::load(root_dir),
+                records: pull_records(root_dir, &images_for_records, recorder, &host.node),
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })

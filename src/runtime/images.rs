@@ -196,7 +196,8 @@ impl ImageManager {
     }
 
     /// Pulls `image` with each credential in turn (anonymously when there is none)
-    /// until one succeeds; records which one did. The error joins every attempt's.
+    /// until one succeeds; records which one did, after an intent written before the
+    /// pull (`pull_records`). The error joins every attempt's.
     fn pull(
         &self,
         image: &str,
@@ -213,6 +214,12 @@ impl ImageManager {
             sandbox_config: MessageField::some(sandbox_config.clone()),
             ..Default::default()
         };
+        // On disk before the pull: a crash before its record leaves the image verified.
+        let intent = self
+            .credentials
+            .records
+            .intend(image)
+            .map_err(|e| PullError::Failed(e.to_string()))?;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
             vec![None]
         } else {
@@ -236,9 +243,7 @@ impl ImageManager {
                         response.image_ref
                     };
                     let repository = normalize_repository(image);
-                    self.credentials
-                        .records
-                        .record(&reference, &repository, credential);
+                    intent.pulled(&reference, &repository, credential);
                     return Ok(reference);
                 }
                 Err(CriError::Cancelled { .. }) => return Err(PullError::Cancelled),

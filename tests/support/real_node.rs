@@ -30,6 +30,8 @@ pub struct RealNode {
     pub port: u16,
     pub healthz_port: u16,
     extra: Vec<String>,
+    /// Environment litelet starts with (e.g. libfaketime's, for a clock that is off).
+    env: Vec<(String, String)>,
 }
 
 impl RealNode {
@@ -75,7 +77,20 @@ impl RealNode {
         token: &str,
         extra: &[&str],
     ) -> Option<RealNode> {
+        Self::start_bootstrapping_with_env(test, name, token, extra, &[])
+    }
+
+    /// [`RealNode::start_bootstrapping`], litelet started with `env` added to its
+    /// environment (every start).
+    pub fn start_bootstrapping_with_env(
+        test: &str,
+        name: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Option<RealNode> {
         let mut node = Self::start_inner(test, name, extra, None, None)?;
+        node.env = env.to_vec();
         let d = node.dir.path().to_owned();
         std::fs::remove_file(d.join("kubeconfig")).expect("remove kubeconfig");
         std::fs::write(
@@ -129,6 +144,7 @@ impl RealNode {
             port: free_port(),
             healthz_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         };
         Some(node)
     }
@@ -176,6 +192,7 @@ impl RealNode {
                 std::env::var("LITELET_REAL_NODE_LOG")
                     .unwrap_or_else(|_| "info,litelet=debug".to_owned()),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
