@@ -2,18 +2,50 @@
 //! control plane (which other tests use and so cannot be stopped), and `cut()` plays
 //! a lost link: every open connection is shut down and new ones are accepted and
 //! closed at once, so clients see resets and EOFs as they would over a dead uplink.
-//! `restore()` lets connections through again. Threads: `proxy-accept` plus two copy
+//! `restore()` lets connections through again. It counts the bytes it carries each
+//! way (TLS and HTTP overhead included): the side-by-side benchmark's measure of what
+//! a node sends and receives over its uplink. Threads: `proxy-accept` plus two copy
 //! threads per connection; all end with the process (test binaries are short-lived).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub struct TcpProxy {
     pub addr: SocketAddr,
     cut: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
+    traffic: Arc<Traffic>,
+}
+
+/// Bytes carried so far, and connections accepted.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Client → target (what the node sends).
+    pub sent: AtomicU64,
+    /// Target → client (what the node receives).
+    pub received: AtomicU64,
+    pub connections: AtomicU64,
+}
+
+/// A reading of [`Traffic`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrafficSample {
+    pub sent: u64,
+    pub received: u64,
+    pub connections: u64,
+}
+
+impl TrafficSample {
+    /// What was carried between `earlier` and this reading.
+    pub fn since(&self, earlier: &TrafficSample) -> TrafficSample {
+        TrafficSample {
+            sent: self.sent - earlier.sent,
+            received: self.received - earlier.received,
+            connections: self.connections - earlier.connections,
+        }
+    }
 }
 
 impl TcpProxy {
@@ -28,7 +60,8 @@ impl TcpProxy {
         let addr = listener.local_addr().expect("proxy address");
         let cut = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
-        let (c, o) = (cut.clone(), open.clone());
+        let traffic = Arc::new(Traffic::default());
+        let (c, o, t) = (cut.clone(), open.clone(), traffic.clone());
         std::thread::Builder::new()
             .name("proxy-accept".into())
             .spawn(move || {
@@ -41,17 +74,32 @@ impl TcpProxy {
                         let _ = client.shutdown(Shutdown::Both);
                         continue;
                     };
+                    t.connections.fetch_add(1, Ordering::Relaxed);
                     if let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) {
                         let mut open = o.lock().unwrap_or_else(|e| e.into_inner());
                         open.push(c2);
                         open.push(s2);
                     }
-                    pipe(&client, &server);
-                    pipe(&server, &client);
+                    pipe(&client, &server, t.clone(), Direction::Sent);
+                    pipe(&server, &client, t.clone(), Direction::Received);
                 }
             })
             .expect("proxy thread");
-        TcpProxy { addr, cut, open }
+        TcpProxy {
+            addr,
+            cut,
+            open,
+            traffic,
+        }
+    }
+
+    /// The bytes and connections carried so far.
+    pub fn traffic(&self) -> TrafficSample {
+        TrafficSample {
+            sent: self.traffic.sent.load(Ordering::Relaxed),
+            received: self.traffic.received.load(Ordering::Relaxed),
+            connections: self.traffic.connections.load(Ordering::Relaxed),
+        }
     }
 
     /// `https://127.0.0.1:<port>` of the proxy.
@@ -74,8 +122,21 @@ impl TcpProxy {
     }
 }
 
-/// Copies `from` → `to` on a thread until either side ends.
-fn pipe(from: &TcpStream, to: &TcpStream) {
+#[derive(Clone, Copy)]
+enum Direction {
+    Sent,
+    Received,
+}
+
+/// Copies `from` → `to` on a thread until either side ends, counting the bytes.
+fn pipe(from: &TcpStream, to: &TcpStream, traffic: Arc<Traffic>, direction: Direction) {
+    let counter = move |n: usize| {
+        let c = match direction {
+            Direction::Sent => &traffic.sent,
+            Direction::Received => &traffic.received,
+        };
+        c.fetch_add(n as u64, Ordering::Relaxed);
+    };
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -87,6 +148,7 @@ fn pipe(from: &TcpStream, to: &TcpStream) {
                 match from.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
+                        counter(n);
                         if to.write_all(&buf[..n]).is_err() {
                             break;
                         }
