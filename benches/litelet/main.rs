@@ -121,11 +121,18 @@ fn main() {
         std::env::set_var("LITELET_CP_AUDIT", "1");
     }
     let quick = std::env::var("LITELET_BENCH_QUICK").is_ok_and(|v| v == "1");
-    let settings = if quick {
+    let mut settings = if quick {
         Settings::quick()
     } else {
         Settings::full()
     };
+    // Iterating on API traffic: a shorter (or longer) idle window than the run's.
+    if let Some(secs) = std::env::var("LITELET_BENCH_TRAFFIC_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        settings.traffic_window = Duration::from_secs(secs);
+    }
     let began = Instant::now();
     let mut rows = Vec::new();
 

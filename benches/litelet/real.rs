@@ -176,7 +176,7 @@ fn audit_requests(path: &Path, offset: u64, user: &str) -> BTreeMap<String, u64>
 }
 
 /// One idle window with `pods` running.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Idle {
     pub pods: usize,
     pub first: Sample,

@@ -23,10 +23,11 @@ use crate::Settings;
 
 const SCENARIO: &str = "side by side";
 
-/// The upstream kubelet binary to compare with, if there is one.
+/// The upstream kubelet binary to compare with, if there is one
+/// (`LITELET_BENCH_UPSTREAM_KUBELET=none`: litelet alone, to iterate on its figures).
 fn upstream_kubelet() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("LITELET_BENCH_UPSTREAM_KUBELET") {
-        return Some(PathBuf::from(path));
+        return (path != "none").then(|| PathBuf::from(path));
     }
     let assets = PathBuf::from(std::env::var_os("KUBEBUILDER_ASSETS")?);
     let path = assets.join("kubelet");
@@ -108,10 +109,15 @@ fn p50_ms(values: &[Duration]) -> f64 {
 }
 
 pub fn side_by_side(settings: &Settings, rows: &mut Vec<Row>) {
-    let Some(kubelet) = upstream_kubelet() else {
-        rows.push(Row::new(SCENARIO, "skipped (no upstream kubelet)", 0.0, ""));
-        return;
-    };
+    let kubelet = upstream_kubelet();
+    if kubelet.is_none() {
+        rows.push(Row::new(
+            SCENARIO,
+            "no upstream kubelet: litelet alone",
+            0.0,
+            "",
+        ));
+    }
     if std::env::var("LITELET_CP_AUDIT").as_deref() != Ok("1") {
         // The control plane reads it as it starts: it must be set before, by `main`.
         rows.push(Row::new(
@@ -126,14 +132,13 @@ pub fn side_by_side(settings: &Settings, rows: &mut Vec<Row>) {
         rows.push(Row::new(SCENARIO, "skipped (no control plane)", 0.0, ""));
         return;
     };
-    let Some(theirs) = run(settings, "sbs-upstream", Some(&kubelet)) else {
-        return;
-    };
-    report(&ours, &theirs, rows);
+    let theirs = kubelet.and_then(|k| run(settings, "sbs-upstream", Some(&k)));
+    report(&ours, &theirs.unwrap_or_default(), rows);
 }
 
 fn report(ours: &Measured, theirs: &Measured, rows: &mut Vec<Row>) {
-    for (a, b) in ours.idle.iter().zip(&theirs.idle) {
+    for (i, a) in ours.idle.iter().enumerate() {
+        let b = &theirs.idle.get(i).cloned().unwrap_or_default();
         let scenario = format!("{SCENARIO}, idle {} pods", a.pods);
         let (ta, tb) = (
             a.traffic.clone().unwrap_or_default(),
@@ -249,7 +254,8 @@ fn report(ours: &Measured, theirs: &Measured, rows: &mut Vec<Row>) {
     for (what, a, b) in latencies {
         compare(rows, SCENARIO, what, "ms", p50_ms(a), p50_ms(b));
     }
-    for ((n, a), (_, b)) in ours.batches.iter().zip(&theirs.batches) {
+    for (i, (n, a)) in ours.batches.iter().enumerate() {
+        let b = theirs.batches.get(i).map_or(&[][..], |(_, b)| &b[..]);
         compare(
             rows,
             SCENARIO,
