@@ -561,7 +561,7 @@ impl ApiClient {
         read: Reader<T>,
     ) -> Result<T, ApiError> {
         let Some(threads) = &self.request_threads else {
-            let resp = self.send(verb, path, &query, body, read.accept, None)?;
+            let resp = self.send(verb, path, &query, body, Mode::Unary(read.accept))?;
             return (read.read)(resp, path);
         };
         let direct = Self {
@@ -570,7 +570,7 @@ impl ApiClient {
         };
         let owned_path = path.to_owned();
         threads.run(path, move || {
-            let resp = direct.send(verb, &owned_path, &query, body, read.accept, None)?;
+            let resp = direct.send(verb, &owned_path, &query, body, Mode::Unary(read.accept))?;
             (read.read)(resp, &owned_path)
         })
     }
@@ -669,20 +669,19 @@ impl ApiClient {
         let body_budget = opts
             .timeout_seconds
             .map(|t| Duration::from_secs(t) + WATCH_BODY_GRACE);
-        let resp = self.send(Verb::Watch, path, &q, None, Accept::Json, Some(body_budget))?;
+        let resp = self.send(Verb::Watch, path, &q, None, Mode::Watch(body_budget))?;
         Ok(WatchStream::new(resp.into_body().into_reader(), path))
     }
 
     /// Sends one request with retries; returns a 2xx answer or the mapped failure.
-    /// `watch_budget` is `Some(body budget)` for watches (no overall timeout).
+    /// A watch (`Mode::Watch`) has a body budget instead of an overall timeout.
     fn send(
         &self,
         verb: Verb,
         path: &str,
         query: &[(&str, String)],
         body: Option<(&str, Vec<u8>)>,
-        accept: Accept,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ApiError> {
         let url = format!("{}{}{}", self.shared.base, path, query_string(query));
         let policy = self.shared.retry;
@@ -703,7 +702,7 @@ impl ApiClient {
             }
             let may_retry = attempt < policy.max_retries;
             attempt += 1;
-            let outcome = self.send_once(verb, &url, body.as_ref(), accept, watch_budget);
+            let outcome = self.send_once(verb, &url, body.as_ref(), mode);
             let (err, retry, retry_after) = match outcome {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
@@ -716,7 +715,7 @@ impl ApiClient {
                         .map(Duration::from_secs);
                     let retryable = code == 429
                         || (verb.is_idempotent() && matches!(code, 500 | 502 | 503 | 504));
-                    let status = match accept {
+                    let status = match mode.accept() {
                         Accept::Json => read_status(resp),
                         // A protobuf Status is not worth a decoder: the code says enough.
                         Accept::ProtobufUnread => None,
@@ -753,13 +752,12 @@ impl ApiClient {
         verb: Verb,
         url: &str,
         body: Option<&(&str, Vec<u8>)>,
-        accept: Accept,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ureq::Error> {
         let mut builder = http::Request::builder()
             .method(verb.method())
             .uri(url)
-            .header("accept", accept.media_type());
+            .header("accept", mode.accept().media_type());
         if let Some(auth) = &self.shared.authorization {
             builder = builder.header("authorization", auth.as_str());
         }
@@ -768,11 +766,11 @@ impl ApiClient {
                 let req = builder
                     .header("content-type", *content_type)
                     .body(bytes.as_slice())?;
-                self.run(req, watch_budget)
+                self.run(req, mode)
             }
             None => {
                 let req = builder.body(())?;
-                self.run(req, watch_budget)
+                self.run(req, mode)
             }
         }
     }
@@ -780,13 +778,13 @@ impl ApiClient {
     fn run<S: ureq::AsSendBody>(
         &self,
         req: http::Request<S>,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ureq::Error> {
         let agent = self.agent();
         let with_agent = req.with_agent(&agent);
-        match watch_budget {
-            None => with_agent.run(),
-            Some(body_budget) => with_agent
+        match mode {
+            Mode::Unary(_) => with_agent.run(),
+            Mode::Watch(body_budget) => with_agent
                 .configure()
                 .timeout_global(None)
                 .timeout_recv_response(Some(self.shared.timeout))
@@ -836,6 +834,23 @@ fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiErro
 
 /// Reads and drops an answer whose body says nothing we need, so the connection can
 /// be reused.
+/// A unary request (with the representation it asks for) or a watch (with the
+/// budget of its body, no overall timeout).
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Unary(Accept),
+    Watch(Option<Duration>),
+}
+
+impl Mode {
+    fn accept(self) -> Accept {
+        match self {
+            Mode::Unary(accept) => accept,
+            Mode::Watch(_) => Accept::Json,
+        }
+    }
+}
+
 /// The representation asked of the API server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Accept {
