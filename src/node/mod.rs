@@ -70,7 +70,9 @@ pub fn start(
     shutdown: Receiver<()>,
 ) -> std::io::Result<NodeHandles> {
     let node_client = client.with_own_connections();
-    let lease_client = client.with_own_connections();
+    // One pool for both: the lease's renewal every 10 s keeps its connection open
+    // for the node status, which would otherwise pay a new TLS handshake each time.
+    let lease_client = node_client.clone();
     let (refs_tx, refs_rx) = crossbeam_channel::unbounded();
     let (resync_tx, resync_rx) = crossbeam_channel::bounded(1);
     // Disconnected once both threads have ended (each holds a sender): only then is

@@ -5,12 +5,15 @@
 //! `restore()` lets connections through again. `hold()` keeps new connections
 //! waiting, accepted but not yet forwarded, until `release()` (a slow upstream whose
 //! clients are stuck mid-request); `accepted()` counts the connections so far.
+//! `traffic()` counts the bytes carried each way (TLS and HTTP overhead included):
+//! the side-by-side benchmark's measure of what a node sends and receives over its
+//! uplink.
 //! Threads: `proxy-accept` plus one per connection (two while copying); all end with
 //! the process (test binaries are short-lived).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 pub struct TcpProxy {
@@ -18,6 +21,36 @@ pub struct TcpProxy {
     cut: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
     gate: Arc<Gate>,
+    traffic: Arc<Traffic>,
+}
+
+/// Bytes carried so far, and connections forwarded.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Client → target (what the node sends).
+    pub sent: AtomicU64,
+    /// Target → client (what the node receives).
+    pub received: AtomicU64,
+    pub connections: AtomicU64,
+}
+
+/// A reading of [`Traffic`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrafficSample {
+    pub sent: u64,
+    pub received: u64,
+    pub connections: u64,
+}
+
+impl TrafficSample {
+    /// What was carried between `earlier` and this reading.
+    pub fn since(&self, earlier: &TrafficSample) -> TrafficSample {
+        TrafficSample {
+            sent: self.sent - earlier.sent,
+            received: self.received - earlier.received,
+            connections: self.connections - earlier.connections,
+        }
+    }
 }
 
 /// Held (true) or not, and a way to wake the connections waiting on it.
@@ -55,7 +88,8 @@ impl TcpProxy {
         let cut = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
         let gate = Arc::new(Gate::default());
-        let (c, o, g) = (cut.clone(), open.clone(), gate.clone());
+        let traffic = Arc::new(Traffic::default());
+        let (c, o, g, t) = (cut.clone(), open.clone(), gate.clone(), traffic.clone());
         std::thread::Builder::new()
             .name("proxy-accept".into())
             .spawn(move || {
@@ -65,10 +99,10 @@ impl TcpProxy {
                         let _ = client.shutdown(Shutdown::Both);
                         continue;
                     }
-                    let (o, g) = (o.clone(), g.clone());
+                    let (o, g, t) = (o.clone(), g.clone(), t.clone());
                     let _ = std::thread::Builder::new()
                         .name("proxy-conn".into())
-                        .spawn(move || forward(client, target, &o, &g));
+                        .spawn(move || forward(client, target, &o, &g, t));
                 }
             })
             .expect("proxy thread");
@@ -77,6 +111,16 @@ impl TcpProxy {
             cut,
             open,
             gate,
+            traffic,
+        }
+    }
+
+    /// The bytes and connections carried so far.
+    pub fn traffic(&self) -> TrafficSample {
+        TrafficSample {
+            sent: self.traffic.sent.load(Ordering::Relaxed),
+            received: self.traffic.received.load(Ordering::Relaxed),
+            connections: self.traffic.connections.load(Ordering::Relaxed),
         }
     }
 
@@ -116,23 +160,43 @@ impl TcpProxy {
 }
 
 /// Waits for the gate, then connects to `target` and copies both ways.
-fn forward(client: TcpStream, target: SocketAddr, open: &Mutex<Vec<TcpStream>>, gate: &Gate) {
+fn forward(
+    client: TcpStream,
+    target: SocketAddr,
+    open: &Mutex<Vec<TcpStream>>,
+    gate: &Gate,
+    traffic: Arc<Traffic>,
+) {
     gate.wait_open();
     let Ok(server) = TcpStream::connect(target) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
+    traffic.connections.fetch_add(1, Ordering::Relaxed);
     if let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) {
         let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
         open.push(c2);
         open.push(s2);
     }
-    pipe(&client, &server);
-    pipe(&server, &client);
+    pipe(&client, &server, traffic.clone(), Direction::Sent);
+    pipe(&server, &client, traffic, Direction::Received);
 }
 
-/// Copies `from` → `to` on a thread until either side ends.
-fn pipe(from: &TcpStream, to: &TcpStream) {
+#[derive(Clone, Copy)]
+enum Direction {
+    Sent,
+    Received,
+}
+
+/// Copies `from` → `to` on a thread until either side ends, counting the bytes.
+fn pipe(from: &TcpStream, to: &TcpStream, traffic: Arc<Traffic>, direction: Direction) {
+    let counter = move |n: usize| {
+        let c = match direction {
+            Direction::Sent => &traffic.sent,
+            Direction::Received => &traffic.received,
+        };
+        c.fetch_add(n as u64, Ordering::Relaxed);
+    };
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -144,6 +208,7 @@ fn pipe(from: &TcpStream, to: &TcpStream) {
                 match from.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
+                        counter(n);
                         if to.write_all(&buf[..n]).is_err() {
                             break;
                         }
