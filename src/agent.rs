@@ -677,6 +677,7 @@ fn start_runtime(
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
         node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
         swap: swap_settings(flags, &host.machine),
+        seccomp_default: false,
     };
     let runtime_name = runtime
         .version(&Default::default())
