@@ -554,8 +554,10 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
         return Ok(Recorder::log_only());
     };
     let (event_tx, event_rx) = bounded(1000);
+    let (qps, burst) =
+        crate::api::ratelimit::client_go_limit(w.flags.event_qps, w.flags.event_burst);
     w.threads.add(events::spawn(
-        client.with_own_limit(w.flags.event_qps, w.flags.event_burst),
+        client.with_own_limit(qps, burst),
         events::Options::new(node),
         event_rx,
         w.threads.shutdown(),
