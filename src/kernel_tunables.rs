@@ -18,6 +18,28 @@ use std::path::{Path, PathBuf};
 /// Where the kernel's tunables live.
 pub const PROC_SYS: &str = "/proc/sys";
 
+/// Test hook, for the integration tests and benchmarks only: a folder litelet uses in
+/// place of `/proc/sys`, so a test run never changes the machine's tunables. Read once.
+pub const TEST_ROOT_ENV: &str = "LITELET_TEST_PROC_SYS";
+
+/// `/proc/sys`, or the folder [`TEST_ROOT_ENV`] names.
+pub fn root() -> PathBuf {
+    std::env::var_os(TEST_ROOT_ENV).map_or_else(|| PathBuf::from(PROC_SYS), PathBuf::from)
+}
+
+/// Writes every tunable at the value the kubelet wants under `root` (a test's copy of
+/// `/proc/sys`), creating folders as needed.
+pub fn write_wanted(root: &Path) -> io::Result<()> {
+    for tunable in KUBELET_TUNABLES {
+        let path = path_of(root, tunable.name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, format!("{}\n", tunable.want))?;
+    }
+    Ok(())
+}
+
 /// One tunable and the value the kubelet wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tunable {
@@ -281,13 +303,10 @@ mod tests {
 
     #[test]
     fn protected_defaults_pass_when_the_kernel_already_matches() {
-        let good: Vec<(&str, String)> = KUBELET_TUNABLES
-            .iter()
-            .map(|t| (t.name, t.want.to_string()))
-            .collect();
-        let good: Vec<(&str, &str)> = good.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        let dir = proc_sys(&good);
+        let dir = tempfile::tempdir().unwrap();
+        write_wanted(dir.path()).unwrap();
         assert!(setup(dir.path(), true).unwrap().is_empty());
+        assert!(setup(dir.path(), false).unwrap().is_empty());
     }
 
     #[test]

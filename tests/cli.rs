@@ -12,6 +12,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::fake_api::{tls, FakeApi};
 use support::fake_cri::FakeCri;
+use litelet::kernel_tunables::TEST_ROOT_ENV;
 use support::wait_until;
 
 const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
@@ -87,6 +88,7 @@ fn agent_stops_cleanly(endpoint: &str, ready: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("litelet.log");
     let child = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, support::proc_sys(dir.path()))
         .arg("--device-plugins-dir")
         .arg(dir.path().join("device-plugins"))
         .args(["--container-runtime-endpoint", endpoint, "--root-dir"])
@@ -140,6 +142,7 @@ fn run_agent(
 ) -> (Option<ExitStatus>, String) {
     let log = dir.join("litelet.log");
     let mut child = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, support::proc_sys(dir))
         .args(args)
         .arg("--device-plugins-dir")
         .arg(dir.join("device-plugins"))
@@ -265,6 +268,7 @@ fn insecure_api_settings_are_warned_about_at_start() {
         let endpoint = format!("unix://{}/missing.sock", dir.path().display());
         let log = dir.path().join("litelet.log");
         let mut child = Command::new(LITELET)
+            .env(TEST_ROOT_ENV, support::proc_sys(dir.path()))
             .args(["--container-runtime-endpoint", &endpoint, "--kubeconfig"])
             .arg(&kubeconfig)
             .arg("--device-plugins-dir")
@@ -468,4 +472,81 @@ fn a_matching_or_unknown_runtime_cgroup_driver_lets_litelet_start() {
             assert!(text.contains("the same as the runtime's"), "{text}");
         }
     }
+}
+
+/// A `/proc/sys` copy under `dir` with Debian 12's values of the kubelet's tunables
+/// (three of six differ from what the kubelet wants).
+fn debian_proc_sys(dir: &Path) -> std::path::PathBuf {
+    let root = dir.join("debian-sys");
+    for (name, value) in [
+        ("vm.overcommit_memory", "0"),
+        ("vm.panic_on_oom", "0"),
+        ("kernel.panic", "0"),
+        ("kernel.panic_on_oops", "0"),
+        ("kernel.keys.root_maxkeys", "1000000"),
+        ("kernel.keys.root_maxbytes", "25000000"),
+    ] {
+        let path = litelet::kernel_tunables::path_of(&root, name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{value}\n")).unwrap();
+    }
+    root
+}
+
+/// With protectKernelDefaults off (upstream's default) litelet sets the kernel
+/// tunables the kubelet needs at start, as upstream does, before it waits for the
+/// runtime (here on a copy of `/proc/sys`).
+#[test]
+fn kernel_tunables_are_set_at_start_when_kernel_defaults_are_not_protected() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = debian_proc_sys(dir.path());
+    let endpoint = format!("unix://{}/later.sock", dir.path().display());
+    let log = dir.path().join("litelet.log");
+    let mut child = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, &root)
+        .args(["--container-runtime-endpoint", &endpoint, "--root-dir"])
+        .arg(dir.path().join("root"))
+        .arg("--device-plugins-dir")
+        .arg(dir.path().join("device-plugins"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let waiting = wait_until(Duration::from_secs(20), || read_log().contains("retrying in"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(waiting, "never reached the runtime wait:\n{}", read_log());
+    for tunable in litelet::kernel_tunables::KUBELET_TUNABLES {
+        let path = litelet::kernel_tunables::path_of(&root, tunable.name);
+        let value = std::fs::read_to_string(path).unwrap();
+        assert_eq!(value.trim(), tunable.want.to_string(), "{}", tunable.name);
+    }
+    assert!(
+        read_log().contains("kernel tunable vm.overcommit_memory set to 1 (was 0)"),
+        "{}",
+        read_log()
+    );
+}
+
+/// A kernel tunable litelet cannot read stops it at start, naming the tunable.
+#[test]
+fn an_unreadable_kernel_tunable_stops_litelet_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = debian_proc_sys(dir.path());
+    std::fs::remove_dir_all(root.join("kernel/keys")).unwrap();
+    let endpoint = format!("unix://{}/missing.sock", dir.path().display());
+    let root_text = root.to_str().unwrap().to_owned();
+    let (status, log) = run_agent(
+        dir.path(),
+        &["--container-runtime-endpoint", &endpoint],
+        &[(TEST_ROOT_ENV, &root_text)],
+        Duration::from_secs(20),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{log}");
+    assert!(
+        log.contains("kernel.keys.root_maxkeys cannot be read at"),
+        "{log}"
+    );
+    assert!(!log.contains("retrying in"), "stopped before the runtime wait: {log}");
 }

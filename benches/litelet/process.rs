@@ -164,8 +164,12 @@ impl Litelet {
             }
             None => Command::new(litelet_binary()),
         };
-        cmd.args(["--container-runtime-endpoint", &options.endpoint])
-            .args(["--hostname-override", NODE])
+        cmd.env(
+            litelet::kernel_tunables::TEST_ROOT_ENV,
+            crate::support::proc_sys(dir.path()),
+        )
+        .args(["--container-runtime-endpoint", &options.endpoint])
+        .args(["--hostname-override", NODE])
             .arg("--device-plugins-dir")
             .arg(dir.path().join("device-plugins"))
             .arg("--root-dir")
