@@ -10,7 +10,7 @@ use crossbeam_channel::{after, select};
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
 use litelet::cri::{self, RuntimeClient};
 use litelet::log_format::{self, LogFormat};
-use litelet::{agent, kernel_tunables, process, runtime_info};
+use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
     let flags = match Flags::load() {
@@ -67,11 +67,6 @@ fn run_agent(flags: &Flags) -> ExitCode {
         }
     };
     process::set_own_oom_score_adj(process::DEFAULT_OOM_SCORE_ADJ);
-    // Before the runtime wait: a kernel that differs is a host problem, told at once.
-    if let Err(err) = kernel_tunables::setup(&kernel_tunables::root(), false) {
-        log::error!("{err}");
-        return ExitCode::from(2);
-    }
     let (endpoint, options) = match flags.runtime.resolve() {
         Ok(resolved) => resolved,
         Err(err) => {
