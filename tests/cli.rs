@@ -8,11 +8,11 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use litelet::kernel_tunables::TEST_ROOT_ENV;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::fake_api::{tls, FakeApi};
 use support::fake_cri::FakeCri;
-use litelet::kernel_tunables::TEST_ROOT_ENV;
 use support::wait_until;
 
 const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
