@@ -21,6 +21,9 @@ use crate::certificate::CertKind;
 use crate::cgroups::manager::{Driver as CgroupsDriver, ManagerConfig, PodCgroupManager};
 use crate::cgroups::systemd::bus::DbusUnits;
 use crate::config::{CgroupDriver, Flags};
+use crate::credentialprovider::plugin::{
+    self as credential_plugin, CredentialPlugins, ProviderConfig,
+};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
@@ -473,6 +476,8 @@ fn start_serving_rotation(
 /// (or only once containerd is up).
 pub struct Prepared {
     api: Option<Api>,
+    /// `--image-credential-provider-config`'s plugins, checked (empty: none).
+    credential_plugins: Vec<ProviderConfig>,
     /// How the node shutdown manager reaches logind (the system D-Bus; tests hand in
     /// a fake).
     logind: crate::nodeshutdown::logind::Connect,
@@ -496,10 +501,54 @@ pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
     let api = api_client(flags, &node_name(flags))?;
     let tls = flags.server_config(&node_name(flags)).tls;
     server::tls::check(&tls).map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    let credential_plugins = load_credential_plugins(flags)?;
     Ok(Prepared {
         api,
+        credential_plugins,
         logind: crate::nodeshutdown::dbus_logind::connector(),
     })
+}
+
+/// The plugins ready to run; token mode asks through the pod workers' API client.
+fn ready_credential_plugins(
+    flags: &Flags,
+    providers: Vec<ProviderConfig>,
+    api: Option<ApiClient>,
+) -> Option<Arc<CredentialPlugins>> {
+    let bin_dir = flags.image_credential_provider_bin_dir.as_deref()?;
+    if providers.is_empty() {
+        return None;
+    }
+    let accounts = api.map(|c| Box::new(c) as Box<dyn credential_plugin::ServiceAccounts>);
+    Some(Arc::new(CredentialPlugins::new(
+        providers,
+        bin_dir,
+        credential_plugin::exec::Limits::default(),
+        crate::config::parse_duration,
+        accounts,
+    )))
+}
+
+/// `--image-credential-provider-config` and its bin dir, read and checked; a bad
+/// file stops litelet, as upstream.
+fn load_credential_plugins(flags: &Flags) -> Result<Vec<ProviderConfig>, AgentError> {
+    let Some(path) = &flags.image_credential_provider_config else {
+        return Ok(Vec::new());
+    };
+    let syntax = credential_plugin::Syntax {
+        duration: crate::config::parse_duration,
+        qualified_name: |key| crate::node::config::check_qualified_name(key).is_ok(),
+    };
+    let bin_dir = flags.image_credential_provider_bin_dir.as_deref();
+    let providers = credential_plugin::load(path, bin_dir, syntax)
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+    let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+    log::info!(
+        "credential provider plugins from {}: {}",
+        path.display(),
+        names.join(", ")
+    );
+    Ok(providers)
 }
 
 /// `--fail-swap-on`: the host must have no swap area on (upstream's check).
@@ -660,6 +709,7 @@ fn start_runtime(
     w: &mut Wiring,
     host: &Host,
     devices: Option<&DeviceManager>,
+    credential_plugins: Vec<ProviderConfig>,
 ) -> Result<RuntimeParts, AgentError> {
     let (flags, runtime, recorder) = (w.flags, &w.runtime, &w.recorder);
     let (images, api) = (w.images.clone(), w.worker_api.clone());
@@ -706,6 +756,7 @@ fn start_runtime(
                     root_dir,
                     std::env::var_os("HOME").map(PathBuf::from).as_deref(),
                 ),
+                plugins: ready_credential_plugins(flags, credential_plugins, api.clone()),
                 records: PullRecords::load(root_dir),
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
@@ -1292,7 +1343,7 @@ pub fn run(
     // Device plugins: the registration server lives until `run` returns.
     let device_plugins = start_devices(flags, &host.root_dir);
     let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
-    let rt = start_runtime(&mut w, &host, devices.as_ref())?;
+    let rt = start_runtime(&mut w, &host, devices.as_ref(), prepared.credential_plugins)?;
     // Upstream's first node event, said once the start-up checks (the runtime's
     // cgroup driver among them) have passed and before any pod starts.
     w.recorder.node(

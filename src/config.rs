@@ -363,6 +363,16 @@ pub struct Flags {
     #[arg(skip)]
     pub preloaded_images_verification_allowlist: Vec<String>,
 
+    /// Credential provider plugins (a CredentialProviderConfig, YAML or JSON, or a
+    /// directory of them merged in name order): executables that give registry
+    /// credentials for the images they match. Flag only, as upstream.
+    #[arg(long, value_name = "PATH")]
+    pub image_credential_provider_config: Option<PathBuf>,
+
+    /// Where the credential provider plugins' executables are. Flag only, as upstream.
+    #[arg(long, value_name = "DIR")]
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
+
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace. RUST_LOG wins.
     #[arg(
         short = 'v',

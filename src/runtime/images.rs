@@ -1,7 +1,8 @@
 //! Makes sure a container's image is present before it is created (upstream
 //! EnsureImageExists): default tag, pull policy, per-image pull back-off, events, and
-//! registry credentials: the pod's pull secrets, then the node's Docker config, matched
-//! to the image (`credentialprovider`) and tried in order until one pull succeeds.
+//! registry credentials: the pod's pull secrets, then the node's Docker config, then
+//! the credential provider plugins' answers, matched to the image
+//! (`credentialprovider`) and tried in order until one pull succeeds.
 //! An image already present that was pulled with a secret is checked against the
 //! pod's credentials first (`pull_records.rs`).
 //!
@@ -23,6 +24,7 @@ use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPo
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
+use crate::credentialprovider::plugin::{CredentialPlugins, PodIdentity};
 use crate::credentialprovider::{keyring_from_secrets, Credential, NodeDockerConfig, PullSecret};
 use crate::cri::{pb, CriError, ImageClient};
 use crate::events::{EventType, Recorder};
@@ -61,6 +63,8 @@ pub trait PullSecretSource: Send + Sync {
 /// How pulls find credentials and whether present images are checked.
 pub struct CredentialSettings {
     pub node_config: NodeDockerConfig,
+    /// `--image-credential-provider-config`'s plugins, asked after the node config.
+    pub plugins: Option<std::sync::Arc<CredentialPlugins>>,
     pub records: PullRecords,
     pub policy: VerificationPolicy,
     /// `preloadedImagesVerificationAllowlist` (for `NeverVerifyAllowlistedImages`).
@@ -71,6 +75,7 @@ impl Default for CredentialSettings {
     fn default() -> Self {
         CredentialSettings {
             node_config: NodeDockerConfig::default(),
+            plugins: None,
             records: PullRecords::in_memory(),
             policy: VerificationPolicy::default(),
             allowlist: Vec::new(),
@@ -163,8 +168,9 @@ impl ImageManager {
         self.credentials = credentials;
     }
 
-    /// The credentials for `image`, pod secrets first: unreadable or malformed secrets
-    /// become one warning event each and are skipped.
+    /// The credentials for `image`, pod secrets first, then the node's Docker config,
+    /// then the plugins (upstream's keyring order): unreadable or malformed secrets
+    /// become one warning event each and are skipped; a failing plugin is logged.
     fn credentials_for(
         &self,
         pod: &Pod,
@@ -191,7 +197,12 @@ impl ImageManager {
                 .pod(pod, EventType::Warning, FAILED_PULL_SECRET, message);
         }
         let node_keyring = self.credentials.node_config.read();
-        lookup_union(&[&pod_keyring, &node_keyring], &normalize_repository(image))
+        let repository = normalize_repository(image);
+        let plugin_keyring = match &self.credentials.plugins {
+            Some(plugins) => plugins.keyring(&PodIdentity::of(pod), &repository),
+            None => Default::default(),
+        };
+        lookup_union(&[&pod_keyring, &node_keyring, &plugin_keyring], &repository)
     }
 
     /// Pulls `image` with each credential in turn (anonymously when there is none)

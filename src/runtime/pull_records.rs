@@ -108,6 +108,15 @@ pub struct SecretCoordinates {
     pub credential_hash: String,
 }
 
+/// A service account whose credential provider plugin credentials pulled an image
+/// (upstream ImagePullServiceAccount).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceAccountCoordinates {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
 /// How one repository of an image (by image ID) was pulled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PullRecord {
@@ -116,6 +125,10 @@ pub struct PullRecord {
     pub node_wide: bool,
     #[serde(default)]
     pub secrets: BTreeSet<SecretCoordinates>,
+    /// Pulled with a service-account-token plugin's credentials: pods running as
+    /// one of these service accounts may use it.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub service_accounts: BTreeSet<ServiceAccountCoordinates>,
 }
 
 /// What the records say about one image and repository.
@@ -176,6 +189,14 @@ pub fn must_pull(
                 None => false,
             }
         }
+        CredentialSource::ServiceAccount {
+            namespace,
+            name,
+            uid,
+        } => record
+            .service_accounts
+            .iter()
+            .any(|sa| (&sa.namespace, &sa.name, &sa.uid) == (namespace, name, uid)),
     };
     !offered.iter().any(accepted)
 }
@@ -290,6 +311,15 @@ impl PullRecords {
                     name: name.clone(),
                     uid: uid.clone(),
                     credential_hash: credential.and_then(|c| self.digest(c)).unwrap_or_default(),
+                }),
+                Some(CredentialSource::ServiceAccount {
+                    namespace,
+                    name,
+                    uid,
+                }) => record.service_accounts.insert(ServiceAccountCoordinates {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    uid: uid.clone(),
                 }),
             };
             if !changed {
@@ -638,5 +668,41 @@ mod tests {
             &[cred],
             |c| records.digest(c)
         ));
+    }
+
+    /// An image pulled with a service-account-token plugin's credential serves the
+    /// pods of that service account (same namespace, name and UID), not others, and
+    /// survives a restart (upstream's ImagePullServiceAccount records).
+    #[test]
+    fn service_account_pulls_serve_pods_of_that_service_account_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let sa = |name: &str, uid: &str| Credential {
+            username: "u".into(),
+            password: "rotating".into(),
+            source: CredentialSource::ServiceAccount {
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: uid.into(),
+            },
+        };
+        PullRecords::load(dir.path()).record("sha256:img", "reg.io/app", Some(&sa("b", "u1")));
+        let records = PullRecords::load(dir.path());
+        let pulled = records.get("sha256:img", "reg.io/app");
+        let must = |offered: &[Credential]| {
+            must_pull(
+                VerificationPolicy::NeverVerifyPreloadedImages,
+                false,
+                &pulled,
+                offered,
+                |c| records.digest(c),
+            )
+        };
+        assert!(!must(&[sa("b", "u1")]), "same service account");
+        assert!(
+            must(&[sa("b", "u2")]),
+            "recreated service account (new UID)"
+        );
+        assert!(must(&[sa("c", "u3")]), "another service account");
+        assert!(must(&[]), "no credentials");
     }
 }
