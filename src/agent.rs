@@ -642,8 +642,10 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
         return Ok(Recorder::log_only());
     };
     let (event_tx, event_rx) = bounded(1000);
+    let (qps, burst) =
+        crate::api::ratelimit::client_go_limit(w.flags.event_qps, w.flags.event_burst);
     w.threads.add(events::spawn(
-        client.with_own_limit(w.flags.event_qps, w.flags.event_burst),
+        client.with_own_limit(qps, burst),
         events::Options::new(node),
         event_rx,
         w.threads.shutdown(),
@@ -766,6 +768,7 @@ fn start_runtime(
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
         node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
         swap: swap_settings(flags, &host.machine),
+        seccomp_default: false,
     };
     let runtime_name = runtime
         .version(&Default::default())

@@ -9,6 +9,7 @@ use crossbeam_channel::{after, select};
 
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
 use litelet::cri::{self, RuntimeClient};
+use litelet::log_format::{self, LogFormat};
 use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(flags.verbosity);
+    log_format::init(LogFormat::default(), log_filter(flags.verbosity));
     if !flags.config_no_effect.is_empty() {
         log::warn!(
             "config file: accepted, but no effect in litelet: {}",
@@ -33,15 +34,6 @@ fn main() -> ExitCode {
         Some(Command::Ps(info)) => run_operator(&info.runtime, "ps", runtime_info::pods_report),
         None => run_agent(&flags),
     }
-}
-
-fn init_logging(verbosity: u8) {
-    let mut builder = env_logger::Builder::new();
-    builder.filter_level(log_filter(verbosity));
-    if let Ok(spec) = std::env::var("RUST_LOG") {
-        builder.parse_filters(&spec);
-    }
-    builder.format_timestamp_millis().init();
 }
 
 fn run_operator(
@@ -74,7 +66,7 @@ fn run_agent(flags: &Flags) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    process::protect_from_oom_killer();
+    process::set_own_oom_score_adj(process::DEFAULT_OOM_SCORE_ADJ);
     let (endpoint, options) = match flags.runtime.resolve() {
         Ok(resolved) => resolved,
         Err(err) => {

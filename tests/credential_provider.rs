@@ -340,6 +340,10 @@ fn a_bad_credential_provider_config_stops_litelet_at_start() {
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_litelet"))
+        .env(
+            litelet::kernel_tunables::TEST_ROOT_ENV,
+            support::proc_sys(d),
+        )
         .arg("--container-runtime-endpoint")
         .arg(format!("unix://{}/missing.sock", d.display()))
         .arg("--root-dir")

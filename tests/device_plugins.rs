@@ -378,6 +378,10 @@ fn spawn_agent(dir: &Path, cri: &support::fake_cri::FakeCri, tag: &str) -> Agent
         .arg(&manifests)
         .args(["--cgroup-root", &cgroup_root, "--eviction-hard="])
         .env("RUST_LOG", "info,litelet=debug")
+        .env(
+            litelet::kernel_tunables::TEST_ROOT_ENV,
+            support::proc_sys(dir),
+        )
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

@@ -7,7 +7,9 @@
 //! pod's credentials first (`pull_records.rs`).
 //!
 //! Called from pod worker threads; the back-off table and the pull records are the
-//! shared state, each behind a short lock never held across a CRI call. Secrets are
+//! shared state, each behind a short lock never held across a CRI call. Pulls take a
+//! slot of the pull limiter first (`pull_limit.rs`: one at a time unless
+//! `serializeImagePulls` is false). Secrets are
 //! read only when a pull or a check needs them. No credential is ever logged.
 
 use std::sync::Mutex;
@@ -17,6 +19,7 @@ use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
 use super::cancel::Cancel;
+use super::pull_limit::{PullConcurrency, PullLimiter};
 use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
@@ -86,6 +89,7 @@ pub struct ImageManager {
     backoff: Mutex<Backoff>,
     recorder: Recorder,
     credentials: CredentialSettings,
+    limiter: PullLimiter,
 }
 
 /// An image reference that does not parse (upstream's message).
@@ -150,7 +154,13 @@ impl ImageManager {
             backoff: Mutex::new(Backoff::default()),
             recorder,
             credentials: CredentialSettings::default(),
+            limiter: PullLimiter::new(PullConcurrency::Parallel(None)),
         }
+    }
+
+    /// Runs pulls `concurrency` at a time (no limit until this is called).
+    pub fn set_pull_concurrency(&mut self, concurrency: PullConcurrency) {
+        self.limiter = PullLimiter::new(concurrency);
     }
 
     /// Uses `credentials` for pulls and checks of present images.
@@ -224,6 +234,10 @@ impl ImageManager {
             vec![None]
         } else {
             credentials.iter().map(Some).collect()
+        };
+        // One slot for all the credential attempts of this pull.
+        let Some(_slot) = self.limiter.acquire(&|| cancel.is_cancelled()) else {
+            return Err(PullError::Cancelled);
         };
         let mut errors = Vec::new();
         for credential in attempts {

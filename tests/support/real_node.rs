@@ -186,6 +186,7 @@ impl RealNode {
             .open(d.join("litelet.log"))
             .expect("litelet log");
         let child = Command::new(binary)
+            .env(litelet::kernel_tunables::TEST_ROOT_ENV, super::proc_sys(d))
             .args(["--container-runtime-endpoint", &self.containerd.endpoint()])
             .args(["--hostname-override", &self.name])
             .args(["--node-ip", &self.cp.node_ip.to_string()])
