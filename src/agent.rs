@@ -1192,6 +1192,7 @@ fn start_readers(
         api: w.api.clone(),
         stats: stats.clone(),
         probes: pods.probe_metrics.clone(),
+        runtime_cache: Some(rt.cache.clone()),
     };
     let mut config = w.flags.server_config(pods.kubelet.node_name());
     config.serving = serving;

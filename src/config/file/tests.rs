@@ -667,7 +667,6 @@ fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
             "httpCheckFrequency",
             "logging.flushFrequency",
             "logging.options",
-            "streamingConnectionIdleTimeout",
             "volumeStatsAggPeriod",
         ]
     );

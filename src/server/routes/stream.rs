@@ -3,7 +3,8 @@
 //! since the redirect mode was removed. The proxy is byte-transparent: the runtime's
 //! streaming server answers the SPDY or WebSocket upgrade itself, and bytes are then
 //! pumped both ways until either side closes, litelet shuts down or the stream is idle
-//! for `stream_idle_timeout`. Plus `/run` (POST, `cmd=`): ExecSync, output returned.
+//! for `stream_idle_timeout` (`streamingConnectionIdleTimeout`; zero: never). Plus
+//! `/run` (POST, `cmd=`): ExecSync, output returned.
 //!
 //! Runs on the connection's thread; one poll over both sockets, so a stalled peer
 //! holds only this thread (writes time out after `write_timeout`).
@@ -350,11 +351,14 @@ fn pump(shared: &Shared, client: &mut Transport, backend: &mut TcpStream) -> io:
     let idle_limit = shared.config.limits.stream_idle_timeout;
     let mut last = Instant::now();
     let mut client_open = true;
-    let mut data = vec![0u8; 32 * 1024];
+    // One TLS record's worth: a read never returns more plaintext than that.
+    let mut data = vec![0u8; 16 * 1024];
     let client_sock = client.socket().try_clone()?;
     let backend_sock = backend.try_clone()?;
+    crate::server::settle_stack();
     loop {
-        if shared.stopping.load(Ordering::Relaxed) || last.elapsed() >= idle_limit {
+        let idle = !idle_limit.is_zero() && last.elapsed() >= idle_limit;
+        if shared.stopping.load(Ordering::Relaxed) || idle {
             return Ok(());
         }
         if client_open {
