@@ -183,4 +183,7 @@ fn a_hundred_and_twenty_log_followers_all_stream_while_exec_and_scrapes_answer()
         back,
         "litelet still has {now} threads ({idle_threads} before the followers)"
     );
+    eprintln!(
+        "litelet threads: {idle_threads} idle, {held} with {FOLLOWERS} followers, {now} after"
+    );
 }
