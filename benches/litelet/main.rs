@@ -4,8 +4,9 @@
 //! run one). Prints one table and writes JSON.
 //!
 //! Arguments (after `--`): names of scenarios to run (default all): `startup`,
-//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`, `real` (a real
-//! kube-apiserver from `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`).
+//! `footprint`, `latency`, `resize`, `scale`, `streams` (log follows held on the node
+//! API, `streams.rs`), `containerd`, `binary`, `real` (a real kube-apiserver from
+//! `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`).
 //! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
 //! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
@@ -22,6 +23,7 @@ mod process;
 mod real;
 mod report;
 mod scenarios;
+mod streams;
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,8 @@ pub struct Settings {
     pub real_runs: usize,
     /// Real cluster: pods created at once, then the total for the last idle window.
     pub real_pods: (usize, usize),
+    /// Log follows held at once on the node API.
+    pub streams: usize,
 }
 
 impl Settings {
@@ -56,6 +60,7 @@ impl Settings {
             containerd_pods: 10,
             real_runs: 5,
             real_pods: (30, 100),
+            streams: 1000,
         }
     }
 
@@ -71,6 +76,7 @@ impl Settings {
             containerd_pods: 3,
             real_runs: 2,
             real_pods: (5, 10),
+            streams: 100,
         }
     }
 }
@@ -181,6 +187,12 @@ fn main() {
                 scenarios::scale(&settings, rows, n)
             });
         }
+    }
+    if wants("streams") {
+        let n = settings.streams;
+        run(&format!("streams, {n} held"), &mut rows, &|rows| {
+            streams::streams(&settings, rows, n)
+        });
     }
     if wants("containerd") {
         run("real containerd", &mut rows, &|rows| {
