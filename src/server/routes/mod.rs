@@ -4,7 +4,7 @@
 //! authorization, so error messages may name the pod the caller asked for.
 //!
 //! Handlers run on the connection's thread: `/pods`, `/runningpods/` (one CRI list),
-//! `/metrics`, `/metrics/resource`, `/metrics/probes`, `/configz`,
+//! `/metrics`, `/metrics/resource`, `/metrics/cadvisor`, `/metrics/probes`, `/configz`,
 //! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
 //! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
@@ -43,6 +43,8 @@ pub enum Route {
     Metrics,
     /// `/metrics/resource`: usage for metrics-server.
     MetricsResource,
+    /// `/metrics/cadvisor`: usage in cAdvisor's names, for Prometheus.
+    MetricsCadvisor,
     /// `/metrics/probes`: the prober's attempt counters.
     MetricsProbes,
     /// `/stats/summary`: the stats API summary.
@@ -86,6 +88,7 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "runningpods" if rest.is_empty() => (Route::RunningPods, get),
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
+        "metrics" if rest == ["cadvisor"] => (Route::MetricsCadvisor, get),
         "metrics" if rest == ["probes"] => (Route::MetricsProbes, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
         "configz" if rest.is_empty() => (Route::Configz, get),
@@ -199,6 +202,7 @@ pub fn dispatch(
         Route::RunningPods => Reply::Full(running_pods::serve(shared)),
         Route::Metrics => Reply::Full(pods::metrics(shared)),
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
+        Route::MetricsCadvisor => Reply::Full(stats::cadvisor_metrics(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),
         Route::Configz => Reply::Full(configz(shared)),
         Route::MetricsProbes => Reply::Full(match &shared.ctx.probes {
@@ -243,7 +247,8 @@ mod tests {
             ("GET", "/configz/x", Err(RouteError::NotFound)),
             ("POST", "/stats/summary", Err(RouteError::MethodNotAllowed)),
             ("GET", "/stats", Err(RouteError::NotFound)),
-            ("GET", "/metrics/cadvisor", Err(RouteError::NotFound)),
+            ("GET", "/metrics/cadvisor", Ok(Route::MetricsCadvisor)),
+            ("GET", "/metrics/cadvisor/x", Err(RouteError::NotFound)),
             ("POST", "/pods", Err(RouteError::MethodNotAllowed)),
             (
                 "GET",
