@@ -91,6 +91,7 @@ impl Authenticator {
 
     /// The user of a request with this peer chain and `Authorization` header, and
     /// the credential that proved it.
+    #[inline(never)]
     pub fn authenticate(
         &self,
         chain: Option<&[CertificateDer<'_>]>,

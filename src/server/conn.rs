@@ -80,18 +80,23 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream, mut ticket: Opt
         if kind == Kind::Api && !ticket.as_ref().is_none_or(Ticket::is_authorized) {
             deadline = deadline.min(unauthenticated_until);
         }
-        let socket = transport.socket().try_clone();
-        let mut set_deadline = |left: Duration| match &socket {
-            Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
-            Err(_) => Ok(()),
+        let read = {
+            // A second handle for the deadlines, closed before the request is served
+            // (a stream would hold it for its whole life).
+            let socket = transport.socket().try_clone();
+            let mut set_deadline = |left: Duration| match &socket {
+                Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
+                Err(_) => Ok(()),
+            };
+            http::read_request(
+                &mut transport,
+                &mut buf,
+                read_limits,
+                deadline,
+                &mut set_deadline,
+            )
         };
-        let req = match http::read_request(
-            &mut transport,
-            &mut buf,
-            read_limits,
-            deadline,
-            &mut set_deadline,
-        ) {
+        let req = match read {
             Ok(req) => req,
             Err(ReadError::Closed | ReadError::TimedOut | ReadError::Io(_)) => break,
             Err(err) => {
@@ -166,6 +171,7 @@ const DRAIN_BYTES: usize = 4 << 20;
 /// then loses the answer it has not read yet (e.g. the 431 for an oversized head).
 /// So, as Go's server does, stop writing, then read and drop what the client is still
 /// sending, for a bounded time and size.
+#[inline(never)]
 fn drain_input(socket: &TcpStream) {
     let _ = socket.shutdown(std::net::Shutdown::Write);
     let deadline = Instant::now() + DRAIN_TIME;
@@ -185,6 +191,7 @@ fn drain_input(socket: &TcpStream) {
 }
 
 /// Completes the TLS handshake within `timeout`; None when it fails.
+#[inline(never)]
 fn handshake(
     config: Arc<rustls::ServerConfig>,
     mut socket: TcpStream,
@@ -215,6 +222,7 @@ fn handshake(
 /// and close the connection; the first authorized request moves the connection to
 /// the authorized budget of its class (`ticket`), or is refused with a 503 when that
 /// class is full.
+#[inline(never)]
 fn guarded(
     shared: &Shared,
     req: &Request,

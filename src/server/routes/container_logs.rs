@@ -172,6 +172,7 @@ struct Watched {
     id: String,
 }
 
+#[inline(never)]
 fn prepare(
     shared: &Shared,
     req: &Request,
@@ -280,6 +281,7 @@ fn still_running(shared: &Shared, w: &Watched, last_asked: &mut Instant) -> Opti
     Some(running(shared, &w.id))
 }
 
+#[inline(never)]
 fn running(shared: &Shared, id: &str) -> bool {
     let request = pb::ContainerStatusRequest {
         container_id: id.to_owned(),

@@ -52,6 +52,7 @@ pub fn health_report(input: &HealthInput, verbose: bool) -> (bool, String) {
     (healthy, body)
 }
 
+#[inline(never)]
 pub fn serve(shared: &Shared, req: &Request) -> Response {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -166,6 +166,7 @@ fn route_error(err: RouteError) -> Reply {
 }
 
 /// `/configz`: the document the config layer rendered at start.
+#[inline(never)]
 fn configz(shared: &Shared) -> Response {
     match &shared.config.configz {
         Some(doc) => match serde_json::to_vec(doc.as_ref()) {

@@ -11,6 +11,7 @@ use crate::metrics::{self, fmt};
 use crate::server::http::Response;
 use crate::server::Shared;
 
+#[inline(never)]
 pub fn serve(shared: &Shared) -> Response {
     let pods = shared.ctx.pods.pods();
     let items: Vec<Pod> = pods
@@ -45,6 +46,7 @@ pub fn pod_list(items: Vec<Pod>) -> Response {
     }
 }
 
+#[inline(never)]
 pub fn metrics(shared: &Shared) -> Response {
     let mut out = metrics::render();
     if let Some(api) = &shared.ctx.api {

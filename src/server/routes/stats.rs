@@ -11,6 +11,7 @@ use crate::server::http::Response;
 use crate::server::Shared;
 use crate::stats::{cadvisor, resource_metrics as rm, summary as sm};
 
+#[inline(never)]
 pub fn summary(shared: &Shared) -> Response {
     let Some(store) = &shared.ctx.stats else {
         return Response::text(503, "stats are not collected on this node");
@@ -29,6 +30,7 @@ pub fn summary(shared: &Shared) -> Response {
     }
 }
 
+#[inline(never)]
 pub fn resource_metrics(shared: &Shared) -> Response {
     let sample = shared.ctx.stats.as_ref().and_then(|s| s.latest());
     Response::new(
@@ -38,6 +40,7 @@ pub fn resource_metrics(shared: &Shared) -> Response {
     )
 }
 
+#[inline(never)]
 pub fn cadvisor_metrics(shared: &Shared) -> Response {
     let Some(store) = &shared.ctx.stats else {
         return Response::text(503, "stats are not collected on this node");

@@ -88,33 +88,38 @@ pub fn exec(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let flags = stream_flags(req)?;
-        let cmd: Vec<String> = req.params("command").map(str::to_owned).collect();
-        if cmd.is_empty() {
-            return Err(Response::text(
-                400,
-                "you must specify at least one command for the container",
-            ));
-        }
-        let id = running_container(shared, t)?;
-        let request = pb::ExecRequest {
-            container_id: id,
-            cmd,
-            tty: flags.tty,
-            stdin: flags.stdin,
-            stdout: flags.stdout,
-            stderr: flags.stderr && !flags.tty,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .exec(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = exec_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
+}
+
+/// The runtime's streaming URL for a `exec` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn exec_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let flags = stream_flags(req)?;
+    let cmd: Vec<String> = req.params("command").map(str::to_owned).collect();
+    if cmd.is_empty() {
+        return Err(Response::text(
+            400,
+            "you must specify at least one command for the container",
+        ));
+    }
+    let id = running_container(shared, t)?;
+    let request = pb::ExecRequest {
+        container_id: id,
+        cmd,
+        tty: flags.tty,
+        stdin: flags.stdin,
+        stdout: flags.stdout,
+        stderr: flags.stderr && !flags.tty,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .exec(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
 }
 
 pub fn attach(
@@ -124,24 +129,29 @@ pub fn attach(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let flags = stream_flags(req)?;
-        let request = pb::AttachRequest {
-            container_id: running_container(shared, t)?,
-            stdin: flags.stdin,
-            tty: flags.tty,
-            stdout: flags.stdout,
-            stderr: flags.stderr && !flags.tty,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .attach(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = attach_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
+}
+
+/// The runtime's streaming URL for a `attach` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn attach_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let flags = stream_flags(req)?;
+    let request = pb::AttachRequest {
+        container_id: running_container(shared, t)?,
+        stdin: flags.stdin,
+        tty: flags.tty,
+        stdout: flags.stdout,
+        stderr: flags.stderr && !flags.tty,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .attach(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
 }
 
 pub fn port_forward(
@@ -151,42 +161,48 @@ pub fn port_forward(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let mut ports = Vec::new();
-        for p in req.params("port") {
-            match p.parse::<u16>() {
-                Ok(port) if port > 0 => ports.push(i32::from(port)),
-                _ => return Err(Response::text(400, format!("invalid port {p:?}"))),
-            }
-        }
-        let pod = find_pod(shared, t)?;
-        let status = runtime_status(shared, &pod)?;
-        let sandbox = status
-            .sandboxes
-            .iter()
-            .find(|s| s.state == SandboxState::Ready)
-            .ok_or_else(|| {
-                Response::text(
-                    404,
-                    format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod),
-                )
-            })?;
-        let request = pb::PortForwardRequest {
-            pod_sandbox_id: sandbox.id.clone(),
-            port: ports,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .port_forward(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = port_forward_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
 }
 
+/// The runtime's streaming URL for a `port_forward` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn port_forward_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let mut ports = Vec::new();
+    for p in req.params("port") {
+        match p.parse::<u16>() {
+            Ok(port) if port > 0 => ports.push(i32::from(port)),
+            _ => return Err(Response::text(400, format!("invalid port {p:?}"))),
+        }
+    }
+    let pod = find_pod(shared, t)?;
+    let status = runtime_status(shared, &pod)?;
+    let sandbox = status
+        .sandboxes
+        .iter()
+        .find(|s| s.state == SandboxState::Ready)
+        .ok_or_else(|| {
+            Response::text(
+                404,
+                format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod),
+            )
+        })?;
+    let request = pb::PortForwardRequest {
+        pod_sandbox_id: sandbox.id.clone(),
+        port: ports,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .port_forward(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
+}
+
 /// `/run`: runs `cmd` (split on whitespace) with ExecSync and answers its output.
+#[inline(never)]
 pub fn run(shared: &Shared, req: &Request, t: &Target) -> Response {
     let result = (|| {
         let cmd: Vec<String> = req
