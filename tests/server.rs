@@ -303,8 +303,22 @@ fn healthz_ok_and_failing_when_the_sync_loop_is_stale() {
         "{}",
         stale.text()
     );
-    // The TLS port serves it too; the healthz port serves nothing else.
+    // The TLS port serves it too, and its SLI series (kube-prometheus scrapes them);
+    // the healthz port serves nothing else.
     assert_eq!(node.get(None, "/healthz").status, 500);
+    let slis = node.get(None, "/metrics/slis").text();
+    for line in [
+        "kubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 0",
+        "kubernetes_healthcheck{name=\"ping\",type=\"healthz\"} 1",
+    ] {
+        assert!(slis.lines().any(|l| l == line), "{line} in {slis}");
+    }
+    assert!(
+        slis.contains(
+            "kubernetes_healthchecks_total{name=\"syncloop\",status=\"error\",type=\"healthz\"}"
+        ),
+        "{slis}"
+    );
     assert_eq!(https::get_plain(node.healthz, "/pods").unwrap().status, 404);
     node.heartbeat.store(now_secs(), Ordering::Relaxed);
     assert_eq!(
@@ -597,6 +611,9 @@ fn metrics_are_valid_prometheus_text() {
         ..open_setup()
     });
     let _ = node.runtime.version(&Default::default());
+    // client-go's request series come from the attempt observer main installs.
+    litelet::api::stats::observe_attempts(metrics::rest_attempt);
+    let _ = node.api().client().get::<Value>("/api/v1/nodes");
     let answer = node.get(None, "/metrics");
     assert_eq!(answer.status, 200);
     assert!(answer
@@ -640,7 +657,15 @@ fn metrics_are_valid_prometheus_text() {
     );
     assert!(samples["process_resident_memory_bytes"] > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));
-    assert!(samples.contains_key("rest_client_requests_total{verb=\"get\"}"));
+    let host = node.api().url().trim_start_matches("http://").to_owned();
+    let got = format!("rest_client_requests_total{{code=\"200\",host=\"{host}\",method=\"GET\"}}");
+    assert!(
+        samples.get(&got).is_some_and(|n| *n >= 1.0),
+        "{got} in {text}"
+    );
+    assert_eq!(samples["kubelet_node_name{node=\"node-1\"}"], 1.0);
+    assert_eq!(samples["kubelet_node_config_error"], 0.0);
+    assert!(samples["process_start_time_seconds"] > 1.5e9);
     assert!(text.contains("# TYPE kubelet_runtime_operations_duration_seconds histogram"));
     assert!(text.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"+Inf\"}"));
 }

@@ -310,6 +310,8 @@ pub fn start(
     shutdown: Receiver<()>,
 ) -> Result<ServerHandle, ServerError> {
     fit_open_files(&mut config.limits);
+    metrics::NODE_NAME.set(&[&config.node_name], 1.0);
+    metrics::NODE_CONFIG_ERROR.set(&[], 0.0);
     let clients = match &config.tls.client_ca_file {
         Some(path) => Some(ClientCertCheck::from_file(path)?),
         None => None,

@@ -349,6 +349,13 @@ impl ServingCert {
         Ok(())
     }
 
+    /// When the certificate served now expires, in Unix seconds.
+    pub fn not_after(&self) -> Option<i64> {
+        let current = self.current();
+        let leaf = current.cert.first()?;
+        crate::api::x509::validity(leaf.as_ref()).map(|(_, after)| after)
+    }
+
     fn current(&self) -> Arc<CertifiedKey> {
         self.current
             .read()

@@ -4,7 +4,8 @@
 //! authorization, so error messages may name the pod the caller asked for.
 //!
 //! Handlers run on the connection's thread: `/pods`, `/runningpods/` (one CRI list),
-//! `/metrics`, `/metrics/resource`, `/metrics/cadvisor`, `/metrics/probes`, `/configz`,
+//! `/metrics`, `/metrics/resource`, `/metrics/cadvisor`, `/metrics/probes`,
+//! `/metrics/slis`, `/configz`,
 //! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
 //! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
@@ -45,6 +46,8 @@ pub enum Route {
     MetricsResource,
     /// `/metrics/cadvisor`: usage in cAdvisor's names, for Prometheus.
     MetricsCadvisor,
+    /// `/metrics/slis`: the health checks as SLI series.
+    MetricsSlis,
     /// `/metrics/probes`: the prober's attempt counters.
     MetricsProbes,
     /// `/stats/summary`: the stats API summary.
@@ -89,6 +92,7 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
         "metrics" if rest == ["cadvisor"] => (Route::MetricsCadvisor, get),
+        "metrics" if rest == ["slis"] => (Route::MetricsSlis, get),
         "metrics" if rest == ["probes"] => (Route::MetricsProbes, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
         "configz" if rest.is_empty() => (Route::Configz, get),
@@ -204,6 +208,7 @@ pub fn dispatch(
         Route::Metrics => Reply::Full(pods::metrics(shared)),
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
         Route::MetricsCadvisor => Reply::Full(stats::cadvisor_metrics(shared)),
+        Route::MetricsSlis => Reply::Full(healthz::slis(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),
         Route::Configz => Reply::Full(configz(shared)),
         Route::MetricsProbes => Reply::Full(match &shared.ctx.probes {
@@ -250,6 +255,7 @@ mod tests {
             ("GET", "/stats", Err(RouteError::NotFound)),
             ("GET", "/metrics/cadvisor", Ok(Route::MetricsCadvisor)),
             ("GET", "/metrics/cadvisor/x", Err(RouteError::NotFound)),
+            ("GET", "/metrics/slis", Ok(Route::MetricsSlis)),
             ("POST", "/pods", Err(RouteError::MethodNotAllowed)),
             (
                 "GET",
