@@ -145,6 +145,46 @@ fn start_volumes(
     Ok(volumes)
 }
 
+/// The volume manager seen by the pod workers, recording which claims each pod has
+/// mounted where, for the `stats` thread's `kubelet_volume_stats_*`.
+struct ClaimRecording {
+    inner: Arc<VolumeManager>,
+    claims: crate::stats::claims::ClaimMounts,
+}
+
+impl crate::kubelet::deps::PodVolumes for ClaimRecording {
+    fn setup(
+        &self,
+        pod: &crate::api::pod::Pod,
+    ) -> Result<
+        std::collections::BTreeMap<String, std::path::PathBuf>,
+        crate::kubelet::deps::PodVolumesError,
+    > {
+        let paths = self.inner.setup(pod)?;
+        let mounts = crate::stats::claims::claim_mounts(pod, &paths);
+        self.claims.set_pod(pod.uid(), mounts);
+        Ok(paths)
+    }
+
+    fn teardown(&self, uid: &str) -> Result<(), crate::kubelet::deps::PodVolumesError> {
+        self.claims.forget_pod(uid);
+        self.inner.teardown(uid)
+    }
+
+    fn config_source(&self) -> &dyn crate::runtime::env::ConfigSource {
+        crate::kubelet::deps::PodVolumes::config_source(self.inner.as_ref())
+    }
+
+    fn pull_secret(
+        &self,
+        pod: &crate::api::pod::Pod,
+        name: &str,
+    ) -> Result<Option<crate::credentialprovider::PullSecret>, crate::kubelet::deps::PodVolumesError>
+    {
+        self.inner.pull_secret(pod, name)
+    }
+}
+
 /// Where the sources keep their checkpoints, or `None` with
 /// `--checkpoint-api-pods=false` (whose old files are then removed, so a later
 /// re-enable never runs pods from a long-gone time).
@@ -173,6 +213,7 @@ fn checkpoint_spec(
 fn start_stats(
     w: &mut Wiring,
     cgroups: Option<Arc<PodCgroupManager>>,
+    claims: crate::stats::claims::ClaimMounts,
 ) -> Option<crate::stats::StatsStore> {
     let flags = w.flags;
     let reader = match crate::stats::cgroup::reader_from_system() {
@@ -182,15 +223,15 @@ fn start_stats(
             return None;
         }
     };
-    let collector = crate::stats::Collector {
-        runtime: w.runtime.clone(),
-        images: Some(w.images.clone()),
+    let mut collector = crate::stats::Collector::new(
+        w.runtime.clone(),
+        Some(w.images.clone()),
         reader,
         cgroups,
-        root_dir: flags.root_dir.clone(),
-        pod_logs_dir: flags.pod_logs_dir.clone(),
-        proc_root: "/proc".into(),
-    };
+        flags.root_dir.clone(),
+        flags.pod_logs_dir.clone(),
+    );
+    collector.claims = claims;
     let store = crate::stats::StatsStore::new();
     match crate::stats::sampler::spawn(
         collector,
@@ -1115,6 +1156,8 @@ struct PodSide {
     probe_metrics: Option<ProbeMetrics>,
     /// The sync loop's requests to the `gc` thread.
     gc_requests: Receiver<GcRequest>,
+    /// The claims the pod workers mounted, measured by the `stats` thread.
+    claims: crate::stats::claims::ClaimMounts,
 }
 
 /// Starts the pod workers over the kubelet's syncer, and the status thread their
@@ -1159,8 +1202,13 @@ fn start_pods(
         .map(|ip| ip.to_string())
         .collect();
     // Before the node thread: its status lists the volumes in use.
-    let volumes = start_volumes(w, &root_dir, &node, view.allocatable.clone())?;
-    let node_lister = start_node(w, host, rt, devices.as_ref(), volumes.volumes_in_use())?;
+    let manager = start_volumes(w, &root_dir, &node, view.allocatable.clone())?;
+    let node_lister = start_node(w, host, rt, devices.as_ref(), manager.volumes_in_use())?;
+    let claims = crate::stats::claims::ClaimMounts::default();
+    let volumes: Arc<dyn crate::kubelet::deps::PodVolumes> = Arc::new(ClaimRecording {
+        inner: manager,
+        claims: claims.clone(),
+    });
     let sources = start_sources(w, &node, &root_dir)?;
     let (probes, probe_updates, probe_metrics) = start_probes(w);
     let (status, unstarted_status) = status_manager(w.api.as_ref());
@@ -1227,6 +1275,7 @@ fn start_pods(
         probe_updates,
         probe_metrics,
         gc_requests,
+        claims,
     })
 }
 
@@ -1275,7 +1324,7 @@ fn start_readers(
         )?),
         None => log::info!("container log rotation is off (negative --container-log-max-size)"),
     }
-    let stats = start_stats(w, rt.cgroups.clone());
+    let stats = start_stats(w, rt.cgroups.clone(), pods.claims.clone());
     let server = ServerContext {
         heartbeat: pods.kubelet.heartbeat(),
         pleg: rt.pleg_health.clone(),
@@ -1286,6 +1335,7 @@ fn start_readers(
         api: w.api.clone(),
         stats: stats.clone(),
         probes: pods.probe_metrics.clone(),
+        runtime_cache: Some(rt.cache.clone()),
     };
     let mut config = w.flags.server_config(pods.kubelet.node_name());
     config.serving = serving;

@@ -322,21 +322,40 @@ pub struct Flags {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub event_burst: u32,
 
-    /// Authenticated connections the node API keeps open at once (a litelet flag;
-    /// upstream has no limit). One that authenticates beyond it gets a 503.
-    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
-    pub server_max_connections: usize,
+    /// Authorized connections the node API keeps open at once, every class together
+    /// (a litelet flag; upstream has no limit). Default: one per 2 MiB of memory,
+    /// 256 to 8192. Bearer-token and anonymous users share a quarter of it; one that
+    /// is authorized beyond its class's share gets a 503.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub server_max_connections: Option<usize>,
 
-    /// Node API connections still in the TLS handshake, first request or
-    /// authentication (a litelet flag). When full, the oldest one of the client
-    /// address holding the most is closed for a newcomer.
+    /// Node API connections still in the TLS handshake, first request or its
+    /// authentication and authorization (a litelet flag). When full, the oldest one
+    /// of the client address holding the most is closed for a newcomer.
     #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS, value_parser = at_least_one)]
     pub server_max_unauthenticated_connections: usize,
 
-    /// Unauthenticated node API connections from one client address (a litelet flag);
-    /// more are closed at once.
+    /// Node API connections from one client address still in their handshake and
+    /// first request (a litelet flag); more wait their turn, up to 5 s.
     #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT, value_parser = at_least_one)]
     pub server_max_unauthenticated_per_client: usize,
+
+    /// TLS 1.2 cipher suites the node API offers, by Go's names (comma-separated);
+    /// TLS 1.3 suites are always on, as in Go. Suites rustls has no implementation of
+    /// (RSA key exchange, CBC) are left out with a warning; a list of only those is
+    /// refused. Default: rustls's (ECDHE with AES-GCM or ChaCha20-Poly1305).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Lowest TLS version of the node API: VersionTLS12 (default) or VersionTLS13;
+    /// VersionTLS10/11 are accepted and mean VersionTLS12 (litelet never speaks lower).
+    #[arg(long, value_name = "VERSION", default_value = "")]
+    pub tls_min_version: String,
+
+    /// An exec, attach or port-forward stream idle this long is closed, as a Go
+    /// duration; 0 means never.
+    #[arg(long, value_name = "DURATION", default_value = "4h0m0s", value_parser = parse_duration)]
+    pub streaming_connection_idle_timeout: Duration,
 
     /// How often the static pod folder is rescanned besides inotify, as a Go duration.
     #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
@@ -472,6 +491,8 @@ impl Flags {
     /// Checks that span several flags (after the file merge).
     fn check(&self) -> Result<(), LoadError> {
         self.shutdown.validate()?;
+        self.tls_policy()
+            .map_err(|e| LoadError::Invalid(e.to_string()))?;
         self.node_allocatable_enforcement()
             .map_err(|problems| LoadError::Invalid(problems.join("; ")))?;
         if self.image_gc_low_threshold > self.image_gc_high_threshold {
@@ -846,7 +867,13 @@ mod tests {
                 flags.server_max_unauthenticated_connections,
                 flags.server_max_unauthenticated_per_client
             ),
-            (64, 32, 8)
+            (None, 32, 8)
+        );
+        let sized = flags.server_config("n").limits.max_connections;
+        assert!(
+            (crate::server::MIN_MAX_CONNECTIONS..=crate::server::MAX_MAX_CONNECTIONS)
+                .contains(&sized),
+            "sized by memory: {sized}"
         );
         let flags = Flags::try_parse_from([
             "litelet",
@@ -865,6 +892,62 @@ mod tests {
             (200, 10, 2)
         );
         assert!(Flags::try_parse_from(["litelet", "--server-max-connections=0"]).is_err());
+    }
+
+    #[test]
+    fn tls_and_streaming_settings_from_flags_and_the_config_file() {
+        let flags = Flags::try_parse_from([
+            "litelet",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-min-version=VersionTLS12",
+            "--streaming-connection-idle-timeout=5m",
+        ])
+        .unwrap();
+        let config = flags.server_config("n");
+        assert_eq!(
+            config.tls.policy.dropped,
+            ["TLS_RSA_WITH_AES_128_GCM_SHA256"]
+        );
+        assert_eq!(config.limits.stream_idle_timeout, Duration::from_secs(300));
+        let none = Flags::try_parse_from(["litelet", "--streaming-connection-idle-timeout=0"])
+            .unwrap()
+            .server_config("n");
+        assert!(none.limits.stream_idle_timeout.is_zero(), "0 means never");
+
+        let refused = |args: &[&str]| match Flags::try_load_from(args) {
+            Err(LoadError::Invalid(msg)) => msg,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        let msg = refused(&["litelet", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"]);
+        assert!(msg.contains("TLS_RSA_WITH_RC4_128_SHA"), "{msg}");
+        let msg = refused(&["litelet", "--tls-cipher-suites=TLS_MADE_UP"]);
+        assert!(msg.contains("TLS_MADE_UP"), "{msg}");
+        let msg = refused(&["litelet", "--tls-min-version=VersionTLS9"]);
+        assert!(msg.contains("VersionTLS9"), "{msg}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             tlsCipherSuites: [TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n\
+             tlsMinVersion: VersionTLS13\nstreamingConnectionIdleTimeout: 30m\n",
+        )
+        .unwrap();
+        let flags = Flags::try_load_from(["litelet", "--config", file.to_str().unwrap()]).unwrap();
+        let config = flags.server_config("n");
+        assert_eq!(
+            config.tls.policy.min_version,
+            crate::server::tls::ciphers::MinVersion::Tls13
+        );
+        assert_eq!(config.limits.stream_idle_timeout, Duration::from_secs(1800));
+        let configz = &flags.configz()["kubeletconfig"];
+        assert_eq!(configz["tlsMinVersion"], "VersionTLS13");
+        assert_eq!(configz["streamingConnectionIdleTimeout"], "30m0s");
+        assert_eq!(
+            configz["tlsCipherSuites"],
+            serde_json::json!(["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"])
+        );
     }
 
     #[test]

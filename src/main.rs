@@ -59,6 +59,8 @@ fn run_operator(
 
 fn run_agent(flags: &Flags) -> ExitCode {
     process::limit_malloc_arenas();
+    // client-go's rest_client_* series, for every API client of the process.
+    litelet::api::stats::observe_attempts(litelet::metrics::rest_attempt);
     let shutdown = match process::install_shutdown_signals() {
         Ok(shutdown) => shutdown,
         Err(err) => {

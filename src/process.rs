@@ -99,6 +99,25 @@ pub fn limit_malloc_arenas() {
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit, as Go programs
+/// (the upstream kubelet among them) do at start: the node API holds a socket and a
+/// log file or a runtime socket per stream, and the usual soft limit (1024) would cap
+/// it near 250 streams. Returns the soft limit in force afterwards.
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    if soft >= hard {
+        return Ok(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => Ok(hard),
+        Err(err) => {
+            log::warn!("cannot raise the open files limit from {soft} to {hard}: {err}");
+            Ok(soft)
+        }
+    }
+}
+
 /// Exit code of a process ended by a panic in an essential thread (EX_SOFTWARE).
 pub const EXIT_THREAD_PANIC: i32 = 70;
 

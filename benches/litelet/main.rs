@@ -4,10 +4,11 @@
 //! run one). Prints one table and writes JSON.
 //!
 //! Arguments (after `--`): names of scenarios to run (default all): `startup`,
-//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`, `real` (a real
-//! kube-apiserver from `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`), and,
-//! only when named, `side-by-side` (litelet against the upstream kubelet on the same
-//! real control plane, `side_by_side.rs`; over an hour).
+//! `footprint`, `latency`, `resize`, `scale`, `streams` (log follows held on the node
+//! API, `streams.rs`), `containerd`, `binary`, `real` (a real kube-apiserver from
+//! `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`), and, only when named,
+//! `side-by-side` (litelet against the upstream kubelet on the same real control
+//! plane, `side_by_side.rs`; over an hour).
 //! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
 //! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
@@ -25,6 +26,7 @@ mod real;
 mod report;
 mod scenarios;
 mod side_by_side;
+mod streams;
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +48,8 @@ pub struct Settings {
     pub real_pods: (usize, usize),
     /// Side by side: each idle window, long enough to scale API traffic to an hour.
     pub traffic_window: Duration,
+    /// Log follows held at once on the node API.
+    pub streams: usize,
 }
 
 impl Settings {
@@ -62,6 +66,7 @@ impl Settings {
             real_runs: 5,
             real_pods: (30, 100),
             traffic_window: Duration::from_secs(600),
+            streams: 1000,
         }
     }
 
@@ -78,6 +83,7 @@ impl Settings {
             real_runs: 2,
             real_pods: (5, 10),
             traffic_window: Duration::from_secs(20),
+            streams: 100,
         }
     }
 }
@@ -201,6 +207,12 @@ fn main() {
                 scenarios::scale(&settings, rows, n)
             });
         }
+    }
+    if wants("streams") {
+        let n = settings.streams;
+        run(&format!("streams, {n} held"), &mut rows, &|rows| {
+            streams::streams(&settings, rows, n)
+        });
     }
     if wants("containerd") {
         run("real containerd", &mut rows, &|rows| {

@@ -218,6 +218,16 @@ impl Litelet {
         self.child.borrow().id()
     }
 
+    /// Its directory: `root/` (the root dir), `logs/` (the pod logs dir).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The node API's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// False once the process has exited (waits fail fast instead of timing out).
     pub fn alive(&self) -> bool {
         matches!(self.child.borrow_mut().try_wait(), Ok(None))

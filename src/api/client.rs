@@ -276,6 +276,8 @@ impl Closer {
 struct Shared {
     /// Server URL without a trailing slash.
     base: String,
+    /// Its `host:port`, for the request metrics.
+    host: String,
     authorization: Option<String>,
     /// The agent settings (TLS identity included) and their generation, bumped by
     /// [`ApiClient::set_client_certificate`]; each pool rebuilds its agent when its
@@ -449,7 +451,12 @@ impl ApiClient {
         }
         let agent_config = agent_config(config)?;
         let authorization = config.token.as_ref().map(|t| format!("Bearer {t}"));
+        let host = uri
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
         let shared = Shared {
+            host,
             base,
             authorization,
             agent_config: RwLock::new((0, agent_config.clone())),
@@ -702,7 +709,14 @@ impl ApiClient {
             }
             let may_retry = attempt < policy.max_retries;
             attempt += 1;
+            let started = std::time::Instant::now();
             let outcome = self.send_once(verb, &url, body.as_ref(), mode);
+            super::stats::observed(&super::stats::Attempt {
+                method: verb.method(),
+                host: &self.shared.host,
+                code: outcome.as_ref().ok().map(|r| r.status().as_u16()),
+                took: started.elapsed(),
+            });
             let (err, retry, retry_after) = match outcome {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {

@@ -5,6 +5,8 @@
 //! no component reads [`Flags`]; each gets its own config built here, so components
 //! stay testable without a command line.
 
+use crate::server::tls::ciphers::{self, CipherError};
+use crate::server::tls::TlsPolicy;
 use std::time::Duration;
 
 use crate::node::config::{
@@ -59,6 +61,12 @@ impl Flags {
         Ok(c)
     }
 
+    /// `--tls-cipher-suites` and `--tls-min-version` (or their config fields) as the
+    /// node API will offer them; an error names what cannot be honoured.
+    pub fn tls_policy(&self) -> Result<TlsPolicy, CipherError> {
+        ciphers::parse(&self.tls_cipher_suites, &self.tls_min_version)
+    }
+
     /// The server's settings from the command line: TLS files, ports and addresses,
     /// authentication and authorization modes, connection limits; the self-signed certificate (when no
     /// files are given) names the node and its `--node-ip`.
@@ -82,7 +90,11 @@ impl Flags {
         config.authz_cache.denied = flags.authorization_webhook_cache_unauthorized_ttl;
         config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
         config.pod_logs_dir = flags.pod_logs_dir.clone();
-        config.limits.max_connections = flags.server_max_connections;
+        config.limits.max_connections = flags.server_max_connections.unwrap_or_else(|| {
+            crate::server::default_max_connections(crate::server::memory_bytes())
+        });
+        config.limits.stream_idle_timeout = flags.streaming_connection_idle_timeout;
+        config.tls.policy = flags.tls_policy().unwrap_or_default();
         config.limits.max_unauthenticated_connections =
             flags.server_max_unauthenticated_connections;
         config.limits.max_unauthenticated_per_client = flags.server_max_unauthenticated_per_client;

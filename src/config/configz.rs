@@ -56,6 +56,7 @@ impl Flags {
             },
             "tlsCertFile": path(&f.tls_cert_file),
             "tlsPrivateKeyFile": path(&f.tls_private_key_file),
+            "streamingConnectionIdleTimeout": go_duration(f.streaming_connection_idle_timeout),
             "staticPodPath": path(&f.pod_manifest_path),
             "syncFrequency": go_duration(f.sync_frequency),
             "fileCheckFrequency": go_duration(f.file_check_frequency),
@@ -114,6 +115,13 @@ impl Flags {
         ];
         if let (Value::Object(map), Value::Object(more)) = (&mut c, more) {
             map.extend(more);
+            // Upstream leaves both out when unset (omitempty).
+            if !f.tls_cipher_suites.is_empty() {
+                map.insert("tlsCipherSuites".into(), json!(f.tls_cipher_suites));
+            }
+            if !f.tls_min_version.is_empty() {
+                map.insert("tlsMinVersion".into(), json!(f.tls_min_version));
+            }
             if !f.shutdown.by_pod_priority.is_empty() {
                 let rows: Vec<Value> = f
                     .shutdown

@@ -102,6 +102,10 @@ pub struct KubeletConfiguration {
     pub healthz_bind_address: Option<IpAddr>,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    pub tls_cipher_suites: Option<Vec<String>>,
+    pub tls_min_version: Option<String>,
+    /// Zero is upstream's "not set" (4h), as for the other defaulted durations.
+    pub streaming_connection_idle_timeout: Option<Duration>,
     /// `authentication.x509.clientCAFile`.
     pub client_ca_file: Option<PathBuf>,
     /// `authentication.anonymous.enabled`.
@@ -370,6 +374,11 @@ impl Reader {
                 "healthzBindAddress" => c.healthz_bind_address = self.get(f, v),
                 "tlsCertFile" => c.tls_cert_file = self.get(f, v),
                 "tlsPrivateKeyFile" => c.tls_private_key_file = self.get(f, v),
+                "tlsCipherSuites" => c.tls_cipher_suites = self.get(f, v),
+                "tlsMinVersion" => c.tls_min_version = self.get(f, v),
+                "streamingConnectionIdleTimeout" => {
+                    c.streaming_connection_idle_timeout = self.duration_or_default(f, v)
+                }
                 "authentication" => self.authentication(v, &mut c),
                 "authorization" => self.authorization(v, &mut c),
                 "clusterDNS" => c.cluster_dns = self.get(f, v),
@@ -483,15 +492,6 @@ impl Reader {
             "volumeStatsAggPeriod" => {
                 if self.duration(f, v).is_some() {
                     self.no_effect(f, "volume usage is sampled with the other stats every 10 s");
-                }
-            }
-            "streamingConnectionIdleTimeout" => {
-                if self.duration(f, v).is_some() {
-                    self.no_effect(
-                        f,
-                        "exec, attach and port-forward streams are the runtime's streaming \
-                         server's, with its own timeouts",
-                    );
                 }
             }
             "cpuManagerPolicy" => {
@@ -855,6 +855,10 @@ impl KubeletConfiguration {
         set!("healthz_bind_address", self.healthz_bind_address => flags.healthz_bind_address);
         set!("tls_cert_file", self.tls_cert_file.map(Some) => flags.tls_cert_file);
         set!("tls_private_key_file", self.tls_private_key_file.map(Some) => flags.tls_private_key_file);
+        set!("tls_cipher_suites", self.tls_cipher_suites => flags.tls_cipher_suites);
+        set!("tls_min_version", self.tls_min_version => flags.tls_min_version);
+        set!("streaming_connection_idle_timeout", self.streaming_connection_idle_timeout
+            => flags.streaming_connection_idle_timeout);
         set!("client_ca_file", self.client_ca_file.map(Some) => flags.client_ca_file);
         set!("anonymous_auth", self.anonymous_auth => flags.anonymous_auth);
         set!("authorization_mode", self.authorization_mode => flags.authorization_mode);
@@ -985,6 +989,9 @@ pub const APPLIED_IDS: &[&str] = &[
     "healthz_bind_address",
     "tls_cert_file",
     "tls_private_key_file",
+    "tls_cipher_suites",
+    "tls_min_version",
+    "streaming_connection_idle_timeout",
     "client_ca_file",
     "anonymous_auth",
     "authorization_mode",

@@ -13,6 +13,7 @@ pub mod fake_device_plugin;
 pub mod https;
 pub mod litelet;
 pub mod probes;
+pub mod prometheus;
 pub mod real_node;
 pub mod registry;
 pub mod runtime;

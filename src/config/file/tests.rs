@@ -667,7 +667,6 @@ fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
             "httpCheckFrequency",
             "logging.flushFrequency",
             "logging.options",
-            "streamingConnectionIdleTimeout",
             "volumeStatsAggPeriod",
         ]
     );
@@ -687,7 +686,12 @@ fn kubeadms_file_is_accepted_and_names_what_has_no_effect() {
         flags.authorization_webhook_cache_unauthorized_ttl,
         Duration::from_secs(30)
     );
-    assert_eq!(flags.config_no_effect.len(), 6);
+    assert_eq!(flags.config_no_effect.len(), 5);
+    // kubeadm's `0s` idle timeout is upstream's "not set": the 4h default.
+    assert_eq!(
+        flags.streaming_connection_idle_timeout,
+        Duration::from_secs(4 * 3600)
+    );
     // kubeadm's zero shutdown periods leave the feature off, `memorySwap: {}` NoSwap.
     assert!(!flags.shutdown.enabled());
     assert_eq!(
