@@ -1124,6 +1124,10 @@ fn start_pods(
             Arc::new(w.guards.shutdown.clone()),
         ]))),
         devices,
+        reachable_again: w
+            .api
+            .as_ref()
+            .map_or_else(crossbeam_channel::never, |c| c.reachability().subscribe()),
     });
     Ok(PodSide {
         kubelet,
