@@ -129,8 +129,8 @@ fn start_volumes(
     node: &str,
     mut allocatable: std::collections::BTreeMap<String, crate::api::quantity::Quantity>,
 ) -> Result<Arc<VolumeManager>, AgentError> {
-    let mut volumes = VolumeManager::new(root_dir, w.worker_api.clone(), node)
-        .with_recorder(w.recorder.clone());
+    let mut volumes =
+        VolumeManager::new(root_dir, w.worker_api.clone(), node).with_recorder(w.recorder.clone());
     if let Some(store) = pod_data_store(w.flags, root_dir, node, w.worker_api.is_some()) {
         volumes = volumes.with_pod_data(Arc::new(store));
     }

@@ -654,7 +654,13 @@ fn kept_manager(client: &litelet::api::ApiClient, root: &Path) -> VolumeManager 
 
 fn env_of(volumes: &VolumeManager, pod: &Pod) -> Vec<(String, String)> {
     let source = volumes.config_source(pod);
-    container_env(pod, &pod.spec.containers[0], &EnvContext::default(), &source).unwrap()
+    container_env(
+        pod,
+        &pod.spec.containers[0],
+        &EnvContext::default(),
+        &source,
+    )
+    .unwrap()
 }
 
 /// What a reboot does to a pod's volumes: the memory-backed ones (secrets, tokens)
@@ -682,7 +688,10 @@ fn after_a_reboot_while_cut_off_volumes_and_env_come_from_the_nodes_copy_until_i
     let client = api.client();
     let before = kept_manager(&client, root.path());
     let ready = before.setup_pod(&pod).unwrap();
-    let (token_dir, creds_dir) = (ready["kube-api-access-x7k2p"].clone(), ready["creds"].clone());
+    let (token_dir, creds_dir) = (
+        ready["kube-api-access-x7k2p"].clone(),
+        ready["creds"].clone(),
+    );
     let token = read(&token_dir.join("token"));
     let env = env_of(&before, &pod);
     assert_eq!(
@@ -703,7 +712,8 @@ fn after_a_reboot_while_cut_off_volumes_and_env_come_from_the_nodes_copy_until_i
     api.inject(Fail::status(503).always());
     let client = api.client();
     let (tx, events) = crossbeam_channel::unbounded();
-    let after = kept_manager(&client, root.path()).with_recorder(litelet::events::Recorder::new(tx));
+    let after =
+        kept_manager(&client, root.path()).with_recorder(litelet::events::Recorder::new(tx));
     let ready = after.setup_pod(&pod).unwrap();
     assert_eq!(read(&ready["kube-api-access-x7k2p"].join("token")), token);
     assert_eq!(read(&ready["kube-api-access-x7k2p"].join("ca.crt")), CA);
@@ -771,10 +781,14 @@ fn an_object_deleted_meanwhile_loses_its_copy_when_the_api_server_says_so() {
     let err = volumes.setup_pod(&pod).unwrap_err().to_string();
     assert!(err.contains("secret shop/creds not found"), "{err}");
     assert!(!kept.exists(), "a later outage cannot bring it back");
-    assert_eq!(read(&root.path().join(format!(
-        "pods/{}/volumes/kubernetes.io~secret/creds/password",
-        pod.uid()
-    ))), "hunter2", "the volume keeps its content, as upstream");
+    assert_eq!(
+        read(&root.path().join(format!(
+            "pods/{}/volumes/kubernetes.io~secret/creds/password",
+            pod.uid()
+        ))),
+        "hunter2",
+        "the volume keeps its content, as upstream"
+    );
 }
 
 #[test]

@@ -220,7 +220,12 @@ pub fn encode(
 
 /// The entry in file `name`, which must have been written by `node` (with `key`,
 /// when one is configured).
-pub fn decode(name: &str, node: &str, bytes: &[u8], key: Option<&SealKey>) -> Result<Entry, Damage> {
+pub fn decode(
+    name: &str,
+    node: &str,
+    bytes: &[u8],
+    key: Option<&SealKey>,
+) -> Result<Entry, Damage> {
     let plain = match (bytes.strip_prefix(SEALED_HEADER), key) {
         (Some(sealed), Some(key)) => key.open(name, sealed)?,
         (Some(_), None) => return Err(Damage::SealedWithoutKey),
@@ -315,8 +320,17 @@ mod tests {
             object_file(ObjectKind::ConfigMap, "edge", "kube-root-ca.crt").unwrap(),
             "configmap_edge_kube-root-ca.crt"
         );
-        for (ns, name) in [("edge", "../x"), ("a/b", "x"), ("edge", ""), ("e_1", "x"), ("edge", ".x")] {
-            assert!(object_file(ObjectKind::Secret, ns, name).is_err(), "{ns} {name}");
+        for (ns, name) in [
+            ("edge", "../x"),
+            ("a/b", "x"),
+            ("edge", ""),
+            ("e_1", "x"),
+            ("edge", ".x"),
+        ] {
+            assert!(
+                object_file(ObjectKind::Secret, ns, name).is_err(),
+                "{ns} {name}"
+            );
         }
         let t = token();
         let file = token_file(&t.key).unwrap();
@@ -325,9 +339,8 @@ mod tests {
         let mut other = t.key.clone();
         other.audience = "vault".into();
         assert_ne!(token_file(&other).unwrap(), file, "one file per audience");
-        assert_eq!(
-            format!("{t:?}").contains("eyJ"),
-            false,
+        assert!(
+            !format!("{t:?}").contains("eyJ"),
             "the token is not in Debug"
         );
         assert!(!format!("{:?}", object(&[])).contains("s3cr"));

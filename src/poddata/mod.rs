@@ -118,8 +118,7 @@ impl Store {
             .mode(0o700)
             .create(&dir)
             .map_err(io("create directory", &dir))?;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-            .map_err(io("chmod", &dir))?;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &dir))?;
         let store = Store {
             dir,
             node: node.to_owned(),
@@ -189,12 +188,13 @@ impl Store {
     }
 
     fn write(&self, name: &str, entry: &Entry) -> Result<(), PodDataError> {
-        let bytes = entry::encode(name, &self.node, entry, self.key.as_ref()).map_err(
-            |reason| PodDataError::Encode {
-                name: name.to_owned(),
-                reason,
-            },
-        )?;
+        let bytes =
+            entry::encode(name, &self.node, entry, self.key.as_ref()).map_err(|reason| {
+                PodDataError::Encode {
+                    name: name.to_owned(),
+                    reason,
+                }
+            })?;
         let path = self.dir.join(name);
         crate::fsutil::write_atomic(&path, &bytes, 0o600).map_err(io("write", &path))
     }
@@ -248,7 +248,9 @@ impl Store {
     ) -> Result<Option<KeptObject>, PodDataError> {
         let file = entry::object_file(kind, namespace, name)?;
         match self.read(&file)? {
-            Some(Entry::Object(o)) if o.kind == kind && o.namespace == namespace && o.name == name => {
+            Some(Entry::Object(o))
+                if o.kind == kind && o.namespace == namespace && o.name == name =>
+            {
                 Ok(Some(o))
             }
             _ => Ok(None),
@@ -267,7 +269,10 @@ impl Store {
         let mut index = self.lock();
         if index.remove(&file).is_some() {
             self.remove_file(&file)?;
-            log::info!("pod data: {} {namespace}/{name} is gone; its copy too", kind.as_str());
+            log::info!(
+                "pod data: {} {namespace}/{name} is gone; its copy too",
+                kind.as_str()
+            );
         }
         Ok(())
     }

@@ -143,7 +143,10 @@ mod tests {
         for bad in [&b""[..], &[1u8; 31], &[1u8; 33], "zz".repeat(32).as_bytes()] {
             assert!(SealKey::parse(bad).is_none(), "{bad:?}");
         }
-        assert_eq!(format!("{:?}", SealKey::parse(&raw).unwrap()), "SealKey(<redacted>)");
+        assert_eq!(
+            format!("{:?}", SealKey::parse(&raw).unwrap()),
+            "SealKey(<redacted>)"
+        );
     }
 
     #[test]
@@ -151,14 +154,20 @@ mod tests {
         let key = SealKey::parse(&[1u8; 32]).unwrap();
         let other = SealKey::parse(&[2u8; 32]).unwrap();
         let sealed = key.seal("secret_ns_a", b"password").unwrap();
-        assert!(!sealed.windows(8).any(|w| w == b"password"), "no plain text");
+        assert!(
+            !sealed.windows(8).any(|w| w == b"password"),
+            "no plain text"
+        );
         assert_eq!(key.open("secret_ns_a", &sealed).unwrap(), b"password");
         assert_eq!(other.open("secret_ns_a", &sealed), Err(SealError::Open));
         assert_eq!(key.open("secret_ns_b", &sealed), Err(SealError::Open));
         let mut damaged = sealed.clone();
         damaged[20] ^= 1;
         assert_eq!(key.open("secret_ns_a", &damaged), Err(SealError::Open));
-        assert_eq!(key.open("secret_ns_a", &sealed[..20]), Err(SealError::Short));
+        assert_eq!(
+            key.open("secret_ns_a", &sealed[..20]),
+            Err(SealError::Short)
+        );
         assert_ne!(
             key.seal("secret_ns_a", b"password").unwrap(),
             sealed,

@@ -61,7 +61,10 @@ fn entries_are_private_and_survive_a_restart() {
     drop(store);
 
     let again = Store::open(root.path(), NODE, None).unwrap();
-    let kept = again.object(ObjectKind::Secret, "ns", "db").unwrap().unwrap();
+    let kept = again
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .unwrap();
     assert_eq!(kept.files["password"], b"hunter2");
     assert_eq!(kept.resource_version, "1");
     assert_eq!(kept.pods, BTreeSet::from(["pod-a".to_owned()]));
@@ -69,7 +72,10 @@ fn entries_are_private_and_survive_a_restart() {
     assert_eq!(t, token("pod-a"));
     assert_eq!(again.pods(), BTreeSet::from(["pod-a".to_owned()]));
     assert!(again.token(&token("pod-b").key).unwrap().is_none());
-    assert!(again.object(ObjectKind::ConfigMap, "ns", "db").unwrap().is_none());
+    assert!(again
+        .object(ObjectKind::ConfigMap, "ns", "db")
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -84,14 +90,20 @@ fn an_object_is_written_when_it_changes_or_gains_a_pod_and_goes_with_its_last_po
     assert_eq!(mtime(&file), first, "the same version is not written again");
     store.keep_object(&secret("1", "a"), "pod-b").unwrap();
     store.keep_object(&secret("2", "b"), "pod-a").unwrap();
-    let kept = store.object(ObjectKind::Secret, "ns", "db").unwrap().unwrap();
+    let kept = store
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .unwrap();
     assert_eq!(kept.files["password"], b"b");
     assert_eq!(kept.pods.len(), 2, "{kept:?}");
     store.keep_token(&token("pod-a")).unwrap();
     store.keep_token(&token("pod-b")).unwrap();
 
     store.forget_pod("pod-a").unwrap();
-    let kept = store.object(ObjectKind::Secret, "ns", "db").unwrap().unwrap();
+    let kept = store
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .unwrap();
     assert_eq!(kept.pods, BTreeSet::from(["pod-b".to_owned()]));
     assert!(store.token(&token("pod-a").key).unwrap().is_none());
     assert!(store.token(&token("pod-b").key).unwrap().is_some());
@@ -106,7 +118,10 @@ fn an_object_the_api_server_says_is_gone_is_dropped() {
     let store = Store::open(root.path(), NODE, None).unwrap();
     store.keep_object(&secret("1", "a"), "pod-a").unwrap();
     store.drop_object(ObjectKind::Secret, "ns", "db").unwrap();
-    assert!(store.object(ObjectKind::Secret, "ns", "db").unwrap().is_none());
+    assert!(store
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .is_none());
     assert!(store.is_empty());
     store.drop_object(ObjectKind::Secret, "ns", "db").unwrap();
 }
@@ -127,10 +142,16 @@ fn a_damaged_or_foreign_entry_is_absent_and_removed() {
     fs::write(dir.join("garbage"), b"not an entry").unwrap();
 
     let store = Store::open(root.path(), NODE, None).unwrap();
-    assert!(store.object(ObjectKind::Secret, "ns", "db").unwrap().is_none());
+    assert!(store
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .is_none());
     assert!(!file.exists(), "the damaged entry is removed");
     assert!(!dir.join("garbage").exists());
-    assert!(store.token(&token("pod-a").key).unwrap().is_some(), "others stay");
+    assert!(
+        store.token(&token("pod-a").key).unwrap().is_some(),
+        "others stay"
+    );
     drop(store);
 
     // The root dir of another node: nothing of it is believed.
@@ -154,7 +175,10 @@ fn a_sealed_store_holds_no_plain_data_and_opens_only_with_its_key() {
     }
     drop(store);
     let store = Store::open(root.path(), NODE, Some(key())).unwrap();
-    let kept = store.object(ObjectKind::Secret, "ns", "db").unwrap().unwrap();
+    let kept = store
+        .object(ObjectKind::Secret, "ns", "db")
+        .unwrap()
+        .unwrap();
     assert_eq!(kept.files["password"], b"hunter2");
     drop(store);
     // Another key opens nothing (and the copies are dropped: the API server has them).

@@ -151,7 +151,12 @@ impl ObjectCache {
 
     /// The object's data for pod `uid`, read from the API server when the cached
     /// copy is missing, stale, or this pod's first reference.
-    pub fn get(&self, object: &ObjectRef<'_>, uid: &str, now: Instant) -> Result<Lookup, VolumeError> {
+    pub fn get(
+        &self,
+        object: &ObjectRef<'_>,
+        uid: &str,
+        now: Instant,
+    ) -> Result<Lookup, VolumeError> {
         let Some(client) = &self.client else {
             return Err(VolumeError::NoApiServer {
                 kind: object.kind.as_str(),
@@ -180,7 +185,10 @@ impl ObjectCache {
             }
             entry.value.clone()
         };
-        let kept_before = previous.as_ref().and_then(|v| v.as_ref()).filter(|d| d.kept);
+        let kept_before = previous
+            .as_ref()
+            .and_then(|v| v.as_ref())
+            .filter(|d| d.kept);
         if let Some(data) = kept_before {
             if client.reachability().is_cut_off() {
                 return Ok(Some(data.clone()));

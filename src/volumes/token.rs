@@ -88,7 +88,11 @@ pub struct Token {
 /// the API server could not be reached (so cannot have revoked it by other means
 /// than its expiry), the later expiry it really carries when the server extended
 /// it (pure).
-pub fn usable_until(expires: SystemTime, accepted_until: SystemTime, unreachable: bool) -> SystemTime {
+pub fn usable_until(
+    expires: SystemTime,
+    accepted_until: SystemTime,
+    unreachable: bool,
+) -> SystemTime {
     match unreachable {
         true => expires.max(accepted_until),
         false => expires,
@@ -287,7 +291,9 @@ impl TokenManager {
             spec.pod_uid,
         );
         let path = paths::service_account_token(spec.namespace, spec.service_account);
-        let answer = client.create(&path, &request).map_err(TokenFailure::Request)?;
+        let answer = client
+            .create(&path, &request)
+            .map_err(TokenFailure::Request)?;
         let bad = |message: &str| {
             TokenFailure::Answer(VolumeError::TokenAnswer {
                 namespace: spec.namespace.to_owned(),
