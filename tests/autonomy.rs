@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use serde_json::{json, Value};
+use support::pod_data;
 use support::real_node::{busybox_pod, container_status, RealNode};
 use support::tcp_proxy::TcpProxy;
 use support::wait_until;
@@ -155,6 +156,7 @@ fn restarted_while_cut_off_litelet_runs_checkpointed_pods_then_catches_up() {
     // The link returns: the deleted pod is killed gracefully and finally deleted,
     // the fourth starts, statuses catch up (keep-a's restart reaches the API).
     proxy.restore();
+    let back = Instant::now();
     node.wait_pod(ns, "late", "Running", |p| phase(p) == "Running");
     node.wait_for("doomed gone from the API", || {
         node.cp.get(&format!("{pods}/doomed")).is_none()
@@ -167,48 +169,19 @@ fn restarted_while_cut_off_litelet_runs_checkpointed_pods_then_catches_up() {
     node.wait_pod(ns, "keep-a", "the restart in its status", |p| {
         container_status(p, "main").is_some_and(|c| c["restartCount"].as_i64() >= Some(1))
     });
+    eprintln!(
+        "restartCount reached the API server {:?} after it returned",
+        back.elapsed()
+    );
     assert_eq!(running_containers(&runtime, "keep-b").len(), 1);
     assert!(wait_until(Duration::from_secs(5), || node.healthz() == Some(200)));
 }
 
-/// The pod data test pods read: a secret volume, the default service-account token,
-/// `env` from the secret, `envFrom` the configMap. At each start the container
-/// appends what it sees to `/marks/<name>` (one line), then sleeps.
+/// A pod that reads the pod data (`support::pod_data`) and notes it in `/marks/<name>`.
 fn data_pod(ns: &str, name: &str, node: &str, marks: &Path) -> Value {
-    let script = format!(
-        "tok=$(md5sum < /var/run/secrets/kubernetes.io/serviceaccount/token); \
-         echo \"pw=$(cat /creds/password) env=$PASSWORD mode=$MODE tok=$tok\" >> /marks/{name}; \
-         trap 'exit 0' TERM; sleep 3600 & wait"
-    );
     let mut pod = pod(ns, name, node, marks);
-    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", script]);
-    pod["spec"]["volumes"]
-        .as_array_mut()
-        .expect("volumes")
-        .push(json!({"name": "creds", "secret": {"secretName": "creds"}}));
-    let container = &mut pod["spec"]["containers"][0];
-    container["volumeMounts"]
-        .as_array_mut()
-        .expect("mounts")
-        .push(json!({"name": "creds", "mountPath": "/creds"}));
-    container["env"] = json!([{"name": "PASSWORD",
-        "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]);
-    container["envFrom"] = json!([{"configMapRef": {"name": "cfg"}}]);
+    pod_data::read_by(&mut pod, &format!("/marks/{name}"));
     pod
-}
-
-/// Creates the secret (`password`) and configMap (`MODE`) data pods read.
-fn create_data(node: &RealNode, ns: &str, password: &str) {
-    node.cp.create(
-        &format!("/api/v1/namespaces/{ns}/secrets"),
-        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
-                "stringData": {"password": password}}),
-    );
-    node.cp.create(
-        &format!("/api/v1/namespaces/{ns}/configmaps"),
-        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
-                "data": {"MODE": "edge"}}),
-    );
 }
 
 /// The lines pod `name`'s container wrote, one per start.
@@ -299,7 +272,7 @@ fn after_a_reboot_while_cut_off_pods_run_again_with_their_tokens_secrets_and_env
     node.wait_ready();
     let marks = node.dir().join("marks");
     std::fs::create_dir_all(&marks).expect("marks dir");
-    create_data(&node, ns, "s3cret-at-rest");
+    pod_data::create_objects(node.cp, ns, "s3cret-at-rest");
     let pods = format!("/api/v1/namespaces/{ns}/pods");
     for name in ["app", "gone"] {
         node.cp
@@ -311,7 +284,7 @@ fn after_a_reboot_while_cut_off_pods_run_again_with_their_tokens_secrets_and_env
     node.wait_for("app's first start", || marks_of(&marks, "app").len() == 1);
     let first = marks_of(&marks, "app").remove(0);
     assert!(
-        first.starts_with("pw=s3cret-at-rest env=s3cret-at-rest mode=edge tok="),
+        first.starts_with(&pod_data::seen("s3cret-at-rest")),
         "{first}"
     );
     let uid = uid_of(&node, ns, "app");
@@ -415,7 +388,7 @@ fn with_checkpoint_secrets_off_nothing_secret_is_on_disk_and_pods_wait_after_a_r
     node.wait_ready();
     let marks = node.dir().join("marks");
     std::fs::create_dir_all(&marks).expect("marks dir");
-    create_data(&node, ns, "s3cret-not-at-rest");
+    pod_data::create_objects(node.cp, ns, "s3cret-not-at-rest");
     let pods = format!("/api/v1/namespaces/{ns}/pods");
     node.cp
         .create(&pods, &data_pod(ns, "app", &node.name, &marks));
