@@ -816,3 +816,51 @@ fn without_the_nodes_copy_a_pod_cut_off_after_a_reboot_waits_and_says_why() {
         );
     }
 }
+
+#[test]
+fn a_kept_token_past_the_expiry_the_api_server_enforces_is_not_mounted_while_cut_off() {
+    let api = FakeApi::start();
+    root_ca(&api);
+    // A 1 s token for another audience: the API server does not extend it.
+    let mut access = kube_api_access(1);
+    access["projected"]["sources"][0]["serviceAccountToken"]["audience"] = json!("vault");
+    let pod = create_pod(&api, "web", json!([access]));
+    let root = tempfile::tempdir().unwrap();
+    let client = api.client();
+    kept_manager(&client, root.path()).setup_pod(&pod).unwrap();
+    let expired = std::time::SystemTime::now() + Duration::from_millis(1100);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::time::SystemTime::now() > expired
+    }));
+
+    // A reboot: the token's tmpfs is gone.
+    let projected = root.path().join(format!(
+        "pods/{}/volumes/kubernetes.io~projected",
+        pod.uid()
+    ));
+    fs::remove_dir_all(&projected).unwrap();
+    api.inject(Fail::status(503).always());
+    let client = api.client();
+    let err = kept_manager(&client, root.path())
+        .setup_pod(&pod)
+        .unwrap_err();
+    assert_eq!(err.failed_volumes(), ["kube-api-access-x7k2p"]);
+    let message = err.messages().join("\n");
+    assert!(
+        message
+            .contains("the node's copy of the token for service account shop/builder expired at")
+            && message.ends_with(
+                "the API server would refuse it; the API server is unreachable: waiting for it"
+            ),
+        "{message}"
+    );
+    let token = projected.join("kube-api-access-x7k2p/token");
+    assert!(!token.exists(), "the expired token is not mounted");
+
+    // The API server answers: a fresh token.
+    api.clear_faults();
+    let r: Result<Value, _> = client.get(&format!("/api/v1/namespaces/{NS}/pods/web"));
+    assert!(r.is_ok(), "{r:?}");
+    kept_manager(&client, root.path()).setup_pod(&pod).unwrap();
+    assert_eq!(read(&token), api.issued_tokens().last().unwrap().token);
+}
