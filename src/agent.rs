@@ -132,7 +132,11 @@ fn start_volumes(
     node: &str,
     mut allocatable: std::collections::BTreeMap<String, crate::api::quantity::Quantity>,
 ) -> Result<Arc<VolumeManager>, AgentError> {
-    let mut volumes = VolumeManager::new(root_dir, w.worker_api.clone(), node);
+    let mut volumes =
+        VolumeManager::new(root_dir, w.worker_api.clone(), node).with_recorder(w.recorder.clone());
+    if let Some(store) = pod_data_store(w.flags, root_dir, node, w.worker_api.is_some()) {
+        volumes = volumes.with_pod_data(Arc::new(store));
+    }
     if !nix::unistd::geteuid().is_root() {
         log::warn!("not running as root: secret and memory-backed volumes go to disk");
         volumes = volumes.without_mounts();
@@ -171,8 +175,11 @@ impl crate::kubelet::deps::PodVolumes for ClaimRecording {
         self.inner.teardown(uid)
     }
 
-    fn config_source(&self) -> &dyn crate::runtime::env::ConfigSource {
-        crate::kubelet::deps::PodVolumes::config_source(self.inner.as_ref())
+    fn config_source<'a>(
+        &'a self,
+        pod: &'a crate::api::pod::Pod,
+    ) -> Box<dyn crate::runtime::env::ConfigSource + 'a> {
+        crate::kubelet::deps::PodVolumes::config_source(self.inner.as_ref(), pod)
     }
 
     fn pull_secret(
@@ -183,6 +190,38 @@ impl crate::kubelet::deps::PodVolumes for ClaimRecording {
     {
         self.inner.pull_secret(pod, name)
     }
+}
+
+/// The pod data store (edge autonomy: tokens, secrets and configMaps pods need to
+/// start), or `None`: standalone, `--checkpoint-secrets=false` (which removes what
+/// was kept), or a store that cannot be opened or key that cannot be read (logged:
+/// litelet runs on without it, and with a missing key reads and removes nothing).
+fn pod_data_store(
+    flags: &Flags,
+    root_dir: &std::path::Path,
+    node: &str,
+    with_api: bool,
+) -> Option<crate::poddata::Store> {
+    if !flags.checkpoint_secrets {
+        crate::poddata::remove_all(root_dir);
+        return None;
+    }
+    if !with_api {
+        return None;
+    }
+    let key = match &flags.checkpoint_secrets_key_file {
+        None => None,
+        Some(path) => match crate::poddata::SealKey::from_file(path) {
+            Ok(key) => Some(key),
+            Err(e) => {
+                log::error!("{e}: pod data is neither kept nor read this run");
+                return None;
+            }
+        },
+    };
+    crate::poddata::Store::open(root_dir, node, key)
+        .map_err(|e| log::error!("{e}: pod data is neither kept nor read this run"))
+        .ok()
 }
 
 /// Where the sources keep their checkpoints, or `None` with
@@ -1266,6 +1305,10 @@ fn start_pods(
             Arc::new(w.guards.shutdown.clone()),
         ]))),
         devices,
+        reachable_again: w
+            .api
+            .as_ref()
+            .map_or_else(crossbeam_channel::never, |c| c.reachability().subscribe()),
     });
     Ok(PodSide {
         kubelet,

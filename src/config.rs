@@ -313,6 +313,19 @@ pub struct Flags {
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub checkpoint_api_pods: bool,
 
+    /// Keep on the node what its pods need to start (the service-account tokens and
+    /// the secrets and configMaps they reference, under the root dir, 0600) so they
+    /// run again after a reboot while the API server is unreachable (edge autonomy,
+    /// docs/security.md). false keeps no secret on disk and removes what was kept.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub checkpoint_secrets: bool,
+
+    /// Seal what --checkpoint-secrets keeps with this key (32 bytes, raw or as 64
+    /// hex digits; ChaCha20-Poly1305), e.g. a file on separate media. Without it the
+    /// copies are only checksummed. An unreadable key keeps nothing and reads nothing.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint_secrets_key_file: Option<PathBuf>,
+
     /// Sustained Event writes per second, with a rate limit of their own so a burst
     /// of events does not delay pod statuses.
     #[arg(long, value_name = "QPS", default_value_t = 50.0)]
@@ -810,6 +823,28 @@ mod tests {
                 other => panic!("{all:?}: expected a refusal, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn checkpoint_secrets_is_on_by_default_and_the_file_can_turn_it_off_or_seal_it() {
+        let plain = Flags::try_parse_from(["litelet"]).unwrap();
+        assert!(plain.checkpoint_secrets);
+        assert_eq!(plain.checkpoint_secrets_key_file, None);
+        let off = Flags::try_parse_from(["litelet", "--checkpoint-secrets=false"]).unwrap();
+        assert!(!off.checkpoint_secrets);
+        let file = crate::config::file::parse(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             checkpointSecrets: false\ncheckpointSecretsKeyFile: /media/key\n",
+            std::path::Path::new("c.yaml"),
+        )
+        .unwrap();
+        let mut flags = Flags::try_parse_from(["litelet"]).unwrap();
+        file.apply(&mut flags, |_| false);
+        assert!(!flags.checkpoint_secrets);
+        assert_eq!(
+            flags.checkpoint_secrets_key_file.as_deref(),
+            Some(std::path::Path::new("/media/key"))
+        );
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub mod node;
 pub mod nodeshutdown;
 pub mod pleg;
 pub mod pod_workers;
+pub mod poddata;
 pub mod podresources;
 pub mod probe;
 pub mod prober;

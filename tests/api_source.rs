@@ -523,3 +523,37 @@ fn a_missing_or_corrupt_checkpoint_is_ignored() {
         src.stop();
     }
 }
+
+/// Catching up after an outage: the source does not wait out a back-off grown
+/// during it. The first answer the API server gives any request of the client (here
+/// the test's own GET through a clone) makes it list again at once.
+#[test]
+fn the_api_servers_return_ends_a_long_back_off_at_once() {
+    let fake = FakeApi::start();
+    fake.create_pod("default", "a", NODE);
+    fake.inject(Fail::status(503).always().verb("list"));
+    let client = fake.client();
+    let (tx, updates) = crossbeam_channel::unbounded();
+    let (shutdown, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
+    let options = Options {
+        backoff_initial: Duration::from_secs(600),
+        backoff_max: Duration::from_secs(600),
+        ..Options::new(NODE)
+    };
+    let handle = apiserver::spawn_with(client.clone(), options, tx, shutdown_rx).unwrap();
+    let mut src = Source {
+        updates,
+        shutdown: Some(shutdown),
+        handle: Some(handle),
+        seen: Vec::new(),
+    };
+    // The first list and the client's 4 retries failed: the source sleeps 10 minutes.
+    assert!(wait_until(LONG, || fake.count_verb("list") >= 5));
+    fake.clear_faults();
+    let pod: Result<serde_json::Value, _> = client.get(&litelet::api::paths::pod("default", "a"));
+    assert!(pod.is_ok(), "{pod:?}");
+    src.wait("the pods, listed at once", |s| {
+        has(s, PodOperation::Add, "a")
+    });
+    src.stop();
+}

@@ -574,3 +574,52 @@ fn idle_requests_per_minute() {
     }
     drop(node);
 }
+
+/// Catching up after an outage: once the API server answers any request of the
+/// client again (here the test's own GETs through a clone), the lease is renewed and
+/// the node status sent at once, not at their next tick 10 minutes away.
+#[test]
+fn the_api_servers_return_renews_the_lease_and_syncs_the_status_at_once() {
+    let api = FakeApi::start();
+    let mut c = config(Duration::from_secs(600), HOUR, Duration::from_secs(600));
+    c.retry_initial = Duration::from_secs(600);
+    c.retry_max = Duration::from_secs(600);
+    let client = api.client();
+    let health = Arc::new(Mutex::new(Health::default()));
+    let h = health.clone();
+    let inputs = NodeInputs {
+        machine: Box::new(|| (machine(), Vec::new())),
+        health: Box::new(move || h.lock().unwrap().clone()),
+        runtime_version: Box::new(|| Some("containerd://1.7.13".into())),
+        images: None,
+        sync_now: None,
+        devices: None,
+        devices_changed: None,
+        volumes: None,
+    };
+    let (tx, rx) = crossbeam_channel::bounded(0);
+    let handles = node::start(&client, c, inputs, Recorder::log_only(), rx).unwrap();
+    let _node = Node {
+        health: health.clone(),
+        health_calls: Arc::new(AtomicUsize::new(0)),
+        shutdown: Some(tx),
+        handles: Some(handles),
+    };
+    let t0 = wait_renewed(&api, None, "at first");
+    assert!(wait_until(LONG, || get_node(&api)
+        .is_some_and(|n| condition(&n, "Ready")["status"] == "True")));
+    // An outage: a request fails; meanwhile the runtime goes down.
+    api.inject(Fail::status(503).always());
+    let failed: Result<Value, _> = client.get(NODE_PATH);
+    assert!(failed.is_err());
+    health.lock().unwrap().runtime_errors = vec!["container runtime is down".into()];
+    api.clear_faults();
+    let answer: Result<Value, _> = client.get(NODE_PATH);
+    assert!(answer.is_ok(), "{answer:?}");
+    wait_renewed(&api, Some(t0), "when the API server answered again");
+    assert!(
+        wait_until(LONG, || get_node(&api)
+            .is_some_and(|n| condition(&n, "Ready")["status"] == "False")),
+        "the node status waited for its next tick"
+    );
+}

@@ -185,6 +185,7 @@ impl Node {
             node_lister: None,
             extra_admission: None,
             devices: None,
+            reachable_again: crossbeam_channel::never(),
         });
         let thread = std::thread::Builder::new()
             .name("sync".into())

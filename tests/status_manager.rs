@@ -1079,3 +1079,40 @@ fn a_watched_pod_older_than_our_write_leaves_our_write_the_base() {
     assert_eq!(conflicts(&fake), 0);
     assert_eq!((gets(&fake, "web"), patches(&fake, "web")), (1, 2));
 }
+
+/// Catching up after an outage: a pod whose sync failed waits out no grown retry
+/// back-off. The first answer the API server gives any request of the client (here
+/// the test's own GET through a clone) makes every waiting pod go out at once.
+#[test]
+fn the_api_servers_return_ends_a_long_retry_back_off_at_once() {
+    let fake = FakeApi::start();
+    let pod = create_pod(&fake, "web");
+    fake.inject(Fail::status(503).always().verb("get"));
+    let client = fake.client();
+    let (shutdown, shutdown_rx) = crossbeam_channel::bounded(0);
+    let options = Options {
+        resync_period: Duration::from_secs(600),
+        retry_initial: Duration::from_secs(600),
+        retry_max: Duration::from_secs(600),
+    };
+    let (m, handle) =
+        StatusManager::spawn(client.clone(), Flags::new().hooks(), options, shutdown_rx).unwrap();
+    let m = Manager {
+        m,
+        shutdown: Some(shutdown),
+        handle: Some(handle),
+    };
+    m.set_pod_status(&pod, running(true));
+    // One sync failed (a GET and the client's 4 retries): the next is 10 minutes away.
+    assert!(wait_until(LONG, || gets(&fake, "web") >= 5));
+    fake.clear_faults();
+    let answer: Result<serde_json::Value, _> = client.get(&format!("/api/v1/namespaces/{NS}"));
+    assert!(
+        answer.is_ok() || answer.as_ref().is_err_and(|e| e.is_not_found()),
+        "{answer:?}"
+    );
+    assert!(
+        wait_until(LONG, || phase_of(&fake, "web") == "Running"),
+        "the status waited for its back-off"
+    );
+}

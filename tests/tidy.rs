@@ -43,8 +43,10 @@ const LAYERS: &[&[&str]] = &[
         "credentialprovider",
         "probe",
     ],
-    // The CRI client (counts its calls in metrics).
-    &["cri", "certificate"],
+    // The CRI client (counts its calls in metrics); the client certificate; the pod
+    // data store (edge autonomy: secrets, configMaps and tokens kept in the checkpoint
+    // format of `sources`).
+    &["cri", "certificate", "poddata"],
     // The runtime manager (upstream kuberuntime), with all of in-place resize
     // (`runtime::resize`: allocations, admission, decisions, step 9; the node's fit
     // comes in through a trait), waiting reasons, the log reader and the runtime state.

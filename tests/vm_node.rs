@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
 use support::control_plane::ControlPlane;
+use support::pod_data::{self, TOKEN};
 use support::real_node::{condition, container_status};
 use support::tcp_proxy::TcpProxy;
 use support::vm::{Vm, VmImage};
@@ -106,8 +107,7 @@ fn upload_kubeadm_config(cp: &ControlPlane, driver: &str, port: u16, api: &str, 
 
 /// A pod bound to `node` with one busybox container `main` (the image the VM has
 /// preloaded, never pulled) running `script`, given `grace` seconds to stop. No
-/// service-account token: after a reboot cut off from the API server a pod that
-/// needs one waits for it (README, edge autonomy).
+/// service-account token (but the pod of `JoinedNode::run_data_reading_pod`).
 fn vm_pod(name: &str, node: &str, grace: u32, script: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name},
@@ -375,6 +375,26 @@ impl JoinedNode {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// `kubectl exec <pod> -- cat <file>`, or None while exec fails.
+    fn try_exec_cat(&self, pod: &str, file: &str) -> Option<String> {
+        let out = self
+            .cp
+            .kubectl(&["exec", "-n", self.ns(), pod, "--", "cat", file]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The pod data (`support::pod_data`), then the pod `edgedata` reading it,
+    /// running; its token.
+    fn run_data_reading_pod(&self) -> String {
+        pod_data::create_objects(self.cp, self.ns(), "s3cret-at-rest");
+        let mut pod = marking_pod("edgedata", &self.name, json!({}));
+        pod_data::read_by(&mut pod, "/marks/$POD");
+        self.run_pod(pod);
+        self.exec_cat("edgedata", TOKEN)
     }
 
     /// The node allocatable on `kubepods`, then one pod per QoS class: their pod
@@ -789,23 +809,48 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
         SLOW,
     );
 
-    // A reboot with the apiserver unreachable: the checkpointed pods come back.
+    // A pod with the default token, a secret volume, env from the secret and
+    // envFrom a configMap (edge autonomy: the node keeps their copy).
+    let token = node.run_data_reading_pod();
+    let first = vm.sh("cat /var/lib/vm-marks/edgedata");
+    assert!(
+        first.starts_with("pw=s3cret-at-rest env=s3cret-at-rest mode=edge tok="),
+        "{first}"
+    );
+
+    // A reboot with the apiserver unreachable: the checkpointed pods come back, the
+    // data reading pod with the same data from the node's copy.
     node.api.cut();
     vm.reboot();
     vm.wait_boot(2, SLOW);
     vm.sh_until(
         "the pods ran again after the reboot, offline",
         "test $(wc -l < /var/lib/vm-marks/guaranteed) -ge 2 && \
-         test $(wc -l < /var/lib/vm-marks/burstable) -ge 2",
+         test $(wc -l < /var/lib/vm-marks/burstable) -ge 2 && \
+         test $(wc -l < /var/lib/vm-marks/edgedata) -ge 2",
         SLOW,
     );
+    let starts = vm.sh("cat /var/lib/vm-marks/edgedata");
+    assert!(
+        starts.lines().all(|l| l == first.trim()),
+        "edgedata saw other data after the reboot: {starts}"
+    );
+    let healthz = vm.sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:10248/healthz");
+    assert_eq!(healthz.trim(), "200", "healthz after the reboot, offline");
     node.api.restore();
     assert!(
         wait_until(SLOW, || node.ready()
             && running_and_ready(cp, node.ns(), "guaranteed")
-            && running_and_ready(cp, node.ns(), "burstable")),
+            && running_and_ready(cp, node.ns(), "burstable")
+            && running_and_ready(cp, node.ns(), "edgedata")),
         "the node did not converge after the reboot: {:?}",
         node.pod("guaranteed").map(|p| p["status"].clone())
+    );
+    assert!(
+        wait_until(SLOW, || node
+            .try_exec_cat("edgedata", TOKEN)
+            .is_some_and(|t| !t.is_empty() && t != token)),
+        "edgedata's kept token was not replaced by a fresh one"
     );
     assert_eq!(node.vm.power_off(SLOW), 0, "the VM task failed");
 }

@@ -608,3 +608,259 @@ fn memory_backed_volumes_are_tmpfs_and_unmounted_on_teardown() {
     let left = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
     assert!(left.iter().all(|m| !m.mount_point.starts_with(&real_root)));
 }
+
+// ---- edge autonomy: the node's copy of what pods need to start ----
+
+/// A pod as the API server admits it with everything a pod reads from the API: the
+/// automounted token volume, a secret volume, `env` from a secret and `envFrom` a
+/// configMap.
+fn pod_with_api_data(api: &FakeApi, name: &str) -> Pod {
+    let mut pod = create_pod(
+        api,
+        name,
+        json!([kube_api_access(3607), {"name": "creds", "secret": {"secretName": "creds"}}]),
+    );
+    pod.spec.containers[0].env = serde_json::from_value(json!([
+        {"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "user"}}}
+    ]))
+    .unwrap();
+    pod.spec.containers[0].env_from =
+        serde_json::from_value(json!([{"configMapRef": {"name": "app"}}])).unwrap();
+    pod
+}
+
+fn api_data(api: &FakeApi) {
+    root_ca(api);
+    config_map(api, "app", json!({"MODE": "edge"}));
+    api.create(
+        "secrets",
+        NS,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": "creds", "namespace": NS},
+               "data": {"password": "aHVudGVyMg==", "user": "YWRtaW4="}}),
+    );
+}
+
+/// The node's pod data store under `root`, as litelet opens it at start.
+fn store(root: &Path) -> std::sync::Arc<litelet::poddata::Store> {
+    std::sync::Arc::new(litelet::poddata::Store::open(root, NODE, None).unwrap())
+}
+
+fn kept_manager(client: &litelet::api::ApiClient, root: &Path) -> VolumeManager {
+    VolumeManager::new(root, Some(client.clone()), NODE)
+        .without_mounts()
+        .with_pod_data(store(root))
+}
+
+fn env_of(volumes: &VolumeManager, pod: &Pod) -> Vec<(String, String)> {
+    let source = volumes.config_source(pod);
+    container_env(
+        pod,
+        &pod.spec.containers[0],
+        &EnvContext::default(),
+        &source,
+    )
+    .unwrap()
+}
+
+/// What a reboot does to a pod's volumes: the memory-backed ones (secrets, tokens)
+/// are gone.
+fn reboot(root: &Path, pod: &Pod) {
+    for plugin in ["kubernetes.io~secret", "kubernetes.io~projected"] {
+        let dir = root.join(format!("pods/{}/volumes/{plugin}", pod.uid()));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Makes a request through `client` the API server answers, as the lease thread's
+/// next renewal would: the clients learn it is reachable again.
+fn answered(client: &litelet::api::ApiClient) {
+    let r: Result<Value, _> = client.get(&format!("/api/v1/namespaces/{NS}/configmaps/app"));
+    assert!(r.is_ok(), "{r:?}");
+}
+
+#[test]
+fn after_a_reboot_while_cut_off_volumes_and_env_come_from_the_nodes_copy_until_it_answers() {
+    let api = FakeApi::start();
+    api_data(&api);
+    let pod = pod_with_api_data(&api, "web");
+    let root = tempfile::tempdir().unwrap();
+    let client = api.client();
+    let before = kept_manager(&client, root.path());
+    let ready = before.setup_pod(&pod).unwrap();
+    let (token_dir, creds_dir) = (
+        ready["kube-api-access-x7k2p"].clone(),
+        ready["creds"].clone(),
+    );
+    let token = read(&token_dir.join("token"));
+    let env = env_of(&before, &pod);
+    assert_eq!(
+        env,
+        [
+            ("MODE".to_owned(), "edge".to_owned()),
+            ("DB_USER".to_owned(), "admin".to_owned())
+        ]
+    );
+    // A pull secret is read too, but images stay on the node: it is not kept.
+    use litelet::kubelet::deps::PodVolumes;
+    assert!(before.pull_secret(&pod, "creds").unwrap().is_some());
+    drop(before);
+
+    // The power comes back without the uplink: the tmpfs volumes are gone, litelet
+    // starts again with nothing in memory.
+    reboot(root.path(), &pod);
+    api.inject(Fail::status(503).always());
+    let client = api.client();
+    let (tx, events) = crossbeam_channel::unbounded();
+    let after =
+        kept_manager(&client, root.path()).with_recorder(litelet::events::Recorder::new(tx));
+    let ready = after.setup_pod(&pod).unwrap();
+    assert_eq!(read(&ready["kube-api-access-x7k2p"].join("token")), token);
+    assert_eq!(read(&ready["kube-api-access-x7k2p"].join("ca.crt")), CA);
+    assert_eq!(read(&ready["creds"].join("password")), "hunter2");
+    assert_eq!(env_of(&after, &pod), env);
+    let told: Vec<String> = events
+        .try_iter()
+        .filter(|e| e.reason == "FromNodeCopy")
+        .map(|e| e.message)
+        .collect();
+    for what in [
+        "secret shop/creds",
+        "configmap shop/app",
+        "configmap shop/kube-root-ca.crt",
+        "token for service account shop/builder",
+    ] {
+        assert!(
+            told.iter().any(|m| m.starts_with(what)
+                && m.ends_with("from the node's copy: the API server is unreachable")),
+            "{what}: {told:?}"
+        );
+    }
+    assert_eq!(told.len(), 4, "once each: {told:?}");
+    let gets = api.requests().len();
+    after.setup_pod(&pod).unwrap();
+    assert_eq!(
+        api.requests().len(),
+        gets,
+        "while it stays unreachable, the copies are served without trying"
+    );
+
+    // The API server answers again: a changed secret reaches the volume and the env,
+    // and a fresh token replaces the kept one at once.
+    api.clear_faults();
+    api.modify("secrets", NS, "creds", |s| {
+        s["data"]["password"] = json!("bmV3LXBhc3M=");
+    });
+    answered(&client);
+    let issued = api.issued_tokens().len();
+    after.setup_pod(&pod).unwrap();
+    assert_eq!(api.issued_tokens().len(), issued + 1, "a fresh token");
+    let fresh = read(&token_dir.join("token"));
+    assert_ne!(fresh, token);
+    assert_eq!(fresh, api.issued_tokens().last().unwrap().token);
+    assert_eq!(read(&creds_dir.join("password")), "new-pass");
+
+    // The pod goes: so does everything kept for it.
+    after.teardown_pod(pod.uid()).unwrap();
+    let kept = litelet::poddata::store_dir(root.path());
+    assert_eq!(fs::read_dir(&kept).unwrap().count(), 0, "{:?}", tree(&kept));
+}
+
+#[test]
+fn an_object_deleted_meanwhile_loses_its_copy_when_the_api_server_says_so() {
+    let api = FakeApi::start();
+    api_data(&api);
+    let pod = pod_with_api_data(&api, "web");
+    let root = tempfile::tempdir().unwrap();
+    let client = api.client();
+    let volumes = kept_manager(&client, root.path()).with_cache_ttl(Duration::ZERO);
+    volumes.setup_pod(&pod).unwrap();
+    let kept = litelet::poddata::store_dir(root.path()).join(format!("secret_{NS}_creds"));
+    assert!(kept.exists());
+    api.remove("secrets", NS, "creds");
+    let err = volumes.setup_pod(&pod).unwrap_err().to_string();
+    assert!(err.contains("secret shop/creds not found"), "{err}");
+    assert!(!kept.exists(), "a later outage cannot bring it back");
+    assert_eq!(
+        read(&root.path().join(format!(
+            "pods/{}/volumes/kubernetes.io~secret/creds/password",
+            pod.uid()
+        ))),
+        "hunter2",
+        "the volume keeps its content, as upstream"
+    );
+}
+
+#[test]
+fn without_the_nodes_copy_a_pod_cut_off_after_a_reboot_waits_and_says_why() {
+    let api = FakeApi::start();
+    api_data(&api);
+    let pod = pod_with_api_data(&api, "web");
+    let root = tempfile::tempdir().unwrap();
+    // --checkpoint-secrets=false: no store.
+    let client = api.client();
+    let plain = || VolumeManager::new(root.path(), Some(client.clone()), NODE).without_mounts();
+    plain().setup_pod(&pod).unwrap();
+    assert!(!root.path().join("checkpoints").exists(), "nothing kept");
+    reboot(root.path(), &pod);
+    api.inject(Fail::status(503).always());
+    let err = plain().setup_pod(&pod).unwrap_err();
+    assert_eq!(err.failed_volumes(), ["kube-api-access-x7k2p", "creds"]);
+    for message in err.messages() {
+        assert!(
+            message.ends_with(
+                "the API server is unreachable and this node keeps no copy of pod \
+                 secrets, configMaps or tokens (--checkpoint-secrets=false): waiting for it"
+            ),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn a_kept_token_past_the_expiry_the_api_server_enforces_is_not_mounted_while_cut_off() {
+    let api = FakeApi::start();
+    root_ca(&api);
+    // A 1 s token for another audience: the API server does not extend it.
+    let mut access = kube_api_access(1);
+    access["projected"]["sources"][0]["serviceAccountToken"]["audience"] = json!("vault");
+    let pod = create_pod(&api, "web", json!([access]));
+    let root = tempfile::tempdir().unwrap();
+    let client = api.client();
+    kept_manager(&client, root.path()).setup_pod(&pod).unwrap();
+    let expired = std::time::SystemTime::now() + Duration::from_millis(1100);
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::time::SystemTime::now() > expired
+    }));
+
+    // A reboot: the token's tmpfs is gone.
+    let projected = root.path().join(format!(
+        "pods/{}/volumes/kubernetes.io~projected",
+        pod.uid()
+    ));
+    fs::remove_dir_all(&projected).unwrap();
+    api.inject(Fail::status(503).always());
+    let client = api.client();
+    let err = kept_manager(&client, root.path())
+        .setup_pod(&pod)
+        .unwrap_err();
+    assert_eq!(err.failed_volumes(), ["kube-api-access-x7k2p"]);
+    let message = err.messages().join("\n");
+    assert!(
+        message
+            .contains("the node's copy of the token for service account shop/builder expired at")
+            && message.ends_with(
+                "the API server would refuse it; the API server is unreachable: waiting for it"
+            ),
+        "{message}"
+    );
+    let token = projected.join("kube-api-access-x7k2p/token");
+    assert!(!token.exists(), "the expired token is not mounted");
+
+    // The API server answers: a fresh token.
+    api.clear_faults();
+    let r: Result<Value, _> = client.get(&format!("/api/v1/namespaces/{NS}/pods/web"));
+    assert!(r.is_ok(), "{r:?}");
+    kept_manager(&client, root.path()).setup_pod(&pod).unwrap();
+    assert_eq!(read(&token), api.issued_tokens().last().unwrap().token);
+}

@@ -16,6 +16,9 @@
 //! tears down this pool's connections, which wakes a thread blocked reading a watch;
 //! [`ApiClient::with_own_connections`] gives a thread a pool it can close alone, and
 //! [`ApiClient::with_own_limit`] a rate limit of its own too (Events).
+//! Every attempt's outcome goes to the clients' shared [`Reachability`]
+//! ([`ApiClient::reachability`]): the first answer after an outage wakes the
+//! back-off loops that wait on the API server.
 //!
 //! Invariant: only `src/api/` knows the wire JSON; callers get typed values.
 
@@ -35,6 +38,7 @@ use crate::api::certs;
 use crate::api::error::{ApiError, ClientConfigError, DecodeError, TransportError};
 use crate::api::meta::{List, Status};
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
+use crate::api::reachability::{Outcome, Reachability};
 use crate::api::request_threads::RequestThreads;
 use crate::api::stats::{RequestCounters, RequestStats, Verb};
 use crate::api::watch::WatchStream;
@@ -286,6 +290,8 @@ struct Shared {
     /// What the agent settings were built from (for a new client certificate).
     client_config: ClientConfig,
     counters: RequestCounters,
+    /// Whether the server answers, as every attempt of every clone saw it.
+    reachability: Reachability,
     timeout: Duration,
     retry: RetryPolicy,
 }
@@ -462,6 +468,7 @@ impl ApiClient {
             agent_config: RwLock::new((0, agent_config.clone())),
             client_config: config.clone(),
             counters: RequestCounters::default(),
+            reachability: Reachability::default(),
             timeout: config.timeout,
             retry: config.retry,
         };
@@ -477,6 +484,12 @@ impl ApiClient {
     /// The server URL (no trailing slash).
     pub fn server(&self) -> &str {
         &self.shared.base
+    }
+
+    /// Whether the API server answers, shared by this client and all its clones
+    /// (whatever their pool): subscribe to learn when an outage ends.
+    pub fn reachability(&self) -> &Reachability {
+        &self.shared.reachability
     }
 
     /// Requests made so far by this client and all its clones, per verb.
@@ -717,6 +730,7 @@ impl ApiClient {
                 code: outcome.as_ref().ok().map(|r| r.status().as_u16()),
                 took: started.elapsed(),
             });
+            self.shared.reachability.record(reached(&outcome));
             let (err, retry, retry_after) = match outcome {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
@@ -951,6 +965,18 @@ fn read_status(resp: http::Response<ureq::Body>) -> Option<Status> {
                 ..Status::default()
             })
         }
+    }
+}
+
+/// What an attempt showed about the way to the server: any answer but 5xx or 429
+/// proves it works (a 404 is the server answering).
+fn reached(outcome: &Result<http::Response<ureq::Body>, ureq::Error>) -> Outcome {
+    match outcome {
+        Ok(resp) if resp.status().is_server_error() || resp.status().as_u16() == 429 => {
+            Outcome::Failed
+        }
+        Ok(_) => Outcome::Answered,
+        Err(_) => Outcome::Failed,
     }
 }
 

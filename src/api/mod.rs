@@ -21,6 +21,7 @@ pub mod persistent_volume;
 pub mod pod;
 pub mod quantity;
 pub mod ratelimit;
+pub mod reachability;
 pub mod reflector;
 pub mod request_threads;
 pub mod review;

@@ -9,8 +9,11 @@
 //! event and bookmark advances the resourceVersion. When a watch ends or breaks,
 //! watch again from the last resourceVersion; on 410 Gone, list again. Failures back
 //! off exponentially (capped, jittered); a watch that ends at once with no event
-//! counts as a failure, so a server that closes every watch cannot make us spin. The
-//! loop ends on shutdown or when the handler says so.
+//! counts as a failure, so a server that closes every watch cannot make us spin. A
+//! back-off sleep also ends, and the back-off starts over, when the API server
+//! answers again after an outage (any request of any clone of the client:
+//! `api::reachability`), so a long outage's grown back-off never delays the catch-up.
+//! The loop ends on shutdown or when the handler says so.
 //!
 //! Items are decoded one by one, so one object that does not decode cannot hide the
 //! others; the handler gets a [`DecodeError`] naming it instead.
@@ -27,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -189,6 +192,8 @@ pub struct Reflector {
     config: Config,
     /// Disconnected by the stopper on shutdown; what back-off sleeps wait on.
     stop: Receiver<()>,
+    /// A message each time the API server answers again after an outage.
+    reachable_again: Receiver<()>,
     resource_version: Option<String>,
     /// Dropped with the reflector, which releases the stopper.
     _done: Sender<()>,
@@ -234,10 +239,12 @@ impl Reflector {
             stop: stop_tx,
             done: done_rx,
         };
+        let reachable_again = client.reachability().subscribe();
         let reflector = Reflector {
             client,
             config,
             stop: stop_rx,
+            reachable_again,
             resource_version: None,
             _done: done_tx,
         };
@@ -259,7 +266,7 @@ impl Reflector {
                     }
                     let delay = jitter(backoff.next_delay());
                     log::warn!("{name}: list {}: {e}; retry in {delay:?}", self.config.what);
-                    if !self.sleep(delay) {
+                    if !self.sleep(delay, &mut backoff) {
                         break;
                     }
                     continue;
@@ -299,7 +306,7 @@ impl Reflector {
                         delay
                     }
                 };
-                if !self.sleep(delay) {
+                if !self.sleep(delay, &mut backoff) {
                     break 'list;
                 }
             }
@@ -311,9 +318,18 @@ impl Reflector {
         matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
     }
 
-    /// Sleeps `d` unless stopped first; false when stopped.
-    fn sleep(&self, d: Duration) -> bool {
-        matches!(self.stop.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+    /// Sleeps `d` unless stopped first (false) or the API server answers again
+    /// after an outage (the back-off starts over and the loop tries at once).
+    fn sleep(&self, d: Duration, backoff: &mut Backoff) -> bool {
+        select! {
+            recv(self.stop) -> _ => false,
+            recv(self.reachable_again) -> _ => {
+                log::info!("{}: the API server answers again; retrying now", self.config.name);
+                backoff.reset();
+                true
+            }
+            default(d) => true,
+        }
     }
 
     /// Lists the collection into the handler; Ok(false) when the handler is done.

@@ -1,7 +1,8 @@
 //! The authentication.k8s.io/v1 TokenRequest: what the kubelet posts to
-//! `serviceaccounts/<name>/token` to get a bound service account token for a pod;
-//! and the ServiceAccount itself, as far as the kubelet reads it (its UID and
-//! annotations, for credential provider plugins).
+//! `serviceaccounts/<name>/token` to get a bound service account token for a pod,
+//! and the claims of the issued token the node reads ([`claims`]); and the
+//! ServiceAccount itself, as far as the kubelet reads it (its UID and annotations,
+//! for credential provider plugins).
 //!
 //! This module holds wire types only: it models the JSON the API server sends and
 //! accepts and performs no I/O.
@@ -101,9 +102,83 @@ pub struct TokenRequestStatus {
     pub expiration_timestamp: Option<Time>,
 }
 
+/// The claims of a service-account token (a JWT) the node reads. The signature is
+/// the API server's business: the node only reads when its own token stops working.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct TokenClaims {
+    /// Unix seconds after which the API server refuses the token.
+    pub exp: Option<i64>,
+    #[serde(rename = "kubernetes.io")]
+    pub kubernetes: KubernetesClaims,
+}
+
+/// The `kubernetes.io` private claims.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct KubernetesClaims {
+    /// Unix seconds: the expiry the TokenRequest asked for, set when the API server
+    /// extended the token's real expiry past it
+    /// (`--service-account-extend-token-expiration`, on by default, for the
+    /// 3607 s pod tokens of automounted volumes): past it the token still works
+    /// and its use is only warned about.
+    pub warnafter: Option<i64>,
+}
+
+impl TokenClaims {
+    /// When the API server extended the token: the real expiry (`exp`), later than
+    /// the answer's `expirationTimestamp` (the `warnafter` time).
+    pub fn extended_expiry(&self) -> Option<i64> {
+        self.kubernetes.warnafter.and(self.exp)
+    }
+}
+
+/// The claims of `token`, a JWT (`header.payload.signature`, base64url); `None`
+/// when it is not one.
+pub fn claims(token: &str) -> Option<TokenClaims> {
+    let payload = token.split('.').nth(1)?;
+    let standard: String = payload
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    let bytes = crate::api::kubeconfig::decode_base64(&standard).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A JWT with `payload` (unsigned: the node never checks signatures).
+    fn jwt(payload: &serde_json::Value) -> String {
+        let body = crate::api::base64::encode(payload.to_string().as_bytes())
+            .trim_end_matches('=')
+            .replace('+', "-")
+            .replace('/', "_");
+        format!("eyJhbGciOiJSUzI1NiJ9.{body}.c2ln")
+    }
+
+    #[test]
+    fn an_extended_token_says_its_real_expiry_in_its_claims() {
+        let extended = jwt(&serde_json::json!({
+            "exp": 1_731_564_966_i64, "iat": 1_700_028_966_i64,
+            "kubernetes.io": {"namespace": "default", "warnafter": 1_700_032_573_i64,
+                "pod": {"name": "p", "uid": "u"}}
+        }));
+        let c = claims(&extended).unwrap();
+        assert_eq!(c.exp, Some(1_731_564_966));
+        assert_eq!(c.kubernetes.warnafter, Some(1_700_032_573));
+        assert_eq!(c.extended_expiry(), Some(1_731_564_966));
+        let plain = jwt(&serde_json::json!({"exp": 1_700_003_600_i64, "kubernetes.io": {}}));
+        assert_eq!(claims(&plain).unwrap().extended_expiry(), None);
+        for not_a_jwt in ["", "abc", "a.!!!.c", "a.bm90IGpzb24.c"] {
+            assert_eq!(claims(not_a_jwt), None, "{not_a_jwt}");
+        }
+    }
 
     #[test]
     fn request_shape_and_answer() {

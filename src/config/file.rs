@@ -127,6 +127,9 @@ pub struct KubeletConfiguration {
     pub kube_api_burst: Option<u32>,
     /// `checkpointAPIPods` (a litelet extension, like `nodeLabels`).
     pub checkpoint_api_pods: Option<bool>,
+    /// `checkpointSecrets` and `checkpointSecretsKeyFile` (litelet extensions).
+    pub checkpoint_secrets: Option<bool>,
+    pub checkpoint_secrets_key_file: Option<PathBuf>,
     pub event_record_qps: Option<f32>,
     pub event_burst: Option<u32>,
     pub cgroup_root: Option<String>,
@@ -400,6 +403,8 @@ impl Reader {
                 "kubeAPIQPS" => c.kube_api_qps = self.get(f, v),
                 "kubeAPIBurst" => c.kube_api_burst = self.get(f, v),
                 "checkpointAPIPods" => c.checkpoint_api_pods = self.get(f, v),
+                "checkpointSecrets" => c.checkpoint_secrets = self.get(f, v),
+                "checkpointSecretsKeyFile" => c.checkpoint_secrets_key_file = self.get(f, v),
                 "eventRecordQPS" => c.event_record_qps = self.get(f, v),
                 "eventBurst" => c.event_burst = self.get(f, v),
                 "cgroupRoot" => c.cgroup_root = self.get(f, v),
@@ -882,6 +887,9 @@ impl KubeletConfiguration {
         set!("kube_api_qps", self.kube_api_qps => flags.kube_api_qps);
         set!("kube_api_burst", self.kube_api_burst => flags.kube_api_burst);
         set!("checkpoint_api_pods", self.checkpoint_api_pods => flags.checkpoint_api_pods);
+        set!("checkpoint_secrets", self.checkpoint_secrets => flags.checkpoint_secrets);
+        set!("checkpoint_secrets_key_file", self.checkpoint_secrets_key_file.map(Some)
+            => flags.checkpoint_secrets_key_file);
         set!("event_qps", self.event_record_qps => flags.event_qps);
         set!("event_burst", self.event_burst => flags.event_burst);
         set!("cgroup_root", self.cgroup_root => flags.cgroup_root);
@@ -1007,6 +1015,8 @@ pub const APPLIED_IDS: &[&str] = &[
     "kube_api_qps",
     "kube_api_burst",
     "checkpoint_api_pods",
+    "checkpoint_secrets",
+    "checkpoint_secrets_key_file",
     "event_qps",
     "event_burst",
     "cgroup_root",

@@ -43,8 +43,8 @@ pub trait PodVolumes: Send + Sync {
     fn setup(&self, pod: &Pod) -> Result<BTreeMap<String, PathBuf>, PodVolumesError>;
     /// Unmounts and removes the pod's volumes.
     fn teardown(&self, uid: &str) -> Result<(), PodVolumesError>;
-    /// Where configMap and secret references in env are read from.
-    fn config_source(&self) -> &dyn ConfigSource;
+    /// Where configMap and secret references in `pod`'s env are read from.
+    fn config_source<'a>(&'a self, pod: &'a Pod) -> Box<dyn ConfigSource + 'a>;
     /// Image pull secret `name` of `pod`, or `None` when it does not exist.
     fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, PodVolumesError> {
         let _ = pod;
@@ -81,8 +81,8 @@ impl PodVolumes for NoVolumes {
     fn teardown(&self, _: &str) -> Result<(), PodVolumesError> {
         Ok(())
     }
-    fn config_source(&self) -> &dyn ConfigSource {
-        &NoConfigSource
+    fn config_source<'a>(&'a self, _: &'a Pod) -> Box<dyn ConfigSource + 'a> {
+        Box::new(NoConfigSource)
     }
 }
 

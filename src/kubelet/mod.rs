@@ -11,6 +11,9 @@
 //! - `sync_tick` (1 s): pods whose work-queue entry is due, and active deadlines;
 //! - `housekeeping_tick` (2 s): `housekeeping`, once every source has reported;
 //! - `probes`: liveness/readiness/startup results → status and a sync;
+//! - `reachable_again`: the API server answers after an outage → a sync of every
+//!   pod, so volumes waiting for it are set up and tokens and objects kept from the
+//!   node's copy (`volumes`, `poddata`) are read afresh at once, not at the next resync;
 //! - `shutdown`: leave the loop (containers keep running).
 //!
 //! While the runtime is unhealthy (status not checked, down, PLEG stale) no channel
@@ -102,6 +105,9 @@ pub struct KubeletDeps {
     pub extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
     /// Device plugins: admission checks their free devices; `None`: no device manager.
     pub devices: Option<crate::devicemanager::DeviceManager>,
+    /// A message each time the API server answers again after an outage
+    /// (`ApiClient::reachability().subscribe()`; `never()` without one).
+    pub reachable_again: Receiver<()>,
 }
 
 /// Everything the sync loop works with. Owned by the `sync` thread; other threads
@@ -143,6 +149,7 @@ pub struct Kubelet {
     last_relist: LastRelist,
     extra_admission: Option<Arc<dyn deps::PodAdmitHandler>>,
     devices: Option<crate::devicemanager::DeviceManager>,
+    reachable_again: Receiver<()>,
     /// UIDs of the desired pods admission refused. A refusal is final (upstream
     /// keeps such a pod away from the pod workers for good): no later update, sync or
     /// housekeeping round starts a worker for it, whatever the status manager holds.
@@ -159,6 +166,7 @@ enum Event {
     SyncTick,
     Housekeeping,
     Probe(ProbeUpdate),
+    ApiReachable,
     Shutdown,
 }
 
@@ -171,6 +179,7 @@ impl Event {
             Event::SyncTick => "sync",
             Event::Housekeeping => "housekeeping",
             Event::Probe(_) => "probe",
+            Event::ApiReachable => "api",
             Event::Shutdown => "shutdown",
         }
     }
@@ -215,6 +224,7 @@ impl Kubelet {
             last_relist: deps.last_relist,
             extra_admission: deps.extra_admission,
             devices: deps.devices,
+            reachable_again: deps.reachable_again,
         }
     }
 
@@ -295,6 +305,7 @@ impl Kubelet {
             backoff = Duration::from_millis(100);
             self.beat();
             let config = updates.clone().unwrap_or_else(never);
+            let reachable_again = self.reachable_again.clone();
             let event = select_biased! {
                 recv(shutdown) -> _ => Event::Shutdown,
                 recv(config) -> update => match update {
@@ -311,6 +322,13 @@ impl Kubelet {
                 },
                 recv(sync_tick) -> _ => Event::SyncTick,
                 recv(housekeeping_tick) -> _ => Event::Housekeeping,
+                recv(reachable_again) -> msg => match msg {
+                    Ok(()) => Event::ApiReachable,
+                    Err(_) => {
+                        self.reachable_again = never();
+                        continue;
+                    }
+                },
             };
             match event {
                 Event::Shutdown => return,
@@ -418,6 +436,16 @@ impl Kubelet {
                 }
             }
             Event::Probe(update) => self.handle_probe(update),
+            Event::ApiReachable => {
+                let pods: Vec<Arc<Pod>> = self.pods.pods().cloned().collect();
+                log::info!(
+                    "the API server answers again: syncing {} pods at once",
+                    pods.len()
+                );
+                if !pods.is_empty() {
+                    self.handle_pod_syncs(pods);
+                }
+            }
             Event::ConfigClosed | Event::Shutdown => {}
         }
         log::trace!("sync loop iteration took {:?}", started.elapsed());

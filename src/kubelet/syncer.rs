@@ -355,11 +355,12 @@ impl PodSyncer for KubeletSyncer {
             services: self.service_env(pod),
         };
         let pull_secrets = super::pull_secrets::VolumePullSecrets(self.volumes.as_ref());
+        let config_source = self.volumes.config_source(pod);
         let inputs = SyncInputs {
             cgroup_parent,
             volumes: &volumes,
             env: &env,
-            config_source: self.volumes.config_source(),
+            config_source: config_source.as_ref(),
             pull_secrets: Some(&pull_secrets),
             cgroups: self.cgroups.as_deref(),
             cancel: cancel.clone(),

@@ -181,6 +181,7 @@ fn harness_with(
         node_lister: None,
         extra_admission: None,
         devices: None,
+        reachable_again: crossbeam_channel::never(),
     });
     Harness {
         kubelet,
@@ -720,4 +721,19 @@ fn the_periodic_qos_update_stops_counting_pods_no_worker_may_run() {
         "512"
     );
     assert_eq!(model.read("cpu", "/kubepods/besteffort", "cpu.shares"), "2");
+}
+
+/// Catching up after an outage: when the API server answers again, every desired
+/// pod is synced at once (volumes waiting for it, and tokens and objects kept from
+/// the node's copy, are read afresh), not at its next resync.
+#[test]
+fn the_api_servers_return_syncs_every_pod_at_once() {
+    let mut h = harness(&[SOURCE_API], "10");
+    h.provisional(SOURCE_API, PodOperation::Add, vec![pod("a"), pod("b")]);
+    h.wait_call(Call::Sync("a".into(), UpdateType::Create));
+    h.wait_call(Call::Sync("b".into(), UpdateType::Create));
+    assert_eq!(h.count(&Call::Sync("a".into(), UpdateType::Sync)), 0);
+    h.kubelet.handle(Event::ApiReachable);
+    h.wait_call(Call::Sync("a".into(), UpdateType::Sync));
+    h.wait_call(Call::Sync("b".into(), UpdateType::Sync));
 }

@@ -148,6 +148,10 @@ pub struct NodeConfig {
     pub node_lease_renew_interval: Duration,
     /// First retry delay after a failed API request; doubles up to `retry_max`.
     pub retry_initial: Duration,
+    /// Short (2 s, where upstream's lease waits up to 7 s): while the API server is
+    /// unreachable, the lease (or, before registration, the node) thread is what
+    /// notices its return for every other loop (`api::reachability`). Each try is
+    /// one failed connection, a few retries inside the client.
     pub retry_max: Duration,
 }
 
@@ -176,7 +180,7 @@ impl NodeConfig {
                 f64::from(lease_secs) * LEASE_RENEW_FRACTION,
             ),
             retry_initial: Duration::from_millis(200),
-            retry_max: Duration::from_secs(7),
+            retry_max: Duration::from_secs(2),
         }
     }
 }

@@ -7,8 +7,12 @@
 //! protobuf and dropped unread (about 1 KB on the wire where a PUT of the JSON lease
 //! and its answer cost 2), or a PUT of the whole lease when more than the renew time
 //! changed (the owner, the duration). No GET while nothing else writes the lease. On
-//! 409 it reads the lease again and retries at once; on 404 it creates the lease; any other failure is retried with capped backoff (200 ms to
-//! 7 s, jittered), forever. After a failure streak ends, and when the lease had
+//! 409 it reads the lease again and retries at once; on 404 it creates the lease; any
+//! other failure is retried with capped backoff (200 ms to 2 s, jittered), forever:
+//! while the API server is unreachable this thread is the node's probe, so its return
+//! is noticed within seconds and wakes every other loop (`api::reachability`); when
+//! another thread notices it first, the lease is renewed at once. After a failure
+//! streak ends, and when the lease had
 //! vanished (the Node may be gone too), it asks the `node` thread to re-read the Node
 //! (`resync`), since the control plane may have marked it Unknown meanwhile.
 //!
@@ -112,6 +116,7 @@ impl LeaseKeeper {
         let mut backoff = Backoff::new(self.config.retry_initial, self.config.retry_max);
         let mut failing = false;
         let mut renewed_before = false;
+        let reachable_again = self.client.reachability().subscribe();
         loop {
             // The Node may have been registered again (a new UID).
             while let Ok(r) = node_refs.try_recv() {
@@ -145,6 +150,7 @@ impl LeaseKeeper {
                     Ok(r) => node = r,
                     Err(_) => node_refs = never(),
                 },
+                recv(reachable_again) -> _ => backoff.reset(),
                 default(delay) => {}
             }
         }

@@ -14,7 +14,9 @@
 //! After a failed request, or when the `lease` thread asks on `resync` (its outage
 //! ended, or the lease vanished), the Node is read again first, so a status the control
 //! plane changed meanwhile (Unknown conditions, a deleted Node) is seen. A Node that
-//! has been deleted is registered again.
+//! has been deleted is registered again. When the API server answers again after an
+//! outage (`api::reachability`), the status is synced at once (and registration
+//! retried with its back-off started over) instead of at the next tick.
 //!
 //! Channels: reads `resync` and `shutdown`; sends on `node_refs`. State (the API's
 //! Node, the last report time) is owned by this thread.
@@ -71,6 +73,7 @@ impl Updater {
             .volumes
             .as_ref()
             .map_or_else(never, |v| v.changes());
+        let reachable_again = self.client.reachability().subscribe();
         loop {
             let delay = if state.node.is_none() {
                 match self.register(&mut state) {
@@ -104,6 +107,10 @@ impl Updater {
                 recv(volumes_changed) -> r => if r.is_err() {
                     volumes_changed = never();
                 },
+                recv(reachable_again) -> _ => {
+                    state.stale = true;
+                    backoff.reset();
+                }
                 default(delay) => {}
             }
         }

@@ -10,7 +10,8 @@
 //! An API server outage (no answer, 5xx or 429, after the client's own retries) does
 //! not lose events silently: the event and every later one wait, in order, in a
 //! bounded [`OutageBuffer`] (1000 by default; the oldest are dropped when full), the
-//! first in line retried with a back-off (2 s doubling to 60 s). The thread logs once
+//! first in line retried with a back-off (2 s doubling to 60 s), or at once when the
+//! API server answers another request again (`api::reachability`). The thread logs once
 //! when an outage starts and once when it ends, with how many events were sent late
 //! and how many were dropped. An event the server refuses (a 4xx) is dropped with a
 //! debug log, as is one over the rate limit. The thread ends when `shutdown`
@@ -86,10 +87,15 @@ fn run(client: ApiClient, options: Options, events: Receiver<EventRecord>, shutd
             options.retry_max,
         ),
     };
+    let reachable_again = sink.client.reachability().subscribe();
     loop {
         let retry = sink.pending.next_try().map_or_else(never, at);
         select_biased! {
             recv(shutdown) -> _ => return sink.abandon(),
+            recv(reachable_again) -> _ => {
+                sink.pending.retry_now(Instant::now());
+                sink.retry(Instant::now());
+            }
             recv(retry) -> _ => sink.retry(Instant::now()),
             recv(events) -> record => match record {
                 Ok(record) => sink.handle(&record),

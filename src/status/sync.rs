@@ -2,9 +2,12 @@
 //! `syncBatch` / `syncPod` in `status_manager.go`).
 //!
 //! One loop, [`run`], selects on: shutdown; the coalescing wake-up channel (one slot)
-//! the handles signal after each change; a ticker for the full reconcile (10 s); and
-//! a timer for the earliest retry. Being the only writer of pod statuses, it never
-//! races itself.
+//! the handles signal after each change; a ticker for the full reconcile (10 s); a
+//! timer for the earliest retry; and the client's "reachable again" signal
+//! (`api::reachability`): when the API server answers after an outage, every pod
+//! waiting for a retry is retried at once with its back-off started over, so the
+//! statuses of the outage reach it within seconds. Being the only writer of pod
+//! statuses, it never races itself.
 //!
 //! Syncing one pod: GET it by namespace/name (a static pod's status goes to its mirror
 //! pod: the API pod whose `kubernetes.io/config.mirror` annotation equals the static
@@ -145,10 +148,15 @@ pub(super) fn run(
         written: HashMap::new(),
     };
     let resync = tick(options.resync_period);
+    let reachable_again = syncer.client.reachability().subscribe();
     loop {
         let retry = syncer.next_retry().map_or_else(never, at);
         select_biased! {
             recv(shutdown) -> _ => return,
+            recv(reachable_again) -> _ => {
+                syncer.retry_all_now(Instant::now());
+                syncer.batch(true, &shutdown);
+            }
             recv(wake) -> msg => {
                 if msg.is_err() {
                     return;
@@ -179,6 +187,15 @@ struct Syncer {
 impl Syncer {
     fn next_retry(&self) -> Option<Instant> {
         self.retries.values().map(|r| r.at).min()
+    }
+
+    /// The API server answers again: every waiting retry is due now, its back-off
+    /// started over.
+    fn retry_all_now(&mut self, now: Instant) {
+        for retry in self.retries.values_mut() {
+            retry.at = now;
+            retry.backoff.reset();
+        }
     }
 
     /// Wanted without asking any hook: a due retry, or a version not yet dealt with.

@@ -8,6 +8,13 @@
 //!   reads it again at every set-up and starts as soon as it exists.
 //! - A failed re-read (transport error, 5xx) keeps serving the last good copy; a
 //!   403 (the Node authorizer no longer allows it) or a 404 does not.
+//! - Edge autonomy (`docs/autonomy.md`): with a pod data store, every fresh read an
+//!   object's pod needs to start (volumes, env; not pull secrets) is kept on the
+//!   node (`poddata`), a 404 or 403 drops the copy, and when the API server cannot
+//!   be reached and nothing is held in memory (after a reboot or a restart), the
+//!   node's copy is served, marked [`ObjectData::kept`]. While the API server stays
+//!   unreachable a kept copy is served without trying again (each try costs the
+//!   client's retries); the first sync after it answers reads afresh.
 //! - No lock is held across a request. Any pod worker thread may call it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,28 +24,25 @@ use std::time::{Duration, Instant};
 use super::error::VolumeError;
 use crate::api::configmap::{ConfigMap, Secret};
 use crate::api::{paths, ApiClient, ApiError};
+pub use crate::poddata::ObjectKind;
+use crate::poddata::{KeptObject, Store};
 
 /// How long a copy is served before it is read again (upstream's default TTL).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 
-/// The two kinds of object pods read data from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ObjectKind {
-    ConfigMap,
-    Secret,
-}
-
-impl ObjectKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::ConfigMap => "configmap",
-            ObjectKind::Secret => "secret",
-        }
-    }
+/// One object a pod reads, and whether the node keeps a copy of it.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectRef<'a> {
+    pub kind: ObjectKind,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The pod needs it to start (a volume, env): kept in the pod data store. Pull
+    /// secrets are not: images stay on the node.
+    pub keep: bool,
 }
 
 /// An object's data as volumes and environment variables use it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ObjectData {
     /// Every key with its bytes (configMap `data` and `binaryData`; secret `data`).
     pub files: BTreeMap<String, Vec<u8>>,
@@ -48,6 +52,48 @@ pub struct ObjectData {
     pub secret_type: Option<String>,
     /// The object's UID (pull records name the secret that pulled an image by it).
     pub uid: String,
+    /// The resourceVersion it was read at.
+    pub resource_version: String,
+    /// Served from the node's copy (the API server could not be reached).
+    pub kept: bool,
+}
+
+// By hand: the data never reaches a log.
+impl std::fmt::Debug for ObjectData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectData")
+            .field("keys", &self.files.keys().collect::<Vec<_>>())
+            .field("resource_version", &self.resource_version)
+            .field("kept", &self.kept)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectData {
+    fn from_kept(kept: KeptObject) -> Self {
+        ObjectData {
+            files: kept.files,
+            env: kept.env,
+            secret_type: kept.secret_type,
+            uid: kept.uid,
+            resource_version: kept.resource_version,
+            kept: true,
+        }
+    }
+
+    fn to_kept(&self, object: &ObjectRef<'_>) -> KeptObject {
+        KeptObject {
+            kind: object.kind,
+            namespace: object.namespace.to_owned(),
+            name: object.name.to_owned(),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            secret_type: self.secret_type.clone(),
+            files: self.files.clone(),
+            env: self.env.clone(),
+            pods: Default::default(),
+        }
+    }
 }
 
 /// What a read found: the data, or `None` when the object does not exist.
@@ -67,6 +113,8 @@ pub struct ObjectCache {
     client: Option<ApiClient>,
     ttl: Duration,
     entries: Mutex<BTreeMap<Key, Entry>>,
+    /// The node's copies (edge autonomy); `None` with `--checkpoint-secrets=false`.
+    store: Option<Arc<Store>>,
 }
 
 /// True when a copy read at `read_at` may still be served at `now`.
@@ -85,7 +133,14 @@ impl ObjectCache {
             client,
             ttl,
             entries: Mutex::new(BTreeMap::new()),
+            store: None,
         }
+    }
+
+    /// The same cache keeping what pods need to start in `store`.
+    pub fn with_store(mut self, store: Arc<Store>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// The same cache with another TTL.
@@ -98,19 +153,21 @@ impl ObjectCache {
     /// copy is missing, stale, or this pod's first reference.
     pub fn get(
         &self,
-        kind: ObjectKind,
-        namespace: &str,
-        name: &str,
+        object: &ObjectRef<'_>,
         uid: &str,
         now: Instant,
     ) -> Result<Lookup, VolumeError> {
         let Some(client) = &self.client else {
             return Err(VolumeError::NoApiServer {
-                kind: kind.as_str(),
-                name: name.to_owned(),
+                kind: object.kind.as_str(),
+                name: object.name.to_owned(),
             });
         };
-        let key = (kind, namespace.to_owned(), name.to_owned());
+        let key = (
+            object.kind,
+            object.namespace.to_owned(),
+            object.name.to_owned(),
+        );
         let previous = {
             let mut entries = lock(&self.entries);
             let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
@@ -128,20 +185,52 @@ impl ObjectCache {
             }
             entry.value.clone()
         };
-        let read = fetch(client, kind, namespace, name);
-        let value = match read {
-            Ok(value) => value,
-            Err(VolumeError::Fetch { source, .. })
-                if previous.is_some() && is_transient(&source) =>
-            {
-                log::warn!(
-                    "re-reading {} {namespace}/{name} failed, serving the last copy: {source}",
-                    kind.as_str()
-                );
-                return Ok(previous.flatten());
+        let kept_before = previous
+            .as_ref()
+            .and_then(|v| v.as_ref())
+            .filter(|d| d.kept);
+        if let Some(data) = kept_before {
+            if client.reachability().is_cut_off() {
+                return Ok(Some(data.clone()));
             }
-            Err(e) => return Err(e),
+        }
+        let value = match fetch(client, object.kind, object.namespace, object.name) {
+            Ok(value) => value,
+            Err(VolumeError::Fetch { source, .. }) if is_transient(&source) => {
+                let (kind, ns, name) = (object.kind.as_str(), object.namespace, object.name);
+                if let Some(previous) = previous {
+                    log::warn!(
+                        "re-reading {kind} {ns}/{name} failed, serving the last copy: {source}"
+                    );
+                    return Ok(previous);
+                }
+                let Some(kept) = self.kept_copy(object) else {
+                    return Err(VolumeError::Fetch {
+                        kind,
+                        namespace: ns.to_owned(),
+                        name: name.to_owned(),
+                        source,
+                    });
+                };
+                log::warn!(
+                    "reading {kind} {ns}/{name} failed, serving the node's copy \
+                     (resourceVersion {}): {source}",
+                    kept.resource_version
+                );
+                let kept = Some(kept);
+                if let Some(entry) = lock(&self.entries).get_mut(&key) {
+                    entry.value = Some(kept.clone());
+                }
+                return Ok(kept);
+            }
+            Err(e) => {
+                if matches!(e, VolumeError::Forbidden { .. }) {
+                    self.drop_copy(object);
+                }
+                return Err(e);
+            }
         };
+        self.keep(object, uid, &value);
         let mut entries = lock(&self.entries);
         // The pod may have been unregistered meanwhile: then the entry is gone.
         if let Some(entry) = entries.get_mut(&key) {
@@ -150,6 +239,41 @@ impl ObjectCache {
             entry.read_at = value.is_some().then_some(now);
         }
         Ok(value)
+    }
+
+    /// The node's copy of `object`, if it keeps one.
+    fn kept_copy(&self, object: &ObjectRef<'_>) -> Option<Arc<ObjectData>> {
+        let store = self.store.as_ref().filter(|_| object.keep)?;
+        match store.object(object.kind, object.namespace, object.name) {
+            Ok(kept) => kept.map(|k| Arc::new(ObjectData::from_kept(k))),
+            Err(e) => {
+                log::warn!("{e}");
+                None
+            }
+        }
+    }
+
+    /// Keeps a fresh read for pod `uid` (or drops the copy of what is gone). A
+    /// failure to write is logged: it costs autonomy, never the pod.
+    fn keep(&self, object: &ObjectRef<'_>, uid: &str, value: &Lookup) {
+        let Some(store) = self.store.as_ref().filter(|_| object.keep) else {
+            return;
+        };
+        let kept = match value {
+            Some(data) => store.keep_object(&data.to_kept(object), uid),
+            None => store.drop_object(object.kind, object.namespace, object.name),
+        };
+        if let Err(e) = kept {
+            log::warn!("{e}");
+        }
+    }
+
+    fn drop_copy(&self, object: &ObjectRef<'_>) {
+        if let Some(store) = &self.store {
+            if let Err(e) = store.drop_object(object.kind, object.namespace, object.name) {
+                log::warn!("{e}");
+            }
+        }
     }
 
     /// Drops pod `uid`'s references; objects no pod references are forgotten.
@@ -215,6 +339,8 @@ fn fetch(
                 env: cm.data,
                 secret_type: None,
                 uid: cm.metadata.uid.clone().unwrap_or_default(),
+                resource_version: cm.metadata.resource_version.clone().unwrap_or_default(),
+                kept: false,
             }
         }
         ObjectKind::Secret => {
@@ -232,6 +358,8 @@ fn fetch(
                 env,
                 secret_type: secret.type_.clone(),
                 uid: secret.metadata.uid.clone().unwrap_or_default(),
+                resource_version: secret.metadata.resource_version.clone().unwrap_or_default(),
+                kept: false,
             }
         }
     };
@@ -259,9 +387,13 @@ mod tests {
     #[test]
     fn standalone_has_no_objects() {
         let cache = ObjectCache::new(None, DEFAULT_TTL);
-        let err = cache
-            .get(ObjectKind::Secret, "ns", "s", "u", Instant::now())
-            .unwrap_err();
+        let object = ObjectRef {
+            kind: ObjectKind::Secret,
+            namespace: "ns",
+            name: "s",
+            keep: true,
+        };
+        let err = cache.get(&object, "u", Instant::now()).unwrap_err();
         assert!(err.to_string().contains("without an API server"), "{err}");
         assert!(cache.is_empty());
     }

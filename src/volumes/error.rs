@@ -122,11 +122,26 @@ pub enum VolumeError {
     /// A volume's tree could not be given to the pod's fsGroup.
     #[error(transparent)]
     Ownership(#[from] super::ownership::OwnershipError),
-    /// The API server could not be reached for an object or token and no earlier
-    /// set-up of the volume is on this node (after a reboot, secrets and tokens are
-    /// gone with their tmpfs: they are never written to disk).
-    #[error("{source}; the API server is unreachable and this node keeps no copy: waiting for it")]
-    Unreachable { source: Box<VolumeError> },
+    /// The API server could not be reached for an object or token, and neither an
+    /// earlier set-up of the volume nor the node's copy can stand in (after a
+    /// reboot, secrets and tokens are gone with their tmpfs).
+    #[error("{source}; the API server is unreachable and {copy}: waiting for it")]
+    Unreachable {
+        source: Box<VolumeError>,
+        copy: NoCopy,
+    },
+    /// The API server could not be reached and the node's copy of the pod's token
+    /// is past the expiry the API server enforces: the pod waits for a fresh one.
+    #[error(
+        "the node's copy of the token for service account {namespace}/{service_account} \
+         expired at {expired} and the API server would refuse it; the API server is \
+         unreachable: waiting for it"
+    )]
+    KeptTokenExpired {
+        namespace: String,
+        service_account: String,
+        expired: String,
+    },
     /// A persistentVolumeClaim (or generic ephemeral) volume is not usable yet:
     /// the claim is unbound, its PV names another claim, or it cannot be read.
     #[error(transparent)]
@@ -150,6 +165,27 @@ pub enum VolumeError {
         pod: String,
         failures: Vec<VolumeError>,
     },
+}
+
+/// Why the node has no copy to stand in for the API server (edge autonomy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoCopy {
+    /// `--checkpoint-secrets=false`: nothing of the pods' data is kept.
+    Disabled,
+    /// The store is on but holds no copy of this object or token.
+    Missing,
+}
+
+impl std::fmt::Display for NoCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NoCopy::Disabled => {
+                "this node keeps no copy of pod secrets, configMaps or tokens \
+                 (--checkpoint-secrets=false)"
+            }
+            NoCopy::Missing => "this node keeps no copy of it",
+        })
+    }
 }
 
 /// Why a downwardAPI volume item cannot be computed.

@@ -1,16 +1,16 @@
 //! The kubelet's volume seam (`kubelet::deps::PodVolumes`) implemented by the
 //! `VolumeManager`, so the syncer's pod workers set up and tear down real volumes.
 //! Errors go whole into the seam's `PodVolumesError` (the syncer records the
-//! FailedMount event); env
-//! references go through the manager's node-wide `ConfigSource`; image pull secrets
-//! through the same per-pod object cache as secret volumes.
+//! FailedMount event); env references go through the pod's `PodConfigSource`; image
+//! pull secrets through the same per-pod object cache as secret volumes (not kept
+//! on the node: the images stay).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cache::ObjectKind;
+use super::cache::{ObjectKind, ObjectRef};
 use super::VolumeManager;
 use crate::api::pod::Pod;
 use crate::credentialprovider::PullSecret;
@@ -31,20 +31,20 @@ impl PodVolumes for VolumeManager {
             })
     }
 
-    fn config_source(&self) -> &dyn ConfigSource {
-        self
+    fn config_source<'a>(&'a self, pod: &'a Pod) -> Box<dyn ConfigSource + 'a> {
+        Box::new(VolumeManager::config_source(self, pod))
     }
 
     fn pull_secret(&self, pod: &Pod, name: &str) -> Result<Option<PullSecret>, PodVolumesError> {
+        let object = ObjectRef {
+            kind: ObjectKind::Secret,
+            namespace: pod.namespace(),
+            name,
+            keep: false,
+        };
         let found = self
             .objects
-            .get(
-                ObjectKind::Secret,
-                pod.namespace(),
-                name,
-                pod.uid(),
-                Instant::now(),
-            )
+            .get(&object, pod.uid(), Instant::now())
             .map_err(|err| PodVolumesError::PullSecret {
                 name: name.to_owned(),
                 source: Arc::new(err),

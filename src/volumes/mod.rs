@@ -19,6 +19,12 @@
 //!   the next sync. Running it again refreshes configMap, secret, downwardAPI and
 //!   token content atomically (the `..data` swap); that repeated call is the resync.
 //! - for the environment: [`VolumeManager::config_source`] (same cache as volumes).
+//! - edge autonomy (`docs/autonomy.md`): with a pod data store
+//!   ([`VolumeManager::with_pod_data`]) the secrets, configMaps and tokens pods need
+//!   to start are kept on the node as they are read, stand in for the API server
+//!   when it cannot be reached (a `FromNodeCopy` event says so, [`notice`]), and go
+//!   with the pod's tear-down; pods the store still holds data for count as pod
+//!   directories for housekeeping, so none outlives its pod.
 //! - `kubelet::deps::PodVolumes` is implemented on `VolumeManager` (`kubelet.rs`),
 //!   so the kubelet's syncer can take an `Arc<VolumeManager>` as is.
 //! - after the pod terminated: [`VolumeManager::teardown_pod`] (the pod's subPath
@@ -39,6 +45,7 @@ pub mod hostpath;
 pub mod in_use;
 mod kubelet;
 pub mod mount;
+pub mod notice;
 pub mod ownership;
 pub mod paths;
 pub mod payload;
@@ -51,17 +58,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::api::pod::{MountPropagationMode, Pod};
 use crate::api::quantity::Quantity;
 use crate::api::ApiClient;
+use crate::events::Recorder;
+use crate::poddata::Store;
 use crate::runtime::env::EnvContext;
 use crate::runtime::subpath;
 
-pub use cache::{ObjectCache, ObjectKind, DEFAULT_TTL};
-pub use error::{record_failed_mount, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
+pub use cache::{ObjectCache, ObjectKind, ObjectRef, DEFAULT_TTL};
+pub use error::{record_failed_mount, NoCopy, VolumeError, FAILED_MOUNT, FAILED_UNMOUNT};
 pub use in_use::VolumesInUse;
 pub use source::PodConfigSource;
 pub use token::TokenManager;
@@ -81,6 +90,11 @@ pub struct VolumeManager {
     api: Option<ApiClient>,
     /// CSI drivers registered by the plugin watcher, and the calls on them.
     csi: csi::mounter::Mounter,
+    /// The node's copies of what pods need to start; `None` with
+    /// `--checkpoint-secrets=false` (or standalone).
+    store: Option<Arc<Store>>,
+    /// Events saying a pod's data comes from the node's copy.
+    notices: notice::KeptNotices,
 }
 
 impl VolumeManager {
@@ -110,13 +124,34 @@ impl VolumeManager {
                 api: client.clone(),
                 in_use,
             },
+            notices: notice::KeptNotices::new(
+                Recorder::log_only(),
+                client.as_ref().map(|c| c.reachability().clone()),
+            ),
             api: client,
             node: Mutex::new(EnvContext {
                 node_name: node_name.to_owned(),
                 ..EnvContext::default()
             }),
             mounts: true,
+            store: None,
         }
+    }
+
+    /// Keeps what pods need to start in `store`, and serves it when the API server
+    /// cannot be reached (edge autonomy).
+    pub fn with_pod_data(mut self, store: Arc<Store>) -> Self {
+        self.objects = self.objects.with_store(store.clone());
+        self.tokens = self.tokens.with_store(store.clone());
+        self.store = Some(store);
+        self
+    }
+
+    /// Records the `FromNodeCopy` events through `recorder` (else they are only logged).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        let reachability = self.api.as_ref().map(|c| c.reachability().clone());
+        self.notices = notice::KeptNotices::new(recorder, reachability);
+        self
     }
 
     /// Starts the `plugins` thread: the CSI plugin watcher on
@@ -213,17 +248,12 @@ impl VolumeManager {
     }
 
     /// The environment's configMap and secret reader for `pod`.
-    pub fn config_source(&self, pod: &Pod) -> PodConfigSource<'_> {
+    pub fn config_source<'a>(&'a self, pod: &'a Pod) -> PodConfigSource<'a> {
         PodConfigSource {
             cache: &self.objects,
-            pod_uid: pod.uid().to_owned(),
-        }
-    }
-
-    fn node_wide_source(&self) -> PodConfigSource<'_> {
-        PodConfigSource {
-            cache: &self.objects,
-            pod_uid: source::NODE_WIDE.to_owned(),
+            notices: &self.notices,
+            pod,
+            no_copy: self.no_copy(),
         }
     }
 
@@ -234,8 +264,14 @@ impl VolumeManager {
     pub fn teardown_pod(&self, uid: &str) -> Result<(), VolumeError> {
         let volumes = paths::pod_volumes_dir(&self.root, uid)?;
         self.objects.unregister_pod(uid);
-        self.objects.unregister_pod(source::NODE_WIDE);
         self.tokens.forget_pod(uid);
+        self.notices.forget_pod(uid);
+        if let Some(store) = &self.store {
+            // A failure leaves the pod in the store: housekeeping retries it.
+            if let Err(e) = store.forget_pod(uid) {
+                log::warn!("pod {uid}: {e}");
+            }
+        }
         let mut failures = Vec::new();
         let mut csi_failed = false;
         // The subPath bind mounts first: each holds a piece of a volume (or, for a
@@ -301,14 +337,20 @@ impl VolumeManager {
         }
     }
 
-    /// UIDs of every pod directory under `<root>/pods` (for orphan housekeeping).
+    /// UIDs of every pod directory under `<root>/pods`, and of every pod the pod
+    /// data store holds something for (for orphan housekeeping: what an orphan left
+    /// there goes with it).
     pub fn list_pod_dirs(&self) -> Result<Vec<String>, VolumeError> {
-        let mut uids: Vec<String> = list_dir(&paths::pods_dir(&self.root))?
+        let mut uids: BTreeSet<String> = list_dir(&paths::pods_dir(&self.root))?
+            .into_iter()
+            .collect();
+        if let Some(store) = &self.store {
+            uids.extend(store.pods());
+        }
+        Ok(uids
             .into_iter()
             .filter(|uid| paths::check_segment("pod uid", uid).is_ok())
-            .collect();
-        uids.sort();
-        Ok(uids)
+            .collect())
     }
 
     /// Removes an orphan's whole `<root>/pods/<uid>` after tearing down its volumes;
@@ -338,6 +380,16 @@ impl VolumeManager {
     pub fn cached_counts(&self) -> (usize, usize) {
         (self.objects.len(), self.tokens.len())
     }
+}
+
+/// How an object served from the node's copy is named in its event.
+fn kept_object(object: &ObjectRef<'_>, resource_version: &str) -> String {
+    format!(
+        "{} {}/{} (resourceVersion {resource_version})",
+        object.kind.as_str(),
+        object.namespace,
+        object.name
+    )
 }
 
 /// Volumes under the root that some container mounts with HostToContainer or

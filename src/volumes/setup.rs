@@ -3,11 +3,14 @@
 //! check. Every step is idempotent: run again, it refreshes content atomically and
 //! leaves existing mounts alone.
 //!
-//! When the API server cannot be reached (edge autonomy: litelet restarted while cut
-//! off), a configMap, secret or projected volume whose earlier set-up is still
-//! complete on this node (its `..data` link resolves) is reused as it is; without
-//! one (after a reboot, secrets and tokens are gone with their tmpfs), the set-up
-//! fails with [`VolumeError::Unreachable`] and the pod waits for the API server.
+//! When the API server cannot be reached (edge autonomy, `docs/autonomy.md`), the
+//! object cache and token manager serve the node's copy (`poddata`; an event says
+//! so, `notice.rs`) and the volume is written from it. Without a copy, a configMap,
+//! secret or projected volume whose earlier set-up is still complete on this node
+//! (its `..data` link resolves: litelet restarted while cut off) is reused as it is;
+//! without that either (after a reboot, secrets and tokens are gone with their
+//! tmpfs), the set-up fails with [`VolumeError::Unreachable`] (or
+//! [`VolumeError::KeptTokenExpired`]) and the pod waits for the API server.
 //!
 //! Runs on the pod worker's thread inside `VolumeManager::setup_pod`.
 
@@ -18,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::atomic::{self, FileProjection, Payload};
-use super::cache::ObjectKind;
+use super::cache::{ObjectKind, ObjectRef};
 use super::csi::mounter::CsiVolume;
 use super::csi::plan;
-use super::error::VolumeError;
+use super::error::{NoCopy, VolumeError};
 use super::paths::{
     clean_file_path, volume_dir, PLUGIN_CONFIG_MAP, PLUGIN_DOWNWARD_API, PLUGIN_EMPTY_DIR,
     PLUGIN_PROJECTED, PLUGIN_SECRET,
@@ -122,11 +125,12 @@ fn share_with_group(dir: &Path, fs_group: Option<u32>, mode: u32) -> Result<(), 
 
 /// True when `err` says the API server could not be reached (not a refusal, not a
 /// missing object).
-fn api_unreachable(err: &VolumeError) -> bool {
+pub(super) fn api_unreachable(err: &VolumeError) -> bool {
     match err {
         VolumeError::Fetch { source, .. } | VolumeError::Token { source, .. } => {
             super::cache::is_transient(source)
         }
+        VolumeError::KeptTokenExpired { .. } => true,
         _ => false,
     }
 }
@@ -367,9 +371,21 @@ impl VolumeManager {
             log::warn!("volume {name} of pod {uid}: {err}; keeping its earlier content");
             return Ok(None);
         }
+        if matches!(err, VolumeError::KeptTokenExpired { .. }) {
+            return Err(err);
+        }
         Err(VolumeError::Unreachable {
             source: Box::new(err),
+            copy: self.no_copy(),
         })
+    }
+
+    /// Why the node's copy could not stand in for the API server.
+    pub(super) fn no_copy(&self) -> NoCopy {
+        match self.store {
+            Some(_) => NoCopy::Missing,
+            None => NoCopy::Disabled,
+        }
     }
 
     fn empty_dir(
@@ -415,13 +431,17 @@ impl VolumeManager {
 
     /// Reads a configMap or secret for the pod and picks its files.
     fn key_files(&self, pod: &Pod, keys: &Keys<'_>, mode: u32) -> Result<Payload, VolumeError> {
-        let found = self.objects.get(
-            keys.kind,
-            pod.namespace(),
-            keys.object,
-            pod.uid(),
-            Instant::now(),
-        )?;
+        let object = ObjectRef {
+            kind: keys.kind,
+            namespace: pod.namespace(),
+            name: keys.object,
+            keep: true,
+        };
+        let found = self.objects.get(&object, pod.uid(), Instant::now())?;
+        if let Some(data) = found.as_deref().filter(|d| d.kept) {
+            self.notices
+                .served(pod, &super::kept_object(&object, &data.resource_version));
+        }
         payload::keys(&KeySource {
             kind: keys.kind.as_str(),
             namespace: pod.namespace(),
@@ -466,8 +486,17 @@ impl VolumeManager {
                 },
                 SystemTime::now(),
             )?;
+            if token.kept {
+                let expires = crate::api::meta::Time::from_system_time(token.expires);
+                let what = format!(
+                    "token for service account {}/{} (expires {expires})",
+                    pod.namespace(),
+                    service_account(pod)
+                );
+                self.notices.served(pod, &what);
+            }
             let file = FileProjection {
-                data: token.into_bytes(),
+                data: token.value.into_bytes(),
                 mode,
             };
             return Ok(Payload::from([(path, file)]));

@@ -477,7 +477,9 @@ impl RealNode {
         list.items
     }
 
-    fn remove_sandboxes(&self) {
+    /// Stops and removes every sandbox of the node's runtime (its containers go with
+    /// them), as a reboot leaves the runtime.
+    pub fn remove_sandboxes(&self) {
         use litelet::cri::{self, pb, ConnectOptions, Endpoint};
         let Ok(endpoint) = Endpoint::parse(&self.containerd.endpoint()) else {
             return;

@@ -130,6 +130,15 @@ impl<T> OutageBuffer<T> {
         }
     }
 
+    /// The API server answers again (another request got through): the first event
+    /// in line is due now, and the back-off starts over.
+    pub fn retry_now(&mut self, now: Instant) {
+        if let Some(o) = &mut self.outage {
+            o.delay = Duration::ZERO;
+            o.next_try = now;
+        }
+    }
+
     /// The event taken by [`due`](Self::due) reached the server: the next one may go
     /// at once. Returns the report when that was the last one (the outage is over).
     pub fn sent(&mut self, now: Instant) -> Option<OutageReport> {
@@ -234,5 +243,26 @@ mod tests {
         assert_eq!(item, 7);
         let report = b.sent(now + 400 * MS).expect("report");
         assert_eq!((report.sent, report.dropped), (1, 0));
+    }
+
+    #[test]
+    fn the_servers_return_makes_the_first_event_due_and_starts_the_back_off_over() {
+        let t0 = Instant::now();
+        let mut b = OutageBuffer::new(10, 2000 * MS, 60_000 * MS);
+        b.retry_now(t0);
+        assert_eq!(b.next_try(), None, "nothing waits outside an outage");
+        b.failed(1, t0);
+        b.failed(1, t0);
+        b.failed(1, t0);
+        assert_eq!(b.next_try(), Some(t0 + 8000 * MS));
+        let later = t0 + 100 * MS;
+        b.retry_now(later);
+        assert_eq!(b.due(later), Some(1));
+        b.failed(1, later);
+        assert_eq!(
+            b.next_try(),
+            Some(later + 2000 * MS),
+            "the back-off starts over"
+        );
     }
 }

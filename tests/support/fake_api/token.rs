@@ -3,9 +3,14 @@
 //!
 //! Like the real server it checks the bound pod (it must exist with the given UID),
 //! honours `expirationSeconds` (default 3600; no lower bound, so tests can use short
-//! lifetimes) and answers `status.token` and `status.expirationTimestamp`. Every
-//! issued token is unique and recorded for assertions. Service accounts themselves
-//! are not modelled: any name is accepted.
+//! lifetimes) and answers `status.token` and `status.expirationTimestamp`. Tokens
+//! are JWT-shaped (unsigned) with the real server's claims: `iat`, `exp` and the
+//! `kubernetes.io` private claims; like kube-apiserver's default
+//! `--service-account-extend-token-expiration`, a pod-bound token asked for 3607 s
+//! with the server's own audience gets `exp` a year later and `warnafter` at the
+//! time asked for (the answer's `expirationTimestamp`). Every issued token is unique
+//! and recorded for assertions. Service accounts themselves are not modelled: any
+//! name is accepted.
 
 use std::time::{Duration, SystemTime};
 
@@ -15,6 +20,27 @@ use serde_json::{json, Value};
 use super::http::Request;
 use super::server::{lock, Shared};
 use super::store::{self, Failure};
+
+/// The expiry automounted token volumes ask for, which the real server extends.
+const WARN_ONLY_EXPIRATION: i64 = 3607;
+/// How far the real server extends it (a year).
+const EXTENSION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A JWT-shaped token carrying `claims` (the signature is a placeholder).
+fn jwt(claims: &Value) -> String {
+    let url = |bytes: &[u8]| {
+        litelet::api::base64::encode(bytes)
+            .trim_end_matches('=')
+            .replace('+', "-")
+            .replace('/', "_")
+    };
+    format!(
+        "{}.{}.{}",
+        url(br#"{"alg":"RS256","kid":"fake"}"#),
+        url(claims.to_string().as_bytes()),
+        url(b"unsigned")
+    )
+}
 
 /// One token the fake issued.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +99,7 @@ pub fn serve(shared: &Shared, req: &Request, ns: &str, sa: &str) -> Result<Value
         })
         .unwrap_or_default();
     let mut pod_name = String::new();
+    let pod_bound = spec.get("boundObjectRef").is_some_and(|b| !b.is_null());
     if let Some(bound) = spec.get("boundObjectRef").filter(|b| !b.is_null()) {
         if bound.get("kind").and_then(Value::as_str) != Some("Pod") {
             return Err(Failure::bad_request("boundObjectRef must be a Pod"));
@@ -93,8 +120,26 @@ pub fn serve(shared: &Shared, req: &Request, ns: &str, sa: &str) -> Result<Value
         }
     }
     let mut issued = lock(&shared.tokens);
-    let token = format!("fake-token.{ns}.{sa}.{}", issued.len() + 1);
-    let expires = SystemTime::now() + Duration::from_secs(expiration as u64);
+    let now = SystemTime::now();
+    let expires = now + Duration::from_secs(expiration as u64);
+    let extended = pod_bound && audiences.is_empty() && expiration == WARN_ONLY_EXPIRATION;
+    let token = jwt(&json!({
+        "iss": "https://kubernetes.default.svc.cluster.local",
+        "jti": format!("fake-{}", issued.len() + 1),
+        "iat": Time::from_system_time(now).unix_seconds(),
+        "exp": Time::from_system_time(match extended {
+            true => now + EXTENSION,
+            false => expires,
+        })
+        .unix_seconds(),
+        "sub": format!("system:serviceaccount:{ns}:{sa}"),
+        "kubernetes.io": {
+            "namespace": ns,
+            "pod": {"name": pod_name},
+            "serviceaccount": {"name": sa},
+            "warnafter": extended.then(|| Time::from_system_time(expires).unix_seconds()),
+        },
+    }));
     issued.push(IssuedToken {
         namespace: ns.to_owned(),
         service_account: sa.to_owned(),
