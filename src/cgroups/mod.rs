@@ -25,6 +25,11 @@
 //! interface file is an error, as on the kernel's cgroupfs); `/sys/fs/cgroup` and
 //! `/proc/self/mountinfo` appear only in [`DEFAULT_MOUNT_ROOT`] / [`MOUNTINFO_PATH`],
 //! used by [`PodCgroupManager::from_system`].
+//!
+//! Every create, update and destroy of the manager is timed and handed to the
+//! process's operation observer when one is installed ([`observe_operations`]): the
+//! metrics registry's `kubelet_cgroup_manager_duration_seconds` (this layer knows no
+//! metrics).
 
 pub mod allocatable;
 pub mod convert;
@@ -38,6 +43,56 @@ pub mod resources;
 pub mod systemd;
 pub mod v1;
 pub mod v2;
+
+/// What the cgroup manager did, as upstream's `operation_type` label names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Destroy,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "create",
+            Operation::Update => "update",
+            Operation::Destroy => "destroy",
+        }
+    }
+}
+
+static OBSERVER: std::sync::OnceLock<fn(&'static str, std::time::Duration)> =
+    std::sync::OnceLock::new();
+
+/// Installs the process's operation observer (the first call wins); it gets each
+/// operation's [`Operation::as_str`] and how long it took.
+pub fn observe_operations(observer: fn(&'static str, std::time::Duration)) {
+    let _ = OBSERVER.set(observer);
+}
+
+/// Times one operation until dropped, then hands it to the observer.
+struct Timed {
+    operation: Operation,
+    started: std::time::Instant,
+}
+
+impl Timed {
+    fn new(operation: Operation) -> Timed {
+        Timed {
+            operation,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        if let Some(observer) = OBSERVER.get() {
+            observer(self.operation.as_str(), self.started.elapsed());
+        }
+    }
+}
 
 #[cfg(test)]
 pub(crate) mod testfs;
