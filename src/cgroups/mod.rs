@@ -37,62 +37,13 @@ pub mod detect;
 pub mod fs;
 pub mod manager;
 pub mod name;
+pub mod observe;
 pub mod pod_resources;
 pub mod qos;
 pub mod resources;
 pub mod systemd;
 pub mod v1;
 pub mod v2;
-
-/// What the cgroup manager did, as upstream's `operation_type` label names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-    Destroy,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "create",
-            Operation::Update => "update",
-            Operation::Destroy => "destroy",
-        }
-    }
-}
-
-static OBSERVER: std::sync::OnceLock<fn(&'static str, std::time::Duration)> =
-    std::sync::OnceLock::new();
-
-/// Installs the process's operation observer (the first call wins); it gets each
-/// operation's [`Operation::as_str`] and how long it took.
-pub fn observe_operations(observer: fn(&'static str, std::time::Duration)) {
-    let _ = OBSERVER.set(observer);
-}
-
-/// Times one operation until dropped, then hands it to the observer.
-struct Timed {
-    operation: Operation,
-    started: std::time::Instant,
-}
-
-impl Timed {
-    fn new(operation: Operation) -> Timed {
-        Timed {
-            operation,
-            started: std::time::Instant::now(),
-        }
-    }
-}
-
-impl Drop for Timed {
-    fn drop(&mut self) {
-        if let Some(observer) = OBSERVER.get() {
-            observer(self.operation.as_str(), self.started.elapsed());
-        }
-    }
-}
 
 #[cfg(test)]
 pub(crate) mod testfs;
@@ -104,6 +55,8 @@ pub use detect::{CgroupMode, DetectError};
 pub use fs::FsError;
 pub use manager::{Driver, ManagerConfig, PodCgroupManager};
 pub use name::CgroupName;
+use observe::Timed;
+pub use observe::{observe_operations, Operation};
 pub use qos::QosClass;
 pub use resources::{CgroupResources, Limit};
 
