@@ -61,6 +61,8 @@ fn run_agent(flags: &Flags) -> ExitCode {
     process::limit_malloc_arenas();
     // client-go's rest_client_* series, for every API client of the process.
     litelet::api::stats::observe_attempts(litelet::metrics::rest_attempt);
+    // The cgroup manager's kubelet_cgroup_manager_duration_seconds.
+    litelet::cgroups::observe_operations(litelet::metrics::cgroup_operation);
     let shutdown = match process::install_shutdown_signals() {
         Ok(shutdown) => shutdown,
         Err(err) => {

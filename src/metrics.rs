@@ -363,8 +363,31 @@ pub static SERVER_CERT_TTL: Family = Family::gauge(
     &[],
 );
 
+pub static SERVER_CERT_RENEW_ERRORS: Family = Family::counter(
+    "kubelet_server_expiration_renew_errors",
+    "Counter of certificate renewal errors.",
+    &[],
+);
+pub static CGROUP_MANAGER_DURATION: Family = Family::histogram(
+    "kubelet_cgroup_manager_duration_seconds",
+    "Duration in seconds for cgroup manager operations. Broken down by method.",
+    &["operation_type"],
+    LATENCY_BUCKETS,
+);
+pub static VOLUMES_TOTAL: Family = Family::gauge(
+    "volume_manager_total_volumes",
+    "Number of volumes in Volume Manager",
+    &["plugin_name", "state"],
+);
+pub static STORAGE_OPERATION_DURATION: Family = Family::histogram(
+    "storage_operation_duration_seconds",
+    "Storage operation duration",
+    &["migrated", "operation_name", "status", "volume_plugin"],
+    LATENCY_BUCKETS,
+);
+
 /// Every family of `/metrics`, in rendering order (`HEALTHCHECKS` is `/metrics/slis`').
-pub fn families() -> [&'static Family; 24] {
+pub fn families() -> [&'static Family; 28] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -390,6 +413,10 @@ pub fn families() -> [&'static Family; 24] {
         &NODE_CONFIG_ERROR,
         &REST_CLIENT_REQUESTS,
         &REST_CLIENT_DURATION,
+        &SERVER_CERT_RENEW_ERRORS,
+        &CGROUP_MANAGER_DURATION,
+        &VOLUMES_TOTAL,
+        &STORAGE_OPERATION_DURATION,
     ]
 }
 
@@ -442,6 +469,20 @@ pub fn rest_attempt(attempt: &crate::api::stats::Attempt<'_>) {
         .map_or_else(|| "<error>".to_owned(), |c| c.to_string());
     REST_CLIENT_REQUESTS.inc(&[&code, attempt.host, attempt.method]);
     REST_CLIENT_DURATION.observe_duration(&[attempt.host, attempt.method], attempt.took);
+}
+
+/// One cgroup manager operation (the cgroups' operation observer, installed by the
+/// agent).
+/// `operation` is `create`, `update` or `destroy`.
+pub fn cgroup_operation(operation: &str, took: Duration) {
+    CGROUP_MANAGER_DURATION.observe_duration(&[operation], took);
+}
+
+/// One volume mount or unmount by the volume manager, for `volume_plugin` (e.g.
+/// `kubernetes.io/configmap`).
+pub fn storage_operation(operation: &str, plugin: &str, ok: bool, took: Duration) {
+    let status = if ok { "success" } else { "fail-unknown" };
+    STORAGE_OPERATION_DURATION.observe_duration(&["false", operation, status, plugin], took);
 }
 
 /// When the PLEG last relisted, for the interval histogram.

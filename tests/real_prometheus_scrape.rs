@@ -11,11 +11,12 @@ mod support;
 
 use serde_json::json;
 use support::prometheus::{kubelet_scrape_config, Prometheus, Sample};
-use support::real_node::{busybox_pod, RealNode, WAIT};
+use support::real_node::{bound_claim, busybox_pod, RealNode, WAIT};
 use support::wait_until;
 
 const NS: &str = "rn-prom";
 const POD: &str = "busy";
+const CLAIM: &str = "data";
 
 /// kube-prometheus' `prometheus-k8s` ClusterRole (what it may read of a node) bound
 /// to a service account of `NS`; its token, as a file Prometheus reads.
@@ -59,12 +60,15 @@ fn scraper_token(node: &RealNode, dir: &std::path::Path) -> String {
 }
 
 /// A pod on the pod network whose container `c` spins under a 100m CPU limit (so
-/// it is throttled) in 64 MiB.
+/// it is throttled) in 64 MiB, with claim `CLAIM` mounted.
 fn spinning_pod(node: &str) -> serde_json::Value {
     let mut pod = busybox_pod(NS, POD, node, 1, "while true; do :; done");
     pod["spec"]["hostNetwork"] = json!(false);
+    pod["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]);
     let container = &mut pod["spec"]["containers"][0];
     container["name"] = json!("c");
+    container["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
     container["resources"] = json!({
         "limits": {"cpu": "100m", "memory": "64Mi"},
         "requests": {"cpu": "100m", "memory": "64Mi"}
@@ -112,6 +116,14 @@ fn kube_prometheus_queries_return_a_running_pods_usage_from_a_real_scrape() {
     };
     node.cp.namespace(NS);
     node.wait_ready();
+    let volume = node.dir().join("pv-data");
+    bound_claim(
+        &node,
+        NS,
+        CLAIM,
+        "rn-prom-data",
+        json!({"hostPath": {"path": volume, "type": "DirectoryOrCreate"}}),
+    );
     node.cp.create(
         &format!("/api/v1/namespaces/{NS}/pods"),
         &spinning_pod(&node.name),
@@ -153,6 +165,53 @@ fn kube_prometheus_queries_return_a_running_pods_usage_from_a_real_scrape() {
         r#"sum(kubelet_running_containers{job="kubelet", metrics_path="/metrics", container_state="running"})"#,
         one,
     );
+    // The Kubelet dashboard's volume counts, storage operations and cgroup manager
+    // operations (the pod's claim is a hostPath PV).
+    wait_query(
+        &prom,
+        &node,
+        r#"sum(volume_manager_total_volumes{job="kubelet", metrics_path="/metrics", plugin_name="kubernetes.io/host-path"}) by (state)"#,
+        |s| s.len() == 2 && s.iter().all(|s| s.value >= 1.0),
+    );
+    wait_query(
+        &prom,
+        &node,
+        r#"sum(storage_operation_duration_seconds_count{job="kubelet", metrics_path="/metrics", operation_name="volume_mount", status="success"}) by (volume_plugin)"#,
+        |s| {
+            s.iter()
+                .any(|s| s.label("volume_plugin") == "kubernetes.io/host-path" && s.value >= 1.0)
+        },
+    );
+    wait_query(
+        &prom,
+        &node,
+        r#"sum(kubelet_cgroup_manager_duration_seconds_count{job="kubelet", metrics_path="/metrics"}) by (operation_type)"#,
+        |s| {
+            s.iter()
+                .any(|s| s.label("operation_type") == "create" && s.value >= 1.0)
+        },
+    );
+    // KubePersistentVolumeFillingUp's ratio and inputs, for the pod's claim.
+    let claim_sel = format!(
+        r#"job="kubelet", metrics_path="/metrics", namespace="{NS}", persistentvolumeclaim="{CLAIM}""#
+    );
+    wait_query(
+        &prom,
+        &node,
+        &format!(
+            "kubelet_volume_stats_available_bytes{{{claim_sel}}} / kubelet_volume_stats_capacity_bytes{{{claim_sel}}}"
+        ),
+        |s| s.len() == 1 && s[0].value > 0.0 && s[0].value <= 1.0,
+    );
+    for family in [
+        "kubelet_volume_stats_used_bytes",
+        "kubelet_volume_stats_inodes",
+        "kubelet_volume_stats_inodes_used",
+    ] {
+        wait_query(&prom, &node, &format!("{family}{{{claim_sel}}}"), |s| {
+            s.len() == 1 && s[0].value > 0.0
+        });
+    }
     // The kubelet alerts' recording rule joins on kubelet_node_name for the node label.
     wait_query(
         &prom,

@@ -29,7 +29,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
 use support::control_plane::skip;
-use support::real_node::RealNode;
+use support::real_node::{bound_claim, owned_bound_claim, RealNode};
 use support::wait_until;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -180,60 +180,6 @@ fn pod(ns: &str, name: &str, node: &str, script: &str, volume: Value, restart: &
 
 fn claim_volume(claim: &str) -> Value {
     json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}})
-}
-
-/// Creates PV `pv` (with `source`, e.g. `{"csi": {...}}`) and PVC `claim` and binds
-/// them as the PV controller would: claimRef with the claim's UID, phase Bound.
-fn bound_claim(node: &RealNode, ns: &str, claim: &str, pv: &str, source: Value) {
-    owned_bound_claim(node, ns, claim, pv, source, json!([]));
-}
-
-/// [`bound_claim`] with the claim's `ownerReferences` (a generic ephemeral volume's
-/// claim is controlled by its pod).
-fn owned_bound_claim(
-    node: &RealNode,
-    ns: &str,
-    claim: &str,
-    pv: &str,
-    source: Value,
-    owners: Value,
-) {
-    let cp = node.cp;
-    let pvc = cp.create(
-        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims"),
-        &json!({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim, "ownerReferences": owners},
-            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
-                     "storageClassName": "",
-                     "resources": {"requests": {"storage": "1Mi"}}},
-        }),
-    );
-    let mut spec = json!({
-        "accessModes": ["ReadWriteOnce"],
-        "capacity": {"storage": "1Mi"},
-        "persistentVolumeReclaimPolicy": "Retain",
-        "storageClassName": "",
-        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                     "namespace": ns, "name": claim, "uid": pvc["metadata"]["uid"]},
-    });
-    for (k, v) in source.as_object().expect("source object") {
-        spec[k] = v.clone();
-    }
-    cp.create(
-        "/api/v1/persistentvolumes",
-        &json!({"apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": pv}, "spec": spec}),
-    );
-    cp.patch(
-        &format!("/api/v1/persistentvolumes/{pv}/status"),
-        &json!({"status": {"phase": "Bound"}}),
-    );
-    cp.patch(
-        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}/status"),
-        &json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
-                           "capacity": {"storage": "1Mi"}}}),
-    );
 }
 
 fn phase(pod: &Value) -> &str {

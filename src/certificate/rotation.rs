@@ -37,7 +37,7 @@ use crossbeam_channel::{after, select, Receiver};
 use crate::api::ratelimit::{random_between, Backoff};
 use crate::api::{kubeconfig, ApiClient, ApiError};
 use crate::events::{EventType, Recorder};
-use crate::metrics::{CLIENT_CERT_RENEW_ERRORS, CLIENT_CERT_TTL};
+use crate::metrics::{CLIENT_CERT_RENEW_ERRORS, CLIENT_CERT_TTL, SERVER_CERT_RENEW_ERRORS};
 
 use super::bootstrap::{request_certificate, BootstrapError, CertKind, Issued};
 use super::store::CertStore;
@@ -152,8 +152,9 @@ impl Rotation {
             match self.renew() {
                 Ok(()) => backoff.reset(),
                 Err(why) => {
-                    if self.kind == CertKind::Client {
-                        CLIENT_CERT_RENEW_ERRORS.inc(&[]);
+                    match self.kind {
+                        CertKind::Client => CLIENT_CERT_RENEW_ERRORS.inc(&[]),
+                        CertKind::Serving { .. } => SERVER_CERT_RENEW_ERRORS.inc(&[]),
                     }
                     log::error!("renewing the {}: {why}", self.what());
                     self.recorder.node(

@@ -226,6 +226,7 @@ impl PodCgroupManager {
         resources: &CgroupResources,
         description: &str,
     ) -> Result<(), CgroupError> {
+        let _timed = super::Timed::new(super::Operation::Create);
         let path = self.on_disk(name)?;
         if let Driver::Systemd(units) = &self.driver {
             let mut properties = slice_properties(name, description)?;
@@ -243,6 +244,7 @@ impl PodCgroupManager {
 
     /// Writes the `Some` fields of `resources` to the existing cgroup at `path`.
     fn write(&self, path: &CgroupName, resources: &CgroupResources) -> Result<(), CgroupError> {
+        let _timed = super::Timed::new(super::Operation::Update);
         if let Driver::Systemd(units) = &self.driver {
             let properties =
                 resource_properties(resources, self.version(), self.config.options.cpu_period_us);
@@ -621,6 +623,7 @@ impl PodCgroupManager {
     /// first ends what still runs in it (as upstream's `Destroy`, which kills the
     /// cgroup's processes before removing it).
     pub fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
+        let _timed = super::Timed::new(super::Operation::Destroy);
         let mut first_error = None;
         for name in self.candidates(uid)? {
             if let Driver::Systemd(units) = &self.driver {

@@ -25,6 +25,11 @@
 //! interface file is an error, as on the kernel's cgroupfs); `/sys/fs/cgroup` and
 //! `/proc/self/mountinfo` appear only in [`DEFAULT_MOUNT_ROOT`] / [`MOUNTINFO_PATH`],
 //! used by [`PodCgroupManager::from_system`].
+//!
+//! Every create, update and destroy of the manager is timed and handed to the
+//! process's operation observer when one is installed ([`observe_operations`]): the
+//! metrics registry's `kubelet_cgroup_manager_duration_seconds` (this layer knows no
+//! metrics).
 
 pub mod allocatable;
 pub mod convert;
@@ -32,6 +37,7 @@ pub mod detect;
 pub mod fs;
 pub mod manager;
 pub mod name;
+pub mod observe;
 pub mod pod_resources;
 pub mod qos;
 pub mod resources;
@@ -49,6 +55,8 @@ pub use detect::{CgroupMode, DetectError};
 pub use fs::FsError;
 pub use manager::{Driver, ManagerConfig, PodCgroupManager};
 pub use name::CgroupName;
+use observe::Timed;
+pub use observe::{observe_operations, Operation};
 pub use qos::QosClass;
 pub use resources::{CgroupResources, Limit};
 

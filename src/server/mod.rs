@@ -105,8 +105,8 @@ pub const MIN_MAX_CONNECTIONS: usize = 256;
 /// The ceiling of the memory-sized default.
 pub const MAX_MAX_CONNECTIONS: usize = 8192;
 /// Memory per authorized connection in the default sizing: a held stream costs
-/// about a fiftieth of it (BENCHMARKS.md, "streams"), so the budget at its full
-/// size uses about 2% of the machine's memory.
+/// about 50 KiB, a fortieth of it (BENCHMARKS.md, "streams"), so the budget at its
+/// full size uses about 2.5% of the machine's memory.
 pub const MEMORY_PER_CONNECTION: u64 = 2 << 20;
 /// File descriptors one connection may hold: its socket, and a log file with its
 /// folder or the runtime's socket, each twice while proxying.

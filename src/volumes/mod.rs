@@ -52,6 +52,7 @@ pub mod payload;
 pub mod pv;
 mod setup;
 pub mod source;
+pub mod tally;
 pub mod token;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,6 +87,8 @@ pub struct VolumeManager {
     /// Mount tmpfs where upstream does, and shared mounts for propagation (needs
     /// root); off for unprivileged runs.
     mounts: bool,
+    /// Volumes by plugin, wanted and set up, for `volume_manager_total_volumes`.
+    tally: tally::Tally,
     /// The API client for claims and volumes (`None` standalone).
     api: Option<ApiClient>,
     /// CSI drivers registered by the plugin watcher, and the calls on them.
@@ -135,6 +138,7 @@ impl VolumeManager {
             }),
             mounts: true,
             store: None,
+            tally: tally::Tally::default(),
         }
     }
 
@@ -220,17 +224,26 @@ impl VolumeManager {
             .and_then(|g| u32::try_from(g).ok());
         let mut ready = BTreeMap::new();
         let mut failures = Vec::new();
+        let mut plugins = tally::PodPlugins::default();
         let propagated = propagated_volumes(pod);
         for volume in &pod.spec.volumes {
             let shared = self.mounts && propagated.contains(volume.name.as_str());
-            let result = self
-                .setup_volume(pod, volume, fs_group)
-                .and_then(|path| match shared {
-                    true => mount::ensure_shared(&path)
-                        .map(|()| path)
-                        .map_err(VolumeError::from),
-                    false => Ok(path),
-                });
+            let started = std::time::Instant::now();
+            let (plugin, result) = self.setup_volume(pod, volume, fs_group);
+            let result = result.and_then(|path| match shared {
+                true => mount::ensure_shared(&path)
+                    .map(|()| path)
+                    .map_err(VolumeError::from),
+                false => Ok(path),
+            });
+            if let Some(plugin) = plugin {
+                let took = started.elapsed();
+                crate::metrics::storage_operation("volume_mount", plugin, result.is_ok(), took);
+                plugins.desired.push(plugin);
+                if result.is_ok() {
+                    plugins.actual.push(plugin);
+                }
+            }
             match result {
                 Ok(path) => {
                     ready.insert(volume.name.clone(), path);
@@ -238,6 +251,7 @@ impl VolumeManager {
                 Err(e) => failures.push(e.in_volume(&volume.name)),
             }
         }
+        self.tally.set_pod(pod.uid(), plugins);
         if failures.is_empty() {
             return Ok(ready);
         }
@@ -288,17 +302,20 @@ impl VolumeManager {
                     continue;
                 }
             };
+            // `kubernetes.io~configmap` on disk is plugin `kubernetes.io/configmap`.
+            let plugin_name = plugin.replace('~', "/");
             for name in entries {
+                let started = std::time::Instant::now();
                 let dir = plugin_dir.join(&name);
-                if plugin == csi::plan::PLUGIN_CSI {
-                    // The driver unmounts (and unstages) its own volumes.
-                    if let Err(e) = self.csi.tear_down(&dir) {
-                        csi_failed = true;
-                        failures.push(VolumeError::from(e).in_volume(&name));
-                        continue;
-                    }
-                }
-                if let Err(e) = remove_tree(&dir) {
+                let result = self.tear_down_volume(&plugin, &dir, &mut csi_failed);
+                let took = started.elapsed();
+                crate::metrics::storage_operation(
+                    "volume_unmount",
+                    &plugin_name,
+                    result.is_ok(),
+                    took,
+                );
+                if let Err(e) = result {
                     failures.push(e.in_volume(&name));
                 }
             }
@@ -311,12 +328,31 @@ impl VolumeManager {
             self.csi.in_use.release_pod(uid);
         }
         if failures.is_empty() {
+            self.tally.forget_pod(uid);
             return Ok(());
         }
         Err(VolumeError::Pod {
             pod: uid.to_owned(),
             failures,
         })
+    }
+
+    /// Removes one volume directory of plugin directory `plugin`; a CSI driver
+    /// first unmounts (and unstages) its own volumes, and when it fails the volume
+    /// stays (`csi_failed`: still published).
+    fn tear_down_volume(
+        &self,
+        plugin: &str,
+        dir: &Path,
+        csi_failed: &mut bool,
+    ) -> Result<(), VolumeError> {
+        if plugin == csi::plan::PLUGIN_CSI {
+            if let Err(e) = self.csi.tear_down(dir) {
+                *csi_failed = true;
+                return Err(e.into());
+            }
+        }
+        remove_tree(dir)
     }
 
     /// True while any volume directory or subPath mount directory of pod `uid` is

@@ -90,6 +90,24 @@ fn classify(v: &Volume) -> Source<'_> {
     }
 }
 
+const PLUGIN_NAME_HOST_PATH: &str = "kubernetes.io/host-path";
+const PLUGIN_NAME_CSI: &str = "kubernetes.io/csi";
+
+/// The plugin upstream names for a source in the pod spec (None: a claim, whose PV
+/// decides, or a source litelet does not support).
+fn inline_plugin(source: &Source<'_>) -> Option<&'static str> {
+    Some(match source {
+        Source::EmptyDir(_) => "kubernetes.io/empty-dir",
+        Source::HostPath(..) => PLUGIN_NAME_HOST_PATH,
+        Source::ConfigMap(_) => "kubernetes.io/configmap",
+        Source::Secret(_) => "kubernetes.io/secret",
+        Source::DownwardApi(_) => "kubernetes.io/downward-api",
+        Source::Projected(_) => "kubernetes.io/projected",
+        Source::InlineCsi(_) => PLUGIN_NAME_CSI,
+        Source::Claim(..) | Source::Ephemeral | Source::Unsupported(_) => return None,
+    })
+}
+
 /// Creates `dir` (mode `mode`, parents 0750) and tells whether it is new.
 fn make_dir(dir: &Path, mode: u32) -> Result<bool, VolumeError> {
     if let Some(parent) = dir.parent() {
@@ -167,16 +185,45 @@ struct FilesDir<'a> {
 }
 
 impl VolumeManager {
-    /// Sets up one volume; returns the host path to mount.
+    /// Sets up one volume: its plugin as upstream names it (when known: a claim's
+    /// comes from its PV) and the host path to mount.
     pub(super) fn setup_volume(
         &self,
         pod: &Pod,
         volume: &Volume,
         fs_group: Option<u32>,
+    ) -> (Option<&'static str>, Result<PathBuf, VolumeError>) {
+        let source = classify(volume);
+        let claim = match source {
+            Source::Claim(claim, read_only) => Some((claim.to_owned(), None, read_only)),
+            Source::Ephemeral => Some((
+                format!("{}-{}", pod.name(), volume.name),
+                Some(pod.uid()),
+                false,
+            )),
+            _ => None,
+        };
+        if let Some((claim, owner, read_only)) = claim {
+            return match self.claim_volume(pod, &claim, owner, read_only, fs_group) {
+                Ok((path, plugin)) => (Some(plugin), Ok(path)),
+                Err(e) => (None, Err(e)),
+            };
+        }
+        let plugin = inline_plugin(&source);
+        (plugin, self.set_up_inline(pod, volume, source, fs_group))
+    }
+
+    /// Sets up a volume whose source is in the pod spec; returns the host path.
+    fn set_up_inline(
+        &self,
+        pod: &Pod,
+        volume: &Volume,
+        source: Source<'_>,
+        fs_group: Option<u32>,
     ) -> Result<PathBuf, VolumeError> {
         let uid = pod.uid();
         let name = &volume.name;
-        match classify(volume) {
+        match source {
             Source::EmptyDir(src) => self.empty_dir(uid, name, src, fs_group),
             Source::HostPath(path, type_) => {
                 let path = PathBuf::from(path);
@@ -264,13 +311,10 @@ impl VolumeManager {
                 };
                 self.write_files(&to, &files, fs_group)
             }
-            Source::Claim(claim, read_only) => {
-                self.claim_volume(pod, claim, None, read_only, fs_group)
-            }
-            Source::Ephemeral => {
-                let claim = format!("{}-{}", pod.name(), name);
-                self.claim_volume(pod, &claim, Some(uid), false, fs_group)
-            }
+            // Routed to `claim_volume` by `setup_volume`.
+            Source::Claim(..) | Source::Ephemeral => Err(VolumeError::Unsupported {
+                kind: "persistentVolumeClaim".to_owned(),
+            }),
             Source::InlineCsi(raw) => {
                 let src: CsiSource = serde_json::from_value(raw.clone()).map_err(|source| {
                     VolumeError::DecodeJson {
@@ -309,7 +353,7 @@ impl VolumeManager {
         owner: Option<&str>,
         read_only: bool,
         fs_group: Option<u32>,
-    ) -> Result<PathBuf, VolumeError> {
+    ) -> Result<(PathBuf, &'static str), VolumeError> {
         let Some(api) = &self.api else {
             return Err(VolumeError::NoApiServer {
                 kind: "persistentVolumeClaim",
@@ -325,13 +369,13 @@ impl VolumeManager {
             PvSource::HostPath { path, type_ } => {
                 let path = PathBuf::from(path);
                 hostpath::check(&path, type_.as_deref())?;
-                Ok(path)
+                Ok((path, PLUGIN_NAME_HOST_PATH))
             }
             PvSource::Local { path } => {
                 let path = PathBuf::from(path);
                 // A local volume is a disk or folder prepared by the admin: it must exist.
                 hostpath::check(&path, Some("Directory"))?;
-                Ok(path)
+                Ok((path, "kubernetes.io/local-volume"))
             }
             PvSource::Csi(src) => {
                 let vol = CsiVolume {
@@ -348,6 +392,7 @@ impl VolumeManager {
                 };
                 self.csi
                     .set_up(pod, service_account(pod), fs_group, &vol)
+                    .map(|path| (path, PLUGIN_NAME_CSI))
                     .map_err(VolumeError::from)
             }
         }

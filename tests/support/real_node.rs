@@ -583,3 +583,57 @@ pub fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
         .iter()
         .find(|c| c["name"] == name)
 }
+
+/// Creates PV `pv` (with `source`, e.g. `{"csi": {...}}`) and PVC `claim` and binds
+/// them as the PV controller would: claimRef with the claim's UID, phase Bound.
+pub fn bound_claim(node: &RealNode, ns: &str, claim: &str, pv: &str, source: Value) {
+    owned_bound_claim(node, ns, claim, pv, source, json!([]));
+}
+
+/// [`bound_claim`] with the claim's `ownerReferences` (a generic ephemeral volume's
+/// claim is controlled by its pod).
+pub fn owned_bound_claim(
+    node: &RealNode,
+    ns: &str,
+    claim: &str,
+    pv: &str,
+    source: Value,
+    owners: Value,
+) {
+    let cp = node.cp;
+    let pvc = cp.create(
+        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims"),
+        &json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "ownerReferences": owners},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
+                     "storageClassName": "",
+                     "resources": {"requests": {"storage": "1Mi"}}},
+        }),
+    );
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "capacity": {"storage": "1Mi"},
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "",
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "namespace": ns, "name": claim, "uid": pvc["metadata"]["uid"]},
+    });
+    for (k, v) in source.as_object().expect("source object") {
+        spec[k] = v.clone();
+    }
+    cp.create(
+        "/api/v1/persistentvolumes",
+        &json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": pv}, "spec": spec}),
+    );
+    cp.patch(
+        &format!("/api/v1/persistentvolumes/{pv}/status"),
+        &json!({"status": {"phase": "Bound"}}),
+    );
+    cp.patch(
+        &format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}/status"),
+        &json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                           "capacity": {"storage": "1Mi"}}}),
+    );
+}
