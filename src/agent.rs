@@ -353,7 +353,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
     }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
-    config.qps = flags.kube_api_qps;
+    config.qps = flags.kube_api_qps as f32;
     config.burst = flags.kube_api_burst;
     if flags.rotate_certificates && config.client_cert_pem.is_some() {
         // A pair renewed since the kubeconfig was written wins (upstream's manager
@@ -555,7 +555,7 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
     };
     let (event_tx, event_rx) = bounded(1000);
     w.threads.add(events::spawn(
-        client.with_own_limit(w.flags.event_qps, w.flags.event_burst),
+        client.with_own_limit(w.flags.event_qps as f32, w.flags.event_burst),
         events::Options::new(node),
         event_rx,
         w.threads.shutdown(),

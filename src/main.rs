@@ -20,11 +20,8 @@ fn main() -> ExitCode {
         }
     };
     init_logging(flags.verbosity);
-    if !flags.config_no_effect.is_empty() {
-        log::warn!(
-            "config file: accepted, but no effect in litelet: {}",
-            flags.config_no_effect.join("; ")
-        );
+    for warning in &flags.warnings {
+        log::warn!("{warning}");
     }
     match &flags.command {
         Some(Command::RuntimeInfo(info)) => {

@@ -102,13 +102,13 @@ fn a_bad_config_file_is_refused_by_name() {
     std::fs::write(
         &path,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         cgroupDriver: openrc\nserializeImagePulls: false\nmaxPod: 3\n",
+         cgroupDriver: openrc\nserializeImagePulls: true\nreadOnlyPort: 10255\n",
     )
     .unwrap();
     let out = litelet(&["--config", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    for field in ["cgroupDriver", "serializeImagePulls", "maxPod"] {
+    for field in ["cgroupDriver", "serializeImagePulls", "readOnlyPort"] {
         assert!(err.contains(field), "{err}");
     }
 }
@@ -163,7 +163,6 @@ fn package_script_resolves_the_target_dir_to_an_absolute_path() {
 /// otherwise the unit kubeadm restarts could not start.
 #[test]
 fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
-    use clap::Parser;
     let dropin = repo_file("packaging/kubeadm/10-kubeadm.conf");
     let mut vars = std::collections::HashMap::new();
     for line in dropin.lines() {
