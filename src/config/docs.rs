@@ -51,6 +51,7 @@ fn value_name(s: &Setting) -> &'static str {
         Kind::List => "VALUE,...",
         Kind::Map('<') => "SIGNAL<VALUE,...",
         Kind::Map(_) => "KEY=VALUE,...",
+        Kind::Headers => "NAME:VALUE,...",
         Kind::Gates => "NAME=BOOL,...",
         Kind::Taints => "KEY=VALUE:EFFECT,...",
         Kind::Str | Kind::Object => "VALUE",

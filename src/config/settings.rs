@@ -257,7 +257,8 @@ pub fn table() -> Vec<Setting> {
         // Logging and the command line itself.
         s("v", "logging.verbosity", "0", at!(verbosity),
             "Log verbosity: 0-1 info, 2-4 debug, 5 and more trace (RUST_LOG wins).")
-            .short('v'),
+            .short('v')
+            .deprecated(Deprecation::None),
         Setting::command_line("help", "Print the flags and exit.").short('h'),
         Setting::command_line("version",
             "Print the version and exit; run as kubelet, in upstream's form (Kubernetes \

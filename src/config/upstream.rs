@@ -89,7 +89,7 @@ fn with_fields() -> Vec<Setting> {
         S::fixed("make-iptables-util-chains", "makeIPTablesUtilChains", Bool, &["false"],
             "litelet does not create the KUBE-IPTABLES-HINT chain"),
         S::fixed("manifest-url", "staticPodURL", Str, &["\"\""], NO_HTTP_SOURCE),
-        S::fixed("manifest-url-header", "staticPodURLHeader", Object, &["{}"], NO_HTTP_SOURCE),
+        S::fixed("manifest-url-header", "staticPodURLHeader", Kind::Headers, &["{}"], NO_HTTP_SOURCE),
         S::ignored("max-open-files", "maxOpenFiles",
             Int, "litelet keeps the open-file limit its service manager gives it \
                   (litelet.service: LimitNOFILE=1048576)"),

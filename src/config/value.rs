@@ -95,6 +95,9 @@ pub enum Kind {
     Gates,
     /// `[]v1.Taint`: `key=value:Effect,...` on the command line.
     Taints,
+    /// `map[string][]string` (HTTP headers): `Name:value,...`; a name may repeat and
+    /// its values add up, as do repeats of the flag.
+    Headers,
     /// A structured field (an object or a list of objects); on the command line (when
     /// it has a flag at all) the text is kept as it is.
     Object,
@@ -116,7 +119,9 @@ impl Kind {
     pub fn shape(self) -> Shape {
         match self {
             Kind::Bool => Shape::Bool,
-            Kind::List | Kind::Map(_) | Kind::Gates | Kind::Taints => Shape::Repeated,
+            Kind::List | Kind::Map(_) | Kind::Gates | Kind::Taints | Kind::Headers => {
+                Shape::Repeated
+            }
             _ => Shape::Value,
         }
     }
@@ -133,6 +138,7 @@ impl Kind {
             Kind::Map(_) => "mapStringString",
             Kind::Gates => "mapStringBool",
             Kind::Taints => "[]v1.Taint",
+            Kind::Headers => "colonSeparatedMultimapStringString",
         }
     }
 
@@ -186,6 +192,22 @@ impl Kind {
                 }
                 Ok(Value::Object(map))
             }
+            Kind::Headers => {
+                let mut map = object(before);
+                for item in comma_items(text) {
+                    let (k, v) = item.split_once(':').ok_or_else(|| ValueError::Pair {
+                        item: item.to_owned(),
+                        sep: ':',
+                    })?;
+                    let values = map
+                        .entry(k.trim().to_owned())
+                        .or_insert_with(|| Value::Array(Vec::new()));
+                    if let Value::Array(values) = values {
+                        values.push(Value::String(v.trim().to_owned()));
+                    }
+                }
+                Ok(Value::Object(map))
+            }
             Kind::Taints => {
                 let mut list = before
                     .and_then(Value::as_array)
@@ -215,6 +237,9 @@ impl Kind {
             }
             (Kind::Gates, Value::Object(map)) => map.values().all(Value::is_boolean),
             (Kind::Taints, Value::Array(items)) => items.iter().all(Value::is_object),
+            (Kind::Headers, Value::Object(map)) => map
+                .values()
+                .all(|v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string))),
             _ => false,
         };
         if ok {
@@ -235,6 +260,7 @@ impl Kind {
             Kind::Map(_) => "a map of strings",
             Kind::Gates => "a map of feature names to booleans",
             Kind::Taints => "a list of taints",
+            Kind::Headers => "a map of header names to lists of values",
             Kind::Object => "an object",
         }
     }

@@ -83,6 +83,7 @@ fn go_duration_strings_match_go() {
 #[test]
 fn flag_text_becomes_field_json() {
     let list = json!(["a"]);
+    let headers = json!({"X-A": ["0"]});
     let map = json!({"a": "1"});
     let cases: Vec<(Kind, &str, Option<&Value>, Value)> = vec![
         (Kind::Bool, "false", None, json!(false)),
@@ -120,6 +121,12 @@ fn flag_text_becomes_field_json() {
             "A=true,B=0",
             None,
             json!({"A": true, "B": false}),
+        ),
+        (
+            Kind::Headers,
+            "X-A:1,X-B:2,X-A:3",
+            Some(&headers),
+            json!({"X-A": ["0", "1", "3"], "X-B": ["2"]}),
         ),
         (
             Kind::Taints,
