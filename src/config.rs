@@ -5,7 +5,7 @@
 //! the rest of upstream's in `upstream.rs`): its flag, its KubeletConfiguration field,
 //! its kind, default, documentation and litelet's stance. From that one definition come
 //! the command-line parser ([`cmdline`], pflag's rules), the config-file reader
-//! ([`file`]), the merge and checks ([`decode`]), `/configz` ([`configz`]), `--help`,
+//! ([`file`]), the merge and checks ([`decode`], feature gates in [`gates`]), `/configz` ([`configz`]), `--help`,
 //! the man page and the compatibility table ([`docs`]).
 //!
 //! Two steps, as ripgrep's LowArgs → HiArgs: [`Flags::load`] parses and checks on the
@@ -24,6 +24,7 @@ pub mod configz;
 pub mod decode;
 pub mod docs;
 pub mod file;
+pub mod gates;
 pub mod settings;
 pub mod table;
 pub mod upstream;
@@ -117,6 +118,8 @@ pub struct Flags {
     pub image_pull_credentials_verification_policy:
         crate::runtime::pull_records::VerificationPolicy,
     pub preloaded_images_verification_allowlist: Vec<String>,
+    /// As given: each at litelet's value (checked against `gates::UPSTREAM`).
+    pub feature_gates: BTreeMap<String, bool>,
     pub kube_api_qps: u32,
     pub kube_api_burst: u32,
     pub event_qps: u32,

@@ -496,3 +496,43 @@ fn remove_path(config: &mut Value, path: &str) {
         }
     }
 }
+
+/// The gates of upstream's `--feature-gates` help (`Name=true|false (BETA -
+/// default=true)`): name, stage, default.
+fn help_gates(help: &str) -> Vec<(String, String, bool)> {
+    help.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.trim().split_once("=true|false (")?;
+            let (stage, default) = rest.split_once(" - default=")?;
+            let default = default.strip_suffix(')')?;
+            Some((name.to_owned(), stage.to_owned(), default == "true"))
+        })
+        .collect()
+}
+
+/// litelet's gate list is upstream's: same names, stages and defaults, none missing
+/// and none invented.
+#[test]
+fn feature_gates_are_upstreams() {
+    let Some(kubelet) = upstream_kubelet("feature_gates_are_upstreams") else {
+        return;
+    };
+    use litelet::config::gates;
+    let upstream = help_gates(&upstream_help(&kubelet));
+    assert!(
+        upstream.len() > 100,
+        "only {} gates read from upstream's help",
+        upstream.len()
+    );
+    let ours: Vec<(String, String, bool)> = gates::UPSTREAM
+        .iter()
+        .map(|g| (g.name.to_owned(), g.stage.as_str().to_owned(), g.default))
+        .collect();
+    let missing: Vec<_> = upstream.iter().filter(|g| !ours.contains(g)).collect();
+    let invented: Vec<_> = ours.iter().filter(|g| !upstream.contains(g)).collect();
+    assert!(
+        missing.is_empty() && invented.is_empty(),
+        "upstream's gates litelet lacks (or has otherwise): {missing:?}; litelet's gates \
+         upstream lacks: {invented:?}"
+    );
+}

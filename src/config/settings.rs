@@ -254,6 +254,10 @@ pub fn table() -> Vec<Setting> {
         s("", "shutdownGracePeriodByPodPriority", "", at!(shutdown.by_pod_priority),
             "Shutdown grace periods by pod priority ([{priority, \
              shutdownGracePeriodSeconds}]), instead of the two above."),
+        s("feature-gates", "featureGates", "", at!(feature_gates, check = super::gates::check),
+            "Feature gates (NAME=BOOL,...), by upstream v1.36's names: a gate at upstream's \
+             default (litelet's behaviour) is accepted, any other value or an unknown name \
+             stops litelet, naming the gate."),
         // Logging and the command line itself.
         s("v", "logging.verbosity", "0", at!(verbosity),
             "Log verbosity: 0-1 info, 2-4 debug, 5 and more trace (RUST_LOG wins).")

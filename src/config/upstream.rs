@@ -55,8 +55,6 @@ fn with_fields() -> Vec<Setting> {
         S::fixed("fail-cgroupv1", "failCgroupV1", Bool, &["false"],
             "litelet runs on cgroup v1 as on v2")
             .deprecated(Deprecation::None),
-        S::fixed("feature-gates", "featureGates", Kind::Gates, &["{}"],
-            "not yet: litelet takes no feature gates"),
         S::ignored("hairpin-mode", "hairpinMode", Str,
             "hairpin traffic is the CNI plugin's; no CRI runtime takes the kubelet's mode"),
         S::ignored("http-check-frequency", "httpCheckFrequency", Duration, NO_HTTP_SOURCE),

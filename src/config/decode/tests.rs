@@ -558,3 +558,35 @@ fn help_and_version() {
     }
     assert!(run(&["--version=false"]).is_ok());
 }
+
+/// Feature gates from the command line and the config file merge by name; one at
+/// upstream's default is accepted, another value or an unknown name is refused by name.
+#[test]
+fn feature_gates_at_litelets_values_only() {
+    let flags = config(
+        "featureGates:\n  AllAlpha: false\n",
+        &["--feature-gates=AllBeta=false"],
+    )
+    .unwrap();
+    let want: Vec<(&str, bool)> = vec![("AllAlpha", false), ("AllBeta", false)];
+    let got: Vec<(&str, bool)> = flags
+        .feature_gates
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(got, want);
+    let refused = problems(config("featureGates:\n  AllAlpha: true\n", &[]));
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].name, "featureGates");
+    assert!(
+        refused[0].why.contains("AllAlpha=true is not supported"),
+        "{refused:?}"
+    );
+    let err = run(&["--feature-gates=NoSuchGate=true"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unrecognized feature gate: NoSuchGate"),
+        "{err}"
+    );
+}
