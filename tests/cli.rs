@@ -20,7 +20,8 @@ const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
 fn version_flag() {
     let out = Command::new(LITELET).arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("litelet "));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Kubernetes v1.36."), "{text}");
 }
 
 #[test]

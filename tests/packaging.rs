@@ -58,7 +58,11 @@ fn version_matches_the_package_version() {
     let version = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         version.trim(),
-        format!("litelet {}", env!("CARGO_PKG_VERSION"))
+        format!("Kubernetes v1.36.3+litelet.{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(
+        kubeadm_reads_kubelet_version(version.trim()),
+        "kubeadm's preflight cannot read {version:?}"
     );
     let changelog = repo_file("packaging/changelog");
     let first = changelog.lines().next().unwrap_or_default();
@@ -203,4 +207,22 @@ fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
         flags.config.as_deref(),
         Some(Path::new("/var/lib/kubelet/config.yaml"))
     );
+}
+
+/// kubeadm's preflight (KubeletVersionCheck) reads `kubelet --version` as
+/// `Kubernetes vMAJOR.MINOR.PATCH` with an optional semver suffix of `[-0-9a-zA-Z_.+]`.
+fn kubeadm_reads_kubelet_version(text: &str) -> bool {
+    let Some(version) = text.strip_prefix("Kubernetes v") else {
+        return false;
+    };
+    let core_end = version
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(version.len());
+    let (core, suffix) = version.split_at(core_end);
+    let numbers: Vec<&str> = core.split('.').collect();
+    numbers.len() == 3
+        && numbers.iter().all(|n| !n.is_empty())
+        && suffix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
 }

@@ -53,7 +53,6 @@ const RUNTIME_COMMAND_FLAGS: &[&str] = &[
 
 /// Reads `args` (program name first) and, when `read_files`, the config files.
 pub fn load(args: Vec<String>, read_files: bool) -> Result<Flags, LoadError> {
-    let program = args.first().cloned().unwrap_or_default();
     let rest = args.get(1..).unwrap_or_default();
     let command = match rest.first().map(String::as_str) {
         Some(name @ ("runtime-info" | "ps")) => Some(name),
@@ -71,7 +70,7 @@ pub fn load(args: Vec<String>, read_files: bool) -> Result<Flags, LoadError> {
         return Err(LoadError::Help(super::docs::help(command)));
     }
     if let Some(version) = line.last("version").filter(|v| v != "false") {
-        return Err(LoadError::Version(super::docs::version(&program, &version)));
+        return Err(LoadError::Version(super::docs::version(&version)));
     }
     let given = flag_values(&line)?;
     let mut doc = Document::default();

@@ -12,21 +12,17 @@ use super::value::Kind;
 /// The Kubernetes version whose kubelet litelet follows.
 pub use crate::node::{KUBELET_VERSION, KUBERNETES_VERSION};
 
-/// `--version`: as `kubelet`, upstream's form (which kubeadm's preflight reads), with
-/// litelet's version as build metadata; otherwise litelet's own.
-pub fn version(program: &str, value: &str) -> String {
-    let invoked_as = std::path::Path::new(program)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// `--version`: upstream's form, which kubeadm's preflight reads from `kubelet
+/// --version` (`Kubernetes v1.36.3`), with litelet's own version as the semver build
+/// metadata (`+litelet.0.1.0`); `--version=raw`, upstream's version struct.
+pub fn version(value: &str) -> String {
     let litelet = env!("CARGO_PKG_VERSION");
-    match (invoked_as.as_str(), value) {
-        (_, "raw") => format!(
+    match value {
+        "raw" => format!(
             "version.Info{{Major:\"1\", Minor:\"36\", GitVersion:\"{KUBELET_VERSION}\", \
              Litelet:\"{litelet}\"}}"
         ),
-        ("kubelet", _) => format!("Kubernetes {KUBELET_VERSION}"),
-        _ => format!("litelet {litelet}"),
+        _ => format!("Kubernetes {KUBELET_VERSION}"),
     }
 }
 

@@ -551,9 +551,10 @@ fn help_and_version() {
         other => panic!("{other:?}"),
     }
     match run(&["--version"]) {
-        Err(LoadError::Version(text)) => {
-            assert_eq!(text, format!("litelet {}", env!("CARGO_PKG_VERSION")))
-        }
+        Err(LoadError::Version(text)) => assert_eq!(
+            text,
+            format!("Kubernetes v1.36.3+litelet.{}", env!("CARGO_PKG_VERSION"))
+        ),
         other => panic!("{other:?}"),
     }
     assert!(run(&["--version=false"]).is_ok());
