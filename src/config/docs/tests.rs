@@ -18,17 +18,14 @@ fn help_lists_every_flag() {
     assert!(sub.contains("--container-runtime-endpoint") && !sub.contains("--max-pods"));
 }
 
+/// Upstream's form (kubeadm reads it), litelet's version as build metadata.
 #[test]
-fn version_as_litelet_and_as_kubelet() {
+fn version_is_upstreams_form_with_litelets_version() {
     assert_eq!(
-        version("litelet", "true"),
-        format!("litelet {}", env!("CARGO_PKG_VERSION"))
+        version("true"),
+        format!("Kubernetes v1.36.3+litelet.{}", env!("CARGO_PKG_VERSION"))
     );
-    assert_eq!(
-        version("/usr/bin/kubelet", "true"),
-        format!("Kubernetes {KUBELET_VERSION}")
-    );
-    assert!(version("kubelet", "raw").contains(KUBELET_VERSION));
+    assert!(version("raw").contains(KUBELET_VERSION));
 }
 
 #[test]
