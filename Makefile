@@ -68,7 +68,10 @@ vm-if-enabled:
 # a private containerd as root); prints a table, writes bench-results.json. About 10
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
 bench: deps
-	$(CARGO) bench --bench litelet -- $(ONLY)
+	@assets="$${KUBEBUILDER_ASSETS:-}"; \
+	if [ -z "$$assets" ] && [ -f ../shared/k8s-assets/unpack.sh ]; then \
+		assets=$$(bash ../shared/k8s-assets/unpack.sh "$$HOME/.cache/k8s-assets" | tail -n 1); fi; \
+	KUBEBUILDER_ASSETS="$$assets" $(CARGO) bench --bench litelet -- $(ONLY)
 
 # Upstream's node-conformance suite (the [NodeConformance] specs of the v1.36 e2e
 # suite) against litelet on a real control plane; about 17 minutes, needs root.

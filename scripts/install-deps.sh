@@ -3,7 +3,8 @@
 # machine lacks: cmake (grpcio builds gRPC core), a C toolchain, and for the
 # real-runtime tests containerd, runc, static busybox and the CNI plugins, and for the
 # private-registry tests docker-registry and htpasswd, and for the
-# D-Bus client tests dbus-daemon.
+# D-Bus client tests dbus-daemon, for the certificate clock tests libfaketime, and
+# for the scrape test (tests/real_prometheus_scrape.rs) prometheus.
 # Does nothing when all is present; needs root (or sudo) otherwise.
 set -euo pipefail
 needed=()
@@ -25,6 +26,10 @@ have_cmd docker-registry || needed+=(docker-registry)
 have_cmd htpasswd || needed+=(apache2-utils)
 # The D-Bus client tests talk to a private dbus-daemon.
 have_cmd dbus-daemon || needed+=(dbus-daemon)
+# The certificate tests run litelet with a clock behind the cluster's.
+have_pkg libfaketime || needed+=(libfaketime)
+# The scrape test runs Debian's Prometheus against a node.
+have_cmd prometheus || needed+=(prometheus)
 
 if [ ${#needed[@]} -eq 0 ]; then
   exit 0

@@ -15,16 +15,19 @@ use crate::admission::NodeView;
 use crate::api::client::ApiClient;
 use crate::api::kubeconfig;
 use crate::api::request_threads::RequestThreads;
-use crate::certificate::rotation::Rotation;
+use crate::certificate::rotation::{Rotation, Schedule};
 use crate::certificate::store::CertStore;
 use crate::certificate::CertKind;
 use crate::cgroups::manager::{Driver as CgroupsDriver, ManagerConfig, PodCgroupManager};
 use crate::cgroups::systemd::bus::DbusUnits;
 use crate::config::{CgroupDriver, Flags};
+use crate::credentialprovider::plugin::{
+    self as credential_plugin, CredentialPlugins, ProviderConfig,
+};
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
-use crate::events::Recorder;
+use crate::events::{EventType, Recorder};
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
@@ -45,7 +48,7 @@ use crate::runtime::hooks::CriHookRunner;
 use crate::runtime::image_gc::ImageGcPolicy;
 use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
-use crate::runtime::pull_records::PullRecords;
+use crate::runtime::pull_records::{PullRecords, RuntimeImage};
 use crate::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
 use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
@@ -142,6 +145,46 @@ fn start_volumes(
     Ok(volumes)
 }
 
+/// The volume manager seen by the pod workers, recording which claims each pod has
+/// mounted where, for the `stats` thread's `kubelet_volume_stats_*`.
+struct ClaimRecording {
+    inner: Arc<VolumeManager>,
+    claims: crate::stats::claims::ClaimMounts,
+}
+
+impl crate::kubelet::deps::PodVolumes for ClaimRecording {
+    fn setup(
+        &self,
+        pod: &crate::api::pod::Pod,
+    ) -> Result<
+        std::collections::BTreeMap<String, std::path::PathBuf>,
+        crate::kubelet::deps::PodVolumesError,
+    > {
+        let paths = self.inner.setup(pod)?;
+        let mounts = crate::stats::claims::claim_mounts(pod, &paths);
+        self.claims.set_pod(pod.uid(), mounts);
+        Ok(paths)
+    }
+
+    fn teardown(&self, uid: &str) -> Result<(), crate::kubelet::deps::PodVolumesError> {
+        self.claims.forget_pod(uid);
+        self.inner.teardown(uid)
+    }
+
+    fn config_source(&self) -> &dyn crate::runtime::env::ConfigSource {
+        crate::kubelet::deps::PodVolumes::config_source(self.inner.as_ref())
+    }
+
+    fn pull_secret(
+        &self,
+        pod: &crate::api::pod::Pod,
+        name: &str,
+    ) -> Result<Option<crate::credentialprovider::PullSecret>, crate::kubelet::deps::PodVolumesError>
+    {
+        self.inner.pull_secret(pod, name)
+    }
+}
+
 /// Where the sources keep their checkpoints, or `None` with
 /// `--checkpoint-api-pods=false` (whose old files are then removed, so a later
 /// re-enable never runs pods from a long-gone time).
@@ -170,6 +213,7 @@ fn checkpoint_spec(
 fn start_stats(
     w: &mut Wiring,
     cgroups: Option<Arc<PodCgroupManager>>,
+    claims: crate::stats::claims::ClaimMounts,
 ) -> Option<crate::stats::StatsStore> {
     let flags = w.flags;
     let reader = match crate::stats::cgroup::reader_from_system() {
@@ -179,15 +223,15 @@ fn start_stats(
             return None;
         }
     };
-    let collector = crate::stats::Collector {
-        runtime: w.runtime.clone(),
-        images: Some(w.images.clone()),
+    let mut collector = crate::stats::Collector::new(
+        w.runtime.clone(),
+        Some(w.images.clone()),
         reader,
         cgroups,
-        root_dir: flags.root_dir.clone(),
-        pod_logs_dir: flags.pod_logs_dir.clone(),
-        proc_root: "/proc".into(),
-    };
+        flags.root_dir.clone(),
+        flags.pod_logs_dir.clone(),
+    );
+    collector.claims = claims;
     let store = crate::stats::StatsStore::new();
     match crate::stats::sampler::spawn(
         collector,
@@ -339,7 +383,6 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         return Ok(None);
     };
     let cert_dir = cert_dir(flags);
-    let now = crate::certificate::unix_now();
     if let Some(bootstrap_kubeconfig) = &flags.bootstrap_kubeconfig {
         let bootstrap = crate::certificate::Bootstrap {
             kubeconfig: path,
@@ -349,7 +392,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             // Upstream's kubelet waits an hour for its first certificate.
             wait: Duration::from_secs(3600),
         };
-        crate::certificate::ensure_client_certificate(&bootstrap, now)
+        crate::certificate::ensure_client_certificate(&bootstrap, &crate::certificate::unix_now)
             .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
     }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
@@ -360,7 +403,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
         // starts from the store's current pair too).
         let store = crate::certificate::store::CertStore::new(&cert_dir, "kubelet-client");
         if let Ok(Some(pem)) = store.current() {
-            if crate::certificate::valid_at(&pem, now) {
+            let now = crate::certificate::unix_now();
+            if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() {
                 config.client_cert_pem = Some(pem.clone());
                 config.client_key_pem = Some(pem);
             }
@@ -373,7 +417,8 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
     Ok(Some((client, config.client_cert_pem)))
 }
 
-/// Starts the `cert-rotate` thread when asked to and the client has a certificate.
+/// Starts the `cert-rotate` thread when the client has a certificate and either
+/// rotation is asked for or a bootstrap kubeconfig can replace it once it expires.
 fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), AgentError> {
     let (flags, recorder) = (w.flags, &w.recorder);
     let Some((client, Some(cert))) = api else {
@@ -382,9 +427,11 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
         }
         return Ok(());
     };
-    if !flags.rotate_certificates {
-        return Ok(());
-    }
+    let schedule = match (flags.rotate_certificates, &flags.bootstrap_kubeconfig) {
+        (true, _) => Schedule::Rotate,
+        (false, Some(_)) => Schedule::AtExpiry,
+        (false, None) => return Ok(()),
+    };
     let kind = CertKind::Client;
     let swapped = client.clone();
     let rotation = Rotation {
@@ -399,6 +446,8 @@ fn start_rotation(w: &mut Wiring, node: &str, api: &Option<Api>) -> Result<(), A
                 .map_err(Into::into)
         }),
         recorder: recorder.clone(),
+        bootstrap: flags.bootstrap_kubeconfig.clone(),
+        schedule,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,
@@ -439,7 +488,7 @@ fn start_serving_rotation(
     let store = CertStore::new(&cert_dir(flags), kind.prefix());
     let now = crate::certificate::unix_now();
     let current = match store.current() {
-        Ok(Some(pem)) if crate::certificate::valid_at(&pem, now) => {
+        Ok(Some(pem)) if crate::certificate::check_pair_at(&pem, &pem, now).is_ok() => {
             match serving.replace(&pem, &pem) {
                 Ok(()) => Some(pem),
                 Err(err) => {
@@ -459,6 +508,8 @@ fn start_serving_rotation(
         current,
         install: Box::new(move |cert, key| installed.replace(cert, key).map_err(Into::into)),
         recorder: recorder.clone(),
+        bootstrap: None,
+        schedule: Schedule::Rotate,
     };
     w.threads.add(crate::certificate::rotation::spawn(
         rotation,
@@ -473,6 +524,8 @@ fn start_serving_rotation(
 /// (or only once containerd is up).
 pub struct Prepared {
     api: Option<Api>,
+    /// `--image-credential-provider-config`'s plugins, checked (empty: none).
+    credential_plugins: Vec<ProviderConfig>,
     /// How the node shutdown manager reaches logind (the system D-Bus; tests hand in
     /// a fake).
     logind: crate::nodeshutdown::logind::Connect,
@@ -496,10 +549,54 @@ pub fn prepare(flags: &Flags) -> Result<Prepared, AgentError> {
     let api = api_client(flags, &node_name(flags))?;
     let tls = flags.server_config(&node_name(flags)).tls;
     server::tls::check(&tls).map_err(|e| AgentError::Config(format!("node server TLS: {e}")))?;
+    let credential_plugins = load_credential_plugins(flags)?;
     Ok(Prepared {
         api,
+        credential_plugins,
         logind: crate::nodeshutdown::dbus_logind::connector(),
     })
+}
+
+/// The plugins ready to run; token mode asks through the pod workers' API client.
+fn ready_credential_plugins(
+    flags: &Flags,
+    providers: Vec<ProviderConfig>,
+    api: Option<ApiClient>,
+) -> Option<Arc<CredentialPlugins>> {
+    let bin_dir = flags.image_credential_provider_bin_dir.as_deref()?;
+    if providers.is_empty() {
+        return None;
+    }
+    let accounts = api.map(|c| Box::new(c) as Box<dyn credential_plugin::ServiceAccounts>);
+    Some(Arc::new(CredentialPlugins::new(
+        providers,
+        bin_dir,
+        credential_plugin::exec::Limits::default(),
+        crate::config::parse_duration,
+        accounts,
+    )))
+}
+
+/// `--image-credential-provider-config` and its bin dir, read and checked; a bad
+/// file stops litelet, as upstream.
+fn load_credential_plugins(flags: &Flags) -> Result<Vec<ProviderConfig>, AgentError> {
+    let Some(path) = &flags.image_credential_provider_config else {
+        return Ok(Vec::new());
+    };
+    let syntax = credential_plugin::Syntax {
+        duration: crate::config::parse_duration,
+        qualified_name: |key| crate::node::config::check_qualified_name(key).is_ok(),
+    };
+    let bin_dir = flags.image_credential_provider_bin_dir.as_deref();
+    let providers = credential_plugin::load(path, bin_dir, syntax)
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+    let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+    log::info!(
+        "credential provider plugins from {}: {}",
+        path.display(),
+        names.join(", ")
+    );
+    Ok(providers)
 }
 
 /// `--fail-swap-on`: the host must have no swap area on (upstream's check).
@@ -509,6 +606,38 @@ pub fn check_swap(proc_swaps: &str) -> Result<(), SwapOn> {
         return Ok(());
     }
     Err(SwapOn { areas })
+}
+
+/// The image pull records under the root dir; each problem reading them (they fail
+/// closed: images are verified again) is logged and reported as a node event.
+fn pull_records(
+    root_dir: &Path,
+    images: &cri::ImageClient,
+    recorder: &Recorder,
+    node: &str,
+) -> PullRecords {
+    let list = || {
+        let listed = images.list_images(&Default::default())?;
+        Ok(listed
+            .images
+            .into_iter()
+            .map(|i| RuntimeImage {
+                id: i.id,
+                names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
+            })
+            .collect())
+    };
+    let (records, problems) = PullRecords::open(root_dir, &list);
+    for problem in problems {
+        log::error!("{problem}");
+        recorder.node(
+            node,
+            EventType::Warning,
+            "ImagePullRecordsUnusable",
+            problem.to_string(),
+        );
+    }
+    records
 }
 
 /// Swap for containers: the policy, the cgroup version, whether the memory controller
@@ -554,8 +683,10 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
         return Ok(Recorder::log_only());
     };
     let (event_tx, event_rx) = bounded(1000);
+    let (qps, burst) =
+        crate::api::ratelimit::client_go_limit(w.flags.event_qps as f32, w.flags.event_burst);
     w.threads.add(events::spawn(
-        client.with_own_limit(w.flags.event_qps as f32, w.flags.event_burst),
+        client.with_own_limit(qps, burst),
         events::Options::new(node),
         event_rx,
         w.threads.shutdown(),
@@ -658,6 +789,7 @@ fn start_runtime(
     w: &mut Wiring,
     host: &Host,
     devices: Option<&DeviceManager>,
+    credential_plugins: Vec<ProviderConfig>,
 ) -> Result<RuntimeParts, AgentError> {
     let (flags, runtime, recorder) = (w.flags, &w.runtime, &w.recorder);
     let (images, api) = (w.images.clone(), w.worker_api.clone());
@@ -677,6 +809,7 @@ fn start_runtime(
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
         node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
         swap: swap_settings(flags, &host.machine),
+        seccomp_default: flags.seccomp_default,
     };
     let runtime_name = runtime
         .version(&Default::default())
@@ -691,6 +824,7 @@ fn start_runtime(
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
     let marks = cache.clone();
+    let images_for_records = images.clone();
     let mut manager =
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
     if let Some(devices) = devices {
@@ -703,7 +837,8 @@ fn start_runtime(
                     root_dir,
                     std::env::var_os("HOME").map(PathBuf::from).as_deref(),
                 ),
-                records: PullRecords::load(root_dir),
+                plugins: ready_credential_plugins(flags, credential_plugins, api.clone()),
+                records: pull_records(root_dir, &images_for_records, recorder, &host.node),
                 policy: flags.image_pull_credentials_verification_policy,
                 allowlist: flags.preloaded_images_verification_allowlist.clone(),
             })
@@ -1021,6 +1156,8 @@ struct PodSide {
     probe_metrics: Option<ProbeMetrics>,
     /// The sync loop's requests to the `gc` thread.
     gc_requests: Receiver<GcRequest>,
+    /// The claims the pod workers mounted, measured by the `stats` thread.
+    claims: crate::stats::claims::ClaimMounts,
 }
 
 /// Starts the pod workers over the kubelet's syncer, and the status thread their
@@ -1065,8 +1202,13 @@ fn start_pods(
         .map(|ip| ip.to_string())
         .collect();
     // Before the node thread: its status lists the volumes in use.
-    let volumes = start_volumes(w, &root_dir, &node, view.allocatable.clone())?;
-    let node_lister = start_node(w, host, rt, devices.as_ref(), volumes.volumes_in_use())?;
+    let manager = start_volumes(w, &root_dir, &node, view.allocatable.clone())?;
+    let node_lister = start_node(w, host, rt, devices.as_ref(), manager.volumes_in_use())?;
+    let claims = crate::stats::claims::ClaimMounts::default();
+    let volumes: Arc<dyn crate::kubelet::deps::PodVolumes> = Arc::new(ClaimRecording {
+        inner: manager,
+        claims: claims.clone(),
+    });
     let sources = start_sources(w, &node, &root_dir)?;
     let (probes, probe_updates, probe_metrics) = start_probes(w);
     let (status, unstarted_status) = status_manager(w.api.as_ref());
@@ -1133,6 +1275,7 @@ fn start_pods(
         probe_updates,
         probe_metrics,
         gc_requests,
+        claims,
     })
 }
 
@@ -1181,7 +1324,7 @@ fn start_readers(
         )?),
         None => log::info!("container log rotation is off (negative --container-log-max-size)"),
     }
-    let stats = start_stats(w, rt.cgroups.clone());
+    let stats = start_stats(w, rt.cgroups.clone(), pods.claims.clone());
     let server = ServerContext {
         heartbeat: pods.kubelet.heartbeat(),
         pleg: rt.pleg_health.clone(),
@@ -1192,6 +1335,7 @@ fn start_readers(
         api: w.api.clone(),
         stats: stats.clone(),
         probes: pods.probe_metrics.clone(),
+        runtime_cache: Some(rt.cache.clone()),
     };
     let mut config = w.flags.server_config(pods.kubelet.node_name());
     config.serving = serving;
@@ -1289,7 +1433,7 @@ pub fn run(
     // Device plugins: the registration server lives until `run` returns.
     let device_plugins = start_devices(flags, &host.root_dir);
     let devices = device_plugins.as_ref().map(|(m, _)| m.clone());
-    let rt = start_runtime(&mut w, &host, devices.as_ref())?;
+    let rt = start_runtime(&mut w, &host, devices.as_ref(), prepared.credential_plugins)?;
     // Upstream's first node event, said once the start-up checks (the runtime's
     // cgroup driver among them) have passed and before any pod starts.
     w.recorder.node(

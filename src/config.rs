@@ -61,7 +61,12 @@ pub struct Flags {
     pub device_plugins_dir: PathBuf,
     pub pod_manifest_path: Option<PathBuf>,
     pub hostname_override: Option<String>,
-    pub node_ip: Option<std::net::IpAddr>,
+    /// `--node-ip` as given (checked by `NodeIps::parse`).
+    pub node_ip: String,
+    /// `--cloud-provider`: "" or "external" (checked).
+    pub cloud_provider: String,
+    pub provider_id: Option<String>,
+    pub node_lease_duration_seconds: i32,
     pub root_dir: PathBuf,
     pub cgroup_root: String,
     pub cgroup_driver: CgroupDriver,
@@ -125,9 +130,19 @@ pub struct Flags {
     pub event_qps: u32,
     pub event_burst: u32,
     pub checkpoint_api_pods: bool,
-    pub server_max_connections: usize,
+    /// None: sized by memory (`server::default_max_connections`).
+    pub server_max_connections: Option<usize>,
+    pub tls_cipher_suites: Vec<String>,
+    pub tls_min_version: String,
+    /// Zero: never.
+    pub streaming_connection_idle_timeout: Duration,
+    pub image_credential_provider_config: Option<PathBuf>,
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
     pub server_max_unauthenticated_connections: usize,
     pub server_max_unauthenticated_per_client: usize,
+    pub log_format: crate::log_format::LogFormat,
+    pub oom_score_adj: i32,
+    pub seccomp_default: bool,
     /// Log verbosity like the kubelet's -v: 0-1 info, 2-4 debug, 5+ trace.
     pub verbosity: u8,
 }
@@ -197,6 +212,7 @@ crate::named_setting!(
     crate::server::authz::AuthorizationMode,
     crate::runtime::swap::SwapBehavior,
     crate::runtime::pull_records::VerificationPolicy,
+    crate::log_format::LogFormat,
 );
 
 /// Operator subcommands.
@@ -303,6 +319,8 @@ impl Flags {
     /// Checks that span several settings (after the merge).
     fn check(&self) -> Result<(), LoadError> {
         self.shutdown.validate()?;
+        self.tls_policy()
+            .map_err(|e| LoadError::Inconsistent(e.to_string()))?;
         self.node_allocatable_enforcement()
             .map_err(|problems| LoadError::Inconsistent(problems.join("; ")))?;
         if self.image_gc_low_threshold > self.image_gc_high_threshold {

@@ -9,6 +9,7 @@ use crossbeam_channel::{after, select};
 
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
 use litelet::cri::{self, RuntimeClient};
+use litelet::log_format;
 use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(flags.verbosity);
+    log_format::init(flags.log_format, log_filter(flags.verbosity));
     for warning in &flags.warnings {
         log::warn!("{warning}");
     }
@@ -30,15 +31,6 @@ fn main() -> ExitCode {
         Some(Command::Ps(info)) => run_operator(&info.runtime, "ps", runtime_info::pods_report),
         None => run_agent(&flags),
     }
-}
-
-fn init_logging(verbosity: u8) {
-    let mut builder = env_logger::Builder::new();
-    builder.filter_level(log_filter(verbosity));
-    if let Ok(spec) = std::env::var("RUST_LOG") {
-        builder.parse_filters(&spec);
-    }
-    builder.format_timestamp_millis().init();
 }
 
 fn run_operator(
@@ -64,6 +56,8 @@ fn run_operator(
 
 fn run_agent(flags: &Flags) -> ExitCode {
     process::limit_malloc_arenas();
+    // client-go's rest_client_* series, for every API client of the process.
+    litelet::api::stats::observe_attempts(litelet::metrics::rest_attempt);
     let shutdown = match process::install_shutdown_signals() {
         Ok(shutdown) => shutdown,
         Err(err) => {
@@ -71,7 +65,7 @@ fn run_agent(flags: &Flags) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    process::protect_from_oom_killer();
+    process::set_own_oom_score_adj(flags.oom_score_adj);
     let (endpoint, options) = match flags.runtime.resolve() {
         Ok(resolved) => resolved,
         Err(err) => {

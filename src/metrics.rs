@@ -302,9 +302,41 @@ pub static STATS_SAMPLE_BYTES: Family = Family::gauge(
     &[],
 );
 pub static EVICTIONS: Family = Family::counter(
-    "litelet_evictions_total",
-    "Pods evicted by the eviction manager, by the signal whose threshold was met.",
+    "kubelet_evictions",
+    "Cumulative number of pod evictions by eviction signal.",
     &["eviction_signal"],
+);
+pub static PLEG_RELIST_INTERVAL: Family = Family::histogram(
+    "kubelet_pleg_relist_interval_seconds",
+    "Interval in seconds between relisting in PLEG.",
+    &[],
+    LATENCY_BUCKETS,
+);
+pub static NODE_NAME: Family = Family::gauge(
+    "kubelet_node_name",
+    "The node's name. The count is always 1.",
+    &["node"],
+);
+pub static NODE_CONFIG_ERROR: Family = Family::gauge(
+    "kubelet_node_config_error",
+    "This metric is true (1) if the node is experiencing a configuration-related error, false (0) otherwise.",
+    &[],
+);
+pub static REST_CLIENT_REQUESTS: Family = Family::counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    &["code", "host", "method"],
+);
+pub static REST_CLIENT_DURATION: Family = Family::histogram(
+    "rest_client_request_duration_seconds",
+    "Request latency in seconds. Broken down by verb, and host.",
+    &["host", "verb"],
+    LATENCY_BUCKETS,
+);
+pub static HEALTHCHECKS: Family = Family::counter(
+    "kubernetes_healthchecks_total",
+    "This metric records the results of all healthcheck.",
+    &["name", "status", "type"],
 );
 
 pub static LOG_ROTATIONS: Family = Family::counter(
@@ -325,8 +357,14 @@ pub static CLIENT_CERT_RENEW_ERRORS: Family = Family::counter(
     &[],
 );
 
-/// Every family, in rendering order.
-pub fn families() -> [&'static Family; 18] {
+pub static SERVER_CERT_TTL: Family = Family::gauge(
+    "kubelet_certificate_manager_server_ttl_seconds",
+    "Seconds until the rotated serving certificate expires (negative once it has).",
+    &[],
+);
+
+/// Every family of `/metrics`, in rendering order (`HEALTHCHECKS` is `/metrics/slis`').
+pub fn families() -> [&'static Family; 24] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -346,6 +384,12 @@ pub fn families() -> [&'static Family; 18] {
         &LOG_ROTATIONS,
         &CLIENT_CERT_TTL,
         &CLIENT_CERT_RENEW_ERRORS,
+        &SERVER_CERT_TTL,
+        &PLEG_RELIST_INTERVAL,
+        &NODE_NAME,
+        &NODE_CONFIG_ERROR,
+        &REST_CLIENT_REQUESTS,
+        &REST_CLIENT_DURATION,
     ]
 }
 
@@ -390,6 +434,19 @@ pub fn log_rotated() {
     LOG_ROTATIONS.inc(&[]);
 }
 
+/// One finished request to the API server (the API clients' attempt observer,
+/// installed by the agent): client-go's `rest_client_*` series.
+pub fn rest_attempt(attempt: &crate::api::stats::Attempt<'_>) {
+    let code = attempt
+        .code
+        .map_or_else(|| "<error>".to_owned(), |c| c.to_string());
+    REST_CLIENT_REQUESTS.inc(&[&code, attempt.host, attempt.method]);
+    REST_CLIENT_DURATION.observe_duration(&[attempt.host, attempt.method], attempt.took);
+}
+
+/// When the PLEG last relisted, for the interval histogram.
+static LAST_RELIST: Mutex<Option<Instant>> = Mutex::new(None);
+
 /// What one PLEG relist saw: pods with a running sandbox, and containers by state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RelistCounts {
@@ -404,6 +461,10 @@ pub struct RelistCounts {
 /// by the PLEG, so this module, below the runtime, needs none of its types).
 pub fn relisted(took: Duration, counts: RelistCounts) {
     PLEG_RELIST_DURATION.observe_duration(&[], took);
+    let now = Instant::now();
+    if let Some(last) = lock(&LAST_RELIST).replace(now) {
+        PLEG_RELIST_INTERVAL.observe_duration(&[], now.saturating_duration_since(last));
+    }
     RUNNING_PODS.set(&[], f64::from(counts.running_pods));
     let states = [
         ("running", counts.running),

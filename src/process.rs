@@ -16,6 +16,7 @@
 use std::any::Any;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
@@ -48,13 +49,37 @@ fn wait_for_signal(set: SigSet, sender: Sender<()>) {
     drop(sender);
 }
 
-/// Asks the kernel to spare litelet under memory pressure, as the kubelet does with
-/// -999. Machines without CAP_SYS_RESOURCE refuse a negative value: that is logged,
-/// never fatal.
-pub fn protect_from_oom_killer() {
-    const SCORE: &str = "-999";
-    if let Err(err) = std::fs::write("/proc/self/oom_score_adj", SCORE) {
-        log::warn!("cannot set own oom_score_adj to {SCORE}: {err}; continuing");
+/// The kubelet's own `oom_score_adj` unless `oomScoreAdj` says otherwise (upstream's
+/// `qos.KubeletOOMScoreAdj`).
+pub const DEFAULT_OOM_SCORE_ADJ: i32 = -999;
+
+/// An `oomScoreAdj` outside the kernel's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("oomScoreAdj (--oom-score-adj) {0} must be between -1000 and 1000")]
+pub struct OomScoreAdjError(pub i32);
+
+/// Checks `oomScoreAdj` as upstream does at start-up.
+pub fn check_oom_score_adj(score: i32) -> Result<i32, OomScoreAdjError> {
+    match score {
+        -1000..=1000 => Ok(score),
+        other => Err(OomScoreAdjError(other)),
+    }
+}
+
+/// Sets litelet's own `oom_score_adj` (`oomScoreAdj`, default -999: the kernel spares
+/// litelet under memory pressure, as upstream's kubelet). Machines without
+/// CAP_SYS_RESOURCE refuse a lower value: that is logged, never fatal, as upstream.
+pub fn set_own_oom_score_adj(score: i32) {
+    set_oom_score_adj(Path::new("/proc/self/oom_score_adj"), score);
+}
+
+fn set_oom_score_adj(path: &Path, score: i32) -> bool {
+    match std::fs::write(path, score.to_string()) {
+        Ok(()) => true,
+        Err(err) => {
+            log::warn!("cannot set own oom_score_adj to {score}: {err}; continuing");
+            false
+        }
     }
 }
 
@@ -70,6 +95,25 @@ pub fn limit_malloc_arenas() {
         // thread exists yet to race the change.
         unsafe {
             nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
+/// Raises this process's soft limit on open files to its hard limit, as Go programs
+/// (the upstream kubelet among them) do at start: the node API holds a socket and a
+/// log file or a runtime socket per stream, and the usual soft limit (1024) would cap
+/// it near 250 streams. Returns the soft limit in force afterwards.
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    if soft >= hard {
+        return Ok(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => Ok(hard),
+        Err(err) => {
+            log::warn!("cannot raise the open files limit from {soft} to {hard}: {err}");
+            Ok(soft)
         }
     }
 }
@@ -145,6 +189,38 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oom_score_adj_is_checked_and_a_refused_write_is_survived() {
+        for ok in [-1000, -999, 0, 1000] {
+            assert_eq!(check_oom_score_adj(ok), Ok(ok));
+        }
+        for bad in [-1001, 1001, i32::MIN] {
+            assert_eq!(
+                check_oom_score_adj(bad).unwrap_err().to_string(),
+                format!("oomScoreAdj (--oom-score-adj) {bad} must be between -1000 and 1000")
+            );
+        }
+        // Raising one's own score is always allowed: the real file takes it.
+        let own = Path::new("/proc/self/oom_score_adj");
+        let before: i32 = std::fs::read_to_string(own)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let raised = (before + 1).min(1000);
+        assert!(set_oom_score_adj(own, raised));
+        assert_eq!(
+            std::fs::read_to_string(own).unwrap().trim(),
+            raised.to_string()
+        );
+        // A write the kernel refuses (out of range) is logged, not fatal.
+        assert!(!set_oom_score_adj(own, 5000));
+        assert!(!set_oom_score_adj(
+            Path::new("/nonexistent/oom_score_adj"),
+            -999
+        ));
+    }
 
     #[test]
     fn panic_messages_are_read_from_both_payload_kinds() {

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use litelet::kernel_tunables::TEST_ROOT_ENV;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::fake_api::{tls, FakeApi};
@@ -88,6 +89,7 @@ fn agent_stops_cleanly(endpoint: &str, ready: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("litelet.log");
     let child = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, support::proc_sys(dir.path()))
         .arg("--device-plugins-dir")
         .arg(dir.path().join("device-plugins"))
         .args(["--container-runtime-endpoint", endpoint, "--root-dir"])
@@ -141,6 +143,7 @@ fn run_agent(
 ) -> (Option<ExitStatus>, String) {
     let log = dir.join("litelet.log");
     let mut child = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, support::proc_sys(dir))
         .args(args)
         .arg("--device-plugins-dir")
         .arg(dir.join("device-plugins"))
@@ -266,6 +269,7 @@ fn insecure_api_settings_are_warned_about_at_start() {
         let endpoint = format!("unix://{}/missing.sock", dir.path().display());
         let log = dir.path().join("litelet.log");
         let mut child = Command::new(LITELET)
+            .env(TEST_ROOT_ENV, support::proc_sys(dir.path()))
             .args(["--container-runtime-endpoint", &endpoint, "--kubeconfig"])
             .arg(&kubeconfig)
             .arg("--device-plugins-dir")

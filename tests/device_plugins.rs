@@ -227,6 +227,103 @@ fn allocate_follows_the_plugins_preference_and_a_restart_keeps_the_allocations()
     assert_eq!(got_c.envs["FAKE_DEVICES"], "Dev-1");
 }
 
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn the_plugins_folder_is_0750_and_the_registration_socket_0600_and_plugins_still_register() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    // A folder an earlier install made open to all is closed.
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::set_permissions(&plugins, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (manager, server) = manager(dir.path());
+    assert_eq!(mode_of(&plugins), 0o750);
+    assert_eq!(mode_of(&dir.path().join("state")), 0o750);
+    assert_eq!(server.socket, plugins.join("kubelet.sock"));
+    let kind = std::fs::symlink_metadata(&server.socket)
+        .unwrap()
+        .file_type();
+    assert!(kind.is_socket());
+    assert_eq!(mode_of(&server.socket), 0o600);
+    // Bound under a temp name and renamed: nothing else is left in the folder.
+    let names: Vec<_> = std::fs::read_dir(&plugins)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["kubelet.sock"]);
+    let plugin = two_devices(dir.path(), "dp.1", Default::default());
+    plugin.register(&plugins, R, "v1beta1").unwrap();
+    assert!(capacity_is(&manager, (2, 2)), "{:?}", manager.capacity());
+}
+
+#[test]
+fn a_damaged_checkpoint_leaves_the_device_manager_working_from_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("allocations.json"), b"\0\0garbage").unwrap();
+    {
+        let (manager, _server) = manager(dir.path());
+        assert!(manager.capacity().is_empty());
+        assert_eq!(
+            std::fs::read(state.join("allocations.json.corrupt")).unwrap(),
+            b"\0\0garbage"
+        );
+        let plugin = two_devices(dir.path(), "dp.1", Default::default());
+        plugin
+            .register(&dir.path().join("plugins"), R, "v1beta1")
+            .unwrap();
+        assert!(capacity_is(&manager, (2, 2)), "{:?}", manager.capacity());
+        let a = pod("uid-a", 1);
+        manager
+            .container_options(&a, &a.spec.containers[0])
+            .unwrap();
+    }
+    // A good checkpoint again, which the next start reads.
+    let (again, _server) = manager(dir.path());
+    assert_eq!(again.held("uid-a", "app", R), ["Dev-1"]);
+}
+
+#[test]
+fn a_preference_naming_a_device_twice_or_unknown_ones_still_allocates_distinct_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let options = pb::DevicePluginOptions {
+        get_preferred_allocation_available: true,
+        ..Default::default()
+    };
+    let (manager, _server) = manager(dir.path());
+    let plugin = FakeDevicePlugin::start(
+        &plugins,
+        "dp.1",
+        &[("Dev-1", true), ("Dev-2", true), ("Dev-3", true)],
+        options,
+    );
+    plugin.register(&plugins, R, "v1beta1").unwrap();
+    assert!(capacity_is(&manager, (3, 3)));
+    plugin.set_preferred(&["Dev-3", "Dev-3", "Dev-9"]);
+    let a = pod("uid-a", 2);
+    manager
+        .container_options(&a, &a.spec.containers[0])
+        .unwrap();
+    assert_eq!(manager.held("uid-a", "app", R), ["Dev-3", "Dev-1"]);
+    assert!(plugin.calls().contains(&"Allocate Dev-3,Dev-1".to_owned()));
+    // One device is left, and it is still free for the next pod.
+    let b = pod("uid-b", 1);
+    manager
+        .container_options(&b, &b.spec.containers[0])
+        .unwrap();
+    assert_eq!(manager.held("uid-b", "app", R), ["Dev-2"]);
+}
+
 /// The litelet binary in standalone mode (static pods) on the fake CRI; stopped and
 /// its cgroups removed on drop.
 struct Agent {
@@ -281,6 +378,10 @@ fn spawn_agent(dir: &Path, cri: &support::fake_cri::FakeCri, tag: &str) -> Agent
         .arg(&manifests)
         .args(["--cgroup-root", &cgroup_root, "--eviction-hard="])
         .env("RUST_LOG", "info,litelet=debug")
+        .env(
+            litelet::kernel_tunables::TEST_ROOT_ENV,
+            support::proc_sys(dir),
+        )
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -386,6 +487,7 @@ fn pod_resources_lists_each_containers_devices_the_allocatable_ones_and_gets_one
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o750);
+    assert_eq!(mode_of(&socket), 0o600);
     let idle = thread_names(agent.child.id());
 
     let plugin = FakeDevicePlugin::start(

@@ -1,7 +1,9 @@
 //! The logind seam over D-Bus (`nodeshutdown::dbus_logind`) against a private
 //! `dbus-daemon` with a fake logind and systemd on it: the delay property, the drop-in
 //! and the SIGHUP through KillUnit, the delay lock as a passed fd (held until dropped),
-//! and PrepareForShutdown signals, only from logind's name.
+//! and PrepareForShutdown signals, only from the current owner of logind's name:
+//! neither another user's forgery addressed to litelet's connection nor anything
+//! before a restarted logind counts.
 
 mod support;
 
@@ -27,14 +29,8 @@ struct Seen {
     kill_units: Vec<Vec<Value>>,
     /// Read ends of the lock pipes handed out.
     locks: Vec<OwnedFd>,
-}
-
-fn request_name(conn: &mut Connection, name: &str) {
-    let call = Message::method_call(BUS_NAME, "/org/freedesktop/DBus", BUS_NAME, "RequestName")
-        .arg(Value::str(name))
-        .arg(Value::U32(0));
-    let reply = conn.call(call, T).expect("RequestName");
-    assert_eq!(reply.body, vec![Value::U32(1)], "primary owner of {name}");
+    /// The unique names that called.
+    callers: Vec<String>,
 }
 
 /// Serves login1 and systemd1 on `conn` until `signals` disconnects; sends the
@@ -70,6 +66,7 @@ fn serve(
         if call.kind != MessageKind::MethodCall {
             continue;
         }
+        seen.lock().unwrap().callers.extend(call.sender.clone());
         let reply = match call.member.as_deref() {
             Some("Get") => {
                 assert_eq!(
@@ -123,34 +120,101 @@ fn held(read: &OwnedFd) -> bool {
 }
 
 struct Fixture {
-    _bus: DbusDaemon,
+    bus: DbusDaemon,
     address: String,
     seen: Arc<Mutex<Seen>>,
-    signals: Sender<bool>,
+    services: Services,
     conf: tempfile::TempDir,
+}
+
+/// The fake services: their signal channel, thread and unique name.
+struct Services {
+    signals: Sender<bool>,
+    thread: std::thread::JoinHandle<()>,
+    name: String,
+}
+
+/// Connects the fake logind and systemd, asks for their names and serves them on a
+/// thread until `signals` is dropped. The names are theirs at once, or (after a
+/// restart) once the former owner has gone: RequestName answers 1, or 2 (queued).
+fn start_services(address: &str, seen: Arc<Mutex<Seen>>, conf: &std::path::Path) -> Services {
+    let mut services = Connection::open(address).expect("connect services");
+    services.serve_calls();
+    for name in ["org.freedesktop.login1", "org.freedesktop.systemd1"] {
+        let call = Message::method_call(BUS_NAME, "/org/freedesktop/DBus", BUS_NAME, "RequestName")
+            .arg(Value::str(name))
+            .arg(Value::U32(0));
+        let reply = services.call(call, T).expect("RequestName");
+        assert!(
+            matches!(reply.body[..], [Value::U32(1 | 2)]),
+            "{name}: {:?}",
+            reply.body
+        );
+    }
+    let name = services.unique_name().to_owned();
+    let (signals, signals_rx) = crossbeam_channel::unbounded();
+    let conf = conf.to_owned();
+    let thread = std::thread::spawn(move || serve(services, seen, signals_rx, conf));
+    Services {
+        signals,
+        thread,
+        name,
+    }
 }
 
 fn fixture(test: &str) -> Option<Fixture> {
     let bus = DbusDaemon::start(test)?;
     let address = bus.address().to_owned();
-    let mut services = Connection::open(&address).expect("connect services");
-    request_name(&mut services, "org.freedesktop.login1");
-    request_name(&mut services, "org.freedesktop.systemd1");
     let seen = Arc::new(Mutex::new(Seen {
         delay_usec: 5_000_000,
         ..Default::default()
     }));
     let conf = tempfile::tempdir().unwrap();
-    let (signals, signals_rx) = crossbeam_channel::unbounded();
-    let (s, dir) = (seen.clone(), conf.path().to_owned());
-    std::thread::spawn(move || serve(services, s, signals_rx, dir));
+    let services = start_services(&address, seen.clone(), conf.path());
     Some(Fixture {
-        _bus: bus,
+        bus,
         address,
         seen,
-        signals,
+        services,
         conf,
     })
+}
+
+impl Fixture {
+    /// Sends PrepareForShutdown(active) from the fake logind.
+    fn emit(&self, active: bool) {
+        self.services
+            .signals
+            .send(active)
+            .expect("the services' thread");
+    }
+
+    /// logind (and systemd) restart: the services' connection goes, and a new one
+    /// owns their names.
+    fn restart_services(&mut self) {
+        let new = start_services(&self.address, self.seen.clone(), self.conf.path());
+        let old = std::mem::replace(&mut self.services, new);
+        drop(old.signals);
+        old.thread.join().expect("the old services' thread");
+        let mut observer = Connection::open(&self.address).expect("connect observer");
+        assert!(
+            support::wait_until(T, || observer
+                .get_name_owner("org.freedesktop.login1")
+                .is_ok_and(|owner| owner == self.services.name)),
+            "the restarted services never owned org.freedesktop.login1"
+        );
+    }
+}
+
+/// The next event within the timeout, polling as the node-shutdown thread does.
+fn next(logind: &mut DbusLogind) -> Option<bool> {
+    let deadline = std::time::Instant::now() + T;
+    while std::time::Instant::now() < deadline {
+        if let Some(v) = logind.next_event(Duration::from_millis(200)).expect("next") {
+            return Some(v);
+        }
+    }
+    None
 }
 
 #[test]
@@ -228,22 +292,53 @@ fn prepare_for_shutdown_arrives_only_from_loginds_name() {
             .arg(Value::Bool(true)),
         )
         .expect("spoof");
-    let next = |logind: &mut DbusLogind| -> Option<bool> {
-        let deadline = std::time::Instant::now() + T;
-        while std::time::Instant::now() < deadline {
-            if let Some(v) = logind.next_event(Duration::from_millis(200)).expect("next") {
-                return Some(v);
-            }
-        }
-        None
-    };
     assert_eq!(
         logind.next_event(Duration::from_millis(500)).expect("next"),
         None,
         "the spoofed signal must not arrive"
     );
-    f.signals.send(true).unwrap();
+    f.emit(true);
     assert_eq!(next(&mut logind), Some(true));
-    f.signals.send(false).unwrap();
+    f.emit(false);
     assert_eq!(next(&mut logind), Some(false));
+}
+
+#[test]
+fn prepare_for_shutdown_another_user_addresses_to_litelet_is_ignored() {
+    let Some(f) = fixture("prepare_for_shutdown_another_user_addresses_to_litelet_is_ignored")
+    else {
+        return;
+    };
+    let mut logind = DbusLogind::open(Some(&f.address), f.conf.path().to_owned()).expect("open");
+    logind.subscribe().expect("subscribe");
+    let _lock = logind.inhibit_shutdown().expect("Inhibit");
+    // litelet's unique name, as the fake logind saw it call (`busctl list` shows it).
+    let litelet = f.seen.lock().unwrap().callers[0].clone();
+    f.bus.forge_signal(
+        &litelet,
+        "/org/freedesktop/login1",
+        "org.freedesktop.login1.Manager.PrepareForShutdown",
+        &["boolean:true"],
+    );
+    // logind's own signal comes after the forged one: it is the first event.
+    f.emit(false);
+    assert_eq!(next(&mut logind), Some(false));
+    f.emit(true);
+    assert_eq!(next(&mut logind), Some(true));
+}
+
+#[test]
+fn a_restarted_logind_is_followed() {
+    let Some(mut f) = fixture("a_restarted_logind_is_followed") else {
+        return;
+    };
+    let mut logind = DbusLogind::open(Some(&f.address), f.conf.path().to_owned()).expect("open");
+    logind.subscribe().expect("subscribe");
+    f.emit(false);
+    assert_eq!(next(&mut logind), Some(false));
+    f.restart_services();
+    // The restarted logind answers and signals: litelet follows its new name.
+    assert_eq!(logind.inhibit_delay_max().unwrap(), Duration::from_secs(5));
+    f.emit(true);
+    assert_eq!(next(&mut logind), Some(true));
 }

@@ -366,8 +366,10 @@ fn lease_is_created_with_owner_and_renewed() {
     let t1 = wait_renewed(&api, None, "at first");
     let t2 = wait_renewed(&api, Some(t1), "again");
     wait_renewed(&api, Some(t2), "a third time");
-    assert!(api.count("update", LEASE_PATH) >= 2);
-    // Renewals reuse the last answer: one GET (which found nothing) in all.
+    // Renewals are small merge patches of the holder and renew time, never a PUT
+    // of the whole lease, and read nothing: one GET (which found nothing) in all.
+    assert!(api.count("patch", LEASE_PATH) >= 2);
+    assert_eq!(api.count("update", LEASE_PATH), 0);
     assert_eq!(api.count("get", LEASE_PATH), 1);
     assert_eq!(
         api.count(
@@ -384,7 +386,7 @@ fn lease_survives_conflict_outage_and_deletion() {
     let _node = start(&api, config(FAST, HOUR, FAST));
     let t0 = wait_renewed(&api, None, "at first");
 
-    // Someone else wrote the lease: the next PUT gets 409, the lease is read again.
+    // The next renewal gets 409: the lease is read again.
     let gets = api.count("get", LEASE_PATH);
     api.conflict_next_write(LEASE_PATH);
     assert!(wait_until(LONG, || api

@@ -13,9 +13,14 @@ fn repo_file(path: &str) -> String {
 }
 
 fn litelet(args: &[&str]) -> std::process::Output {
+    // Should the agent ever get as far as the kernel tunables, a copy is what it sees.
+    let dir = tempfile::tempdir().unwrap();
+    let proc_sys = dir.path().join("proc-sys");
+    litelet::kernel_tunables::write_wanted(&proc_sys).unwrap();
     Command::new(env!("CARGO_BIN_EXE_litelet"))
         .args(args)
         .env_remove("RUST_LOG")
+        .env(litelet::kernel_tunables::TEST_ROOT_ENV, proc_sys)
         .output()
         .expect("run litelet")
 }

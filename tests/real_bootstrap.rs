@@ -305,3 +305,206 @@ fn an_approved_serving_certificate_replaces_the_self_signed_one() {
     assert_eq!(mode(&stored), 0o600);
     assert_eq!(node.pid(), pid, "no restart");
 }
+
+/// libfaketime's environment for a litelet whose clock runs `seconds` behind the
+/// cluster's (an edge board without a real-time clock): every clock read of the
+/// process, certificate checks included, is shifted; nothing else on the machine.
+/// Skips loudly without libfaketime (`scripts/install-deps.sh`) unless CI=true.
+fn clock_behind(test: &str, seconds: u32) -> Option<Vec<(String, String)>> {
+    let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+    if !std::path::Path::new(lib).exists() {
+        return support::skip(
+            test,
+            "libfaketime is not installed (scripts/install-deps.sh)",
+        );
+    }
+    Some(vec![
+        ("LD_PRELOAD".to_owned(), lib.to_owned()),
+        ("FAKETIME".to_owned(), format!("-{seconds}")),
+        ("FAKETIME_DONT_FAKE_MONOTONIC".to_owned(), "1".to_owned()),
+    ])
+}
+
+/// The node's CertificateSigningRequests of signer `signer`.
+fn requests_for(cp: &ControlPlane, node: &str, signer: &str) -> Vec<serde_json::Value> {
+    let csrs = cp
+        .get("/apis/certificates.k8s.io/v1/certificatesigningrequests")
+        .expect("csr list");
+    csrs["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["spec"]["signerName"] == signer && for_node(c, node))
+        .cloned()
+        .collect()
+}
+
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// The first certificate's notBefore of a PEM file (Unix seconds).
+fn not_before(path: &std::path::Path) -> i64 {
+    let pem = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let der = ureq::tls::parse_pem(&pem)
+        .filter_map(Result::ok)
+        .find_map(|item| match item {
+            ureq::tls::PemItem::Certificate(der) => Some(der.der().to_vec()),
+            _ => None,
+        })
+        .expect("a certificate");
+    litelet::api::x509::validity(&der).expect("validity").0
+}
+
+/// A node whose clock runs 10 minutes behind the cluster's gets a certificate the
+/// signer back-dated by only 5 minutes, so by the node's clock it is not valid yet:
+/// litelet keeps it (the API server judges it by its own clock), goes Ready, runs a
+/// pod, and keeps the same certificate across a restart: one request, no restart
+/// loop filing new ones.
+#[test]
+fn a_node_clock_ten_minutes_behind_bootstraps_and_keeps_its_certificate() {
+    let test = "a_node_clock_ten_minutes_behind_bootstraps_and_keeps_its_certificate";
+    let Some(cp) = ControlPlane::shared(test) else {
+        return;
+    };
+    controllers(cp);
+    let Some(env) = clock_behind(test, 600) else {
+        return;
+    };
+    let token = cp.bootstrap_token();
+    let Some(node) = RealNode::start_bootstrapping_with_env(test, "rb-behind", &token, &[], &env)
+    else {
+        return;
+    };
+    node.wait_ready();
+    let current = node.dir().join("pki/kubelet-client-current.pem");
+    assert!(
+        not_before(&current) > unix_now() - 600,
+        "the certificate is not valid yet by the node's clock"
+    );
+    cp.namespace("rb-behind");
+    cp.create(
+        "/api/v1/namespaces/rb-behind/pods",
+        &json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "behind", "namespace": "rb-behind"},
+            "spec": {"nodeName": "rb-behind", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": BUSYBOX,
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600"]}]}}),
+    );
+    node.wait_pod("rb-behind", "behind", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    });
+    let mut node = node;
+    node.restart();
+    node.wait_ready();
+    assert_eq!(
+        requests_for(cp, "rb-behind", CLIENT_SIGNER).len(),
+        1,
+        "one request, kept across a restart:\n{}",
+        node.tail()
+    );
+}
+
+/// A serving request approved late: by the rule that judged the certificate at the
+/// moment the request was filed, a certificate approved more than 5 minutes (the
+/// signer's back-date) after filing was refused and a new request filed. Scaled
+/// down: the node's clock runs 4m50s behind, which moves that window the same way,
+/// and the approval comes 70 s after filing (6 minutes for that rule). The node
+/// keeps the certificate: 10250 presents it, one request was filed, no restart.
+#[test]
+fn a_serving_certificate_approved_after_the_signers_backdate_is_kept() {
+    let test = "a_serving_certificate_approved_after_the_signers_backdate_is_kept";
+    let Some(cp) = ControlPlane::shared(test) else {
+        return;
+    };
+    controllers(cp);
+    let Some(env) = clock_behind(test, 290) else {
+        return;
+    };
+    let token = cp.bootstrap_token();
+    let Some(node) = RealNode::start_bootstrapping_with_env(
+        test,
+        "rb-late",
+        &token,
+        &["--rotate-server-certificates=true"],
+        &env,
+    ) else {
+        return;
+    };
+    node.wait_ready();
+    let pid = node.pid();
+    let serving = "kubernetes.io/kubelet-serving";
+    node.wait_for("a serving CertificateSigningRequest from the node", || {
+        !requests_for(cp, "rb-late", serving).is_empty()
+    });
+    let filed = std::time::Instant::now();
+    let name = requests_for(cp, "rb-late", serving)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    // The approval comes late on purpose: that delay is what is tested.
+    std::thread::sleep(std::time::Duration::from_secs(70).saturating_sub(filed.elapsed()));
+    let out = cp.kubectl(&["certificate", "approve", &name]);
+    assert!(
+        out.status.success(),
+        "approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let addr = std::net::SocketAddr::new(cp.node_ip.into(), node.port);
+    node.wait_for("10250 presents the late-approved certificate", || {
+        support::https::connect(addr, cp.ca_pem.as_bytes(), None).is_ok()
+    });
+    assert_eq!(
+        requests_for(cp, "rb-late", serving).len(),
+        1,
+        "no second request:\n{}",
+        node.tail()
+    );
+    assert_eq!(node.pid(), pid, "no restart");
+}
+
+/// Without `--rotate-certificates` the 4-minute client certificate expires while
+/// litelet runs: litelet asks for a new one with the bootstrap credentials, installs
+/// it and keeps renewing its Lease, in the same process.
+#[test]
+fn an_expired_client_certificate_falls_back_to_the_bootstrap_credentials() {
+    let test = "an_expired_client_certificate_falls_back_to_the_bootstrap_credentials";
+    let Some(cp) = ControlPlane::shared(test) else {
+        return;
+    };
+    controllers(cp);
+    let token = cp.bootstrap_token();
+    let Some(node) = RealNode::start_bootstrapping(test, "rb-expire", &token, &[]) else {
+        return;
+    };
+    node.wait_ready();
+    let pid = node.pid();
+    let current = node.dir().join("pki/kubelet-client-current.pem");
+    let first = std::fs::read_link(&current).expect("current link");
+    let first_not_after = not_after(&current);
+    while unix_now() <= first_not_after + 2 {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    node.wait_for("a new client certificate after the first expired", || {
+        std::fs::read_link(&current).is_ok_and(|target| target != first)
+    });
+    assert!(not_after(&current) > first_not_after);
+    let requests = requests_for(cp, "rb-expire", CLIENT_SIGNER);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(
+        requests
+            .iter()
+            .all(|c| requested_by(c, "system:bootstrap:")),
+        "both asked with the bootstrap token: {requests:?}"
+    );
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/rb-expire";
+    let renewed = |l: &serde_json::Value| l["spec"]["renewTime"].as_str().unwrap_or("").to_owned();
+    let before = renewed(&cp.get(lease_path).expect("lease"));
+    node.wait_for("a lease renewal with the new certificate", || {
+        cp.get(lease_path).is_some_and(|l| renewed(&l) != before)
+    });
+    assert_eq!(node.pid(), pid, "the same process throughout");
+    assert!(
+        node.log().contains("with the bootstrap credentials"),
+        "{}",
+        node.tail()
+    );
+}

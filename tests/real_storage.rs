@@ -12,7 +12,8 @@
 //! deregistered when its registrar goes; `local` and `hostPath` PVs and a generic
 //! ephemeral volume's claim are mounted; an unbound claim, a local PV of another
 //! node and an ephemeral claim the pod does not own keep their pods waiting with a
-//! FailedMount event.
+//! FailedMount event; pods with an `fsGroup` mounting a claim whose entries are
+//! swapped with symlinks to host files all along never get a host file changed.
 //! Nothing stays mounted under the node's root dir at the end. Skips loudly without
 //! the assets or root unless CI=true.
 
@@ -698,4 +699,151 @@ fn inline_csi_volume_needs_a_csi_driver_listing_ephemeral() {
     cp.delete(&format!(
         "/apis/storage.k8s.io/v1/csidrivers/{persistent_only}"
     ));
+}
+
+/// Swaps each (real, link) pair in `dir` with `renameat2(RENAME_EXCHANGE)`, round
+/// after round, until `stop`: what a pod looping renames in a shared claim does.
+fn swap_pairs(
+    dir: &Path,
+    pairs: Vec<(String, String)>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    use nix::fcntl::{renameat2, RenameFlags};
+    use std::os::fd::AsRawFd;
+    let dir = std::fs::File::open(dir).expect("volume dir");
+    std::thread::spawn(move || {
+        let fd = Some(dir.as_raw_fd());
+        let mut swaps = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for (a, b) in &pairs {
+                if renameat2(fd, a.as_str(), fd, b.as_str(), RenameFlags::RENAME_EXCHANGE).is_ok() {
+                    swaps += 1;
+                }
+            }
+        }
+        swaps
+    })
+}
+
+/// (mode, owner, group) of each path, symlinks not followed.
+fn owners(paths: &[PathBuf]) -> Vec<(u32, u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .iter()
+        .map(|p| {
+            let m = std::fs::symlink_metadata(p).expect("stat");
+            (m.mode(), m.uid(), m.gid())
+        })
+        .collect()
+}
+
+/// The fsGroup attack on real parts: a claim another pod writes (played by the test,
+/// on the driver's backing folder, as that pod's loop would through its mount)
+/// holds files and folders swapped all the time with symlinks to a host file and a
+/// host folder, while pods with an `fsGroup` mount it (each publish walks the whole
+/// volume as root). The host file and folder keep their mode, owner and group; the
+/// volume's own files get the group.
+#[test]
+fn fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file() {
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+    let test = "fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file";
+    let Some(node) = RealNode::start(test, "csi3", &[]) else {
+        return;
+    };
+    node.wait_ready();
+    let Some(plugin) = CsiPlugin::start(test, &node) else {
+        return;
+    };
+    let cp = node.cp;
+    let ns = "storage-swap";
+    cp.namespace(ns);
+    cp.create(
+        "/apis/storage.k8s.io/v1/csidrivers",
+        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                "metadata": {"name": DRIVER},
+                "spec": {"attachRequired": false, "volumeLifecycleModes": ["Persistent"],
+                         "fsGroupPolicy": "File"}}),
+    );
+    let csi_node = format!("/apis/storage.k8s.io/v1/csinodes/{}", node.name);
+    node.wait_for("CSINode lists the hostpath driver", || {
+        cp.get(&csi_node).is_some_and(|c| {
+            c["spec"]["drivers"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["name"] == DRIVER))
+        })
+    });
+
+    // The host: a file standing in for /etc/shadow, a folder for /etc.
+    let host = node.dir().join("host");
+    std::fs::create_dir_all(host.join("etc")).expect("host dir");
+    std::fs::write(host.join("shadow"), "root:*:1:0:::").expect("host file");
+    std::fs::write(host.join("etc/passwd"), "root:x:0:0").expect("host file");
+    let set_mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    set_mode(&host.join("shadow"), 0o600);
+    set_mode(&host.join("etc"), 0o700);
+    set_mode(&host.join("etc/passwd"), 0o604);
+    let outside = [
+        host.join("shadow"),
+        host.join("etc"),
+        host.join("etc/passwd"),
+    ];
+    let before = owners(&outside);
+
+    let volume_id = plugin.create_volume("pv-swap");
+    bound_claim(
+        &node,
+        ns,
+        "shared",
+        "pv-swap",
+        json!({"csi": {"driver": DRIVER, "volumeHandle": volume_id}}),
+    );
+    let backing = plugin.state.join(&volume_id);
+    let mut pairs = Vec::new();
+    for i in 0..500 {
+        std::fs::write(backing.join(format!("file-{i}")), "data").expect("file");
+        symlink(host.join("shadow"), backing.join(format!("link-{i}"))).expect("link");
+        pairs.push((format!("file-{i}"), format!("link-{i}")));
+    }
+    for i in 0..20 {
+        std::fs::create_dir(backing.join(format!("dir-{i}"))).expect("dir");
+        std::fs::write(backing.join(format!("dir-{i}/inner")), "data").expect("file");
+        symlink(host.join("etc"), backing.join(format!("dirlink-{i}"))).expect("link");
+        pairs.push((format!("dir-{i}"), format!("dirlink-{i}")));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = swap_pairs(&backing, pairs, std::sync::Arc::clone(&stop));
+
+    for round in 0..3u32 {
+        let name = format!("grouped-{round}");
+        let mut spec = pod(
+            ns,
+            &name,
+            &node.name,
+            "sleep 3600 & wait",
+            claim_volume("shared"),
+            "Never",
+        );
+        spec["spec"]["securityContext"] = json!({"fsGroup": 4000 + round});
+        cp.create(&format!("/api/v1/namespaces/{ns}/pods"), &spec);
+        node.wait_pod(ns, &name, "Running", |p| phase(p) == "Running");
+        assert_eq!(owners(&outside), before, "round {round}");
+        delete_pod(&node, ns, &name);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    eprintln!("{test}: {swaps} swaps");
+    assert!(swaps > 0);
+    assert_eq!(owners(&outside), before);
+    // The walks did run: the volume's own files have the last pod's group.
+    let own = ["file-0", "link-0"]
+        .map(|n| std::fs::symlink_metadata(backing.join(n)).expect("stat"))
+        .into_iter()
+        .find(|m| m.is_file())
+        .expect("the regular file of the pair");
+    assert_eq!(own.gid(), 4002);
+    node.wait_for("nothing mounted under the root dir", || {
+        mounts_under(&node.root()).is_empty()
+    });
 }

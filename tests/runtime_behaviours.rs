@@ -129,6 +129,7 @@ impl Harness {
             cgroup_parent: String::new(),
             dns: Default::default(),
             seccomp_root: self.dir.path().join("seccomp"),
+            seccomp_default: false,
             userns: None,
         };
         self.manager

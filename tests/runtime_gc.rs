@@ -527,6 +527,53 @@ fn image_gc_removes_only_unused_images_over_the_threshold() {
 }
 
 #[test]
+fn images_unused_past_the_maximum_gc_age_go_with_plenty_of_room() {
+    let h = Harness::new();
+    {
+        let mut state = h.fake.state();
+        state.image_fs_mountpoint = "/fake/images".into();
+        state.pinned_images.insert(PAUSE.into());
+        state.images.insert("registry/stale:1".into(), 1_000);
+    }
+    let web = pod("web", "uid-web");
+    let sandbox = h.sandbox(&web, 0);
+    h.container(&web, &sandbox, "app", 0, BUSYBOX);
+    let probe = |_: &Path| {
+        Ok(FsStats {
+            capacity_bytes: 1 << 40,
+            available_bytes: 1 << 39,
+        })
+    };
+    let policy = ImageGcPolicy {
+        max_age: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let gc = ImageGc::with_fs_stats(policy, Box::new(probe)).unwrap();
+    let t0 = SystemTime::now();
+    // 50 % used: the usage never asks for anything; only the age does, and only once
+    // litelet has watched the images for the maximum age.
+    for secs in [0, 1800, 3600] {
+        let report = gc.run(&h.images, &h.runtime, t0 + Duration::from_secs(secs));
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert!(
+            report.expired.is_empty(),
+            "at {secs} s: {:?}",
+            report.expired
+        );
+    }
+    let report = gc.run(&h.images, &h.runtime, t0 + Duration::from_secs(3601));
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.expired, [image_id("registry/stale:1")]);
+    assert!(report.removed.is_empty(), "nothing removed for space");
+    let left: Vec<String> = h.fake.state().images.keys().cloned().collect();
+    assert_eq!(
+        left,
+        [BUSYBOX, PAUSE],
+        "the image in use and the pinned one stay"
+    );
+}
+
+#[test]
 fn image_gc_without_a_mountpoint_reports_it() {
     let h = Harness::new();
     let gc = ImageGc::with_fs_stats(
@@ -626,6 +673,7 @@ fn gc_against_real_containerd() {
         low_threshold_percent: 0,
         min_age: Duration::ZERO,
         protected_images: Vec::new(),
+        max_age: Duration::ZERO,
     };
     let gc = ImageGc::new(policy).unwrap();
     let report = gc.run(&images, &runtime, SystemTime::now());

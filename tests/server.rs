@@ -4,8 +4,10 @@
 //! /metrics, container logs from crafted CRI log files (tail, since, timestamps,
 //! limitBytes, previous, follow), the exec proxy to a runtime streaming server,
 //! /run, stalled clients, the connection budgets (a 401/403 closes the connection;
-//! floods of idle and failing connections do not starve authenticated clients) and a
-//! log linked to `/dev/zero` that is refused rather than streamed for ever.
+//! token users share a quarter of the places, client certificates may use them all;
+//! a burst from one address waits its turn; floods of idle and failing connections do
+//! not starve authenticated clients) and a log linked to `/dev/zero` that is refused
+//! rather than streamed for ever.
 
 mod support;
 
@@ -126,6 +128,7 @@ fn start(setup: Setup) -> Node {
         api: api.as_ref().map(|a| a.client()),
         stats: None,
         probes: prober.as_ref().map(|p| p.metrics()),
+        runtime_cache: None,
     };
     let handle = server::start(config, ctx, shutdown).unwrap();
     let server_ca = std::fs::read(dir.path().join("pki/litelet.crt")).unwrap();
@@ -300,8 +303,22 @@ fn healthz_ok_and_failing_when_the_sync_loop_is_stale() {
         "{}",
         stale.text()
     );
-    // The TLS port serves it too; the healthz port serves nothing else.
+    // The TLS port serves it too, and its SLI series (kube-prometheus scrapes them);
+    // the healthz port serves nothing else.
     assert_eq!(node.get(None, "/healthz").status, 500);
+    let slis = node.get(None, "/metrics/slis").text();
+    for line in [
+        "kubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 0",
+        "kubernetes_healthcheck{name=\"ping\",type=\"healthz\"} 1",
+    ] {
+        assert!(slis.lines().any(|l| l == line), "{line} in {slis}");
+    }
+    assert!(
+        slis.contains(
+            "kubernetes_healthchecks_total{name=\"syncloop\",status=\"error\",type=\"healthz\"}"
+        ),
+        "{slis}"
+    );
     assert_eq!(https::get_plain(node.healthz, "/pods").unwrap().status, 404);
     node.heartbeat.store(now_secs(), Ordering::Relaxed);
     assert_eq!(
@@ -594,6 +611,9 @@ fn metrics_are_valid_prometheus_text() {
         ..open_setup()
     });
     let _ = node.runtime.version(&Default::default());
+    // client-go's request series come from the attempt observer main installs.
+    litelet::api::stats::observe_attempts(metrics::rest_attempt);
+    let _ = node.api().client().get::<Value>("/api/v1/nodes");
     let answer = node.get(None, "/metrics");
     assert_eq!(answer.status, 200);
     assert!(answer
@@ -637,7 +657,15 @@ fn metrics_are_valid_prometheus_text() {
     );
     assert!(samples["process_resident_memory_bytes"] > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));
-    assert!(samples.contains_key("rest_client_requests_total{verb=\"get\"}"));
+    let host = node.api().url().trim_start_matches("http://").to_owned();
+    let got = format!("rest_client_requests_total{{code=\"200\",host=\"{host}\",method=\"GET\"}}");
+    assert!(
+        samples.get(&got).is_some_and(|n| *n >= 1.0),
+        "{got} in {text}"
+    );
+    assert_eq!(samples["kubelet_node_name{node=\"node-1\"}"], 1.0);
+    assert_eq!(samples["kubelet_node_config_error"], 0.0);
+    assert!(samples["process_start_time_seconds"] > 1.5e9);
     assert!(text.contains("# TYPE kubelet_runtime_operations_duration_seconds histogram"));
     assert!(text.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"+Inf\"}"));
 }
@@ -1039,59 +1067,91 @@ fn a_stalled_client_does_not_block_other_requests() {
     drop(slow);
 }
 
+/// Keeps a connection that answered `/pods` once open (an authorized place held).
+fn hold(
+    node: &Node,
+    id: Option<&Identity>,
+    headers: &[(&str, &str)],
+) -> (u16, BufReader<https::Tls>) {
+    let tls = https::connect(node.addr, &node.server_ca, id).unwrap();
+    let mut reader = BufReader::new(tls);
+    https::send(reader.get_mut(), "GET", "/pods", headers, b"").unwrap();
+    let status = https::read_answer(&mut reader).unwrap().status;
+    (status, reader)
+}
+
+/// Bearer-token users share a quarter of the authorized places; client certificates
+/// (the API server's) may use every place, and a full class answers 503 and closes.
 #[test]
-fn the_connection_limits_close_extra_connections() {
+fn connection_budgets_by_class_cap_token_users_not_certificates() {
     let node = start(Setup {
+        mode: AuthorizationMode::AlwaysAllow,
         limits: Limits {
-            max_connections: 2,
+            max_connections: 4,
+            ..Limits::default()
+        },
+        ..Default::default()
+    });
+    node.api().add_token(
+        "prom-token",
+        "system:serviceaccount:monitoring:prometheus",
+        &[],
+    );
+    node.api()
+        .add_token("other-token", "system:serviceaccount:default:other", &[]);
+    let admin = node.admin();
+    let (status, prom) = hold(&node, None, &[("Authorization", "Bearer prom-token")]);
+    assert_eq!(status, 200);
+    let (status, _) = hold(&node, None, &[("Authorization", "Bearer other-token")]);
+    assert_eq!(status, 503, "token users' share (a quarter of 4) is taken");
+    let certs: Vec<_> = (0..3).map(|_| hold(&node, Some(&admin), &[])).collect();
+    assert!(
+        certs.iter().all(|(s, _)| *s == 200),
+        "certificates use the rest"
+    );
+    let full = node.get(Some(&admin), "/pods");
+    assert_eq!(full.status, 503, "{}", full.text());
+    assert_eq!(full.header("connection"), Some("close"));
+    drop(prom);
+    let (status, _) = hold(&node, None, &[("Authorization", "Bearer other-token")]);
+    assert_eq!(status, 200, "a freed place is reused");
+}
+
+/// What the API server does for `stern` or a log shipper: many connections at once
+/// from one address, each its own `kubectl logs -f`. Beyond the address's share of
+/// pending connections they wait their turn instead of being closed.
+#[test]
+fn a_burst_from_one_address_is_served_in_turns_not_refused() {
+    let node = start(Setup {
+        mode: AuthorizationMode::AlwaysAllow,
+        api: false,
+        limits: Limits {
             max_unauthenticated_per_client: 2,
             ..Limits::default()
         },
-        ..open_setup()
+        ..Default::default()
     });
-    // Two authenticated keep-alive connections fill the main budget: the next one
-    // that authenticates is told so and closed.
-    let held: Vec<_> = (0..2)
+    let before = metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]);
+    let admin = node.admin();
+    let gate = Arc::new(std::sync::Barrier::new(60));
+    let clients: Vec<_> = (0..60)
         .map(|_| {
-            let tls = https::connect(node.addr, &node.server_ca, None).unwrap();
-            let mut reader = BufReader::new(tls);
-            https::send(reader.get_mut(), "GET", "/pods", &[], b"").unwrap();
-            assert_eq!(https::read_answer(&mut reader).unwrap().status, 200);
-            reader
+            let (gate, admin, addr, ca) = (
+                gate.clone(),
+                admin.clone(),
+                node.addr,
+                node.server_ca.clone(),
+            );
+            std::thread::spawn(move || {
+                gate.wait();
+                https::get(addr, &ca, Some(&admin), "GET", "/pods", &[]).map(|a| a.status)
+            })
         })
         .collect();
-    let full = node.get(None, "/pods");
-    assert_eq!(full.status, 503, "{}", full.text());
-    assert_eq!(full.header("connection"), Some("close"));
-    drop(held);
-    assert!(wait_until(WAIT, || https::get(
-        node.addr,
-        &node.server_ca,
-        None,
-        "GET",
-        "/pods",
-        &[]
-    )
-    .is_ok_and(|a| a.status == 200)));
-    // Two unauthenticated connections from one address: a third is closed at once.
-    let before = metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]);
-    let idle: Vec<TcpStream> = (0..2)
-        .map(|_| TcpStream::connect(node.addr).unwrap())
-        .collect();
-    assert!(wait_until(WAIT, || {
-        let _ = https::get(node.addr, &node.server_ca, None, "GET", "/pods", &[]);
-        metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]) > before
-    }));
-    drop(idle);
-    assert!(wait_until(WAIT, || https::get(
-        node.addr,
-        &node.server_ca,
-        None,
-        "GET",
-        "/pods",
-        &[]
-    )
-    .is_ok_and(|a| a.status == 200)));
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let served = answers.iter().filter(|a| matches!(a, Ok(200))).count();
+    assert_eq!(served, 60, "{answers:?}");
+    assert_eq!(metrics::HTTP_REJECTED_CONNECTIONS.value(&["api"]), before);
 }
 
 #[test]

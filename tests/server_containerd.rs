@@ -95,6 +95,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
         api: None,
         stats: None,
         probes: None,
+        runtime_cache: None,
     };
     let (_stop, shutdown) = bounded::<()>(0);
     let handle = server::start(config, ctx, shutdown).unwrap();

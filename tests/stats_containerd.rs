@@ -62,15 +62,14 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
         containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
     let root_dir = tempfile::tempdir().unwrap();
-    let collector = Collector {
-        runtime: runtime.clone(),
-        images: Some(images),
-        reader: reader_from_system().expect("cgroup reader"),
-        cgroups: Some(manager.clone()),
-        root_dir: root_dir.path().to_owned(),
-        pod_logs_dir: logs_root,
-        proc_root: "/proc".into(),
-    };
+    let collector = Collector::new(
+        runtime.clone(),
+        Some(images),
+        reader_from_system().expect("cgroup reader"),
+        Some(manager.clone()),
+        root_dir.path().to_owned(),
+        logs_root,
+    );
     let store = StatsStore::new();
     let mut last: Option<Sample> = None;
     let done = support::wait_until(Duration::from_secs(60), || {

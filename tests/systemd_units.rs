@@ -2,6 +2,9 @@
 //! private `dbus-daemon`: a second connection that owns `org.freedesktop.systemd1`,
 //! answers the Manager methods as systemd does and announces each job's end with
 //! `JobRemoved`. No systemd is needed; the real one is exercised in the VM scenario.
+//! Only the current owner of `org.freedesktop.systemd1` ends a job: another user's
+//! `JobRemoved(…, "failed")` addressed to litelet's connection changes nothing, and a
+//! restarted systemd (a new connection owning the name) is followed.
 
 mod support;
 
@@ -21,18 +24,26 @@ const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 /// Method calls received: (member, body), in order.
 type CallLog = Arc<Mutex<Vec<(String, Vec<Value>)>>>;
 
+/// A job of a `slow-*` unit waiting to end: (caller's unique name, job path, job id).
+type Pending = Arc<Mutex<Option<(String, String, u32)>>>;
+
 /// The stand-in and the calls it received.
 struct FakeSystemd {
     calls: CallLog,
     stop: Arc<AtomicBool>,
+    /// The job of a `slow-*` unit, until [`FakeSystemd::end_slow_job`].
+    pending: Pending,
+    end_slow: crossbeam_channel::Sender<()>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl FakeSystemd {
     /// Serves on the bus at `address`. Units named `fail-*` end their job with
-    /// "failed", `hang-*` never end it; `existing` units are already loaded.
+    /// "failed", `hang-*` never end it, `slow-*` end it ("done") when the test says;
+    /// `existing` units are already loaded.
     fn start(address: &str, existing: &[&str]) -> FakeSystemd {
         let mut conn = Connection::open(address).expect("connect the stand-in");
+        conn.serve_calls();
         let reply = conn
             .call(
                 Message::method_call(
@@ -51,6 +62,9 @@ impl FakeSystemd {
         let stop = Arc::new(AtomicBool::new(false));
         let mut loaded: BTreeSet<String> = existing.iter().map(|s| s.to_string()).collect();
         let (log, quit) = (calls.clone(), stop.clone());
+        let pending: Pending = Arc::default();
+        let slow = pending.clone();
+        let (end_slow, slow_ends) = crossbeam_channel::unbounded::<()>();
         let thread = std::thread::spawn(move || {
             let mut job = 0u32;
             while !quit.load(Ordering::Relaxed) {
@@ -91,6 +105,12 @@ impl FakeSystemd {
                     } else {
                         "done"
                     };
+                    if unit.starts_with("slow-") {
+                        let caller = call.sender.clone().unwrap_or_default();
+                        *slow.lock().unwrap() = Some((caller, path.clone(), job));
+                        // Ended by the test, or by the stand-in's drop.
+                        let _ = slow_ends.recv();
+                    }
                     if !unit.starts_with("hang-") {
                         emit_job_removed(conn, job, &path, unit, result);
                     }
@@ -140,8 +160,20 @@ impl FakeSystemd {
         FakeSystemd {
             calls,
             stop,
+            pending,
+            end_slow,
             thread: Some(thread),
         }
+    }
+
+    /// The job of a `slow-*` unit once it was started: (caller, job path, job id).
+    fn slow_job(&self) -> Option<(String, String, u32)> {
+        self.pending.lock().unwrap().clone()
+    }
+
+    /// Ends the `slow-*` unit's job ("done").
+    fn end_slow_job(&self) {
+        self.end_slow.send(()).expect("the stand-in's thread");
     }
 
     fn calls(&self) -> Vec<(String, Vec<Value>)> {
@@ -156,6 +188,11 @@ impl FakeSystemd {
 impl Drop for FakeSystemd {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // A slow job still waiting ends with the channel.
+        drop(std::mem::replace(
+            &mut self.end_slow,
+            crossbeam_channel::unbounded().0,
+        ));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -276,4 +313,62 @@ fn stopping_waits_for_the_job_and_an_unknown_unit_is_already_stopped() {
         systemd.members(),
         ["Subscribe", "StopUnit", "StopUnit", "SetUnitProperties"]
     );
+}
+
+#[test]
+fn a_job_removed_another_user_forges_does_not_end_the_job() {
+    let Some(bus) = DbusDaemon::start("a_job_removed_another_user_forges_does_not_end_the_job")
+    else {
+        return;
+    };
+    let systemd = FakeSystemd::start(bus.address(), &[]);
+    let units = DbusUnits::open(Some(bus.address().to_owned())).expect("connect");
+    std::thread::scope(|scope| {
+        let starting = scope.spawn(|| units.start_slice("slow-x.slice", props()));
+        let mut job = None;
+        assert!(
+            support::wait_until(Duration::from_secs(10), || {
+                job = systemd.slow_job();
+                job.is_some()
+            }),
+            "the slice's job never started"
+        );
+        let (litelet, path, id) = job.expect("the job");
+        // A local user sends the job's end, failed, to litelet's connection.
+        bus.forge_signal(
+            &litelet,
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager.JobRemoved",
+            &[
+                &format!("uint32:{id}"),
+                &format!("objpath:{path}"),
+                "string:slow-x.slice",
+                "string:failed",
+            ],
+        );
+        systemd.end_slow_job();
+        let started = starting.join().expect("start_slice thread");
+        assert!(started.is_ok(), "{started:?}");
+    });
+}
+
+#[test]
+fn a_restarted_systemd_is_followed() {
+    let Some((bus, systemd, units)) = setup("a_restarted_systemd_is_followed", &[]) else {
+        return;
+    };
+    units.start_slice("a.slice", props()).expect("start");
+    drop(systemd);
+    let mut observer = Connection::open(bus.address()).expect("connect observer");
+    assert!(
+        support::wait_until(Duration::from_secs(5), || observer
+            .get_name_owner("org.freedesktop.systemd1")
+            .is_err()),
+        "the stand-in never left"
+    );
+    let restarted = FakeSystemd::start(bus.address(), &[]);
+    units
+        .start_slice("b.slice", props())
+        .expect("start with the restarted systemd");
+    assert_eq!(restarted.members(), ["StartTransientUnit"]);
 }

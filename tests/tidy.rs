@@ -21,8 +21,18 @@ use std::path::{Path, PathBuf};
 /// layers, never one of its own layer or above. A new top-level module must be added
 /// here (and to the diagram in `docs/ARCHITECTURE.md`).
 const LAYERS: &[&[&str]] = &[
-    // Wire types and host helpers (the D-Bus client too): depend on nothing of litelet.
-    &["api", "process", "fsutil", "dbus", "blocking"],
+    // Wire types and host helpers (the D-Bus client too, the kernel tunables, the
+    // log line format): depend on nothing of litelet.
+    &[
+        "api",
+        "process",
+        "fsutil",
+        "fswalk",
+        "dbus",
+        "blocking",
+        "kernel_tunables",
+        "log_format",
+    ],
     // Leaf services over the API types: metrics registry, cgroup writes, events,
     // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
     &[

@@ -181,6 +181,41 @@ fn qos_cgroup(driver: &str, qos: &str) -> String {
     }
 }
 
+/// litelet before the forged bus signals: its process, resident memory (KiB), the
+/// time (for the journal since then) and the pods' containers.
+struct Baseline {
+    pid: String,
+    rss_kib: u64,
+    since: String,
+    containers: Vec<(String, i64)>,
+}
+
+/// How much litelet's RSS may grow across the forgeries: generous (a new pod runs
+/// meanwhile); decoding the 32 MiB forgery cost GiBs before.
+const FORGERY_RSS_MARGIN_KIB: u64 = 64 * 1024;
+
+/// As user `nobody`, to each of litelet's own bus connections (found with `busctl
+/// list`): logind's PrepareForShutdown(true) with dbus-send, as the issue shows it;
+/// the end, failed, of the next 30 systemd jobs (the next pod's slice among them);
+/// and a signal of 32 MiB (the bus's limit) from forge-signal.pl. Prints
+/// "baseline: <pid> <VmRSS kB> <epoch seconds>" first.
+const FORGE_BUS_SIGNALS: &str = r#"set -eu
+pid=$(systemctl show -p MainPID --value litelet)
+echo "baseline: $pid $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) $(date +%s)"
+names=$(busctl list --unique --no-legend --no-pager | awk -v pid="$pid" '$2 == pid {print $1}')
+[ -n "$names" ] || { echo "litelet ($pid) has no bus connection"; busctl list --no-pager; exit 1; }
+echo "litelet's connections: $names"
+job=$(busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1   org.freedesktop.systemd1.Manager StartUnit ss sysinit.target replace   | sed -n 's#^o ".*/job/\([0-9]*\)"$##p')
+[ -n "$job" ]
+for name in $names; do
+  runuser -u nobody -- dbus-send --system --type=signal --dest="$name" /org/freedesktop/login1     org.freedesktop.login1.Manager.PrepareForShutdown boolean:true
+  runuser -u nobody -- sh -c 'i=$(($2 + 1)); while [ "$i" -le $(($2 + 30)) ]; do
+      dbus-send --system --type=signal --dest="$1" /org/freedesktop/systemd1         org.freedesktop.systemd1.Manager.JobRemoved uint32:$i         objpath:/org/freedesktop/systemd1/job/$i string:forged.slice string:failed
+      i=$((i + 1)); done' forge "$name" "$job"
+  runuser -u nobody -- perl - /run/dbus/system_bus_socket "$name" /org/freedesktop/login1     org.freedesktop.login1.Manager PrepareForShutdown 33550336 < /task/forge-signal.pl
+done
+echo "forged to $names from job $job""#;
+
 /// A VM joined to the control plane with `kubeadm join` as node `name`.
 struct JoinedNode {
     cp: &'static ControlPlane,
@@ -232,6 +267,7 @@ impl JoinedNode {
         let images = images();
         let deb = package();
         let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/node-setup.sh");
+        let forger = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/forge-signal.pl");
         let vm = Vm::boot_until_up(
             &image,
             &[
@@ -241,6 +277,7 @@ impl JoinedNode {
                 ("pause.tar", &images.join("pause.tar")),
                 ("discovery.conf", &discovery),
                 ("node-setup.sh", &setup),
+                ("forge-signal.pl", &forger),
             ],
             &[("NODE_IP", cp.node_ip.to_string())],
             &[format!("tcp:127.0.0.1:{forward}-:{kubelet_port}")],
@@ -558,6 +595,68 @@ impl JoinedNode {
         );
     }
 
+    /// An unprivileged user forges bus signals to litelet ([`FORGE_BUS_SIGNALS`]);
+    /// what to compare with once a new pod has run.
+    fn forge_bus_signals(&self, pods: &[&str]) -> Baseline {
+        let containers = containers(self.cp, self.ns(), pods);
+        let out = self.vm.sh(FORGE_BUS_SIGNALS);
+        println!("{out}");
+        let fields: Vec<&str> = out
+            .lines()
+            .find_map(|l| l.strip_prefix("baseline: "))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        let [pid, rss, since] = fields[..] else {
+            panic!("no baseline in:\n{out}");
+        };
+        Baseline {
+            pid: pid.to_owned(),
+            rss_kib: rss.parse().expect("VmRSS"),
+            since: since.to_owned(),
+            containers,
+        }
+    }
+
+    /// None of the forgeries changed anything (a new pod, and its slice job, has run
+    /// since): the same litelet process, Ready, the pods' containers as they were,
+    /// the delay lock held, RSS within [`FORGERY_RSS_MARGIN_KIB`], no job failed; and
+    /// litelet said it ignored them (so they did reach it).
+    fn check_forgeries_changed_nothing(&self, before: &Baseline, pods: &[&str]) {
+        let pid = self.vm.sh("systemctl show -p MainPID --value litelet");
+        assert_eq!(
+            pid.trim(),
+            before.pid,
+            "litelet restarted after the forgeries"
+        );
+        assert!(self.ready(), "the node is not Ready after the forgeries");
+        assert_eq!(
+            containers(self.cp, self.ns(), pods),
+            before.containers,
+            "the forgeries changed the pods' containers"
+        );
+        self.check_delay_lock();
+        let journal = format!("journalctl -u litelet --no-pager --since @{}", before.since);
+        let out = self.vm.sh(&format!(
+            "awk '/^VmRSS/ {{print $2}}' /proc/{}/status; {journal} | grep -c 'dbus: ignored signal' || true;              {journal} | grep 'systemd job for' || true",
+            before.pid
+        ));
+        let mut lines = out.lines();
+        let rss: u64 = lines.next().and_then(|l| l.parse().ok()).expect("VmRSS");
+        println!(
+            "litelet's RSS: {} KiB before the forgeries, {rss} KiB after",
+            before.rss_kib
+        );
+        assert!(
+            rss <= before.rss_kib + FORGERY_RSS_MARGIN_KIB,
+            "litelet's RSS grew from {} to {rss} KiB",
+            before.rss_kib
+        );
+        let ignored: u32 = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        assert!(ignored > 0, "litelet never said it ignored a forged signal");
+        let failed: Vec<&str> = lines.collect();
+        assert!(failed.is_empty(), "systemd jobs failed: {failed:?}");
+    }
+
     /// Runs `shutdown` (a reboot or power-off of the VM) while watching the Node:
     /// whether its Ready condition turned False for the shutdown meanwhile.
     fn watching_for_shutdown_not_ready(&mut self, shutdown: impl FnOnce(&mut Self)) -> bool {
@@ -729,9 +828,10 @@ fn shutdown_reporting_pod(name: &str, node: &str, ctl_port: u16) -> Value {
 
 #[test]
 #[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
-fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_reboot_and_poweroff() {
+fn a_systemd_driver_node_runs_pods_in_slices_ignores_forged_bus_signals_and_shuts_down_gracefully()
+{
     let test =
-        "a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_reboot_and_poweroff";
+        "a_systemd_driver_node_runs_pods_in_slices_ignores_forged_bus_signals_and_shuts_down_gracefully";
     let Some(mut node) = JoinedNode::join(
         test,
         "vm-systemd",
@@ -789,11 +889,16 @@ fn a_systemd_driver_node_runs_pods_in_slices_and_shuts_down_gracefully_on_reboot
     // their preStop hooks and SIGTERM, the node turns NotReady, and the final
     // statuses reach the apiserver before the VM goes down.
     node.check_delay_lock();
+    // But first a local user forges logind's and systemd's signals to litelet: the
+    // next pod is admitted and its slice starts, and nothing else changes.
+    let qos_pods = ["guaranteed", "burstable", "besteffort"];
+    let before = node.forge_bus_signals(&qos_pods);
     node.run_pod(shutdown_reporting_pod(
         "on-reboot",
         &node.name,
         node.vm.ctl_port(),
     ));
+    node.check_forgeries_changed_nothing(&before, &qos_pods);
     let went_not_ready = node.watching_for_shutdown_not_ready(|node| {
         node.vm.reboot();
         node.vm.wait_boot(2, SLOW);

@@ -139,6 +139,7 @@ fn container_reads_projected_token_and_sees_atomic_config_updates() {
         enforce_cpu_limits: false,
         target_container_id: None,
         seccomp_root: std::path::Path::new("/"),
+        seccomp_default: false,
         apparmor_enabled: false,
         swap: &litelet::runtime::swap::SwapSettings::UNTOUCHED,
         userns: None,

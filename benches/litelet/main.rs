@@ -4,8 +4,11 @@
 //! run one). Prints one table and writes JSON.
 //!
 //! Arguments (after `--`): names of scenarios to run (default all): `startup`,
-//! `footprint`, `latency`, `resize`, `scale`, `containerd`, `binary`, `real` (a real
-//! kube-apiserver from `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`).
+//! `footprint`, `latency`, `resize`, `scale`, `streams` (log follows held on the node
+//! API, `streams.rs`), `containerd`, `binary`, `real` (a real kube-apiserver from
+//! `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`), and, only when named,
+//! `side-by-side` (litelet against the upstream kubelet on the same real control
+//! plane, `side_by_side.rs`; over an hour).
 //! Environment: `LITELET_BENCH_JSON` (output path, default `bench-results.json`),
 //! `LITELET_BENCH_QUICK=1` (short windows and fewer pods, for trying the harness; the
 //! numbers are not the ones to report), `LITELET_BENCH_KEEP_LOGS=DIR` (keep each
@@ -22,6 +25,8 @@ mod process;
 mod real;
 mod report;
 mod scenarios;
+mod side_by_side;
+mod streams;
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,10 @@ pub struct Settings {
     pub real_runs: usize,
     /// Real cluster: pods created at once, then the total for the last idle window.
     pub real_pods: (usize, usize),
+    /// Side by side: each idle window, long enough to scale API traffic to an hour.
+    pub traffic_window: Duration,
+    /// Log follows held at once on the node API.
+    pub streams: usize,
 }
 
 impl Settings {
@@ -56,6 +65,8 @@ impl Settings {
             containerd_pods: 10,
             real_runs: 5,
             real_pods: (30, 100),
+            traffic_window: Duration::from_secs(600),
+            streams: 1000,
         }
     }
 
@@ -71,6 +82,8 @@ impl Settings {
             containerd_pods: 3,
             real_runs: 2,
             real_pods: (5, 10),
+            traffic_window: Duration::from_secs(20),
+            streams: 100,
         }
     }
 }
@@ -107,12 +120,25 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let wants = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
+    // The side-by-side run takes over an hour: only when asked for by name.
+    let side_by_side = chosen.iter().any(|c| c == "side-by-side");
+    if side_by_side {
+        // The shared control plane reads this as it starts (its audit log).
+        std::env::set_var("LITELET_CP_AUDIT", "1");
+    }
     let quick = std::env::var("LITELET_BENCH_QUICK").is_ok_and(|v| v == "1");
-    let settings = if quick {
+    let mut settings = if quick {
         Settings::quick()
     } else {
         Settings::full()
     };
+    // Iterating on API traffic: a shorter (or longer) idle window than the run's.
+    if let Some(secs) = std::env::var("LITELET_BENCH_TRAFFIC_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        settings.traffic_window = Duration::from_secs(secs);
+    }
     let began = Instant::now();
     let mut rows = Vec::new();
 
@@ -182,6 +208,12 @@ fn main() {
             });
         }
     }
+    if wants("streams") {
+        let n = settings.streams;
+        run(&format!("streams, {n} held"), &mut rows, &|rows| {
+            streams::streams(&settings, rows, n)
+        });
+    }
     if wants("containerd") {
         run("real containerd", &mut rows, &|rows| {
             scenarios::containerd(&settings, rows)
@@ -191,6 +223,11 @@ fn main() {
     if wants("real") {
         run("real cluster", &mut rows, &|rows| {
             real::real_cluster(&settings, rows)
+        });
+    }
+    if side_by_side {
+        run("side by side", &mut rows, &|rows| {
+            side_by_side::side_by_side(&settings, rows)
         });
     }
 

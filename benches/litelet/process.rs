@@ -164,38 +164,40 @@ impl Litelet {
             }
             None => Command::new(litelet_binary()),
         };
-        cmd.args(["--container-runtime-endpoint", &options.endpoint])
-            .args(["--hostname-override", NODE])
-            .arg("--device-plugins-dir")
-            .arg(dir.path().join("device-plugins"))
-            .arg("--root-dir")
-            .arg(dir.path().join("root"))
-            .arg("--pod-logs-dir")
-            .arg(dir.path().join("logs"))
-            .args(["--cgroup-root", &cgroup_root])
-            .args(["--max-pods", &options.max_pods.to_string()])
-            // The node API on free loopback ports, open to the harness's /metrics scrape.
-            .args(["--address", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--healthz-port", &free_port().to_string()])
-            .args([
-                "--anonymous-auth",
-                "true",
-                "--authorization-mode",
-                "AlwaysAllow",
-            ])
-            .args(&options.extra)
-            // No eviction thresholds: upstream's defaults judge this machine's own disk.
-            .args(
-                (!options
-                    .extra
-                    .iter()
-                    .any(|a| a.starts_with("--eviction-hard")))
-                .then_some("--eviction-hard="),
-            )
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::File::create(dir.path().join("litelet.log")).expect("litelet log file"),
-            );
+        cmd.env(
+            litelet::kernel_tunables::TEST_ROOT_ENV,
+            crate::support::proc_sys(dir.path()),
+        )
+        .args(["--container-runtime-endpoint", &options.endpoint])
+        .args(["--hostname-override", NODE])
+        .arg("--device-plugins-dir")
+        .arg(dir.path().join("device-plugins"))
+        .arg("--root-dir")
+        .arg(dir.path().join("root"))
+        .arg("--pod-logs-dir")
+        .arg(dir.path().join("logs"))
+        .args(["--cgroup-root", &cgroup_root])
+        .args(["--max-pods", &options.max_pods.to_string()])
+        // The node API on free loopback ports, open to the harness's /metrics scrape.
+        .args(["--address", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--healthz-port", &free_port().to_string()])
+        .args([
+            "--anonymous-auth",
+            "true",
+            "--authorization-mode",
+            "AlwaysAllow",
+        ])
+        .args(&options.extra)
+        // No eviction thresholds: upstream's defaults judge this machine's own disk.
+        .args(
+            (!options
+                .extra
+                .iter()
+                .any(|a| a.starts_with("--eviction-hard")))
+            .then_some("--eviction-hard="),
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("litelet.log")).expect("litelet log file"));
         if let Some(api) = options.api {
             let kubeconfig = dir.path().join("kubeconfig");
             std::fs::write(&kubeconfig, kubeconfig_for(&api.url())).expect("write kubeconfig");
@@ -214,6 +216,16 @@ impl Litelet {
 
     pub fn pid(&self) -> u32 {
         self.child.borrow().id()
+    }
+
+    /// Its directory: `root/` (the root dir), `logs/` (the pod logs dir).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The node API's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// False once the process has exited (waits fail fast instead of timing out).

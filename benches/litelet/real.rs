@@ -1,17 +1,17 @@
-//! Real-cluster scenarios (issue 18 item 6): litelet as a node of a real etcd +
-//! kube-apiserver (`KUBEBUILDER_ASSETS`, `tests/support/control_plane.rs`) on a
-//! private real containerd (`tests/support/real_node.rs`), the setting the fakes hide.
-//! One node serves every measurement, in this order: start → Node Ready; idle at 0
-//! pods; one pod alone create → Running and ready; container exit → terminated in
-//! the status; resize (the `resize` subresource) → the status shows the new
-//! resources; 30 pods at once → Running and ready; idle at 30 and 100 pods; pod
-//! cgroups left once every pod is deleted. Pods use the host network (no CNI work in
-//! the measurement). Latencies are read by polling the apiserver every 5 ms, so they
-//! are upper bounds by that much. Skipped (one row says so) where no control plane
-//! or containerd can run.
+//! Real-cluster scenarios: a kubelet as a node of a real etcd + kube-apiserver
+//! (`KUBEBUILDER_ASSETS`, `tests/support/control_plane.rs`) on a private real
+//! containerd (`tests/support/real_node.rs`), the setting the fakes hide.
+//! [`measure`] runs one sequence on one node: start → Node Ready; idle at 0 pods; one
+//! pod alone create → Running and ready; container exit → terminated in the status;
+//! resize (the `resize` subresource) → the status shows the new resources; 30 pods at
+//! once → Running and ready; idle at 30; 70 more at once; idle at 100; pod cgroups
+//! left once every pod is deleted. `real` reports it for litelet; `side_by_side.rs`
+//! runs it for litelet and the upstream kubelet and compares. Pods use the host
+//! network (no CNI work in the measurement). Latencies are read by polling the
+//! apiserver every 5 ms, so they are upper bounds by that much.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -20,6 +20,7 @@ use crate::process::{cpu_percent, sample, Sample};
 use crate::report::{latency_rows, Row};
 use crate::support::containerd::BUSYBOX;
 use crate::support::real_node::{condition, container_status, RealNode};
+use crate::support::tcp_proxy::{TcpProxy, TrafficSample};
 use crate::Settings;
 
 const SCENARIO: &str = "real cluster";
@@ -102,34 +103,154 @@ fn delete_and_wait(node: &RealNode, names: &[String]) {
     });
 }
 
-/// Idle footprint with `n` pods running: RSS, threads, CPU over the idle window.
-fn idle(settings: &Settings, node: &RealNode, n: usize, rows: &mut Vec<Row>) {
-    let Some(pid) = node.pid() else {
-        return;
-    };
-    std::thread::sleep(settings.settle);
+/// What crossed the node's uplink in a window: bytes each way through the counting
+/// proxy, and the node's requests by verb and resource from the audit log.
+#[derive(Clone, Debug, Default)]
+pub struct Traffic {
+    pub bytes: TrafficSample,
+    pub requests: BTreeMap<String, u64>,
+}
+
+/// The node's uplink as the benchmark watches it: the proxy its kubeconfig points
+/// at, and the apiserver's audit log (`LITELET_CP_AUDIT=1`).
+pub struct Uplink {
+    pub proxy: TcpProxy,
+    pub audit_log: PathBuf,
+    /// The node's user in the audit log (`system:node:<name>`).
+    pub user: String,
+}
+
+/// Where a traffic window began.
+struct Mark {
+    bytes: TrafficSample,
+    audit_offset: u64,
+}
+
+impl Uplink {
+    fn mark(&self) -> Mark {
+        Mark {
+            bytes: self.proxy.traffic(),
+            audit_offset: std::fs::metadata(&self.audit_log).map_or(0, |m| m.len()),
+        }
+    }
+
+    fn since(&self, mark: &Mark) -> Traffic {
+        Traffic {
+            bytes: self.proxy.traffic().since(&mark.bytes),
+            requests: audit_requests(&self.audit_log, mark.audit_offset, &self.user),
+        }
+    }
+}
+
+/// The user's requests in the audit log after byte `offset`, keyed "verb resource"
+/// (with the subresource): a watch counts when it starts, any other request when it
+/// completes.
+fn audit_requests(path: &Path, offset: u64, user: &str) -> BTreeMap<String, u64> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let start = (offset as usize).min(text.len());
+    let mut counts = BTreeMap::new();
+    for line in String::from_utf8_lossy(&text[start..]).lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if event["user"]["username"] != user {
+            continue;
+        }
+        let verb = event["verb"].as_str().unwrap_or("?");
+        let counted = match event["stage"].as_str() {
+            Some("ResponseStarted") => verb == "watch",
+            Some("ResponseComplete") => verb != "watch",
+            _ => false,
+        };
+        if !counted {
+            continue;
+        }
+        let object = &event["objectRef"];
+        let mut resource = object["resource"].as_str().unwrap_or("-").to_owned();
+        if let Some(sub) = object["subresource"].as_str() {
+            resource = format!("{resource}/{sub}");
+        }
+        *counts.entry(format!("{verb} {resource}")).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// One idle window with `pods` running.
+#[derive(Clone, Debug, Default)]
+pub struct Idle {
+    pub pods: usize,
+    pub first: Sample,
+    pub last: Sample,
+    pub peak_kib: u64,
+    pub window: Duration,
+    pub traffic: Option<Traffic>,
+}
+
+impl Idle {
+    pub fn cpu_ms_per_min(&self) -> f64 {
+        (self.last.cpu_seconds - self.first.cpu_seconds) * 1000.0 * 60.0 / self.window.as_secs_f64()
+    }
+
+    /// `count` over the window, scaled to an hour.
+    pub fn per_hour(&self, count: u64) -> f64 {
+        count as f64 * 3600.0 / self.window.as_secs_f64()
+    }
+}
+
+/// Everything one sequence measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    pub ready: Duration,
+    pub idle: Vec<Idle>,
+    pub alone: Vec<Duration>,
+    pub exits: Vec<Duration>,
+    pub resizes: Vec<Duration>,
+    /// The first batch created at once (30), then the rest (70 more).
+    pub batches: Vec<(usize, Vec<Duration>)>,
+    pub cgroups_left: usize,
+    /// The kubelet's peak RSS (VmHWM) and CPU seconds at the end of the sequence.
+    pub peak_rss_mib: f64,
+    pub cpu_seconds: f64,
+}
+
+/// Idle footprint (and traffic, with an uplink) with `n` pods running.
+fn idle(
+    node: &RealNode,
+    n: usize,
+    settle: Duration,
+    window: Duration,
+    uplink: Option<&Uplink>,
+) -> Option<Idle> {
+    let pid = node.pid()?;
+    std::thread::sleep(settle);
     let first: Sample = sample(pid);
+    let mark = uplink.map(Uplink::mark);
     let mut peak = first.rss_kib;
-    let end = Instant::now() + settings.idle_window;
+    let end = Instant::now() + window;
     while Instant::now() < end {
         std::thread::sleep(Duration::from_secs(1).min(end - Instant::now()));
         peak = peak.max(sample(pid).rss_kib);
     }
     let last = sample(pid);
-    let scenario = format!("{SCENARIO}, idle {n} pods");
-    let window = settings.idle_window.as_secs_f64();
-    let cpu_ms_per_min = (last.cpu_seconds - first.cpu_seconds) * 1000.0 * 60.0 / window;
-    rows.push(Row::new(&scenario, "RSS", last.rss_mib(), "MiB"));
-    rows.push(Row::new(&scenario, "RSS anonymous", last.anon_mib(), "MiB"));
-    rows.push(Row::new(&scenario, "RSS peak", peak as f64 / 1024.0, "MiB"));
-    rows.push(Row::new(&scenario, "threads", last.threads as f64, ""));
-    rows.push(Row::new(
-        &scenario,
-        "CPU",
-        cpu_percent(&first, &last),
-        "%core",
-    ));
-    rows.push(Row::new(&scenario, "CPU per 60 s", cpu_ms_per_min, "ms"));
+    let traffic = uplink.zip(mark.as_ref()).map(|(u, m)| u.since(m));
+    Some(Idle {
+        pods: n,
+        first,
+        last,
+        peak_kib: peak,
+        window,
+        traffic,
+    })
+}
+
+/// The process's peak RSS (VmHWM), in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// Every `pod*` directory under the node's cgroup root, in any hierarchy.
@@ -160,52 +281,30 @@ fn pod_cgroups(root: &str) -> usize {
         .sum()
 }
 
-pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
-    let started = Instant::now();
-    let Some(node) = RealNode::start("bench real cluster", "bench-real", &["--max-pods", "110"])
-    else {
-        rows.push(Row::new(SCENARIO, "skipped (no control plane)", 0.0, ""));
-        return;
-    };
-    let spawned = Instant::now();
-    let ready = poll_until("node Ready", || {
-        node.node_object()
-            .is_some_and(|n| condition(&n["status"], "Ready") == Some("True"))
-    });
-    rows.push(Row::ms(SCENARIO, "start → Node Ready", ready - spawned));
-    eprintln!(
-        "bench: real cluster: containerd + litelet up in {:.1} s",
-        (spawned - started).as_secs_f64()
-    );
-    node.cp.namespace(NS);
-    idle(settings, &node, 0, rows);
-
-    // One pod alone, several times.
+/// One pod alone, `runs` times: create → Running and ready.
+fn one_pod_alone(node: &RealNode, runs: usize) -> Vec<Duration> {
     let mut alone = Vec::new();
-    for i in 0..settings.real_runs {
+    for i in 0..runs {
         let name = format!("alone-{i}");
         let t0 = Instant::now();
         node.cp
             .create(&pods_path(), &pod(&name, &node.name, "sleep 3600"));
         let t = poll_until("one pod ready", || {
-            get_pod(&node, &name).is_some_and(|p| running_and_ready(&p))
+            get_pod(node, &name).is_some_and(|p| running_and_ready(&p))
         });
         alone.push(t - t0);
-        delete_and_wait(&node, &[name]);
+        delete_and_wait(node, &[name]);
     }
-    rows.extend(latency_rows(
-        SCENARIO,
-        "1 pod alone: create → Running and ready",
-        &alone,
-        None,
-    ));
+    alone
+}
 
-    // Container exit → terminated: the container exits as soon as a file shows up
-    // in a hostPath directory the harness writes.
+/// Container exit → terminated in the status, `runs` times: the container exits as
+/// soon as a file shows up in a hostPath directory the harness writes.
+fn container_exits(node: &RealNode, runs: usize) -> Vec<Duration> {
     let signal_dir = node.dir().join("exit-signal");
     let _ = std::fs::create_dir_all(&signal_dir);
     let mut exits = Vec::new();
-    for i in 0..settings.real_runs {
+    for i in 0..runs {
         let name = format!("exit-{i}");
         let flag = format!("go-{i}");
         let mut p = pod(
@@ -219,27 +318,24 @@ pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
             json!([{"name": "signal", "mountPath": "/signal"}]);
         node.cp.create(&pods_path(), &p);
         poll_until("exit pod running", || {
-            get_pod(&node, &name).is_some_and(|p| running_and_ready(&p))
+            get_pod(node, &name).is_some_and(|p| running_and_ready(&p))
         });
         let t0 = Instant::now();
         let _ = std::fs::write(signal_dir.join(&flag), b"");
         let t = poll_until("container terminated in status", || {
-            get_pod(&node, &name)
+            get_pod(node, &name)
                 .as_ref()
                 .and_then(|p| container_status(p, "main").cloned())
                 .is_some_and(|c| c["state"]["terminated"].is_object())
         });
         exits.push(t - t0);
-        delete_and_wait(&node, &[name]);
+        delete_and_wait(node, &[name]);
     }
-    rows.extend(latency_rows(
-        SCENARIO,
-        "container exit → status terminated",
-        &exits,
-        None,
-    ));
+    exits
+}
 
-    // Resize → status: the cpu limit of one pod, up and down, 500 ms apart.
+/// Resize → status: the cpu limit of one pod, up and down, 500 ms apart.
+fn resizes(node: &RealNode, count: usize) -> Vec<Duration> {
     let mut elastic = pod("elastic", &node.name, "sleep 3600");
     elastic["spec"]["containers"][0]["resources"] = json!({
         "requests": {"cpu": "100m", "memory": "64Mi"},
@@ -247,12 +343,12 @@ pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
     });
     node.cp.create(&pods_path(), &elastic);
     poll_until("resize pod ready", || {
-        get_pod(&node, "elastic").is_some_and(|p| running_and_ready(&p))
+        get_pod(node, "elastic").is_some_and(|p| running_and_ready(&p))
     });
     std::thread::sleep(Duration::from_secs(2));
     let admin = node.cp.admin();
-    let mut resizes = Vec::new();
-    for i in 0..settings.resizes {
+    let mut times = Vec::new();
+    for i in 0..count {
         let cpu = if i % 2 == 0 { "300m" } else { "200m" };
         let patch = json!({"spec": {"containers": [
             {"name": "main", "resources": {"limits": {"cpu": cpu}}}
@@ -267,63 +363,153 @@ pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
             panic!("real cluster: resize {i}: {e}");
         }
         let t = poll_until("resize in status", || {
-            get_pod(&node, "elastic").is_some_and(|p| {
+            get_pod(node, "elastic").is_some_and(|p| {
                 container_status(&p, "main").is_some_and(|c| c["resources"]["limits"]["cpu"] == cpu)
                     && p["status"]["observedGeneration"] == p["metadata"]["generation"]
                     && condition(&p["status"], "PodResizeInProgress").is_none()
             })
         });
-        resizes.push(t - t0);
+        times.push(t - t0);
         std::thread::sleep(Duration::from_millis(500));
     }
-    rows.extend(latency_rows(
-        SCENARIO,
-        "resize: patch → status shows new resources",
-        &resizes,
-        Some(50.0),
-    ));
-    delete_and_wait(&node, &["elastic".to_owned()]);
+    delete_and_wait(node, &["elastic".to_owned()]);
+    times
+}
 
-    // Many at once, then idle at 30 and 100.
+/// Creates `names` at once; each one's create → Running and ready.
+fn batch(node: &RealNode, names: &[String]) -> Vec<Duration> {
+    let t0 = Instant::now();
+    for name in names {
+        node.cp
+            .create(&pods_path(), &pod(name, &node.name, "sleep 3600"));
+    }
+    let seen = wait_all(node, names, running_and_ready);
+    seen.values().map(|t| *t - t0).collect()
+}
+
+/// The whole sequence on `node`, started (not yet Ready) at `spawned`. Idle windows
+/// last `window`; with an `uplink` they also count its traffic.
+pub fn measure(
+    settings: &Settings,
+    node: &RealNode,
+    spawned: Instant,
+    window: Duration,
+    uplink: Option<&Uplink>,
+) -> Measured {
+    let mut m = Measured::default();
+    let ready = poll_until("node Ready", || {
+        node.node_object()
+            .is_some_and(|n| condition(&n["status"], "Ready") == Some("True"))
+    });
+    m.ready = ready - spawned;
+    node.cp.namespace(NS);
+    m.idle
+        .extend(idle(node, 0, settings.settle, window, uplink));
+    m.alone = one_pod_alone(node, settings.real_runs);
+    m.exits = container_exits(node, settings.real_runs);
+    m.resizes = resizes(node, settings.resizes);
+
     let (some, many) = settings.real_pods;
     let first: Vec<String> = (0..some).map(|i| format!("many-{i}")).collect();
-    let t0 = Instant::now();
-    for name in &first {
-        node.cp
-            .create(&pods_path(), &pod(name, &node.name, "sleep 3600"));
-    }
-    let seen = wait_all(&node, &first, running_and_ready);
-    let times: Vec<Duration> = seen.values().map(|t| *t - t0).collect();
-    rows.extend(latency_rows(
-        SCENARIO,
-        &format!("{some} at once: create → Running and ready"),
-        &times,
-        None,
-    ));
-    idle(settings, &node, some, rows);
+    m.batches.push((some, batch(node, &first)));
+    m.idle
+        .extend(idle(node, some, settings.settle, window, uplink));
     let rest: Vec<String> = (some..many).map(|i| format!("many-{i}")).collect();
-    for name in &rest {
-        node.cp
-            .create(&pods_path(), &pod(name, &node.name, "sleep 3600"));
+    m.batches.push((rest.len(), batch(node, &rest)));
+    m.idle
+        .extend(idle(node, many, settings.settle, window, uplink));
+    if let Some(pid) = node.pid() {
+        m.peak_rss_mib = peak_rss_mib(pid);
+        m.cpu_seconds = sample(pid).cpu_seconds;
     }
-    wait_all(&node, &rest, running_and_ready);
-    idle(settings, &node, many, rows);
 
     // Everything deleted: pod cgroups left behind (runc makes them in every
-    // hierarchy; litelet must remove them all).
+    // hierarchy; the kubelet must remove them all).
     let all: Vec<String> = first.into_iter().chain(rest).collect();
-    delete_and_wait(&node, &all);
+    delete_and_wait(node, &all);
     let mut left = pod_cgroups(node.cgroup_root());
     let deadline = Instant::now() + Duration::from_secs(30);
     while left > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(500));
         left = pod_cgroups(node.cgroup_root());
     }
+    m.cgroups_left = left;
+    m
+}
+
+/// The rows of one idle window.
+fn idle_rows(scenario: &str, w: &Idle, rows: &mut Vec<Row>) {
+    let scenario = format!("{scenario}, idle {} pods", w.pods);
+    rows.push(Row::new(&scenario, "RSS", w.last.rss_mib(), "MiB"));
+    rows.push(Row::new(
+        &scenario,
+        "RSS anonymous",
+        w.last.anon_mib(),
+        "MiB",
+    ));
+    rows.push(Row::new(
+        &scenario,
+        "RSS peak",
+        w.peak_kib as f64 / 1024.0,
+        "MiB",
+    ));
+    rows.push(Row::new(&scenario, "threads", w.last.threads as f64, ""));
+    rows.push(Row::new(
+        &scenario,
+        "CPU",
+        cpu_percent(&w.first, &w.last),
+        "%core",
+    ));
+    rows.push(Row::new(
+        &scenario,
+        "CPU per 60 s",
+        w.cpu_ms_per_min(),
+        "ms",
+    ));
+}
+
+pub fn real_cluster(settings: &Settings, rows: &mut Vec<Row>) {
+    let started = Instant::now();
+    let Some(node) = RealNode::start("bench real cluster", "bench-real", &["--max-pods", "110"])
+    else {
+        rows.push(Row::new(SCENARIO, "skipped (no control plane)", 0.0, ""));
+        return;
+    };
+    let spawned = Instant::now();
+    eprintln!(
+        "bench: real cluster: containerd + litelet up in {:.1} s",
+        (spawned - started).as_secs_f64()
+    );
+    let m = measure(settings, &node, spawned, settings.idle_window, None);
+    rows.push(Row::ms(SCENARIO, "start → Node Ready", m.ready));
+    let runs: [(&str, &[Duration], Option<f64>); 3] = [
+        ("1 pod alone: create → Running and ready", &m.alone, None),
+        ("container exit → status terminated", &m.exits, None),
+        (
+            "resize: patch → status shows new resources",
+            &m.resizes,
+            Some(50.0),
+        ),
+    ];
+    for (what, values, target) in runs {
+        rows.extend(latency_rows(SCENARIO, what, values, target));
+    }
+    for (n, times) in &m.batches {
+        rows.extend(latency_rows(
+            SCENARIO,
+            &format!("{n} at once: create → Running and ready"),
+            times,
+            None,
+        ));
+    }
+    for w in &m.idle {
+        idle_rows(SCENARIO, w, rows);
+    }
     rows.push(
         Row::new(
             SCENARIO,
             "pod cgroups left 30 s after all pods were deleted",
-            left as f64,
+            m.cgroups_left as f64,
             "",
         )
         .under(1.0),

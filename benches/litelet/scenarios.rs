@@ -13,16 +13,16 @@ use crate::support::fake_api::FakeApi;
 use crate::support::fake_cri::FakeCri;
 use crate::Settings;
 
-const WAIT: Duration = Duration::from_secs(120);
+pub(crate) const WAIT: Duration = Duration::from_secs(120);
 const MIB: u64 = 1024 * 1024;
 
 /// A litelet against the fake CRI and the fake API, with timelines of pods and nodes.
-struct Bench {
+pub(crate) struct Bench {
     // Field order is drop order: litelet stops before the fakes go.
-    litelet: Litelet,
-    pods: Timeline,
+    pub(crate) litelet: Litelet,
+    pub(crate) pods: Timeline,
     nodes: Timeline,
-    api: FakeApi,
+    pub(crate) api: FakeApi,
     cri: FakeCri,
 }
 
@@ -31,7 +31,7 @@ impl Bench {
         Bench::start_with(max_pods, Vec::new(), before_start)
     }
 
-    fn start_with(
+    pub(crate) fn start_with(
         max_pods: usize,
         extra: Vec<String>,
         before_start: impl FnOnce(&FakeApi),
@@ -56,7 +56,7 @@ impl Bench {
         }
     }
 
-    fn wait_node_ready(&self) -> Instant {
+    pub(crate) fn wait_node_ready(&self) -> Instant {
         let names = [crate::process::NODE.to_owned()];
         let since = self.litelet.started;
         if !self.nodes.wait_all(
@@ -77,7 +77,7 @@ impl Bench {
     }
 
     /// Creates the pods now; returns each one's creation instant.
-    fn create(&self, names: &[String], shape: &PodShape) -> HashMap<String, Instant> {
+    pub(crate) fn create(&self, names: &[String], shape: &PodShape) -> HashMap<String, Instant> {
         names
             .iter()
             .map(|name| {
@@ -89,7 +89,7 @@ impl Bench {
             .collect()
     }
 
-    fn wait_running(&self, names: &[String], since: Instant, timeout: Duration) {
+    pub(crate) fn wait_running(&self, names: &[String], since: Instant, timeout: Duration) {
         if !self.pods.wait_all(
             names,
             since,
@@ -109,7 +109,7 @@ impl Bench {
         }
     }
 
-    fn uid(&self, name: &str) -> String {
+    pub(crate) fn uid(&self, name: &str) -> String {
         self.api
             .get("pods", "default", name)
             .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_owned))

@@ -276,6 +276,8 @@ impl Closer {
 struct Shared {
     /// Server URL without a trailing slash.
     base: String,
+    /// Its `host:port`, for the request metrics.
+    host: String,
     authorization: Option<String>,
     /// The agent settings (TLS identity included) and their generation, bumped by
     /// [`ApiClient::set_client_certificate`]; each pool rebuilds its agent when its
@@ -352,6 +354,13 @@ impl Pool {
     }
 }
 
+/// How long an idle connection stays pooled for the next request. ureq's default,
+/// 15 s, closes the connection of anything asked less often (a node status, a pod's
+/// configMap), and a new one costs a TLS handshake with the client certificate, about
+/// 5 KB on the uplink. The API server closes connections idle for 90 s; ureq checks
+/// a pooled connection is still open before it reuses it.
+const POOLED_CONNECTION_IDLE: Duration = Duration::from_secs(75);
+
 /// The agent settings for `config`.
 fn agent_config(config: &ClientConfig) -> Result<ureq::config::Config, ApiError> {
     // ureq's default buffers are 128 KiB each way per pooled connection; API
@@ -362,6 +371,7 @@ fn agent_config(config: &ClientConfig) -> Result<ureq::config::Config, ApiError>
         .input_buffer_size(32 * 1024)
         .output_buffer_size(32 * 1024)
         .max_response_header_size(16 * 1024)
+        .max_idle_age(POOLED_CONNECTION_IDLE)
         .user_agent(config.user_agent.as_str())
         .timeout_global(Some(config.timeout))
         .timeout_connect(Some(config.connect_timeout))
@@ -441,7 +451,12 @@ impl ApiClient {
         }
         let agent_config = agent_config(config)?;
         let authorization = config.token.as_ref().map(|t| format!("Bearer {t}"));
+        let host = uri
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
         let shared = Shared {
+            host,
             base,
             authorization,
             agent_config: RwLock::new((0, agent_config.clone())),
@@ -550,11 +565,11 @@ impl ApiClient {
         path: &str,
         query: Vec<(&'static str, String)>,
         body: Option<(&'static str, Vec<u8>)>,
-        read: fn(http::Response<ureq::Body>, &str) -> Result<T, ApiError>,
+        read: Reader<T>,
     ) -> Result<T, ApiError> {
         let Some(threads) = &self.request_threads else {
-            let resp = self.send(verb, path, &query, body, None)?;
-            return read(resp, path);
+            let resp = self.send(verb, path, &query, body, Mode::Unary(read.accept))?;
+            return (read.read)(resp, path);
         };
         let direct = Self {
             request_threads: None,
@@ -562,14 +577,14 @@ impl ApiClient {
         };
         let owned_path = path.to_owned();
         threads.run(path, move || {
-            let resp = direct.send(verb, &owned_path, &query, body, None)?;
-            read(resp, &owned_path)
+            let resp = direct.send(verb, &owned_path, &query, body, Mode::Unary(read.accept))?;
+            (read.read)(resp, &owned_path)
         })
     }
 
     /// GET one object.
     pub fn get<T: DeserializeOwned + Send + 'static>(&self, path: &str) -> Result<T, ApiError> {
-        self.call(Verb::Get, path, Vec::new(), None, read_json)
+        self.call(Verb::Get, path, Vec::new(), None, Reader::JSON)
     }
 
     /// GET a collection.
@@ -584,7 +599,7 @@ impl ApiClient {
         push_opt(&mut q, "resourceVersion", &opts.resource_version);
         push_opt(&mut q, "limit", &opts.limit.map(|l| l.to_string()));
         push_opt(&mut q, "continue", &opts.continue_);
-        self.call(Verb::List, path, q, None, read_json)
+        self.call(Verb::List, path, q, None, Reader::JSON)
     }
 
     /// POST `obj` to the collection at `path`; returns the stored object.
@@ -595,7 +610,7 @@ impl ApiClient {
     ) -> Result<T, ApiError> {
         let body = encode(obj, path)?;
         let body = Some(("application/json", body));
-        self.call(Verb::Create, path, Vec::new(), body, read_json)
+        self.call(Verb::Create, path, Vec::new(), body, Reader::JSON)
     }
 
     /// PUT `obj` at `path` (optimistic concurrency through its resourceVersion).
@@ -606,7 +621,7 @@ impl ApiClient {
     ) -> Result<T, ApiError> {
         let body = encode(obj, path)?;
         let body = Some(("application/json", body));
-        self.call(Verb::Update, path, Vec::new(), body, read_json)
+        self.call(Verb::Update, path, Vec::new(), body, Reader::JSON)
     }
 
     /// PATCH the object at `path`; returns the patched object.
@@ -618,14 +633,29 @@ impl ApiClient {
     ) -> Result<T, ApiError> {
         let body = encode(patch, path)?;
         let body = Some((patch_type.content_type(), body));
-        self.call(Verb::Patch, path, Vec::new(), body, read_json)
+        self.call(Verb::Patch, path, Vec::new(), body, Reader::JSON)
     }
 
     /// DELETE the object at `path`.
     pub fn delete(&self, path: &str, opts: &DeleteOptions) -> Result<(), ApiError> {
         let body = encode(&opts.to_json(), path)?;
         let body = Some(("application/json", body));
-        self.call(Verb::Delete, path, Vec::new(), body, drain)
+        self.call(Verb::Delete, path, Vec::new(), body, Reader::DRAIN)
+    }
+
+    /// PATCH the object at `path` when the caller needs nothing of the answer but its
+    /// success (a lease renewal): the API server is asked for its protobuf encoding,
+    /// well under half the JSON on the wire, and the body is dropped unread. Errors
+    /// keep their HTTP status; their message is not decoded.
+    pub fn patch_unread(
+        &self,
+        path: &str,
+        patch_type: PatchType,
+        patch: &Value,
+    ) -> Result<(), ApiError> {
+        let body = encode(patch, path)?;
+        let body = Some((patch_type.content_type(), body));
+        self.call(Verb::Patch, path, Vec::new(), body, Reader::UNREAD)
     }
 
     /// Starts a watch of the collection at `path`. The request itself is retried like
@@ -646,19 +676,19 @@ impl ApiClient {
         let body_budget = opts
             .timeout_seconds
             .map(|t| Duration::from_secs(t) + WATCH_BODY_GRACE);
-        let resp = self.send(Verb::Watch, path, &q, None, Some(body_budget))?;
+        let resp = self.send(Verb::Watch, path, &q, None, Mode::Watch(body_budget))?;
         Ok(WatchStream::new(resp.into_body().into_reader(), path))
     }
 
     /// Sends one request with retries; returns a 2xx answer or the mapped failure.
-    /// `watch_budget` is `Some(body budget)` for watches (no overall timeout).
+    /// A watch (`Mode::Watch`) has a body budget instead of an overall timeout.
     fn send(
         &self,
         verb: Verb,
         path: &str,
         query: &[(&str, String)],
         body: Option<(&str, Vec<u8>)>,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ApiError> {
         let url = format!("{}{}{}", self.shared.base, path, query_string(query));
         let policy = self.shared.retry;
@@ -679,7 +709,14 @@ impl ApiClient {
             }
             let may_retry = attempt < policy.max_retries;
             attempt += 1;
-            let outcome = self.send_once(verb, &url, body.as_ref(), watch_budget);
+            let started = std::time::Instant::now();
+            let outcome = self.send_once(verb, &url, body.as_ref(), mode);
+            super::stats::observed(&super::stats::Attempt {
+                method: verb.method(),
+                host: &self.shared.host,
+                code: outcome.as_ref().ok().map(|r| r.status().as_u16()),
+                took: started.elapsed(),
+            });
             let (err, retry, retry_after) = match outcome {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
@@ -692,7 +729,12 @@ impl ApiClient {
                         .map(Duration::from_secs);
                     let retryable = code == 429
                         || (verb.is_idempotent() && matches!(code, 500 | 502 | 503 | 504));
-                    let err = ApiError::from_status(verb, path, code, read_status(resp));
+                    let status = match mode.accept() {
+                        Accept::Json => read_status(resp),
+                        // A protobuf Status is not worth a decoder: the code says enough.
+                        Accept::ProtobufUnread => None,
+                    };
+                    let err = ApiError::from_status(verb, path, code, status);
                     (err, retryable, retry_after)
                 }
                 Err(e) => {
@@ -724,12 +766,12 @@ impl ApiClient {
         verb: Verb,
         url: &str,
         body: Option<&(&str, Vec<u8>)>,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ureq::Error> {
         let mut builder = http::Request::builder()
             .method(verb.method())
             .uri(url)
-            .header("accept", "application/json");
+            .header("accept", mode.accept().media_type());
         if let Some(auth) = &self.shared.authorization {
             builder = builder.header("authorization", auth.as_str());
         }
@@ -738,11 +780,11 @@ impl ApiClient {
                 let req = builder
                     .header("content-type", *content_type)
                     .body(bytes.as_slice())?;
-                self.run(req, watch_budget)
+                self.run(req, mode)
             }
             None => {
                 let req = builder.body(())?;
-                self.run(req, watch_budget)
+                self.run(req, mode)
             }
         }
     }
@@ -750,13 +792,13 @@ impl ApiClient {
     fn run<S: ureq::AsSendBody>(
         &self,
         req: http::Request<S>,
-        watch_budget: Option<Option<Duration>>,
+        mode: Mode,
     ) -> Result<http::Response<ureq::Body>, ureq::Error> {
         let agent = self.agent();
         let with_agent = req.with_agent(&agent);
-        match watch_budget {
-            None => with_agent.run(),
-            Some(body_budget) => with_agent
+        match mode {
+            Mode::Unary(_) => with_agent.run(),
+            Mode::Watch(body_budget) => with_agent
                 .configure()
                 .timeout_global(None)
                 .timeout_recv_response(Some(self.shared.timeout))
@@ -806,6 +848,65 @@ fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiErro
 
 /// Reads and drops an answer whose body says nothing we need, so the connection can
 /// be reused.
+/// A unary request (with the representation it asks for) or a watch (with the
+/// budget of its body, no overall timeout).
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Unary(Accept),
+    Watch(Option<Duration>),
+}
+
+impl Mode {
+    fn accept(self) -> Accept {
+        match self {
+            Mode::Unary(accept) => accept,
+            Mode::Watch(_) => Accept::Json,
+        }
+    }
+}
+
+/// The representation asked of the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Accept {
+    /// JSON, which litelet decodes.
+    Json,
+    /// Protobuf, for an answer litelet drops unread: the smallest on the wire.
+    ProtobufUnread,
+}
+
+impl Accept {
+    fn media_type(self) -> &'static str {
+        match self {
+            Accept::Json => "application/json",
+            Accept::ProtobufUnread => "application/vnd.kubernetes.protobuf",
+        }
+    }
+}
+
+/// How a unary call reads its answer, and the representation it asks for.
+struct Reader<T> {
+    accept: Accept,
+    read: fn(http::Response<ureq::Body>, &str) -> Result<T, ApiError>,
+}
+
+impl<T: DeserializeOwned> Reader<T> {
+    const JSON: Reader<T> = Reader {
+        accept: Accept::Json,
+        read: read_json,
+    };
+}
+
+impl Reader<()> {
+    const DRAIN: Reader<()> = Reader {
+        accept: Accept::Json,
+        read: drain,
+    };
+    const UNREAD: Reader<()> = Reader {
+        accept: Accept::ProtobufUnread,
+        read: drain,
+    };
+}
+
 fn drain(resp: http::Response<ureq::Body>, _path: &str) -> Result<(), ApiError> {
     let _ = resp
         .into_body()

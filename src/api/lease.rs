@@ -45,6 +45,16 @@ impl Lease {
             ..Self::default()
         }
     }
+
+    /// The merge patch that renews this lease as it stands: the holder and the renew
+    /// time, nothing else (no resourceVersion: the holder asserts its claim, as a PUT
+    /// of the whole lease would, in about a tenth of the bytes).
+    pub fn renewal_patch(&self) -> Value {
+        serde_json::json!({"spec": {
+            "holderIdentity": self.spec.holder_identity,
+            "renewTime": self.spec.renew_time,
+        }})
+    }
 }
 
 /// Who holds the lease and until when.
@@ -90,6 +100,12 @@ mod tests {
         assert_eq!(out["spec"]["renewTime"], "2024-05-01T10:00:01.000001Z");
         assert_eq!(out["spec"]["strategy"], "OldestEmulationVersion");
         assert!(out["spec"].get("acquireTime").is_none());
+
+        assert_eq!(
+            lease.renewal_patch(),
+            serde_json::json!({"spec": {"holderIdentity": "node1",
+                "renewTime": "2024-05-01T10:00:01.000001Z"}})
+        );
 
         let fresh = serde_json::to_value(Lease::new("n", NODE_LEASE_NAMESPACE)).unwrap();
         assert_eq!(

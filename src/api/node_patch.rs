@@ -10,8 +10,9 @@ use crate::api::node::{Node, NodeCondition, NodeStatus};
 use crate::api::quantity::Quantity;
 
 /// The merge patch that adds or corrects the labels and annotations `wanted` has and
-/// `existing` lacks (others' keys stay); `None` when nothing differs.
-pub fn labels_patch(existing: &Node, wanted: &Node) -> Option<Value> {
+/// `existing` lacks (others' keys stay), and removes the annotations named in `remove`
+/// that `existing` has; `None` when nothing differs.
+pub fn labels_patch(existing: &Node, wanted: &Node, remove: &[&str]) -> Option<Value> {
     let diff = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
         want.iter()
             .filter(|(k, v)| have.get(*k) != Some(*v))
@@ -19,7 +20,12 @@ pub fn labels_patch(existing: &Node, wanted: &Node) -> Option<Value> {
             .collect::<serde_json::Map<String, Value>>()
     };
     let labels = diff(&existing.metadata.labels, &wanted.metadata.labels);
-    let annotations = diff(&existing.metadata.annotations, &wanted.metadata.annotations);
+    let mut annotations = diff(&existing.metadata.annotations, &wanted.metadata.annotations);
+    for key in remove {
+        if existing.metadata.annotations.contains_key(*key) {
+            annotations.insert((*key).to_owned(), Value::Null);
+        }
+    }
     if labels.is_empty() && annotations.is_empty() {
         return None;
     }
@@ -47,7 +53,8 @@ fn resource_map_patch(old: &BTreeMap<String, Quantity>, new: &BTreeMap<String, Q
 /// The strategic merge patch of `nodes/<name>/status` that sends litelet's fields of
 /// `new`: capacity and allocatable by key (null removes a key `old` had), the
 /// `owned_conditions` merged by type (other writers' conditions stay), the addresses replaced
-/// as a whole (merging by type would break two InternalIPs), nodeInfo and endpoints,
+/// as a whole (merging by type would break two InternalIPs) and only when they changed
+/// (a cloud controller manager may have set them since `old` was read), nodeInfo and endpoints,
 /// and `volumesInUse` (a list of names without a merge key: replaced whole). Swap
 /// `old` reported and `new` lacks is sent as null, so it is removed.
 pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str]) -> Value {
@@ -56,8 +63,6 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str
         .iter()
         .filter(|c| owned_conditions.contains(&c.type_.as_str()))
         .collect();
-    let mut addresses = vec![json!({"$patch": "replace"})];
-    addresses.extend(new.addresses.iter().map(|a| json!(a)));
     let mut info = serde_json::to_value(new.node_info.clone().unwrap_or_default())
         .unwrap_or_else(|_| json!({}));
     // A merge patch keeps what it leaves out: swap the node had and has no more
@@ -71,16 +76,21 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus, owned_conditions: &[&str
     if let (true, false, Value::Object(m)) = (had_swap, has_swap, &mut info) {
         m.insert("swap".to_owned(), Value::Null);
     }
-    json!({
-        "status": {
-            "capacity": resource_map_patch(&old.capacity, &new.capacity),
-            "allocatable": resource_map_patch(&old.allocatable, &new.allocatable),
-            "conditions": conditions,
-            "addresses": addresses,
-            "daemonEndpoints": new.daemon_endpoints,
-            "nodeInfo": info,
-            "images": new.images,
-            "volumesInUse": new.volumes_in_use,
+    let mut status = json!({
+        "capacity": resource_map_patch(&old.capacity, &new.capacity),
+        "allocatable": resource_map_patch(&old.allocatable, &new.allocatable),
+        "conditions": conditions,
+        "daemonEndpoints": new.daemon_endpoints,
+        "nodeInfo": info,
+        "images": new.images,
+        "volumesInUse": new.volumes_in_use,
+    });
+    if old.addresses != new.addresses {
+        let mut addresses = vec![json!({"$patch": "replace"})];
+        addresses.extend(new.addresses.iter().map(|a| json!(a)));
+        if let Value::Object(m) = &mut status {
+            m.insert("addresses".to_owned(), Value::Array(addresses));
         }
-    })
+    }
+    json!({ "status": status })
 }

@@ -94,6 +94,15 @@ pub fn secret(namespace: &str, name: &str) -> String {
     format!("{CORE}/namespaces/{}/secrets/{}", seg(namespace), seg(name))
 }
 
+/// One service account (the Node authorizer allows it for pods bound to this node).
+pub fn service_account(namespace: &str, name: &str) -> String {
+    format!(
+        "{CORE}/namespaces/{}/serviceaccounts/{}",
+        seg(namespace),
+        seg(name)
+    )
+}
+
 /// The TokenRequest subresource of a service account (POST).
 pub fn service_account_token(namespace: &str, name: &str) -> String {
     format!(
@@ -165,6 +174,10 @@ mod tests {
         );
         assert_eq!(event("ns", "p.17a"), "/api/v1/namespaces/ns/events/p.17a");
         assert_eq!(pod("a/b", "c d?"), "/api/v1/namespaces/a%2Fb/pods/c%20d%3F");
+        assert_eq!(
+            service_account("ns", "default"),
+            "/api/v1/namespaces/ns/serviceaccounts/default"
+        );
         assert_eq!(
             service_account_token("ns", "default"),
             "/api/v1/namespaces/ns/serviceaccounts/default/token"

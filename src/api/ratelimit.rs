@@ -18,6 +18,29 @@ pub const DEFAULT_QPS: f32 = 50.0;
 /// Default burst (the kubelet's `--kube-api-burst`).
 pub const DEFAULT_BURST: u32 = 100;
 
+/// client-go's QPS for a client configured with 0 (`rest.DefaultQPS`).
+pub const CLIENT_GO_DEFAULT_QPS: f32 = 5.0;
+/// client-go's burst for a client configured with 0 (`rest.DefaultBurst`).
+pub const CLIENT_GO_DEFAULT_BURST: u32 = 10;
+
+/// The limit a client-go client really applies for `qps` and `burst` as the kubelet
+/// passes them (`--event-qps`/`eventRecordQPS`, `--event-burst`/`eventBurst`): 0
+/// means client-go's defaults, 5 per second with a burst of 10, not "no limit"
+/// (upstream's flag help says so; its config-file doc still says "no limit").
+pub fn client_go_limit(qps: f32, burst: u32) -> (f32, u32) {
+    let qps = if qps == 0.0 {
+        CLIENT_GO_DEFAULT_QPS
+    } else {
+        qps
+    };
+    let burst = if burst == 0 {
+        CLIENT_GO_DEFAULT_BURST
+    } else {
+        burst
+    };
+    (qps, burst)
+}
+
 /// A token bucket that refills at `qps` tokens per second up to `burst` tokens.
 ///
 /// Invariant: a request always gets a token: when the bucket is empty the token is
@@ -154,6 +177,25 @@ pub fn random_between(low: u64, high: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_means_client_gos_defaults_not_no_limit() {
+        assert_eq!(client_go_limit(0.0, 0), (5.0, 10));
+        assert_eq!(client_go_limit(0.0, 100), (5.0, 100));
+        assert_eq!(client_go_limit(50.0, 0), (50.0, 10));
+        assert_eq!(client_go_limit(50.0, 100), (50.0, 100));
+        let (qps, burst) = client_go_limit(0.0, 0);
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(qps, burst, t0);
+        for _ in 0..10 {
+            assert_eq!(bucket.reserve(t0), Duration::ZERO);
+        }
+        assert_eq!(
+            bucket.reserve(t0),
+            Duration::from_millis(200),
+            "then 5 a second"
+        );
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

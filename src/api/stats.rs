@@ -4,9 +4,41 @@
 //! so `stats()` answers "how many requests did litelet send to the API server",
 //! which we report per minute at idle. Counters are atomics shared by all clones of a
 //! client; any thread may read them. They only grow.
+//!
+//! Every finished attempt of every client is also handed to the process's attempt
+//! observer, when one is installed ([`observe_attempts`]): the metrics registry's
+//! `rest_client_*` series, as client-go reports them (this layer knows no metrics).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// One finished HTTP attempt to the API server.
+#[derive(Clone, Copy, Debug)]
+pub struct Attempt<'a> {
+    /// `GET`, `POST`, ...
+    pub method: &'static str,
+    /// The server's `host:port`.
+    pub host: &'a str,
+    /// The status code; None when no answer came (a transport error).
+    pub code: Option<u16>,
+    /// Until the answer's head (a watch's body streams on).
+    pub took: Duration,
+}
+
+static OBSERVER: OnceLock<fn(&Attempt<'_>)> = OnceLock::new();
+
+/// Installs the process's attempt observer (the first call wins).
+pub fn observe_attempts(observer: fn(&Attempt<'_>)) {
+    let _ = OBSERVER.set(observer);
+}
+
+pub(crate) fn observed(attempt: &Attempt<'_>) {
+    if let Some(observer) = OBSERVER.get() {
+        observer(attempt);
+    }
+}
 
 /// The Kubernetes verb of a request, as the API server's audit log and metrics name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

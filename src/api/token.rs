@@ -1,5 +1,7 @@
 //! The authentication.k8s.io/v1 TokenRequest: what the kubelet posts to
-//! `serviceaccounts/<name>/token` to get a bound service account token for a pod.
+//! `serviceaccounts/<name>/token` to get a bound service account token for a pod;
+//! and the ServiceAccount itself, as far as the kubelet reads it (its UID and
+//! annotations, for credential provider plugins).
 //!
 //! This module holds wire types only: it models the JSON the API server sends and
 //! accepts and performs no I/O.
@@ -58,6 +60,16 @@ impl TokenRequest {
             ..Self::default()
         }
     }
+}
+
+/// A core/v1 ServiceAccount: only its metadata is read (UID, annotations).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ServiceAccount {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

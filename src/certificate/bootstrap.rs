@@ -1,9 +1,9 @@
 //! TLS bootstrap at start-up (upstream `LoadClientCert`): make sure `--kubeconfig`
 //! holds a usable client certificate before litelet talks to the API server.
 //!
-//! In order: a kubeconfig that loads and whose client certificate is valid now is
+//! In order: a kubeconfig that loads and whose client certificate has not expired is
 //! kept as it is (a kubeconfig without a certificate too: a token, say); else the
-//! certificate directory's current pair, when valid, gets a kubeconfig written for
+//! certificate directory's current pair, when usable, gets a kubeconfig written for
 //! it; else a new ECDSA key and a CertificateSigningRequest (signer
 //! `kubernetes.io/kube-apiserver-client-kubelet`) go to the API server with the
 //! bootstrap kubeconfig's credentials, and litelet waits, watching the request, for
@@ -11,6 +11,14 @@
 //! to the certificate directory, and the kubeconfig (mode 0600) names its
 //! `kubelet-client-current.pem`. A certificate that expired while the node was off
 //! so falls back to the bootstrap kubeconfig, as upstream.
+//!
+//! Time: every check reads the clock when it is made (`now` is a clock, never a
+//! value taken before a wait of up to an hour), and only expiry is judged: a
+//! notBefore ahead of the node's clock is accepted as upstream does (the signer
+//! back-dates by five minutes only; a request approved late or a node clock behind
+//! would otherwise discard a good certificate and file a new request each retry).
+//! An issued pair is checked (key matches, usable by rustls, not expired) before it
+//! is stored.
 //!
 //! Runs on the main thread; every failure is a [`BootstrapError`] naming the file or
 //! the request, and litelet does not start without a certificate.
@@ -92,13 +100,16 @@ pub enum BootstrapError {
     },
 }
 
-/// Makes `b.kubeconfig` usable (see the module doc); `now` in Unix seconds.
-pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome, BootstrapError> {
+/// Makes `b.kubeconfig` usable (see the module doc); `now` reads the clock (Unix
+/// seconds).
+pub fn ensure_client_certificate(
+    b: &Bootstrap<'_>,
+    now: &dyn Fn() -> i64,
+) -> Result<Outcome, BootstrapError> {
     match kubeconfig::load(b.kubeconfig) {
         Ok(config) => match &config.client_cert_pem {
-            Some(cert) if !super::valid_at(cert, now) => log::warn!(
-                "kubeconfig {}: the client certificate is not valid now (expired?); \
-                 bootstrapping a new one",
+            Some(cert) if !super::usable_at(cert, now()) => log::warn!(
+                "kubeconfig {}: the client certificate has expired; bootstrapping a new one",
                 b.kubeconfig.display()
             ),
             _ => return Ok(Outcome::Kept),
@@ -111,7 +122,14 @@ pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome,
         kubeconfig::load(b.bootstrap_kubeconfig).map_err(BootstrapError::BootstrapConfig)?;
     let store = CertStore::new(b.cert_dir, "kubelet-client");
     if let Some(pem) = store.current()? {
-        if super::valid_at(&pem, now) {
+        let usable = super::check_pair_at(&pem, &pem, now());
+        if let Err(why) = &usable {
+            log::warn!(
+                "the stored client certificate {} is unusable ({why}); bootstrapping a new one",
+                store.current_path().display()
+            );
+        }
+        if usable.is_ok() {
             write_kubeconfig(b.kubeconfig, &bootstrap, &store.current_path())?;
             log::info!(
                 "kubeconfig {} written for the stored client certificate {}",
@@ -126,7 +144,7 @@ pub fn ensure_client_certificate(b: &Bootstrap<'_>, now: i64) -> Result<Outcome,
         source,
     })?;
     let issued = request_certificate(&client, &CertKind::Client, b.node_name, b.wait, now)?;
-    let current = store.store(&issued.cert_pem, issued.key_pem.as_bytes(), now)?;
+    let current = store.store(&issued.cert_pem, issued.key_pem.as_bytes(), now())?;
     write_kubeconfig(b.kubeconfig, &bootstrap, &current)?;
     log::info!(
         "client certificate issued through {}: {} (kubeconfig {})",
@@ -170,13 +188,14 @@ impl CertKind {
 }
 
 /// Asks for a certificate of `kind` for `node` with `client`'s credentials (bootstrap
-/// ones, or the current client certificate) and waits up to `wait` for it.
+/// ones, or the current client certificate) and waits up to `wait` for it; the pair
+/// is checked with the clock `now` read once it has come.
 pub fn request_certificate(
     client: &ApiClient,
     kind: &CertKind,
     node: &str,
     wait: Duration,
-    now: i64,
+    now: &dyn Fn() -> i64,
 ) -> Result<Issued, BootstrapError> {
     let (pair, csr) = match kind {
         CertKind::Client => {
@@ -200,17 +219,29 @@ pub fn request_certificate(
          for approval"
     );
     let cert = wait_for_certificate(client, &name, created, wait)?;
-    if !super::valid_at(&cert, now) {
-        return Err(BootstrapError::BadCertificate {
-            name,
-            why: "no certificate valid now in the PEM".into(),
-        });
-    }
+    accept_issued(&cert, &pair.key_pem, now()).map_err(|why| BootstrapError::BadCertificate {
+        name: name.clone(),
+        why: why.to_string(),
+    })?;
     Ok(Issued {
         cert_pem: cert,
         key_pem: pair.key_pem,
         request: name,
     })
+}
+
+/// Checks an issued certificate against the key it was requested for, at `now`
+/// (the time of use); a notBefore ahead of `now` is logged, not refused.
+pub fn accept_issued(cert_pem: &[u8], key_pem: &str, now: i64) -> Result<(), super::Unusable> {
+    super::check_pair_at(cert_pem, key_pem.as_bytes(), now)?;
+    if let Some(ahead) = super::clock_behind(cert_pem, now) {
+        log::warn!(
+            "the issued certificate is valid only from {ahead} s from now by this node's \
+             clock: the clock is behind the cluster's; using it (the API server judges it by \
+             its own clock)"
+        );
+    }
+    Ok(())
 }
 
 /// Waits for request `name` (last seen as `seen`) to be signed, watching it.
@@ -325,18 +356,8 @@ fn write_kubeconfig(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_pairs::pair;
     use super::*;
-
-    /// A certificate for `node` valid from `from` to `to` (Unix seconds), PEM with
-    /// its key.
-    fn pair(from: i64, to: i64) -> (String, String) {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.not_before = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(from as u64);
-        params.not_after = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(to as u64);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
 
     fn bootstrap_file(dir: &Path) -> PathBuf {
         let path = dir.join("bootstrap.conf");
@@ -368,7 +389,7 @@ mod tests {
             .store(cert.as_bytes(), key.as_bytes(), 1_000)
             .unwrap();
         assert_eq!(
-            ensure_client_certificate(&b, 1_500).unwrap(),
+            ensure_client_certificate(&b, &|| 1_500).unwrap(),
             Outcome::FromStore
         );
         let loaded = kubeconfig::load(&kubeconfig).unwrap();
@@ -378,10 +399,13 @@ mod tests {
         let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // While it is valid the kubeconfig is kept as it is.
-        assert_eq!(ensure_client_certificate(&b, 1_999).unwrap(), Outcome::Kept);
+        assert_eq!(
+            ensure_client_certificate(&b, &|| 1_999).unwrap(),
+            Outcome::Kept
+        );
         // Expired (the node was off): the bootstrap credentials ask for a new one;
         // nothing listens at the server here, so that fails, naming the request.
-        let err = ensure_client_certificate(&b, 2_000).unwrap_err();
+        let err = ensure_client_certificate(&b, &|| 2_000).unwrap_err();
         assert!(
             matches!(err, BootstrapError::Create(_)),
             "expected a failed request: {err}"
@@ -398,7 +422,45 @@ mod tests {
             node_name: "n1",
             wait: Duration::from_millis(200),
         };
-        let err = ensure_client_certificate(&b, 0).unwrap_err().to_string();
+        let err = ensure_client_certificate(&b, &|| 0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing.conf"), "{err}");
+    }
+
+    /// The issued certificate is judged when it arrives, and only by its expiry. The
+    /// signer back-dates notBefore by 5 minutes; the request was filed at `T`.
+    #[test]
+    fn an_issued_certificate_is_judged_at_the_time_of_use_and_tolerates_a_clock_behind() {
+        const T: i64 = 1_000_000;
+        const BACKDATE: i64 = 300;
+        let issued_at = |approved: i64| pair(approved - BACKDATE, approved + 3_600);
+        // Approved 6 minutes after filing: notBefore is T + 60, after the moment of
+        // filing (where the check used to be made), before the moment of use.
+        let (cert, key) = issued_at(T + 360);
+        assert!(!usable_at_filing_time_was_enough(&cert, T));
+        assert_eq!(accept_issued(cert.as_bytes(), &key, T + 361), Ok(()));
+        // A node clock 10 minutes behind the signer's: notBefore is 5 minutes ahead
+        // of the node's now; accepted.
+        let (cert, key) = issued_at(T);
+        assert_eq!(accept_issued(cert.as_bytes(), &key, T - 600), Ok(()));
+        // An expired one, or one for another key, is refused.
+        let (cert, key) = pair(T - 7_200, T - 3_600);
+        assert!(matches!(
+            accept_issued(cert.as_bytes(), &key, T),
+            Err(super::super::Unusable::Expired { .. })
+        ));
+        let (cert, _) = issued_at(T);
+        let (_, other_key) = issued_at(T);
+        assert!(matches!(
+            accept_issued(cert.as_bytes(), &other_key, T),
+            Err(super::super::Unusable::Pair(_))
+        ));
+    }
+
+    /// What the old check (notBefore <= now < notAfter at the time of filing) said.
+    fn usable_at_filing_time_was_enough(cert: &str, filed: i64) -> bool {
+        let (not_before, not_after) = super::super::validity(cert.as_bytes()).unwrap();
+        not_before <= filed && filed < not_after
     }
 }

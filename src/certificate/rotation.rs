@@ -1,10 +1,12 @@
 //! The threads that keep the node's certificates fresh (upstream's certificate
-//! managers): `cert-rotate` for the client certificate (`--rotate-certificates`) and
+//! managers): `cert-rotate` for the client certificate (`--rotate-certificates`, or
+//! only at expiry when a `--bootstrap-kubeconfig` is given without rotation) and
 //! `srv-cert` for the node server's (`--rotate-server-certificates`). Neither needs a
 //! restart.
 //!
 //! Loop: from the current certificate's validity, pick a renewal time at a random
-//! 70-90 % of its lifetime ([`renewal_time`], so a fleet does not renew in step);
+//! 70-90 % of its lifetime ([`renewal_time`], so a fleet does not renew in step; its
+//! expiry under [`Schedule::AtExpiry`]);
 //! sleep until then (waking each minute to refresh the client TTL gauge, and at once
 //! on shutdown); send a CertificateSigningRequest authenticated by the node's client
 //! certificate, wait for it, store the pair (`<prefix>-current.pem` in the
@@ -12,7 +14,13 @@
 //! [`Rotation::install`] sink: the API client's [`ApiClient::set_client_certificate`]
 //! (new requests and watches use it; those in flight finish on their connections) or
 //! the node server's serving pair (new handshakes use it). With no cluster-issued
-//! certificate yet (a serving certificate, at first), it asks at once. A failure is
+//! certificate yet (a serving certificate, at first), it asks at once. When the
+//! client certificate has expired (by the clock read then), or the API server
+//! refuses it (401/403 to the request), the request goes with the bootstrap
+//! kubeconfig's credentials, read from the file at that moment: the node gets a
+//! certificate again without a restart (upstream exits instead, to re-bootstrap at
+//! its next start). The new pair is checked before it is stored (`store.rs`). A
+//! failure is
 //! logged, reported as a Warning event on the Node (the client's also counted in
 //! `kubelet_certificate_manager_client_expiration_renew_errors`), and retried with
 //! back-off.
@@ -20,17 +28,18 @@
 //! Channels: `shutdown` only. Owns its state; talks to the API server through the
 //! shared client and writes only the certificate directory.
 
+use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{after, select, Receiver};
 
 use crate::api::ratelimit::{random_between, Backoff};
-use crate::api::ApiClient;
+use crate::api::{kubeconfig, ApiClient, ApiError};
 use crate::events::{EventType, Recorder};
 use crate::metrics::{CLIENT_CERT_RENEW_ERRORS, CLIENT_CERT_TTL};
 
-use super::bootstrap::{request_certificate, CertKind};
+use super::bootstrap::{request_certificate, BootstrapError, CertKind, Issued};
 use super::store::CertStore;
 
 /// How long one request waits to be approved and signed (upstream's 15 minutes): a
@@ -56,6 +65,22 @@ enum RenewError {
     Install(InstallError),
 }
 
+/// When a certificate is renewed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// At a random 70-90 % of its lifetime (`--rotate-certificates`).
+    Rotate,
+    /// Once it has expired (no rotation, but a bootstrap kubeconfig to fall back on).
+    AtExpiry,
+}
+
+/// Whose credentials a renewal was asked with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Via {
+    Own,
+    Bootstrap,
+}
+
 /// What one thread works with.
 pub struct Rotation {
     pub kind: CertKind,
@@ -67,6 +92,10 @@ pub struct Rotation {
     pub current: Option<Vec<u8>>,
     pub install: Install,
     pub recorder: Recorder,
+    /// `--bootstrap-kubeconfig` (client certificate only): the credentials a request
+    /// goes with when the certificate has expired or is refused.
+    pub bootstrap: Option<PathBuf>,
+    pub schedule: Schedule,
 }
 
 /// When to renew a certificate valid from `not_before` to `not_after` (Unix seconds):
@@ -100,30 +129,24 @@ impl Rotation {
         let mut backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
         loop {
             if let Some(current) = &self.current {
-                let Some((not_before, not_after)) = super::first_certificate(current)
-                    .and_then(|der| crate::api::x509::validity(&der))
-                else {
-                    log::error!("{} cannot be read; not rotating it", self.what());
-                    return;
-                };
-                let renew_at = renewal_time(not_before, not_after, random_between(700, 900));
-                log::info!(
-                    "{} valid until {not_after} (Unix time); renewing at {renew_at}",
-                    self.what()
-                );
-                loop {
-                    let now = super::unix_now();
-                    if self.kind == CertKind::Client {
-                        CLIENT_CERT_TTL.set(&[], (not_after - now) as f64);
+                match super::validity(current) {
+                    Some((not_before, not_after)) => {
+                        let renew_at = match self.schedule {
+                            Schedule::Rotate => {
+                                renewal_time(not_before, not_after, random_between(700, 900))
+                            }
+                            Schedule::AtExpiry => not_after,
+                        };
+                        log::info!(
+                            "{} valid until {not_after} (Unix time); renewing at {renew_at}",
+                            self.what()
+                        );
+                        if !self.sleep_until(renew_at, not_after, shutdown) {
+                            return;
+                        }
                     }
-                    if now >= renew_at {
-                        break;
-                    }
-                    let nap = Duration::from_secs((renew_at - now) as u64).min(GAUGE_PERIOD);
-                    select! {
-                        recv(shutdown) -> _ => return,
-                        recv(after(nap)) -> _ => {}
-                    }
+                    // Unreadable: replace it now rather than never.
+                    None => log::error!("{} cannot be read; renewing it now", self.what()),
                 }
             }
             match self.renew() {
@@ -148,15 +171,40 @@ impl Rotation {
         }
     }
 
+    /// Sleeps until `renew_at` by the clock (read each time it wakes), refreshing the
+    /// client TTL gauge; false on shutdown.
+    fn sleep_until(&self, renew_at: i64, not_after: i64, shutdown: &Receiver<()>) -> bool {
+        loop {
+            let now = super::unix_now();
+            if self.kind == CertKind::Client {
+                CLIENT_CERT_TTL.set(&[], (not_after - now) as f64);
+            }
+            if now >= renew_at {
+                return true;
+            }
+            let nap = Duration::from_secs((renew_at - now) as u64).min(GAUGE_PERIOD);
+            select! {
+                recv(shutdown) -> _ => return false,
+                recv(after(nap)) -> _ => {}
+            }
+        }
+    }
+
     /// One renewal.
     fn renew(&mut self) -> Result<(), RenewError> {
-        let now = super::unix_now();
-        let issued = request_certificate(&self.client, &self.kind, &self.node, REQUEST_WAIT, now)?;
-        self.store
-            .store(&issued.cert_pem, issued.key_pem.as_bytes(), now)?;
+        let (issued, via) = self.request()?;
+        self.store.store(
+            &issued.cert_pem,
+            issued.key_pem.as_bytes(),
+            super::unix_now(),
+        )?;
         (self.install)(&issued.cert_pem, issued.key_pem.as_bytes()).map_err(RenewError::Install)?;
+        let how = match via {
+            Via::Own => "",
+            Via::Bootstrap => " with the bootstrap credentials",
+        };
         log::info!(
-            "{} renewed through {}; new connections use it",
+            "{} renewed through {}{how}; new connections use it",
             self.what(),
             issued.request
         );
@@ -165,7 +213,7 @@ impl Rotation {
             EventType::Normal,
             "CertificateRotated",
             format!(
-                "The {} was renewed through CertificateSigningRequest {}",
+                "The {} was renewed through CertificateSigningRequest {}{how}",
                 self.what(),
                 issued.request
             ),
@@ -173,6 +221,60 @@ impl Rotation {
         self.current = Some(issued.cert_pem);
         Ok(())
     }
+
+    /// Asks for a new pair: with the current certificate, unless it has expired or
+    /// is refused and a bootstrap kubeconfig is there to fall back on.
+    fn request(&self) -> Result<(Issued, Via), RenewError> {
+        let ask = |client: &ApiClient| {
+            request_certificate(
+                client,
+                &self.kind,
+                &self.node,
+                REQUEST_WAIT,
+                &super::unix_now,
+            )
+        };
+        let bootstrap = match (&self.kind, &self.bootstrap) {
+            (CertKind::Client, Some(path)) => path,
+            _ => return Ok((ask(&self.client)?, Via::Own)),
+        };
+        let expired = self
+            .current
+            .as_deref()
+            .is_some_and(|pem| !super::usable_at(pem, super::unix_now()));
+        if expired {
+            log::warn!(
+                "the client certificate has expired; asking for a new one with the bootstrap \
+                 credentials of {}",
+                bootstrap.display()
+            );
+        } else {
+            match ask(&self.client) {
+                Ok(issued) => return Ok((issued, Via::Own)),
+                Err(err) if refused(&err) => log::warn!(
+                    "{err}; asking for a new client certificate with the bootstrap credentials \
+                     of {}",
+                    bootstrap.display()
+                ),
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let config = kubeconfig::load(bootstrap).map_err(BootstrapError::BootstrapConfig)?;
+        let client = ApiClient::new(&config).map_err(|source| BootstrapError::Client {
+            path: bootstrap.clone(),
+            source,
+        })?;
+        Ok((ask(&client)?, Via::Bootstrap))
+    }
+}
+
+/// True when the API server refused the request's credentials (an expired or
+/// revoked client certificate: 401, or 403 once it counts as anonymous).
+fn refused(err: &BootstrapError) -> bool {
+    matches!(
+        err,
+        BootstrapError::Create(ApiError::Unauthorized { .. } | ApiError::Forbidden { .. })
+    )
 }
 
 #[cfg(test)]

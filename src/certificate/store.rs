@@ -1,8 +1,12 @@
 //! The certificate directory (`--cert-dir`): each issued pair is one file
-//! `<prefix>-<YYYY-MM-DD-HH-MM-SS>.pem` (certificate chain then key, mode 0600),
-//! and `<prefix>-current.pem` is a symlink to the newest, replaced atomically, so a
-//! kubeconfig that names the link never changes and a crash leaves either the old
-//! or the new pair current. The layout is upstream's, so tools that look for
+//! `<prefix>-<YYYY-MM-DD-HH-MM-SS>.pem` (certificate chain then key, mode 0600,
+//! written durably through `fsutil::write_atomic`), and `<prefix>-current.pem` is a
+//! symlink to the newest, swapped atomically (`fsutil::symlink_atomic`: a new link
+//! under a unique name renamed over it, then the directory synced), so a kubeconfig
+//! that names the link never changes and a crash leaves either the old or the new
+//! pair current, never a half-written one. A pair is checked (the key belongs to the
+//! certificate, rustls can use both, not expired) before anything is written: a bad
+//! pair never becomes current. The layout is upstream's, so tools that look for
 //! `kubelet-client-current.pem` find it.
 
 use std::io;
@@ -16,6 +20,12 @@ pub enum StoreError {
         op: &'static str,
         path: PathBuf,
         source: io::Error,
+    },
+    #[error("refusing to store a {prefix} pair: {why}")]
+    Unusable {
+        prefix: &'static str,
+        #[source]
+        why: super::Unusable,
     },
 }
 
@@ -52,9 +62,13 @@ impl CertStore {
         }
     }
 
-    /// Stores a new pair issued at `now` (Unix seconds) and makes it current; the
-    /// path of the link.
+    /// Checks a new pair at `now` (Unix seconds), stores it and makes it current;
+    /// the path of the link. A pair that fails the check changes nothing.
     pub fn store(&self, cert_pem: &[u8], key_pem: &[u8], now: i64) -> Result<PathBuf, StoreError> {
+        super::check_pair_at(cert_pem, key_pem, now).map_err(|why| StoreError::Unusable {
+            prefix: self.prefix,
+            why,
+        })?;
         let io = |op, path: &Path| {
             let path = path.to_owned();
             move |source| StoreError::Io { op, path, source }
@@ -70,14 +84,7 @@ impl CertStore {
         crate::fsutil::write_atomic(&file, &pair, 0o600).map_err(io("write", &file))?;
         // A new link beside the old one, renamed over it: never a moment without.
         let current = self.current_path();
-        let tmp = self.dir.join(format!(".{}-current.pem.tmp", self.prefix));
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io("remove", &tmp)(e)),
-            _ => {}
-        }
-        std::os::unix::fs::symlink(&name, &tmp).map_err(io("link", &tmp))?;
-        std::fs::rename(&tmp, &current).map_err(io("rename", &current))?;
-        crate::fsutil::sync_dir(&self.dir).map_err(io("sync", &self.dir))?;
+        crate::fsutil::symlink_atomic(Path::new(&name), &current).map_err(io("link", &current))?;
         Ok(current)
     }
 }
@@ -105,6 +112,7 @@ fn timestamp(unix: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_pairs::pair;
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -117,35 +125,93 @@ mod tests {
         assert_eq!(timestamp(951_868_800), "2000-03-01-00-00-00");
     }
 
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     #[test]
     fn a_stored_pair_becomes_current_through_a_private_file_and_a_link() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("pki");
         let store = CertStore::new(&dir, "kubelet-client");
         assert_eq!(store.current().unwrap(), None);
-        let first = store.store(b"CERT1", b"KEY1", 1_000).unwrap();
+        let (cert1, key1) = pair(0, 10_000);
+        let first = store
+            .store(cert1.as_bytes(), key1.as_bytes(), 1_000)
+            .unwrap();
         assert_eq!(first, dir.join("kubelet-client-current.pem"));
-        assert_eq!(store.current().unwrap().unwrap(), b"CERT1\nKEY1");
-        store.store(b"CERT2\n", b"KEY2", 2_000).unwrap();
-        assert_eq!(store.current().unwrap().unwrap(), b"CERT2\nKEY2");
+        let stored = store.current().unwrap().unwrap();
+        assert_eq!(stored, format!("{cert1}{key1}").into_bytes());
+        let (cert2, key2) = pair(0, 10_000);
+        store
+            .store(cert2.as_bytes(), key2.as_bytes(), 2_000)
+            .unwrap();
+        let stored = store.current().unwrap().unwrap();
+        assert_eq!(stored, format!("{cert2}{key2}").into_bytes());
         let target = std::fs::read_link(&first).unwrap();
         assert_eq!(target, Path::new("kubelet-client-1970-01-01-00-33-20.pem"));
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir.join(&target)), 0o600);
         assert_eq!(mode(&dir), 0o700);
         // Both pairs are kept (upstream keeps them too); no temp link is left.
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
         assert_eq!(
-            names,
+            names(&dir),
             [
                 "kubelet-client-1970-01-01-00-16-40.pem",
                 "kubelet-client-1970-01-01-00-33-20.pem",
                 "kubelet-client-current.pem"
             ]
         );
+    }
+
+    /// A key that is not the certificate's, or an expired certificate, is refused
+    /// before anything is written: the current pair stays current. A certificate
+    /// whose notBefore is still ahead (node clock behind the signer's) is stored.
+    #[test]
+    fn a_bad_pair_is_refused_before_it_is_stored() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("pki");
+        let store = CertStore::new(&dir, "kubelet-client");
+        let (good, good_key) = pair(0, 10_000);
+        store
+            .store(good.as_bytes(), good_key.as_bytes(), 1_000)
+            .unwrap();
+        let before = names(&dir);
+        let (other, _) = pair(0, 10_000);
+        let err = store
+            .store(other.as_bytes(), good_key.as_bytes(), 2_000)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Unusable {
+                    why: super::super::Unusable::Pair(_),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let (old, old_key) = pair(0, 1_500);
+        let err = store
+            .store(old.as_bytes(), old_key.as_bytes(), 2_000)
+            .unwrap_err();
+        assert!(err.to_string().contains("expired"), "{err}");
+        let err = store.store(b"not pem", b"not pem", 2_000).unwrap_err();
+        assert!(matches!(err, StoreError::Unusable { .. }), "{err}");
+        assert_eq!(names(&dir), before, "nothing written");
+        let current = store.current().unwrap().unwrap();
+        assert_eq!(current, format!("{good}{good_key}").into_bytes());
+        // Issued in the node's future (its clock runs 10 minutes behind).
+        let (ahead, ahead_key) = pair(2_600, 10_000);
+        store
+            .store(ahead.as_bytes(), ahead_key.as_bytes(), 2_000)
+            .unwrap();
+        let current = store.current().unwrap().unwrap();
+        assert_eq!(current, format!("{ahead}{ahead_key}").into_bytes());
     }
 }

@@ -5,8 +5,11 @@
 //! no component reads [`Flags`]; each gets its own config built here, so components
 //! stay testable without a command line.
 
+use crate::server::tls::ciphers::{self, CipherError};
+use crate::server::tls::TlsPolicy;
 use std::time::Duration;
 
+use crate::node::addresses::{CloudProvider, NodeIps};
 use crate::node::config::{
     check_subdomain, parse_eviction_hard, parse_node_labels, parse_reserved, validate_node_ip,
     ConfigError, NodeConfig,
@@ -34,10 +37,16 @@ impl Flags {
         check_subdomain(&name)
             .map_err(|e| ConfigError::NodeName(format!("{name:?} is not a valid name: {e}")))?;
         let mut c = NodeConfig::new(&name, &name);
-        if let Some(ip) = flags.node_ip {
+        // Both checked when the flags were read.
+        c.node_ips = NodeIps::parse(&flags.node_ip).unwrap_or_default();
+        c.node_ip = c.node_ips.primary();
+        if let Some(ip) = c.node_ip {
             validate_node_ip(ip)?;
-            c.node_ip = Some(ip);
         }
+        c.cloud_provider = CloudProvider::parse(&flags.cloud_provider).unwrap_or_default();
+        c.provider_id = flags.provider_id.clone();
+        // Checked positive when the flags were read.
+        let _ = c.set_lease_duration(flags.node_lease_duration_seconds);
         c.port = flags.port;
         c.max_pods = flags.max_pods;
         c.node_status_update_frequency = flags.node_status_update_frequency;
@@ -48,6 +57,12 @@ impl Flags {
         c.system_reserved = parse_reserved(&pairs_text(&flags.system_reserved, '='))?;
         c.eviction_hard = parse_eviction_hard(&pairs_text(&flags.eviction_hard, '<'))?;
         Ok(c)
+    }
+
+    /// `--tls-cipher-suites` and `--tls-min-version` (or their config fields) as the
+    /// node API will offer them; an error names what cannot be honoured.
+    pub fn tls_policy(&self) -> Result<TlsPolicy, CipherError> {
+        ciphers::parse(&self.tls_cipher_suites, &self.tls_min_version)
     }
 
     /// The server's settings from the command line: TLS files, ports and addresses,
@@ -63,7 +78,9 @@ impl Flags {
         config.tls.cert_file = flags.tls_cert_file.clone();
         config.tls.key_file = flags.tls_private_key_file.clone();
         config.tls.client_ca_file = flags.client_ca_file.clone();
-        config.tls.host_ips = flags.node_ip.iter().copied().collect();
+        config.tls.host_ips = NodeIps::parse(&flags.node_ip)
+            .map(NodeIps::given)
+            .unwrap_or_default();
         config.anonymous_auth = flags.anonymous_auth;
         config.authorization_mode = flags.authorization_mode;
         let token_ttl = flags.authentication_token_webhook_cache_ttl;
@@ -73,7 +90,11 @@ impl Flags {
         config.authz_cache.denied = flags.authorization_webhook_cache_unauthorized_ttl;
         config.sync_loop_threshold = (flags.sync_frequency * 2).max(Duration::from_secs(300));
         config.pod_logs_dir = flags.pod_logs_dir.clone();
-        config.limits.max_connections = flags.server_max_connections;
+        config.limits.max_connections = flags.server_max_connections.unwrap_or_else(|| {
+            crate::server::default_max_connections(crate::server::memory_bytes())
+        });
+        config.limits.stream_idle_timeout = flags.streaming_connection_idle_timeout;
+        config.tls.policy = flags.tls_policy().unwrap_or_default();
         config.limits.max_unauthenticated_connections =
             flags.server_max_unauthenticated_connections;
         config.limits.max_unauthenticated_per_client = flags.server_max_unauthenticated_per_client;

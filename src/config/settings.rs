@@ -66,7 +66,22 @@ pub fn table() -> Vec<Setting> {
         // The node.
         s("hostname-override", "", "", at!(hostname_override),
             "The node's name (default: the machine's hostname, lowercased)."),
-        s("node-ip", "", "", at!(node_ip), "The IP address the node reports as InternalIP."),
+        s("node-ip", "", "", at!(node_ip, check = |v: &String| node_ips(v)),
+            "The node's InternalIP: one address, or a dual-stack pair (IPv4,IPv6 or the \
+             reverse; the first is primary); 0.0.0.0 or :: detects an address of that family \
+             first."),
+        s("cloud-provider", "", "", at!(cloud_provider, check = |v: &String| cloud_provider(v)),
+            "\"\" (none) or \"external\": a cloud controller manager initialises the node; \
+             it registers with the node.cloudprovider.kubernetes.io/uninitialized taint and \
+             the alpha.kubernetes.io/provided-node-ip annotation, and its addresses are the \
+             manager's."),
+        s("provider-id", "providerID", "", at!(provider_id),
+            "spec.providerID of the Node litelet creates (the cloud's ID of the machine).")
+            .deprecated(Deprecation::None),
+        s("", "nodeLeaseDurationSeconds", "40", at!(node_lease_duration_seconds,
+            check = lease_duration),
+            "The node Lease's duration in seconds; litelet renews it every quarter of it.")
+            .zero_is_unset(),
         s("node-labels", "nodeLabels", "", at!(node_labels, check = node_labels),
             "Labels to add when registering the node (key=value,...); only labels a node may \
              set on itself (no node-role.kubernetes.io/...).").litelet_field(),
@@ -161,18 +176,39 @@ pub fn table() -> Vec<Setting> {
             "authorization.webhook.cacheUnauthorizedTTL", "30s",
             at!(authorization_webhook_cache_unauthorized_ttl),
             "How long a SubjectAccessReview's \"denied\" is trusted.").zero_is_unset(),
-        s("server-max-connections", "", "64", at!(server_max_connections, check = at_least_one),
-            "Authenticated connections the node API keeps open at once; one that \
-             authenticates beyond it gets a 503.").litelet_flag(),
+        s("tls-cipher-suites", "tlsCipherSuites", "", at!(tls_cipher_suites),
+            "TLS 1.2 cipher suites the node API offers, by Go's names; TLS 1.3 suites are \
+             always on, as in Go. Suites rustls has no implementation of (RSA key exchange, \
+             CBC) are left out with a warning; a list of only those is refused. Default: \
+             rustls's (ECDHE with AES-GCM or ChaCha20-Poly1305)."),
+        s("tls-min-version", "tlsMinVersion", "", at!(tls_min_version, check = |v: &String| tls_min_version(v)),
+            "Lowest TLS version of the node API: VersionTLS12 (default) or VersionTLS13; \
+             VersionTLS10/11 are accepted and mean VersionTLS12 (litelet never speaks lower)."),
+        s("streaming-connection-idle-timeout", "streamingConnectionIdleTimeout", "4h0m0s",
+            at!(streaming_connection_idle_timeout),
+            "An exec, attach or port-forward stream idle this long is closed; 0 on the \
+             command line means never (in the file, upstream's zero is its default).")
+            .zero_is_unset(),
+        s("server-max-connections", "", "", at!(server_max_connections, check = some_at_least_one),
+            "Authorized connections the node API keeps open at once, every class together. \
+             Default: one per 2 MiB of memory, 256 to 8192. Bearer-token and anonymous users \
+             share a quarter of it; one authorized beyond its class's share gets a 503.")
+            .litelet_flag(),
         s("server-max-unauthenticated-connections", "", "32",
             at!(server_max_unauthenticated_connections, check = at_least_one),
-            "Node API connections still in the TLS handshake, first request or \
-             authentication; when full, the oldest one of the client address holding the \
-             most is closed for a newcomer.").litelet_flag(),
+            "Node API connections still in the TLS handshake, first request or its \
+             authentication and authorization; when full, the oldest one of the client \
+             address holding the most is closed for a newcomer.").litelet_flag(),
         s("server-max-unauthenticated-per-client", "", "8",
             at!(server_max_unauthenticated_per_client, check = at_least_one),
-            "Unauthenticated node API connections from one client address; more are closed \
-             at once.").litelet_flag(),
+            "Node API connections from one client address still in their handshake and \
+             first request; more wait their turn, up to 5 s.").litelet_flag(),
+        s("image-credential-provider-config", "", "", at!(image_credential_provider_config),
+            "Credential provider plugins (a CredentialProviderConfig, YAML or JSON, or a \
+             folder of them merged in name order): executables that give registry \
+             credentials for the images they match. Flag only, as upstream."),
+        s("image-credential-provider-bin-dir", "", "", at!(image_credential_provider_bin_dir),
+            "Where the credential provider plugins' executables are. Flag only, as upstream."),
         // Certificates.
         s("rotate-certificates", "rotateCertificates", "false", at!(rotate_certificates),
             "Renew the client certificate through the CSR API before it expires and use the \
@@ -258,7 +294,17 @@ pub fn table() -> Vec<Setting> {
             "Feature gates (NAME=BOOL,...), by upstream v1.36's names: a gate at upstream's \
              default (litelet's behaviour) is accepted, any other value or an unknown name \
              stops litelet, naming the gate."),
+        s("oom-score-adj", "oomScoreAdj", "-999", at!(oom_score_adj, check = oom_score_adj),
+            "litelet's own oom_score_adj (-1000 to 1000), best effort: a refused write is \
+             logged."),
+        s("seccomp-default", "seccompDefault", "false", at!(seccomp_default),
+            "Containers without a seccomp profile run with the runtime's default \
+             (RuntimeDefault) instead of Unconfined.")
+            .deprecated(Deprecation::None),
         // Logging and the command line itself.
+        s("logging-format", "logging.format", "text", at!(log_format),
+            "Log format: text, or json (one JSON object per line: ts, v, msg, as upstream's \
+             JSON logs).").zero_is_unset(),
         s("v", "logging.verbosity", "0", at!(verbosity),
             "Log verbosity: 0-1 info, 2-4 debug, 5 and more trace (RUST_LOG wins).")
             .short('v')
@@ -272,6 +318,45 @@ pub fn table() -> Vec<Setting> {
 
 fn at_least_one(n: &usize) -> Result<(), ValueError> {
     at_least(i64::try_from(*n).unwrap_or(i64::MAX), 1)
+}
+
+fn node_ips(text: &str) -> Result<(), ValueError> {
+    crate::node::addresses::NodeIps::parse(text)
+        .map(|_| ())
+        .map_err(ValueError::refused)
+}
+
+fn cloud_provider(text: &str) -> Result<(), ValueError> {
+    crate::node::addresses::CloudProvider::parse(text)
+        .map(|_| ())
+        .map_err(ValueError::refused)
+}
+
+fn lease_duration(seconds: &i32) -> Result<(), ValueError> {
+    at_least(i64::from(*seconds), 1)
+}
+
+fn oom_score_adj(score: &i32) -> Result<(), ValueError> {
+    let score = i64::from(*score);
+    if (-1000..=1000).contains(&score) {
+        Ok(())
+    } else {
+        Err(ValueError::Range {
+            value: score,
+            min: "-1000".into(),
+            max: "1000".into(),
+        })
+    }
+}
+
+fn tls_min_version(text: &str) -> Result<(), ValueError> {
+    crate::server::tls::ciphers::parse(&[], text)
+        .map(|_| ())
+        .map_err(ValueError::refused)
+}
+
+fn some_at_least_one(n: &Option<usize>) -> Result<(), ValueError> {
+    n.as_ref().map_or(Ok(()), at_least_one)
 }
 
 fn at_least(n: i64, min: i64) -> Result<(), ValueError> {

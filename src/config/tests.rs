@@ -131,7 +131,12 @@ fn server_connection_limits() {
             flags.server_max_unauthenticated_connections,
             flags.server_max_unauthenticated_per_client
         ),
-        (64, 32, 8)
+        (None, 32, 8)
+    );
+    let sized = flags.server_config("n").limits.max_connections;
+    assert!(
+        (crate::server::MIN_MAX_CONNECTIONS..=crate::server::MAX_MAX_CONNECTIONS).contains(&sized),
+        "sized by memory: {sized}"
     );
     let flags = parse(&[
         "--server-max-connections=200",
@@ -219,4 +224,78 @@ fn the_packaged_config_file_is_valid() {
         flags.pod_manifest_path.as_deref(),
         Some(std::path::Path::new("/etc/kubernetes/manifests"))
     );
+}
+
+#[test]
+fn tls_and_streaming_settings_from_flags_and_the_config_file() {
+    let flags = parse(&[
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_RSA_WITH_AES_128_GCM_SHA256",
+        "--tls-min-version=VersionTLS12",
+        "--streaming-connection-idle-timeout=5m",
+    ]);
+    let config = flags.server_config("n");
+    assert_eq!(
+        config.tls.policy.dropped,
+        ["TLS_RSA_WITH_AES_128_GCM_SHA256"]
+    );
+    assert_eq!(config.limits.stream_idle_timeout, Duration::from_secs(300));
+    let none = parse(&["--streaming-connection-idle-timeout=0"]).server_config("n");
+    assert!(none.limits.stream_idle_timeout.is_zero(), "0 means never");
+
+    let refused = |args: &[&str]| match Flags::try_load_from(args) {
+        Err(e @ (LoadError::Invalid(_) | LoadError::Inconsistent(_))) => e.to_string(),
+        other => panic!("{args:?}: {other:?}"),
+    };
+    let msg = refused(&["litelet", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"]);
+    assert!(msg.contains("TLS_RSA_WITH_RC4_128_SHA"), "{msg}");
+    let msg = refused(&["litelet", "--tls-cipher-suites=TLS_MADE_UP"]);
+    assert!(msg.contains("TLS_MADE_UP"), "{msg}");
+    let msg = refused(&["litelet", "--tls-min-version=VersionTLS9"]);
+    assert!(msg.contains("VersionTLS9"), "{msg}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         tlsCipherSuites: [TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n\
+         tlsMinVersion: VersionTLS13\nstreamingConnectionIdleTimeout: 30m\n",
+    )
+    .unwrap();
+    let flags = Flags::try_load_from(["litelet", "--config", file.to_str().unwrap()]).unwrap();
+    let config = flags.server_config("n");
+    assert_eq!(
+        config.tls.policy.min_version,
+        crate::server::tls::ciphers::MinVersion::Tls13
+    );
+    assert_eq!(config.limits.stream_idle_timeout, Duration::from_secs(1800));
+    let configz = &flags.configz()["kubeletconfig"];
+    assert_eq!(configz["tlsMinVersion"], "VersionTLS13");
+    assert_eq!(configz["streamingConnectionIdleTimeout"], "30m0s");
+    assert_eq!(
+        configz["tlsCipherSuites"],
+        serde_json::json!(["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"])
+    );
+}
+
+#[test]
+fn node_address_and_cloud_settings_reach_the_node_config() {
+    use crate::node::addresses::{CloudProvider, NodeIps};
+    let c = parse(&[
+        "--node-ip=10.1.2.3,fd00::3",
+        "--cloud-provider=external",
+        "--provider-id=aws:///zone/i-1",
+        "--hostname-override=n",
+    ])
+    .node_config(None)
+    .unwrap();
+    assert_eq!(
+        c.node_ips(),
+        NodeIps::DualStack("10.1.2.3".parse().unwrap(), "fd00::3".parse().unwrap())
+    );
+    assert_eq!(c.cloud_provider, CloudProvider::External);
+    assert_eq!(c.provider_id.as_deref(), Some("aws:///zone/i-1"));
+    for bad in ["--cloud-provider=aws", "--node-ip=10.1.2.3,10.1.2.4"] {
+        assert!(Flags::try_parse_from(["litelet", bad]).is_err(), "{bad}");
+    }
 }

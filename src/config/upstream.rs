@@ -9,7 +9,7 @@
 //! litelet has today is accepted, any other refused with "not yet".
 
 use super::catalogue::{Deprecation, Setting, Setting as S, DEAD_CONTAINERS};
-use super::value::Kind::{self, Bool, Duration, Int, List, Map, Object, Str};
+use super::value::Kind::{self, Bool, Duration, Int, Map, Object, Str};
 
 /// Upstream's names outside `settings.rs`.
 pub fn table() -> Vec<Setting> {
@@ -81,9 +81,6 @@ fn with_fields() -> Vec<Setting> {
             "litelet writes log lines unbuffered"),
         S::fixed("log-text-split-stream", "logging.options.text.splitStream", Bool, &["false"],
             "litelet writes every log line to stderr"),
-        S::fixed("logging-format", "logging.format", Str, &["\"text\""],
-            "not yet: litelet writes text logs")
-            .zero_is_unset(),
         S::fixed("make-iptables-util-chains", "makeIPTablesUtilChains", Bool, &["false"],
             "litelet does not create the KUBE-IPTABLES-HINT chain"),
         S::fixed("manifest-url", "staticPodURL", Str, &["\"\""], NO_HTTP_SOURCE),
@@ -96,14 +93,10 @@ fn with_fields() -> Vec<Setting> {
             .zero_is_unset(),
         S::fixed("node-status-max-images", "nodeStatusMaxImages", Int, &["50"],
             "litelet reports the 50 largest images"),
-        S::fixed("oom-score-adj", "oomScoreAdj", Int, &["-999"],
-            "not yet: litelet sets its own oom_score_adj to -999"),
         S::fixed("pod-cidr", "podCIDR", Str, &["\"\""], "pod addresses are the CNI plugin's"),
         S::fixed("pods-per-core", "podsPerCore", Int, &["0"], "litelet has no per-core pod limit"),
         S::fixed("protect-kernel-defaults", "protectKernelDefaults", Bool, &["false"],
             "not yet: litelet does not check the kernel's tunables"),
-        S::fixed("provider-id", "providerID", Str, &["\"\""], "not yet: litelet sets no providerID")
-            .deprecated(Deprecation::None),
         S::fixed("qos-reserved", "qosReserved", Map('='), &["{}"],
             "litelet reserves nothing for Guaranteed pods in the QoS cgroups"),
         S::fixed("read-only-port", "readOnlyPort", Int, &["0"],
@@ -115,20 +108,10 @@ fn with_fields() -> Vec<Setting> {
         S::fixed("reserved-cpus", "reservedSystemCPUs", Str, &["\"\""], NO_CPU_MANAGER),
         S::fixed("reserved-memory", "reservedMemory", Object, &["[]"], NO_MEMORY_MANAGER),
         S::fixed("runonce", "runOnce", Bool, &["false"], "litelet keeps running"),
-        S::fixed("seccomp-default", "seccompDefault", Bool, &["false"],
-            "not yet: containers without a seccomp profile run Unconfined")
-            .deprecated(Deprecation::None),
         S::fixed("serialize-image-pulls", "serializeImagePulls", Bool, &["false"],
             "not yet: litelet pulls images in parallel"),
-        S::ignored("streaming-connection-idle-timeout", "streamingConnectionIdleTimeout",
-            Duration, "exec, attach and port-forward streams are the runtime's streaming \
-                       server's, with its own timeouts"),
         S::fixed("system-cgroups", "systemCgroups", Str, &["\"\""],
             "litelet moves no process into a system cgroup"),
-        S::fixed("tls-cipher-suites", "tlsCipherSuites", List, &["[]"],
-            "not yet: the node API offers rustls's suites (TLS 1.3 and TLS 1.2 ECDHE AEAD)"),
-        S::fixed("tls-min-version", "tlsMinVersion", Str, &["\"\"", "\"VersionTLS12\""],
-            "not yet: the node API takes TLS 1.2 and 1.3"),
         S::fixed("topology-manager-policy", "topologyManagerPolicy", Str, &["\"none\""],
             NO_TOPOLOGY_MANAGER)
             .zero_is_unset(),
@@ -150,8 +133,6 @@ fn with_fields() -> Vec<Setting> {
 #[rustfmt::skip]
 fn fields_only() -> Vec<Setting> {
     vec![
-        S::fixed("", "nodeLeaseDurationSeconds", Int, &["40"], "not yet: the node lease lasts 40 s")
-            .zero_is_unset(),
         S::fixed("", "imageMaximumGCAge", Duration, &["\"0s\""],
             "not yet: litelet removes unused images by disk usage only"),
         S::ignored("", "singleProcessOOMKill", Bool,
@@ -191,8 +172,6 @@ fn fields_only() -> Vec<Setting> {
 #[rustfmt::skip]
 fn flags_only() -> Vec<Setting> {
     vec![
-        S::fixed("cloud-provider", "", Str, &["\"\""],
-            "not yet: litelet has no cloud provider mode"),
         S::fixed("exit-on-lock-contention", "", Bool, &["false"], "litelet takes no lock file"),
         S::fixed("lock-file", "", Str, &["\"\""], "litelet takes no lock file"),
         S::fixed("experimental-allocatable-ignore-eviction", "", Bool, &["false"],
@@ -204,10 +183,6 @@ fn flags_only() -> Vec<Setting> {
                 "will be removed in 1.25 or later. in favor of using CSI.")),
         S::ignored("housekeeping-interval", "", Duration,
             "a cAdvisor setting; litelet samples stats every 10 s"),
-        S::fixed("image-credential-provider-config", "", Str, &["\"\""],
-            "not yet: litelet runs no credential provider plugins"),
-        S::fixed("image-credential-provider-bin-dir", "", Str, &["\"\""],
-            "not yet: litelet runs no credential provider plugins"),
         S::fixed("maximum-dead-containers", "", Int, &["-1"],
             "litelet's container garbage collection keeps any number on the node")
             .deprecated(Deprecation::Text(DEAD_CONTAINERS)),

@@ -22,8 +22,16 @@ pub enum CredentialSource {
         name: String,
         uid: String,
     },
-    /// The node's own Docker config file: usable by every pod on the node.
+    /// The node's own Docker config file, or a credential provider plugin not in
+    /// service account token mode: usable by every pod on the node.
     Node,
+    /// A credential provider plugin in service account token mode, for this service
+    /// account (upstream's ServiceAccountCoordinates): usable by the pods that run as it.
+    ServiceAccount {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
 }
 
 /// One registry credential and its source.
@@ -143,7 +151,8 @@ impl Keyring {
     }
 }
 
-/// Pod credentials first, then the node's (upstream UnionDockerKeyring).
+/// Each keyring's credentials in turn: the pod's, then the node's, then the
+/// plugins' (upstream UnionDockerKeyring).
 pub fn lookup_union(keyrings: &[&Keyring], repository: &str) -> Vec<Credential> {
     keyrings.iter().flat_map(|k| k.lookup(repository)).collect()
 }

@@ -1,7 +1,9 @@
 //! Registry credentials for image pulls (upstream pkg/credentialprovider): the Docker
 //! config formats (`config.rs`), the keyring that matches an image to credentials as
 //! the Docker client does (`keyring.rs`), pull secrets turned into a keyring
-//! (`secrets.rs`), and the node-wide Docker config files (`node.rs`, the only I/O).
+//! (`secrets.rs`), the node-wide Docker config files (`node.rs`), and kubelet
+//! credential provider plugins (`plugin/`: child processes, and the API server for
+//! service account tokens). Only `node.rs` and `plugin/` do I/O.
 //!
 //! Called from pod worker threads when an image must be pulled. Credentials live in
 //! memory only and are never logged: `Credential`'s `Debug` hides the password.
@@ -9,6 +11,7 @@
 pub mod config;
 pub mod keyring;
 pub mod node;
+pub mod plugin;
 pub mod secrets;
 
 pub use config::{DockerConfig, DockerConfigEntry};

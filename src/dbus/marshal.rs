@@ -2,12 +2,28 @@
 //! decoder (either byte order, as the sender chose), with the spec's alignment
 //! rules. Offsets are relative to the start of the message, so the body is encoded
 //! in a buffer that starts 8-aligned.
+//!
+//! The decoder reads what a peer sent, so it is bounded twice: containers nest at
+//! most [`MAX_DECODE_DEPTH`] deep in all (variants included, so a chain of variants
+//! cannot start the count again), which keeps its recursion a few dozen frames deep
+//! on any thread that reads the bus; and the values it builds are accounted (a
+//! `Value` each, plus the bytes of strings and byte arrays) against a budget, so a
+//! message cannot decode into more memory than the caller allows.
 
 use super::value::{parse_signature, Type, Value};
 use super::DbusError;
 
 /// Largest array the spec allows (64 MiB).
 const MAX_ARRAY_LEN: usize = 64 << 20;
+
+/// Containers (arrays, structs, dict entries, variants) open at once while decoding:
+/// the specification's 32 arrays plus 32 structs. Each costs one recursion of
+/// [`Decoder::value`]; `tests.rs` decodes the deepest message on a thread with the
+/// stack of the smallest thread that reads a bus.
+pub const MAX_DECODE_DEPTH: u8 = 64;
+
+/// What one decoded value is accounted at, besides the bytes it owns.
+pub const VALUE_COST: usize = std::mem::size_of::<Value>();
 
 /// Appends values to a buffer that starts at a message offset of 0 (mod 8).
 #[derive(Default)]
@@ -80,6 +96,16 @@ impl Encoder {
             }
             Value::Str(s) | Value::ObjectPath(s) => self.string(s)?,
             Value::Signature(s) => self.sig(s)?,
+            Value::Bytes(bytes) => {
+                if bytes.len() > MAX_ARRAY_LEN {
+                    return Err(DbusError::Protocol(format!(
+                        "array of {} bytes",
+                        bytes.len()
+                    )));
+                }
+                self.u32_at(bytes.len() as u32);
+                self.buf.extend_from_slice(bytes);
+            }
             Value::Array { elem, items } => {
                 // Parsed as the array's type: a dict entry is valid only there.
                 let elem_type = match single_type(&format!("a{elem}"))? {
@@ -131,6 +157,11 @@ impl Encoder {
     }
 }
 
+#[inline(never)]
+fn overrun() -> DbusError {
+    DbusError::Protocol("array elements overrun its length".into())
+}
+
 fn single_type(sig: &str) -> Result<Type, DbusError> {
     let mut types = parse_signature(sig)?;
     match (types.pop(), types.is_empty()) {
@@ -146,23 +177,42 @@ pub struct Decoder<'a> {
     buf: &'a [u8],
     pub pos: usize,
     big_endian: bool,
-    /// Variants nested inside each other so far (bounded: a peer must not be able to
-    /// overflow our stack).
-    variant_depth: usize,
+    /// Containers open around the value being read.
+    depth: u8,
+    /// Accounted bytes the values may still take.
+    budget: usize,
+    /// Accounted bytes of the values read so far.
+    pub cost: usize,
 }
 
 impl<'a> Decoder<'a> {
-    pub fn new(buf: &'a [u8], pos: usize, big_endian: bool) -> Self {
+    /// A decoder whose values may take `budget` accounted bytes in all.
+    pub fn new(buf: &'a [u8], pos: usize, big_endian: bool, budget: usize) -> Self {
         Decoder {
             buf,
             pos,
             big_endian,
-            variant_depth: 0,
+            depth: 0,
+            budget,
+            cost: 0,
         }
     }
 
     fn short() -> DbusError {
         DbusError::Protocol("message shorter than its contents".into())
+    }
+
+    /// Accounts `bytes` more, or refuses once the budget is spent.
+    fn charge(&mut self, bytes: usize) -> Result<(), DbusError> {
+        self.cost = self.cost.saturating_add(bytes);
+        if self.cost > self.budget {
+            return Err(DbusError::TooLarge {
+                what: "decoded message",
+                size: self.cost,
+                limit: self.budget,
+            });
+        }
+        Ok(())
     }
 
     pub fn align(&mut self, align: usize) -> Result<(), DbusError> {
@@ -196,8 +246,9 @@ impl<'a> Decoder<'a> {
     fn text(&mut self, len: usize) -> Result<String, DbusError> {
         let bytes = self
             .buf
-            .get(self.pos..self.pos + len + 1)
+            .get(self.pos..self.pos.saturating_add(len).saturating_add(1))
             .ok_or_else(Self::short)?;
+        self.charge(len)?;
         self.pos += len + 1;
         if bytes[len] != 0 {
             return Err(DbusError::Protocol("string without its NUL".into()));
@@ -214,6 +265,22 @@ impl<'a> Decoder<'a> {
 
     /// Reads one value of type `t`.
     pub fn value(&mut self, t: &Type) -> Result<Value, DbusError> {
+        self.charge(VALUE_COST)?;
+        match t {
+            Type::Array(_) | Type::Struct(_) | Type::Variant | Type::DictEntry(..) => {
+                self.enter()?;
+                let value = self.container(t);
+                self.depth -= 1;
+                value
+            }
+            basic => self.basic(basic),
+        }
+    }
+
+    /// Reads a value of a basic type (no recursion: kept out of the recursive path,
+    /// whose frames stay small).
+    #[inline(never)]
+    fn basic(&mut self, t: &Type) -> Result<Value, DbusError> {
         Ok(match t {
             Type::Byte => {
                 let b = *self.buf.get(self.pos).ok_or_else(Self::short)?;
@@ -242,55 +309,106 @@ impl<'a> Decoder<'a> {
                 Value::ObjectPath(self.text(len)?)
             }
             Type::Signature => Value::Signature(self.sig()?),
-            Type::Array(elem) => {
-                let len = self.u32()? as usize;
-                if len > MAX_ARRAY_LEN {
-                    return Err(DbusError::Protocol(format!("array of {len} bytes")));
-                }
-                self.align(elem.alignment())?;
-                let end = self.pos + len;
-                if end > self.buf.len() {
-                    return Err(Self::short());
-                }
-                let mut items = Vec::new();
-                while self.pos < end {
-                    items.push(self.value(elem)?);
-                }
-                if self.pos != end {
-                    return Err(DbusError::Protocol(
-                        "array elements overrun its length".into(),
-                    ));
-                }
-                Value::Array {
-                    elem: elem.signature(),
-                    items,
-                }
-            }
-            Type::Struct(fields) => {
-                self.align(8)?;
-                let mut out = Vec::with_capacity(fields.len());
-                for f in fields {
-                    out.push(self.value(f)?);
-                }
-                Value::Struct(out)
-            }
-            Type::Variant => {
-                let sig = self.sig()?;
-                let inner = single_type(&sig)?;
-                if self.variant_depth >= 64 {
-                    return Err(DbusError::Protocol("variants nested too deep".into()));
-                }
-                self.variant_depth += 1;
-                let value = self.value(&inner);
-                self.variant_depth -= 1;
-                Value::Variant(Box::new(value?))
-            }
-            Type::DictEntry(k, v) => {
-                self.align(8)?;
-                let key = self.value(k)?;
-                let val = self.value(v)?;
-                Value::DictEntry(Box::new(key), Box::new(val))
+            container => {
+                return Err(DbusError::Protocol(format!(
+                    "{} is not a basic type",
+                    container.signature()
+                )))
             }
         })
+    }
+
+    /// Opens one more container, or refuses past [`MAX_DECODE_DEPTH`].
+    #[inline(never)]
+    fn enter(&mut self) -> Result<(), DbusError> {
+        if self.depth >= MAX_DECODE_DEPTH {
+            return Err(DbusError::Protocol(format!(
+                "containers nested more than {MAX_DECODE_DEPTH} deep"
+            )));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Reads a container: each kind in its own small function, since this is the
+    /// path that recurses.
+    fn container(&mut self, t: &Type) -> Result<Value, DbusError> {
+        match t {
+            Type::Array(elem) => self.array(elem),
+            Type::Struct(fields) => self.fields(fields).map(Value::Struct),
+            Type::Variant => self.variant().map(|v| Value::Variant(Box::new(v))),
+            Type::DictEntry(k, v) => self.dict_entry(k, v),
+            basic => self.basic(basic),
+        }
+    }
+
+    fn fields(&mut self, fields: &[Type]) -> Result<Vec<Value>, DbusError> {
+        self.align(8)?;
+        let mut out = Vec::with_capacity(fields.len());
+        for f in fields {
+            out.push(self.value(f)?);
+        }
+        Ok(out)
+    }
+
+    fn dict_entry(&mut self, k: &Type, v: &Type) -> Result<Value, DbusError> {
+        self.align(8)?;
+        let key = self.value(k)?;
+        let val = self.value(v)?;
+        Ok(Value::DictEntry(Box::new(key), Box::new(val)))
+    }
+
+    fn variant(&mut self) -> Result<Value, DbusError> {
+        let inner = self.variant_type()?;
+        self.value(&inner)
+    }
+
+    /// The type a variant's signature names (out of the recursive path).
+    #[inline(never)]
+    fn variant_type(&mut self) -> Result<Type, DbusError> {
+        let sig = self.sig()?;
+        single_type(&sig)
+    }
+
+    fn array(&mut self, elem: &Type) -> Result<Value, DbusError> {
+        let end = self.array_end(elem)?;
+        if *elem == Type::Byte {
+            return self.bytes(end);
+        }
+        let mut items = Vec::new();
+        while self.pos < end {
+            items.push(self.value(elem)?);
+        }
+        if self.pos != end {
+            return Err(overrun());
+        }
+        Ok(Value::Array {
+            elem: elem.signature(),
+            items,
+        })
+    }
+
+    /// Reads an array's length and aligns to its first element: where it ends.
+    #[inline(never)]
+    fn array_end(&mut self, elem: &Type) -> Result<usize, DbusError> {
+        let len = self.u32()? as usize;
+        if len > MAX_ARRAY_LEN {
+            return Err(DbusError::Protocol(format!("array of {len} bytes")));
+        }
+        self.align(elem.alignment())?;
+        let end = self.pos + len;
+        if end > self.buf.len() {
+            return Err(Self::short());
+        }
+        Ok(end)
+    }
+
+    /// An `ay` up to `end`, as one byte vector.
+    #[inline(never)]
+    fn bytes(&mut self, end: usize) -> Result<Value, DbusError> {
+        self.charge(end - self.pos)?;
+        let bytes = self.buf[self.pos..end].to_vec();
+        self.pos = end;
+        Ok(Value::Bytes(bytes))
     }
 }

@@ -1,5 +1,7 @@
 //! D-Bus messages: the header fields, building a message into bytes, and parsing
-//! one whole message (header + body) back. No I/O.
+//! one back in two steps: the header first ([`decode_header`]), so that the
+//! connection can judge a message by its sender, path, interface and member, and
+//! only then the body ([`Body::decode`]), within a budget of accounted bytes. No I/O.
 
 use std::os::fd::OwnedFd;
 
@@ -204,21 +206,26 @@ impl Message {
 
 /// The whole length of the message whose first 16 bytes are `head`.
 pub fn message_len(head: &[u8; 16]) -> Result<usize, DbusError> {
-    let big_endian = endianness(head[0])?;
-    let word = |at: usize| {
-        let mut b = [head[at], head[at + 1], head[at + 2], head[at + 3]];
-        if big_endian {
-            b.reverse();
-        }
-        u32::from_le_bytes(b) as usize
-    };
-    let body_len = word(4);
-    let fields_len = word(12);
-    let len = (16 + fields_len).next_multiple_of(8) + body_len;
+    let len = header_len(head)? + fixed_word(head, 4)?;
     if len > MAX_MESSAGE {
         return Err(DbusError::Protocol(format!("message of {len} bytes")));
     }
     Ok(len)
+}
+
+/// The length of the header (fixed part, fields and padding) of the message whose
+/// first 16 bytes are `head`: where its body starts.
+pub fn header_len(head: &[u8; 16]) -> Result<usize, DbusError> {
+    Ok((16 + fixed_word(head, 12)?).next_multiple_of(8))
+}
+
+/// The u32 at `at` of the fixed header, in the message's byte order.
+fn fixed_word(head: &[u8; 16], at: usize) -> Result<usize, DbusError> {
+    let mut b = [head[at], head[at + 1], head[at + 2], head[at + 3]];
+    if endianness(head[0])? {
+        b.reverse();
+    }
+    Ok(u32::from_le_bytes(b) as usize)
 }
 
 fn endianness(b: u8) -> Result<bool, DbusError> {
@@ -229,9 +236,41 @@ fn endianness(b: u8) -> Result<bool, DbusError> {
     }
 }
 
-/// Parses one whole message, and says how many file descriptors it announces (the
-/// caller attaches them to `fds`).
-pub fn decode(buf: &[u8]) -> Result<(Message, usize), DbusError> {
+/// The body of a message whose header has been read: where it lies, its signature
+/// and how many file descriptors the message announces.
+#[derive(Debug)]
+pub struct Body {
+    pub signature: String,
+    pub unix_fds: usize,
+    big_endian: bool,
+    start: usize,
+    len: usize,
+}
+
+impl Body {
+    /// Decodes the body from the message's bytes: the values, and what they are
+    /// accounted at (refused past `budget`).
+    pub fn decode(&self, buf: &[u8], budget: usize) -> Result<(Vec<Value>, usize), DbusError> {
+        let end = self.start + self.len;
+        if end > buf.len() {
+            return Err(DbusError::Protocol("message shorter than its body".into()));
+        }
+        let mut body = Decoder::new(&buf[..end], self.start, self.big_endian, budget);
+        let mut values = Vec::new();
+        for t in parse_signature(&self.signature)? {
+            values.push(body.value(&t)?);
+        }
+        if body.pos != end {
+            return Err(DbusError::Protocol("body longer than its signature".into()));
+        }
+        Ok((values, body.cost))
+    }
+}
+
+/// Parses a message's header: the message without its body, and where the body is.
+/// `buf` holds at least the header; the header's values may take `budget` accounted
+/// bytes.
+pub fn decode_header(buf: &[u8], budget: usize) -> Result<(Message, Body), DbusError> {
     if buf.len() < 16 {
         return Err(DbusError::Protocol(
             "message shorter than its header".into(),
@@ -247,15 +286,20 @@ pub fn decode(buf: &[u8]) -> Result<(Message, usize), DbusError> {
     };
     let mut m = Message::empty(kind);
     m.flags = buf[2];
-    let mut d = Decoder::new(buf, 4, big_endian);
+    let mut d = Decoder::new(buf, 4, big_endian, budget);
     let body_len = d.u32()? as usize;
     m.serial = d.u32()?;
     let fields = d.value(&Type::Array(Box::new(Type::Struct(vec![
         Type::Byte,
         Type::Variant,
     ]))))?;
-    let mut signature = String::new();
-    let mut unix_fds = 0usize;
+    let mut body = Body {
+        signature: String::new(),
+        unix_fds: 0,
+        big_endian,
+        start: 0,
+        len: body_len,
+    };
     for f in fields.as_array()? {
         let [code, v] = f.as_struct()? else {
             return Err(DbusError::Protocol("header field is not (yv)".into()));
@@ -269,23 +313,22 @@ pub fn decode(buf: &[u8]) -> Result<(Message, usize), DbusError> {
             Value::Byte(5) => m.reply_serial = Some(v.as_u64()? as u32),
             Value::Byte(6) => m.destination = Some(v.as_str()?.to_owned()),
             Value::Byte(7) => m.sender = Some(v.as_str()?.to_owned()),
-            Value::Byte(8) => signature = v.as_str()?.to_owned(),
-            Value::Byte(9) => unix_fds = v.as_u64()? as usize,
+            Value::Byte(8) => body.signature = v.as_str()?.to_owned(),
+            Value::Byte(9) => body.unix_fds = v.as_u64()? as usize,
             _ => {} // unknown fields must be ignored
         }
     }
-    d.align(8)?;
-    let body_start = d.pos;
-    let end = body_start + body_len;
-    if end > buf.len() {
-        return Err(DbusError::Protocol("message shorter than its body".into()));
-    }
-    let mut body = Decoder::new(&buf[..end], body_start, big_endian);
-    for t in parse_signature(&signature)? {
-        m.body.push(body.value(&t)?);
-    }
-    if body.pos != end {
-        return Err(DbusError::Protocol("body longer than its signature".into()));
-    }
-    Ok((m, unix_fds))
+    // The header ends 8-aligned; the padding may be all the buffer lacks.
+    body.start = d.pos.next_multiple_of(8);
+    Ok((m, body))
+}
+
+/// Parses one whole message, and says how many file descriptors it announces. Its
+/// values may take `budget` accounted bytes.
+#[cfg(test)]
+pub fn decode(buf: &[u8], budget: usize) -> Result<(Message, usize), DbusError> {
+    let (mut m, body) = decode_header(buf, budget)?;
+    let (values, _) = body.decode(buf, budget)?;
+    m.body = values;
+    Ok((m, body.unix_fds))
 }

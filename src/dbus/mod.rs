@@ -8,8 +8,8 @@
 //! underneath even for its blocking API. `rustbus` is synchronous, but brings its own
 //! `nix` version and derive macros for far more than we use. What litelet needs is
 //! small: SASL EXTERNAL, `Hello`, the marshalling of the basic and container types,
-//! method call / reply / error, signals through `AddMatch`, and unix fds. That is
-//! about 1,500 lines with their docs, over `nix`, which we already have: no crate, no
+//! method call / reply / error, signals from a named sender, and unix fds. That is
+//! about 2,000 lines with their docs, over `nix`, which we already have: no crate, no
 //! C library, nothing for the static build to find.
 //!
 //! # Use
@@ -39,26 +39,56 @@
 //! - An error reply is [`DbusError::Remote`] with the D-Bus error name
 //!   (`org.freedesktop.systemd1.NoSuchUnit`) and its text.
 //! - [`Connection::get_property`] is `org.freedesktop.DBus.Properties.Get`.
-//! - Signals: [`Connection::add_match`] with a match rule, then
-//!   [`Connection::next_message`] with a timeout (it returns incoming signals and
-//!   method calls, never replies). A connection is used by one thread at a time; a
-//!   thread that waits for signals opens its own connection. Signals that arrive
-//!   during a `call` are kept (up to a bound) for the next `next_message`.
+//! - Signals: [`Connection::subscribe`] with a [`SignalMatch`] naming the bus name
+//!   whose owner alone may send the signal, then [`Connection::next_message`] with a
+//!   timeout (it returns subscribed signals, and method calls on a connection that
+//!   [serves them](Connection::serve_calls); never replies). A connection is used by
+//!   one thread at a time; a thread that waits for signals opens its own. Signals
+//!   that arrive during a `call` are kept (within bounds) for the next `next_message`.
 //! - Unix fds: a reply's `h` is an index; [`Message::take_fd`] hands out the
 //!   `OwnedFd` (logind's `Inhibit`). [`Message::fd_arg`] sends one.
 
+//!
+//! # What a peer can do to us
+//! The system bus lets any local user send a signal to any connection, whatever its
+//! match rules. So nothing reaches a reader unless it comes from the current owner of
+//! the name its subscription trusts, on the path, interface and member subscribed
+//! (`subscription.rs`); everything else is dropped after its header is read, before
+//! its body is decoded. Memory is bounded per connection: a message longer than
+//! [`MAX_INCOMING_MESSAGE`] is passed over as it arrives, never buffered
+//! (`framing.rs`); a body decodes into at most [`MAX_DECODED`] accounted bytes, an `ay`
+//! as one byte vector, with containers nested at most 64 deep (`marshal.rs`); the
+//! queue of unread messages holds at most [`MAX_QUEUED`] messages and
+//! [`MAX_QUEUED_BYTES`] (`inbox.rs`). What is dropped is counted
+//! ([`Connection::stats`]) and logged, one line per 10 s at most.
+
 mod address;
 mod conn;
+mod framing;
+mod inbox;
 mod marshal;
 mod message;
+mod subscription;
 mod value;
 
 #[cfg(test)]
 mod tests;
 
-pub use conn::{Connection, BUS_NAME, SYSTEM_BUS_DEFAULT};
+pub use conn::{
+    Connection, MAX_DECODED, MAX_INCOMING_MESSAGE, MAX_QUEUED, MAX_QUEUED_BYTES, SYSTEM_BUS_DEFAULT,
+};
+pub use inbox::ConnectionStats;
+pub use marshal::MAX_DECODE_DEPTH;
 pub use message::{Message, MessageKind, FLAG_NO_REPLY_EXPECTED};
+pub use subscription::SignalMatch;
 pub use value::{parse_signature, Type, Value};
+
+/// The bus itself: the sender of its own messages, and the destination of its methods.
+pub const BUS_NAME: &str = "org.freedesktop.DBus";
+const BUS_PATH: &str = "/org/freedesktop/DBus";
+const BUS_INTERFACE: &str = "org.freedesktop.DBus";
+/// The error `GetNameOwner` answers for a name nobody owns.
+pub const NAME_HAS_NO_OWNER: &str = "org.freedesktop.DBus.Error.NameHasNoOwner";
 
 /// What can go wrong talking to a bus.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +116,13 @@ pub enum DbusError {
     Remote { name: String, message: String },
     #[error("d-bus protocol: {0}")]
     Protocol(String),
+    /// Something a peer sent is over one of litelet's bounds.
+    #[error("{what} of {size} bytes is over the limit of {limit}")]
+    TooLarge {
+        what: &'static str,
+        size: usize,
+        limit: usize,
+    },
     #[error("d-bus value: expected {expected}, got signature {got:?}")]
     Type { expected: &'static str, got: String },
     #[error("the bus does not pass file descriptors on this connection")]

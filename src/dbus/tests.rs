@@ -2,17 +2,18 @@
 //! alignment, both byte orders, signature parsing, addresses, and hostile input.
 
 use super::address::{parse, Target};
+use super::marshal::VALUE_COST;
 use super::marshal::{Decoder, Encoder};
-use super::message::{decode, message_len, Message, MessageKind};
+use super::message::{decode, decode_header, message_len, Message, MessageKind};
 use super::value::{parse_signature, Type, Value};
-use super::DbusError;
+use super::{DbusError, MAX_DECODED, MAX_DECODE_DEPTH, MAX_INCOMING_MESSAGE};
 
 fn round_trip(m: &Message) -> Message {
     let bytes = m.encode(7).expect("encode");
     let mut head = [0u8; 16];
     head.copy_from_slice(&bytes[..16]);
     assert_eq!(message_len(&head).expect("length"), bytes.len());
-    let (back, nfds) = decode(&bytes).expect("decode");
+    let (back, nfds) = decode(&bytes, MAX_DECODED).expect("decode");
     assert_eq!(nfds, m.fds.len());
     back
 }
@@ -64,7 +65,8 @@ fn dictionaries_nested_variants_and_every_basic_type_round_trip() {
         Value::Signature("a{sv}".into()),
         Value::dict_sv(vec![
             ("x", Value::variant(Value::Bool(true))),
-            ("y", Value::array("y", vec![])),
+            ("y", Value::Bytes(vec![])),
+            ("z", Value::Bytes(vec![1, 2, 3])),
         ]),
         Value::Struct(vec![Value::Byte(9), Value::array("t", vec![Value::U64(1)])]),
     ];
@@ -93,7 +95,7 @@ fn values_are_aligned_from_the_start_of_the_message() {
 #[test]
 fn big_endian_values_decode() {
     let buf = [0, 0, 0, 5, 0, 0, 0, 1, b'x', 0];
-    let mut d = Decoder::new(&buf, 0, true);
+    let mut d = Decoder::new(&buf, 0, true, MAX_DECODED);
     assert_eq!(d.value(&Type::U32).unwrap(), Value::U32(5));
     assert_eq!(d.value(&Type::Str).unwrap(), Value::str("x"));
 }
@@ -144,16 +146,123 @@ fn error_replies_carry_the_name_and_text() {
     assert_eq!(back.error_text(), "no way");
 }
 
-#[test]
-fn deeply_nested_variants_are_refused_not_a_stack_overflow() {
+/// The bytes of a signal whose body is `v`, encoded on a thread with room for any
+/// nesting (the encoder and the value's drop recurse as deep as the value).
+fn signal_with(v: impl FnOnce() -> Value + Send + 'static) -> Vec<u8> {
+    std::thread::Builder::new()
+        .name("encoder".into())
+        .stack_size(256 << 20)
+        .spawn(move || {
+            let mut m = Message::signal("/p", "org.example.I", "S");
+            m.body.push(v());
+            m.encode(1).expect("encode")
+        })
+        .expect("spawn")
+        .join()
+        .expect("encoder thread")
+}
+
+/// Decodes `bytes` on a thread with the stack of the smallest thread that reads a bus
+/// (`node-shutdown`, 256 KiB). Tests run debug code, whose frames are several times
+/// larger than release ones (about 1.5 KiB a container here, 96 KiB for the deepest
+/// message), so this leaves the release reader most of its stack. A stack overflow
+/// aborts the test binary.
+fn decode_on_a_reader_stack(bytes: Vec<u8>) -> Result<(), DbusError> {
+    std::thread::Builder::new()
+        .name("decoder".into())
+        .stack_size(256 * 1024)
+        .spawn(move || decode(&bytes, MAX_DECODED).map(drop))
+        .expect("spawn")
+        .join()
+        .expect("decoder thread")
+}
+
+/// `depth` containers around a u32: variants, arrays and structs in turn.
+fn nested(depth: usize) -> Value {
     let mut v = Value::U32(1);
-    for _ in 0..100 {
-        v = Value::variant(v);
+    for i in 0..depth {
+        v = match i % 3 {
+            0 => Value::variant(v),
+            1 => Value::array(&v.signature(), vec![v]),
+            _ => Value::Struct(vec![v]),
+        };
     }
+    v
+}
+
+#[test]
+fn the_deepest_message_the_decoder_takes_fits_the_smallest_reader_stack() {
+    let deepest = signal_with(|| nested(usize::from(MAX_DECODE_DEPTH)));
+    decode_on_a_reader_stack(deepest).expect("64 nested containers decode");
+    let deeper = signal_with(|| nested(usize::from(MAX_DECODE_DEPTH) + 1));
+    let err = decode_on_a_reader_stack(deeper).expect_err("65 are refused");
+    assert!(err.to_string().contains("nested"), "{err}");
+}
+
+#[test]
+fn variants_cannot_start_the_nesting_count_again() {
+    // Each variant holds 31 arrays and the next variant: every signature is short and
+    // valid, but the message nests 2,048 containers (a stack overflow before).
+    let chain = signal_with(|| {
+        let mut v = Value::U32(1);
+        for _ in 0..64 {
+            v = Value::variant(v);
+            for _ in 0..31 {
+                v = Value::array(&v.signature(), vec![v]);
+            }
+        }
+        v
+    });
+    let err = decode_on_a_reader_stack(chain).expect_err("refused");
+    assert!(err.to_string().contains("nested"), "{err}");
+}
+
+#[test]
+fn a_byte_array_decodes_into_one_vector_accounted_at_its_length() {
+    let payload: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
     let mut m = Message::signal("/p", "org.example.I", "S");
-    m.body.push(v);
+    m.body.push(Value::Bytes(payload.clone()));
     let bytes = m.encode(1).unwrap();
-    assert!(decode(&bytes).is_err());
+    let (_, body) = decode_header(&bytes, MAX_DECODED).unwrap();
+    let (values, cost) = body.decode(&bytes, MAX_DECODED).unwrap();
+    assert_eq!(values, vec![Value::Bytes(payload)]);
+    assert!(
+        cost <= (1 << 20) + 2 * VALUE_COST,
+        "1 MiB of bytes accounted at {cost}"
+    );
+}
+
+#[test]
+fn a_body_that_would_decode_past_the_budget_is_refused() {
+    // 240 KB on the wire: 120,000 empty signatures of 2 bytes, 48 bytes each decoded.
+    let sigs = vec![Value::Signature(String::new()); 120_000];
+    let mut m = Message::signal("/p", "org.example.I", "S");
+    m.body.push(Value::array("g", sigs));
+    let bytes = m.encode(1).unwrap();
+    assert!(bytes.len() < MAX_INCOMING_MESSAGE);
+    let (_, body) = decode_header(&bytes, MAX_DECODED).unwrap();
+    let err = body
+        .decode(&bytes, MAX_DECODED)
+        .expect_err("over the budget");
+    assert!(
+        matches!(err, DbusError::TooLarge { limit, .. } if limit == MAX_DECODED),
+        "{err}"
+    );
+}
+
+#[test]
+fn signatures_nest_32_arrays_32_structs_and_32_dict_entries_at_most() {
+    let arrays = |n| "a".repeat(n) + "y";
+    let structs = |n| "(".repeat(n) + "y" + &")".repeat(n);
+    let dicts = |n| "a{s".repeat(n) + "y" + &"}".repeat(n);
+    assert!(parse_signature(&arrays(32)).is_ok());
+    assert!(parse_signature(&arrays(33)).is_err());
+    assert!(parse_signature(&structs(32)).is_ok());
+    assert!(parse_signature(&structs(33)).is_err());
+    assert!(parse_signature(&format!("{}{}", "a".repeat(32), structs(32))).is_ok());
+    // a{ counts as an array and a dict entry.
+    assert!(parse_signature(&dicts(32)).is_ok());
+    assert!(parse_signature(&dicts(33)).is_err());
 }
 
 proptest::proptest! {
@@ -161,7 +270,7 @@ proptest::proptest! {
     #[test]
     fn decoding_arbitrary_bytes_never_panics(mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 16..256)) {
         bytes[0] = b'l';
-        let _ = decode(&bytes);
+        let _ = decode(&bytes, MAX_DECODED);
     }
 
     /// Truncating a valid message anywhere gives an error.
@@ -171,6 +280,6 @@ proptest::proptest! {
             .arg(Value::properties(vec![("A", Value::U64(1)), ("B", Value::str("x"))]));
         let bytes = m.encode(1).unwrap();
         let cut = cut.min(bytes.len() - 1);
-        proptest::prop_assert!(decode(&bytes[..cut]).is_err());
+        proptest::prop_assert!(decode(&bytes[..cut], MAX_DECODED).is_err());
     }
 }

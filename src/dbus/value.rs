@@ -1,6 +1,10 @@
 //! D-Bus values and type signatures: the dynamic [`Value`] every argument and reply
 //! is made of, and the parsed [`Type`] a signature string stands for. Pure data; the
 //! wire format lives in `marshal`.
+//!
+//! A byte array (`ay`) is one [`Value::Bytes`], not a `Value` per byte: decoded, it
+//! costs what it weighs on the wire. Signatures nest at most 32 arrays, 32 structs and
+//! 32 dict entries deep, as the specification says.
 
 use super::DbusError;
 
@@ -34,8 +38,11 @@ pub enum Value {
     Signature(String),
     /// `h`: an index into the message's file descriptors (see `Message::take_fd`).
     UnixFd(u32),
-    /// `a…`: `elem` is the element signature (`{sv}` for a dictionary).
+    /// `a…`: `elem` is the element signature (`{sv}` for a dictionary). A decoded
+    /// `ay` is [`Value::Bytes`] instead.
     Array { elem: String, items: Vec<Value> },
+    /// `ay`: a byte array, kept as bytes.
+    Bytes(Vec<u8>),
     /// `(…)`
     Struct(Vec<Value>),
     /// `v`
@@ -108,6 +115,7 @@ impl Value {
                 out.push('a');
                 out.push_str(elem);
             }
+            Value::Bytes(_) => out.push_str("ay"),
             Value::Struct(fields) => {
                 out.push('(');
                 for f in fields {
@@ -167,6 +175,14 @@ impl Value {
         match self {
             Value::Array { items, .. } => Ok(items),
             other => Err(type_error("array", other)),
+        }
+    }
+
+    /// The bytes of an `ay`.
+    pub fn as_bytes(&self) -> Result<&[u8], DbusError> {
+        match self {
+            Value::Bytes(bytes) => Ok(bytes),
+            other => Err(type_error("byte array", other)),
         }
     }
 
@@ -270,19 +286,33 @@ pub fn parse_signature(sig: &str) -> Result<Vec<Type>, DbusError> {
     let mut at = 0;
     let mut out = Vec::new();
     while at < bytes.len() {
-        out.push(parse_one(sig, bytes, &mut at, 0)?);
+        out.push(parse_one(sig, bytes, &mut at, Nesting::default())?);
     }
     Ok(out)
 }
 
-/// The spec's nesting limit (32 arrays + 32 structs); one shared bound is enough.
-const MAX_DEPTH: usize = 64;
+/// The specification's nesting limit for each kind of container in a signature.
+pub const MAX_NESTING: u8 = 32;
 
-fn parse_one(sig: &str, bytes: &[u8], at: &mut usize, depth: usize) -> Result<Type, DbusError> {
+/// How deep each kind of container is at a point of a signature.
+#[derive(Clone, Copy, Default)]
+struct Nesting {
+    arrays: u8,
+    structs: u8,
+    dict_entries: u8,
+}
+
+fn parse_one(sig: &str, bytes: &[u8], at: &mut usize, depth: Nesting) -> Result<Type, DbusError> {
     let bad = || DbusError::Protocol(format!("bad signature {sig:?}"));
-    if depth > MAX_DEPTH {
-        return Err(bad());
-    }
+    let deeper = |count: u8| {
+        if count >= MAX_NESTING {
+            Err(DbusError::Protocol(format!(
+                "signature {sig:?} nests too deep"
+            )))
+        } else {
+            Ok(count + 1)
+        }
+    };
     let c = *bytes.get(*at).ok_or_else(bad)?;
     *at += 1;
     Ok(match c {
@@ -301,26 +331,38 @@ fn parse_one(sig: &str, bytes: &[u8], at: &mut usize, depth: usize) -> Result<Ty
         b'h' => Type::UnixFd,
         b'v' => Type::Variant,
         b'a' => {
+            let depth = Nesting {
+                arrays: deeper(depth.arrays)?,
+                ..depth
+            };
             if bytes.get(*at) == Some(&b'{') {
                 *at += 1;
-                let k = parse_one(sig, bytes, at, depth + 1)?;
-                let v = parse_one(sig, bytes, at, depth + 1)?;
+                let depth = Nesting {
+                    dict_entries: deeper(depth.dict_entries)?,
+                    ..depth
+                };
+                let k = parse_one(sig, bytes, at, depth)?;
+                let v = parse_one(sig, bytes, at, depth)?;
                 if bytes.get(*at) != Some(&b'}') {
                     return Err(bad());
                 }
                 *at += 1;
                 Type::Array(Box::new(Type::DictEntry(Box::new(k), Box::new(v))))
             } else {
-                Type::Array(Box::new(parse_one(sig, bytes, at, depth + 1)?))
+                Type::Array(Box::new(parse_one(sig, bytes, at, depth)?))
             }
         }
         b'(' => {
+            let depth = Nesting {
+                structs: deeper(depth.structs)?,
+                ..depth
+            };
             let mut fields = Vec::new();
             while bytes.get(*at) != Some(&b')') {
                 if *at >= bytes.len() {
                     return Err(bad());
                 }
-                fields.push(parse_one(sig, bytes, at, depth + 1)?);
+                fields.push(parse_one(sig, bytes, at, depth)?);
             }
             *at += 1;
             if fields.is_empty() {

@@ -4,6 +4,9 @@
 //! resource had. Read once at start (so a restarted litelet neither hands a held
 //! device to another pod nor calls `Allocate` again for a running one), written
 //! through `fsutil::write_atomic` after every change, by whichever thread made it.
+//! A checkpoint that cannot be read or decoded is logged and the manager starts
+//! with no allocations, as upstream's (a damaged file is kept beside it as
+//! `allocations.json.corrupt` for the admin, and the next write replaces it).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -16,6 +19,8 @@ use crate::runtime::devices::DeviceRunOptions;
 
 /// The file name under the state folder.
 pub const FILE: &str = "allocations.json";
+/// Appended to the name of a checkpoint that failed to decode, kept for the admin.
+pub const CORRUPT_SUFFIX: &str = ".corrupt";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -125,4 +130,27 @@ pub fn load(
         );
     }
     Ok(())
+}
+
+/// The state in the checkpoint at `path`, or none when it cannot be used (upstream
+/// logs and continues: device plugins keep working, though a container's devices
+/// from before are forgotten). A file that does not decode is moved aside.
+pub fn restore(path: &Path, now: std::time::Instant) -> DeviceState {
+    let mut state = DeviceState::default();
+    let Err(e) = load(path, &mut state, now) else {
+        return state;
+    };
+    log::error!("device plugins: {e}; starting with no device allocations");
+    if let CheckpointError::Decode { .. } = e {
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(CORRUPT_SUFFIX);
+        match std::fs::rename(path, &aside) {
+            Ok(()) => log::warn!(
+                "device plugins: the damaged checkpoint is kept as {}",
+                Path::new(&aside).display()
+            ),
+            Err(e) => log::warn!("device plugins: keeping the damaged checkpoint aside: {e}"),
+        }
+    }
+    DeviceState::default()
 }

@@ -2,7 +2,10 @@
 //! across a plugin call or a file write: the checkpoint is encoded under it and
 //! written after, numbered so an older snapshot never replaces a newer one), the
 //! registration server, the endpoint threads and the allocation of devices to
-//! containers on pod worker threads.
+//! containers on pod worker threads. The plugins folder and the state folder are
+//! 0750 and every socket served here (`kubelet.sock`, PodResources') 0600, whatever
+//! the umask ([`serve_unix`]). A plugin's GetPreferredAllocation answer is only a
+//! preference: devices named twice or not offered are passed over.
 //!
 //! Threads: grpcio's `dp-reg` completion queue runs `Register` (validates, answers,
 //! spawns); one `dp-<resource>` thread per registration calls
@@ -21,7 +24,7 @@ use grpcio::{
     ServerBuilder, ServerCredentials, UnarySink,
 };
 
-use super::checkpoint::{self, CheckpointError};
+use super::checkpoint;
 use super::grpc::{create_registration, DevicePluginClient, Registration};
 use super::pb;
 use super::state::{container_need, ContainerKey, DeviceInfo, DeviceState, Unavailable, HEALTHY};
@@ -54,8 +57,6 @@ pub enum DeviceError {
         path: PathBuf,
         source: Box<grpcio::Error>,
     },
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
     Unavailable(#[from] Unavailable),
     #[error("no device plugin is registered for {resource}")]
@@ -145,30 +146,64 @@ pub enum UnixServeError {
     StaleSocket(std::io::Error),
     /// grpcio refused to build or listen.
     Grpc(grpcio::Error),
+    /// The bound socket could not be given its mode or its name.
+    Socket(std::io::Error),
+}
+
+/// The mode of every unix socket litelet serves: only root connects (a socket needs
+/// write permission to connect), whatever the umask; upstream's follow the umask,
+/// which under systemd's 0022 comes to the same.
+pub const SOCKET_MODE: u32 = 0o600;
+
+/// Creates `dir` (and its parents) and makes it 0750, as upstream's device plugin
+/// and pod resources folders: other users can neither list nor reach the sockets.
+pub fn private_folder(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+}
+
+/// Removes `path` if it is there.
+fn remove_stale(path: &Path) -> Result<(), UnixServeError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(UnixServeError::StaleSocket(e)),
+    }
 }
 
 /// Serves `service` on the device plugin side's grpcio environment (`dp-0`) at the
 /// unix socket `socket`, replacing one an earlier run left (clients watch for its
-/// creation).
+/// creation). The socket is bound under a temp name, given [`SOCKET_MODE`], then
+/// renamed into place, so it never appears with the umask's mode (upstream binds
+/// under a temp name too, so that it appears whole).
 pub fn serve_unix(
     service: grpcio::Service,
     socket: &Path,
 ) -> Result<grpcio::Server, UnixServeError> {
-    match std::fs::remove_file(socket) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(UnixServeError::StaleSocket(e)),
-    }
+    use std::os::unix::fs::PermissionsExt;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(socket.file_name().unwrap_or_default());
+    temp_name.push(".binding");
+    let temp = socket.with_file_name(temp_name);
+    remove_stale(socket)?;
+    remove_stale(&temp)?;
     let mut server = ServerBuilder::new(environment())
         .register_service(service)
         .build()
         .map_err(UnixServeError::Grpc)?;
     server
         .add_listening_port(
-            format!("unix:{}", socket.display()),
+            format!("unix:{}", temp.display()),
             ServerCredentials::insecure(),
         )
         .map_err(UnixServeError::Grpc)?;
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(SOCKET_MODE))
+        .and_then(|()| std::fs::rename(&temp, socket))
+        .map_err(UnixServeError::Socket)?;
     server.start();
     Ok(server)
 }
@@ -200,14 +235,13 @@ impl DeviceManager {
     /// `state_dir`, read back now.
     pub fn new(socket_dir: &Path, state_dir: &Path) -> Result<DeviceManager, DeviceError> {
         for dir in [socket_dir, state_dir] {
-            std::fs::create_dir_all(dir).map_err(|source| DeviceError::Folder {
+            private_folder(dir).map_err(|source| DeviceError::Folder {
                 path: dir.to_owned(),
                 source,
             })?;
         }
         let path = state_dir.join(checkpoint::FILE);
-        let mut state = DeviceState::default();
-        checkpoint::load(&path, &mut state, Instant::now())?;
+        let state = checkpoint::restore(&path, Instant::now());
         if !state.allocations().is_empty() {
             log::info!(
                 "device plugins: {} containers hold devices (checkpoint {})",
@@ -234,10 +268,12 @@ impl DeviceManager {
         let socket = self.shared.socket_dir.join(KUBELET_SOCKET);
         let service = create_registration(RegistrationService(self.clone()));
         let server = serve_unix(service, &socket).map_err(|e| match e {
-            UnixServeError::StaleSocket(source) => DeviceError::Folder {
-                path: socket.clone(),
-                source,
-            },
+            UnixServeError::StaleSocket(source) | UnixServeError::Socket(source) => {
+                DeviceError::Folder {
+                    path: socket.clone(),
+                    source,
+                }
+            }
             UnixServeError::Grpc(source) => DeviceError::Serve {
                 path: socket.clone(),
                 source: Box::new(source),
@@ -495,7 +531,7 @@ impl DeviceManager {
             let free = lock(&self.shared.state).free_for(resource, reusable);
             let req = pb::PreferredAllocationRequest {
                 container_requests: vec![pb::ContainerPreferredAllocationRequest {
-                    available_deviceIDs: free,
+                    available_deviceIDs: free.clone(),
                     allocation_size: i32::try_from(needed).unwrap_or(i32::MAX),
                     ..Default::default()
                 }],
@@ -507,6 +543,12 @@ impl DeviceManager {
                 .map_err(|e| call("GetPreferredAllocation", e))?;
             if let Some(first) = answer.container_responses.into_iter().next() {
                 preferred = first.deviceIDs;
+            }
+            let distinct: BTreeSet<&String> = preferred.iter().collect();
+            if distinct.len() != preferred.len() || !distinct.iter().all(|id| free.contains(id)) {
+                log::warn!(
+                    "device plugin {resource}: GetPreferredAllocation named a device twice or one not offered ({preferred:?}); only the distinct offered ones count"
+                );
             }
         }
         let ids = {

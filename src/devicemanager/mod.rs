@@ -23,7 +23,7 @@ pub mod manager;
 pub mod state;
 
 pub use manager::{
-    serve_unix, DeviceError, DeviceManager, RegistrationServer, UnixServeError, DEFAULT_DIR,
-    KUBELET_SOCKET,
+    private_folder, serve_unix, DeviceError, DeviceManager, RegistrationServer, UnixServeError,
+    DEFAULT_DIR, KUBELET_SOCKET, SOCKET_MODE,
 };
 pub use state::DeviceInfo;

@@ -298,9 +298,11 @@ impl DeviceState {
             .unwrap_or_default()
     }
 
-    /// Gives `key` `needed` free devices of `resource`, those in `preferred` (the
-    /// plugin's GetPreferredAllocation answer) first when still free; what the
-    /// `reusable` containers hold counts as free.
+    /// Gives `key` `needed` distinct free devices of `resource`, those in
+    /// `preferred` (the plugin's GetPreferredAllocation answer) first when still
+    /// free; a preference naming a device twice, one not free or fewer than needed
+    /// is topped up from the other free devices. What the `reusable` containers
+    /// hold counts as free.
     pub fn pick(
         &mut self,
         key: &ContainerKey,
@@ -318,17 +320,14 @@ impl DeviceState {
                 available: free.len() as i64,
             });
         }
-        let mut ids: Vec<String> = preferred
-            .iter()
-            .filter(|id| free.contains(id))
-            .take(count)
-            .cloned()
-            .collect();
-        for id in &free {
+        // As upstream: the preference as a set, only what is free, topped up from
+        // the other free devices; a device never twice.
+        let mut ids: Vec<String> = Vec::with_capacity(count);
+        for id in preferred.iter().chain(&free) {
             if ids.len() == count {
                 break;
             }
-            if !ids.contains(id) {
+            if free.contains(id) && !ids.contains(id) {
                 ids.push(id.clone());
             }
         }
@@ -376,8 +375,15 @@ impl DeviceState {
         &self.allocations
     }
 
-    /// Restores one checkpointed allocation.
-    pub fn restore_allocation(&mut self, key: ContainerKey, resource: String, assigned: Assigned) {
+    /// Restores one checkpointed allocation (a device named twice, once).
+    pub fn restore_allocation(
+        &mut self,
+        key: ContainerKey,
+        resource: String,
+        mut assigned: Assigned,
+    ) {
+        let mut seen = BTreeSet::new();
+        assigned.ids.retain(|id| seen.insert(id.clone()));
         self.allocations
             .entry(key)
             .or_default()

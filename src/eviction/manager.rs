@@ -313,6 +313,7 @@ impl EvictionManager {
             time: SystemTime::now(),
             node: fresh,
             pods: Vec::new(),
+            claims: Vec::new(),
             errors: Vec::new(),
         });
         let mut obs = obs.clone();

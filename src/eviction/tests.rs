@@ -204,6 +204,7 @@ fn signals_from_a_sample() {
             ..Default::default()
         },
         pods: vec![],
+        claims: vec![],
         errors: vec![],
     };
     let obs = observe(&sample);

@@ -132,6 +132,7 @@ fn harness_with(
             apparmor_enabled: false,
             node_hosts_file: "/etc/hosts".into(),
             swap: Default::default(),
+            seccomp_default: false,
         },
     ));
     let syncer = Arc::new(RecordingSyncer::default());

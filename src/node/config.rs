@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::api::node::{Taint, TaintEffect};
 use crate::api::quantity::Quantity;
+use crate::node::addresses::{CloudProvider, NodeIps};
 
 /// Node status is computed (and sent when changed) this often.
 pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
@@ -118,8 +119,17 @@ pub struct NodeConfig {
     pub node_name: String,
     /// The `kubernetes.io/hostname` label and the `Hostname` address.
     pub hostname: String,
-    /// `--node-ip`; `None` uses the default route's interface address.
+    /// `--node-ip` as one address; `None` uses [`NodeConfig::node_ips`].
     pub node_ip: Option<IpAddr>,
+    /// `--node-ip` as upstream parses it (a dual-stack pair, or `::` to detect an
+    /// IPv6 address first); read through [`NodeConfig::node_ips`].
+    pub node_ips: NodeIps,
+    /// `--cloud-provider`: with `external` the Node registers tainted
+    /// uninitialized and its addresses belong to the cloud controller manager.
+    pub cloud_provider: CloudProvider,
+    /// `--provider-id`: `spec.providerID` of the Node litelet creates (never changed
+    /// later: the API server refuses to change a set providerID).
+    pub provider_id: Option<String>,
     /// `--port`: published as `daemonEndpoints.kubeletEndpoint.Port`.
     pub port: u16,
     pub max_pods: u32,
@@ -149,6 +159,9 @@ impl NodeConfig {
             node_name: node_name.to_owned(),
             hostname: hostname.to_owned(),
             node_ip: None,
+            node_ips: NodeIps::Detect,
+            cloud_provider: CloudProvider::None,
+            provider_id: None,
             port: 10250,
             max_pods: 110,
             labels: BTreeMap::new(),
@@ -165,6 +178,34 @@ impl NodeConfig {
             retry_initial: Duration::from_millis(200),
             retry_max: Duration::from_secs(7),
         }
+    }
+}
+
+/// A `nodeLeaseDurationSeconds` that is not a positive number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("nodeLeaseDurationSeconds {0} must be greater than 0")]
+pub struct LeaseDurationError(pub i32);
+
+impl NodeConfig {
+    /// The node's IP addresses: `node_ips`, or the single `node_ip` when only that
+    /// is set.
+    pub fn node_ips(&self) -> NodeIps {
+        match (self.node_ips, self.node_ip) {
+            (NodeIps::Detect, Some(ip)) => NodeIps::Single(ip),
+            (ips, _) => ips,
+        }
+    }
+
+    /// `nodeLeaseDurationSeconds`: the Lease's `leaseDurationSeconds`, renewed every
+    /// quarter of it as upstream (`NodeLeaseRenewIntervalFraction`).
+    pub fn set_lease_duration(&mut self, seconds: i32) -> Result<(), LeaseDurationError> {
+        if seconds <= 0 {
+            return Err(LeaseDurationError(seconds));
+        }
+        self.node_lease_duration_seconds = seconds;
+        self.node_lease_renew_interval =
+            Duration::from_secs_f64(f64::from(seconds) * LEASE_RENEW_FRACTION);
+        Ok(())
     }
 }
 
@@ -456,26 +497,12 @@ pub fn parse_threshold_value(value: &str) -> Result<Threshold, ThresholdError> {
 }
 
 /// Upstream's checks on `--node-ip` that need no syscall: an address pods and the
-/// control plane can reach.
+/// control plane can reach (see [`crate::node::addresses::unusable`]).
 pub fn validate_node_ip(ip: IpAddr) -> Result<(), ConfigError> {
-    let reason = if ip.is_unspecified() {
-        Some("must not be unspecified")
-    } else if ip.is_loopback() {
-        Some("must not be a loopback address")
-    } else if ip.is_multicast() {
-        Some("must not be a multicast address")
-    } else if match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-    } {
-        Some("must not be a link-local address")
-    } else {
-        None
-    };
-    match reason {
-        Some(r) => Err(ConfigError::NodeIp {
+    match crate::node::addresses::unusable(ip) {
+        Some(reason) => Err(ConfigError::NodeIp {
             ip,
-            reason: r.to_owned(),
+            reason: reason.to_owned(),
         }),
         None => Ok(()),
     }
@@ -616,5 +643,36 @@ mod tests {
         assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
         assert_eq!(c.node_lease_duration_seconds, 40);
         assert_eq!(c.max_pods, 110);
+    }
+
+    #[test]
+    fn lease_duration_sets_the_renew_interval_to_a_quarter() {
+        let mut c = NodeConfig::new("edge-1", "edge-1");
+        c.set_lease_duration(60).unwrap();
+        assert_eq!(c.node_lease_duration_seconds, 60);
+        assert_eq!(c.node_lease_renew_interval, Duration::from_secs(15));
+        c.set_lease_duration(1).unwrap();
+        assert_eq!(c.node_lease_renew_interval, Duration::from_millis(250));
+        for bad in [0, -40] {
+            let err = c.set_lease_duration(bad).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("nodeLeaseDurationSeconds {bad} must be greater than 0")
+            );
+        }
+        assert_eq!(
+            c.node_lease_duration_seconds, 1,
+            "a refused value changes nothing"
+        );
+    }
+
+    #[test]
+    fn node_ips_fall_back_to_the_single_node_ip() {
+        let mut c = NodeConfig::new("edge-1", "edge-1");
+        assert_eq!(c.node_ips(), NodeIps::Detect);
+        c.node_ip = Some("10.0.0.5".parse().unwrap());
+        assert_eq!(c.node_ips(), NodeIps::Single("10.0.0.5".parse().unwrap()));
+        c.node_ips = NodeIps::parse("10.0.0.5,2001:db8::5").unwrap();
+        assert!(matches!(c.node_ips(), NodeIps::DualStack(..)));
     }
 }

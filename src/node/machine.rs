@@ -94,6 +94,8 @@ pub struct MachineReader {
     pub root_dir: PathBuf,
     /// `--node-ip`; when `None` the default route's interface address is used.
     pub node_ip: Option<IpAddr>,
+    /// Detection tries the IPv6 default route first (`--node-ip=::`).
+    pub prefer_ipv6: bool,
 }
 
 impl MachineReader {
@@ -102,7 +104,14 @@ impl MachineReader {
             roots,
             root_dir: root_dir.to_owned(),
             node_ip,
+            prefer_ipv6: false,
         }
+    }
+
+    /// The same reader, detecting an IPv6 address first when `yes`.
+    pub fn preferring_ipv6(mut self, yes: bool) -> Self {
+        self.prefer_ipv6 = yes;
+        self
     }
 
     /// Everything that could be read, and what could not.
@@ -174,7 +183,7 @@ impl MachineReader {
 
         info.node_ip = match self.node_ip {
             Some(ip) => Some(ip),
-            None => match default_route_address(proc) {
+            None => match default_route_address(proc, self.prefer_ipv6) {
                 Ok(ip) => Some(ip),
                 Err(e) => {
                     problems.push(e);
@@ -444,22 +453,24 @@ pub fn interface_addresses(iface: &str) -> Result<Vec<IpAddr>, MachineError> {
 }
 
 /// The node IP when none is configured: the address of the IPv4 default route's
-/// interface, else of the IPv6 default route's (upstream's ChooseHostInterface order).
-pub fn default_route_address(proc: &Path) -> Result<IpAddr, MachineError> {
+/// interface, else of the IPv6 default route's (upstream's ChooseHostInterface order);
+/// IPv6 first when `prefer_ipv6` (`--node-ip=::`).
+pub fn default_route_address(proc: &Path, prefer_ipv6: bool) -> Result<IpAddr, MachineError> {
     let v4 = std::fs::read_to_string(proc.join("net/route"))
         .ok()
         .and_then(|t| default_route_interface_v4(&t));
-    if let Some(iface) = &v4 {
-        if let Some(ip) = choose_address(&interface_addresses(iface)?, true) {
-            return Ok(ip);
-        }
-    }
     let v6 = std::fs::read_to_string(proc.join("net/ipv6_route"))
         .ok()
         .and_then(|t| default_route_interface_v6(&t));
-    if let Some(iface) = &v6 {
-        if let Some(ip) = choose_address(&interface_addresses(iface)?, false) {
-            return Ok(ip);
+    let mut order = [(&v4, true), (&v6, false)];
+    if prefer_ipv6 {
+        order.reverse();
+    }
+    for (iface, want_v4) in order {
+        if let Some(iface) = iface {
+            if let Some(ip) = choose_address(&interface_addresses(iface)?, want_v4) {
+                return Ok(ip);
+            }
         }
     }
     Err(MachineError::NodeIp(match (v4, v6) {

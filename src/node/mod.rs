@@ -14,6 +14,7 @@
 //! both select on the shutdown receiver (disconnected on SIGTERM/SIGINT).
 //!
 //! Decisions are pure and live apart from the threads: `config.rs` (flag parsing),
+//! `addresses.rs` (`--cloud-provider`, `--node-ip`, the published addresses),
 //! `machine.rs` (file parsers over injectable roots), `status.rs` (capacity,
 //! allocatable, conditions, change detection, the PATCH body), `register.rs` (the Node
 //! to create and the label reconcile), `lease.rs::desired_lease`. The rest of litelet
@@ -23,6 +24,7 @@
 //! At idle, with default periods, the two threads send 6 lease PUTs a minute plus one
 //! status PATCH every 5 minutes: 6.2 requests a minute.
 
+pub mod addresses;
 pub mod config;
 pub mod inputs;
 pub mod lease;
@@ -39,6 +41,7 @@ use crossbeam_channel::{select_biased, Receiver};
 use crate::api::ApiClient;
 use crate::events::Recorder;
 
+pub use addresses::{CloudProvider, NodeIps};
 pub use config::{ConfigError, NodeConfig, Threshold};
 pub use inputs::NodeInputs;
 pub use lease::NodeRef;
@@ -70,7 +73,9 @@ pub fn start(
     shutdown: Receiver<()>,
 ) -> std::io::Result<NodeHandles> {
     let node_client = client.with_own_connections();
-    let lease_client = client.with_own_connections();
+    // One pool for both: the lease's renewal every 10 s keeps its connection open
+    // for the node status, which would otherwise pay a new TLS handshake each time.
+    let lease_client = node_client.clone();
     let (refs_tx, refs_rx) = crossbeam_channel::unbounded();
     let (resync_tx, resync_rx) = crossbeam_channel::bounded(1);
     // Disconnected once both threads have ended (each holds a sender): only then is

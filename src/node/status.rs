@@ -20,12 +20,12 @@ use serde_json::Value;
 
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::node::{
-    ContainerImage, DaemonEndpoint, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    ADDRESS_HOSTNAME, ADDRESS_INTERNAL_IP, NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE,
-    NODE_PID_PRESSURE, NODE_READY,
+    ContainerImage, DaemonEndpoint, NodeCondition, NodeDaemonEndpoints, NodeStatus,
+    NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE, NODE_PID_PRESSURE, NODE_READY,
 };
 use crate::api::node_patch;
 use crate::api::quantity::{Format, Quantity};
+use crate::node::addresses::node_addresses;
 use crate::node::config::NodeConfig;
 use crate::node::machine::MachineInfo;
 
@@ -295,22 +295,17 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
         status.images = images.to_vec();
     }
 
-    // Addresses: the node IP, then the hostname. When the IP cannot be found right
-    // now, what was published stays (a passing lookup failure must not drop it).
-    let hostname = NodeAddress {
-        type_: ADDRESS_HOSTNAME.to_owned(),
-        address: config.hostname.clone(),
-    };
-    match machine.node_ip {
-        Some(ip) => {
-            let internal = NodeAddress {
-                type_: ADDRESS_INTERNAL_IP.to_owned(),
-                address: ip.to_string(),
-            };
-            status.addresses = vec![internal, hostname];
-        }
-        None if status.addresses.is_empty() => status.addresses = vec![hostname],
-        None => {}
+    // Addresses: upstream's setter (`addresses.rs`); the machine reader resolved the
+    // detected address when `--node-ip` names none.
+    let ips = config.node_ips();
+    if let Some(addresses) = node_addresses(
+        &status.addresses,
+        ips,
+        machine.node_ip,
+        &config.hostname,
+        config.cloud_provider,
+    ) {
+        status.addresses = addresses;
     }
 
     // Capacity: litelet's entries replace theirs; huge page sizes the machine no

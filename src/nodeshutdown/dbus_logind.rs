@@ -5,8 +5,10 @@
 //! - the delay override: litelet's drop-in under `/etc/systemd/logind.conf.d`, then
 //!   `org.freedesktop.systemd1.Manager.KillUnit("systemd-logind.service", "all",
 //!   SIGHUP)` so logind reads it;
-//! - `PrepareForShutdown(b)`: an `AddMatch` for the signal from logind's name, read
-//!   with `next_message`.
+//! - `PrepareForShutdown(b)`: a subscription trusting `org.freedesktop.login1`, read
+//!   with `next_message`: the connection hands on only what logind's current owner
+//!   sent on its path (any local user can address a signal to litelet's connection;
+//!   see `crate::dbus`).
 //!
 //! One connection per [`DbusLogind`], used by the `node-shutdown` thread only. Every
 //! call has a deadline ([`CALL_TIMEOUT`]).
@@ -14,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::dbus::{Connection, DbusError, Message, MessageKind, Value};
+use crate::dbus::{Connection, DbusError, Message, SignalMatch, Value};
 
 use super::logind::{
     write_drop_in, Connect, InhibitLock, Logind, LogindError, INHIBIT_WHO, INHIBIT_WHY,
@@ -32,11 +34,14 @@ const LOGIND_UNIT: &str = "systemd-logind.service";
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const SIGHUP: i32 = 1;
 
-/// The match rule for logind's `PrepareForShutdown`.
-pub fn prepare_for_shutdown_rule() -> String {
-    format!(
-        "type='signal',sender='{LOGIN1}',path='{LOGIN1_PATH}',\
-         interface='{LOGIN1_MANAGER}',member='PrepareForShutdown'"
+/// logind's `PrepareForShutdown(b)`, from whoever owns `org.freedesktop.login1`.
+pub fn prepare_for_shutdown() -> SignalMatch {
+    SignalMatch::new(
+        LOGIN1,
+        LOGIN1_PATH,
+        LOGIN1_MANAGER,
+        "PrepareForShutdown",
+        "b",
     )
 }
 
@@ -124,8 +129,8 @@ impl Logind for DbusLogind {
 
     fn subscribe(&mut self) -> Result<(), LogindError> {
         self.bus
-            .add_match(&prepare_for_shutdown_rule())
-            .map_err(call_error("AddMatch PrepareForShutdown"))
+            .subscribe(prepare_for_shutdown())
+            .map_err(call_error("subscribe to PrepareForShutdown"))
     }
 
     fn next_event(&mut self, timeout: Duration) -> Result<Option<bool>, LogindError> {
@@ -136,13 +141,7 @@ impl Logind for DbusLogind {
         let Some(message) = message else {
             return Ok(None);
         };
-        let is_ours = message.kind == MessageKind::Signal
-            && message.interface.as_deref() == Some(LOGIN1_MANAGER)
-            && message.member.as_deref() == Some("PrepareForShutdown");
-        if !is_ours {
-            // The bus's own NameAcquired and the like.
-            return Ok(None);
-        }
+        // The connection keeps nothing else: logind's owner sent it, on its path.
         match message.body.first().map(Value::as_bool) {
             Some(Ok(active)) => Ok(Some(active)),
             _ => {

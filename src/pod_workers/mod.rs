@@ -10,7 +10,7 @@
 //! is dropped: after the pod is finished, or when SyncKnownPods forgets it.
 
 mod grace;
-mod stack;
+pub mod stack;
 mod status;
 mod types;
 mod work_queue;

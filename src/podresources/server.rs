@@ -2,14 +2,13 @@
 //! It shares the device plugin side's grpcio environment: no completion-queue
 //! thread of its own; each handler takes a token, builds its answer and replies.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use grpcio::{RpcContext, RpcStatus, RpcStatusCode, UnarySink};
 
-use crate::devicemanager::{serve_unix, UnixServeError};
+use crate::devicemanager::{private_folder, serve_unix, UnixServeError};
 
 use super::grpc::{create_pod_resources_lister, PodResourcesLister};
 use super::rate_limit::{TokenBucket, DEFAULT_BURST, DEFAULT_QPS};
@@ -45,7 +44,8 @@ pub struct PodResourcesServer {
 
 impl PodResourcesServer {
     /// Serves at `<root_dir>/pod-resources/kubelet.sock` (the folder 0750 as
-    /// upstream; a socket left by an earlier run is replaced).
+    /// upstream, the socket 0600 whatever the umask; a socket left by an earlier
+    /// run is replaced).
     pub fn start(
         root_dir: &Path,
         pods: Arc<dyn PodSource>,
@@ -56,9 +56,7 @@ impl PodResourcesServer {
             let path = path.to_owned();
             move |source| PodResourcesError::Folder { path, source }
         };
-        std::fs::create_dir_all(&dir).map_err(folder(&dir))?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
-            .map_err(folder(&dir))?;
+        private_folder(&dir).map_err(folder(&dir))?;
         let socket = dir.join(SOCKET_NAME);
         let service = Lister {
             pods,
@@ -67,7 +65,9 @@ impl PodResourcesServer {
         };
         let server =
             serve_unix(create_pod_resources_lister(service), &socket).map_err(|e| match e {
-                UnixServeError::StaleSocket(source) => folder(&socket)(source),
+                UnixServeError::StaleSocket(source) | UnixServeError::Socket(source) => {
+                    folder(&socket)(source)
+                }
                 UnixServeError::Grpc(source) => PodResourcesError::Serve {
                     path: socket.clone(),
                     source: Box::new(source),

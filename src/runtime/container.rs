@@ -80,6 +80,9 @@ pub struct ContainerContext<'a> {
     pub target_container_id: Option<&'a str>,
     /// Where Localhost seccomp profiles live (`<root-dir>/seccomp`).
     pub seccomp_root: &'a Path,
+    /// `seccompDefault`: RuntimeDefault for a container whose pod and own security
+    /// context set no seccomp profile.
+    pub seccomp_default: bool,
     /// The kernel enforces AppArmor: profiles a pod asks for can be applied.
     pub apparmor_enabled: bool,
     /// The node's swap policy and facts (`runtime/swap.rs`).
@@ -190,6 +193,7 @@ fn security_context(
         pod_sc.seccomp_profile.as_ref(),
         sc.seccomp_profile.as_ref(),
         ctx.seccomp_root,
+        ctx.seccomp_default,
     )
     .map_err(ContainerConfigError::Profile)?;
     let apparmor = profiles::apparmor(
@@ -448,6 +452,7 @@ mod tests {
             enforce_cpu_limits: true,
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
+            seccomp_default: false,
             apparmor_enabled: false,
             swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
             userns: None,
@@ -682,6 +687,7 @@ mod tests {
             enforce_cpu_limits: true,
             target_container_id: None,
             seccomp_root: Path::new("/var/lib/litelet/seccomp"),
+            seccomp_default: false,
             apparmor_enabled: false,
             swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
             userns: None,

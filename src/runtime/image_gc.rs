@@ -1,6 +1,8 @@
 //! Image garbage collection (upstream images/image_gc_manager.go): when the filesystem
 //! holding images is fuller than the high threshold, remove unused images, least
-//! recently used first, until it is back at the low threshold.
+//! recently used first, until it is back at the low threshold; and, with
+//! `imageMaximumGCAge`, remove unused images not used for that long whatever the
+//! usage (upstream's freeOldImages), once litelet has itself collected for that long.
 //!
 //! [`ImageRecords`] remembers per image ID when litelet first saw it and when it last
 //! saw a container use it; it is updated from ListImages + ListContainers on every run.
@@ -16,7 +18,8 @@
 //! digest) is never removed, nor a pinned one, nor the sandbox image (pinned by newer
 //! runtimes; containerd 1.6 does not pin it but names it in its verbose status, and
 //! the policy can name more), nor one first seen less than `min_age` ago. Images present at the first run count as
-//! seen long ago, as upstream. A high threshold of 100 % turns image GC off.
+//! seen long ago, as upstream; an image never used counts as used long ago (upstream's
+//! zero lastUsed). A high threshold of 100 % turns the usage-based collection off.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -39,6 +42,9 @@ pub struct ImageGcPolicy {
     /// References never removed, e.g. the sandbox image (upstream protects its
     /// `--pod-infra-container-image` the same way).
     pub protected_images: Vec<String>,
+    /// `imageMaximumGCAge`: an unused image not used for longer goes whatever the
+    /// disk usage; zero turns this off (upstream's default).
+    pub max_age: Duration,
 }
 
 impl Default for ImageGcPolicy {
@@ -48,16 +54,24 @@ impl Default for ImageGcPolicy {
             low_threshold_percent: 80,
             min_age: Duration::from_secs(120),
             protected_images: Vec::new(),
+            max_age: Duration::ZERO,
         }
     }
 }
 
 impl ImageGcPolicy {
-    /// Thresholds are percentages and low may not exceed high.
+    /// Thresholds are percentages and low may not exceed high; a maximum age, when
+    /// set, exceeds the minimum age (upstream's checks).
     pub fn validate(&self) -> Result<(), ImageGcError> {
         let (high, low) = (self.high_threshold_percent, self.low_threshold_percent);
         if high > 100 || low > 100 || low > high {
             return Err(ImageGcError::InvalidPolicy { high, low });
+        }
+        if !self.max_age.is_zero() && self.max_age <= self.min_age {
+            return Err(ImageGcError::InvalidMaxAge {
+                max: self.max_age,
+                min: self.min_age,
+            });
         }
         Ok(())
     }
@@ -93,6 +107,8 @@ pub enum ImageGcError {
         "image gc: invalid thresholds high {high}% low {low}%: both must be 0-100 and low <= high"
     )]
     InvalidPolicy { high: u8, low: u8 },
+    #[error("image gc: imageMaximumGCAge {max:?} must be greater than imageMinimumGCAge {min:?}")]
+    InvalidMaxAge { max: Duration, min: Duration },
     #[error("image gc: listing images: {source}")]
     ListImages { source: CriError },
     #[error("image gc: listing containers: {source}")]
@@ -157,7 +173,8 @@ pub struct ImageRecord {
 #[derive(Debug, Default)]
 pub struct ImageRecords {
     records: BTreeMap<String, ImageRecord>,
-    initialized: bool,
+    /// When the first listing was taken: litelet's image GC began then.
+    first_run: Option<SystemTime>,
 }
 
 /// The image references containers use: their image ID (`image_ref`) and the image
@@ -214,8 +231,11 @@ impl ImageRecords {
         used: &HashSet<String>,
         now: SystemTime,
     ) -> HashSet<String> {
-        let first_seen = if self.initialized { now } else { UNIX_EPOCH };
-        self.initialized = true;
+        let first_seen = match self.first_run {
+            Some(_) => now,
+            None => UNIX_EPOCH,
+        };
+        self.first_run.get_or_insert(now);
         let mut in_use = HashSet::new();
         for image in images {
             let record = self
@@ -310,6 +330,38 @@ pub fn eviction_order<'a>(
     candidates.into_iter().map(|(id, r)| (id, r.size)).collect()
 }
 
+/// The unused images whose last use (for one never used: the epoch) is more than
+/// `policy.max_age` before `now`, in eviction order; none before litelet has itself
+/// watched images for `max_age` (a restart must not remove images whose use it has
+/// not seen yet) or when `max_age` is zero. Upstream's freeOldImages, with one
+/// difference on purpose: an image first seen less than `min_age` ago stays, so a
+/// pull whose container is not created yet is never undone.
+pub fn expired_images<'a>(
+    records: &'a ImageRecords,
+    in_use: &HashSet<String>,
+    policy: &ImageGcPolicy,
+    now: SystemTime,
+) -> Vec<(&'a str, u64)> {
+    let max_age = policy.max_age;
+    let watched = records
+        .first_run
+        .and_then(|began| now.duration_since(began).ok());
+    if max_age.is_zero() || watched.is_none_or(|watched| watched <= max_age) {
+        return Vec::new();
+    }
+    eviction_order(records, in_use, policy, now)
+        .into_iter()
+        .filter(|(id, _)| {
+            let last_used = records
+                .get(id)
+                .and_then(|r| r.last_used)
+                .unwrap_or(UNIX_EPOCH);
+            now.duration_since(last_used)
+                .is_ok_and(|unused| unused > max_age)
+        })
+        .collect()
+}
+
 /// What one image GC run saw and did.
 #[derive(Debug, Default)]
 pub struct ImageGcReport {
@@ -319,8 +371,10 @@ pub struct ImageGcReport {
     pub wanted_bytes: u64,
     /// Bytes of the images it removed (their listed sizes).
     pub freed_bytes: u64,
-    /// IDs of the removed images, in removal order.
+    /// IDs of the images removed to free space, in removal order.
     pub removed: Vec<String>,
+    /// IDs of the images removed for being unused longer than `max_age`.
+    pub expired: Vec<String>,
     pub errors: Vec<ImageGcError>,
 }
 
@@ -379,8 +433,9 @@ impl ImageGc {
                 return self.logged(report);
             }
         };
+        self.free_expired(images, &in_use, now, &mut report);
         if self.policy.high_threshold_percent >= 100 {
-            return report;
+            return self.logged(report);
         }
         let pressure = match self.measure(images) {
             Ok(p) => p,
@@ -483,6 +538,54 @@ impl ImageGc {
         pressure(stats, &self.policy).ok_or(ImageGcError::InvalidCapacity { mountpoint })
     }
 
+    /// Removes the unused images past `max_age` ([`expired_images`]).
+    fn free_expired(
+        &self,
+        images: &ImageClient,
+        in_use: &HashSet<String>,
+        now: SystemTime,
+        report: &mut ImageGcReport,
+    ) {
+        let expired: Vec<String> = {
+            let records = self.lock();
+            expired_images(&records, in_use, &self.policy, now)
+                .into_iter()
+                .map(|(id, _)| id.to_owned())
+                .collect()
+        };
+        for id in expired {
+            log::info!(
+                "image gc: removing image {id}: unused for more than {:?} (imageMaximumGCAge)",
+                self.policy.max_age
+            );
+            match self.remove(images, &id) {
+                Ok(()) => report.expired.push(id),
+                Err(err) => report.errors.push(err),
+            }
+        }
+    }
+
+    /// RemoveImage, and forget the image's record once it is gone.
+    fn remove(&self, images: &ImageClient, id: &str) -> Result<(), ImageGcError> {
+        let removed = images.remove_image(&pb::RemoveImageRequest {
+            image: protobuf::MessageField::some(pb::ImageSpec {
+                image: id.to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        match removed {
+            Ok(_) => {
+                self.lock().forget(id);
+                Ok(())
+            }
+            Err(source) => Err(ImageGcError::RemoveImage {
+                id: id.to_owned(),
+                source,
+            }),
+        }
+    }
+
     /// Removes images in eviction order until `to_free` bytes are freed.
     fn free(
         &self,
@@ -505,20 +608,12 @@ impl ImageGc {
                 break;
             }
             log::info!("image gc: removing image {id} ({size} bytes)");
-            let removed = images.remove_image(&pb::RemoveImageRequest {
-                image: protobuf::MessageField::some(pb::ImageSpec {
-                    image: id.clone(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            match removed {
-                Ok(_) => {
-                    self.lock().forget(&id);
+            match self.remove(images, &id) {
+                Ok(()) => {
                     report.freed_bytes = report.freed_bytes.saturating_add(size);
                     report.removed.push(id);
                 }
-                Err(source) => report.errors.push(ImageGcError::RemoveImage { id, source }),
+                Err(err) => report.errors.push(err),
             }
         }
         if report.freed_bytes < to_free {

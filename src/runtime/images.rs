@@ -1,12 +1,15 @@
 //! Makes sure a container's image is present before it is created (upstream
 //! EnsureImageExists): default tag, pull policy, per-image pull back-off, events, and
-//! registry credentials: the pod's pull secrets, then the node's Docker config, matched
-//! to the image (`credentialprovider`) and tried in order until one pull succeeds.
+//! registry credentials: the pod's pull secrets, then the node's Docker config, then
+//! the credential provider plugins' answers, matched to the image
+//! (`credentialprovider`) and tried in order until one pull succeeds.
 //! An image already present that was pulled with a secret is checked against the
 //! pod's credentials first (`pull_records.rs`).
 //!
 //! Called from pod worker threads; the back-off table and the pull records are the
-//! shared state, each behind a short lock never held across a CRI call. Secrets are
+//! shared state, each behind a short lock never held across a CRI call. Pulls take a
+//! slot of the pull limiter first (`pull_limit.rs`: one at a time unless
+//! `serializeImagePulls` is false). Secrets are
 //! read only when a pull or a check needs them. No credential is ever logged.
 
 use std::sync::Mutex;
@@ -16,10 +19,12 @@ use protobuf::MessageField;
 
 use super::backoff::{image_pull_key, Backoff};
 use super::cancel::Cancel;
+use super::pull_limit::{PullConcurrency, PullLimiter};
 use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
 use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
+use crate::credentialprovider::plugin::{CredentialPlugins, PodIdentity};
 use crate::credentialprovider::{keyring_from_secrets, Credential, NodeDockerConfig, PullSecret};
 use crate::cri::{pb, CriError, ImageClient};
 use crate::events::{EventType, Recorder};
@@ -58,6 +63,8 @@ pub trait PullSecretSource: Send + Sync {
 /// How pulls find credentials and whether present images are checked.
 pub struct CredentialSettings {
     pub node_config: NodeDockerConfig,
+    /// `--image-credential-provider-config`'s plugins, asked after the node config.
+    pub plugins: Option<std::sync::Arc<CredentialPlugins>>,
     pub records: PullRecords,
     pub policy: VerificationPolicy,
     /// `preloadedImagesVerificationAllowlist` (for `NeverVerifyAllowlistedImages`).
@@ -68,6 +75,7 @@ impl Default for CredentialSettings {
     fn default() -> Self {
         CredentialSettings {
             node_config: NodeDockerConfig::default(),
+            plugins: None,
             records: PullRecords::in_memory(),
             policy: VerificationPolicy::default(),
             allowlist: Vec::new(),
@@ -81,6 +89,7 @@ pub struct ImageManager {
     backoff: Mutex<Backoff>,
     recorder: Recorder,
     credentials: CredentialSettings,
+    limiter: PullLimiter,
 }
 
 /// An image reference that does not parse (upstream's message).
@@ -145,7 +154,13 @@ impl ImageManager {
             backoff: Mutex::new(Backoff::default()),
             recorder,
             credentials: CredentialSettings::default(),
+            limiter: PullLimiter::new(PullConcurrency::Parallel(None)),
         }
+    }
+
+    /// Runs pulls `concurrency` at a time (no limit until this is called).
+    pub fn set_pull_concurrency(&mut self, concurrency: PullConcurrency) {
+        self.limiter = PullLimiter::new(concurrency);
     }
 
     /// Uses `credentials` for pulls and checks of present images.
@@ -153,8 +168,9 @@ impl ImageManager {
         self.credentials = credentials;
     }
 
-    /// The credentials for `image`, pod secrets first: unreadable or malformed secrets
-    /// become one warning event each and are skipped.
+    /// The credentials for `image`, pod secrets first, then the node's Docker config,
+    /// then the plugins (upstream's keyring order): unreadable or malformed secrets
+    /// become one warning event each and are skipped; a failing plugin is logged.
     fn credentials_for(
         &self,
         pod: &Pod,
@@ -181,11 +197,17 @@ impl ImageManager {
                 .pod(pod, EventType::Warning, FAILED_PULL_SECRET, message);
         }
         let node_keyring = self.credentials.node_config.read();
-        lookup_union(&[&pod_keyring, &node_keyring], &normalize_repository(image))
+        let repository = normalize_repository(image);
+        let plugin_keyring = match &self.credentials.plugins {
+            Some(plugins) => plugins.keyring(&PodIdentity::of(pod), &repository),
+            None => Default::default(),
+        };
+        lookup_union(&[&pod_keyring, &node_keyring, &plugin_keyring], &repository)
     }
 
     /// Pulls `image` with each credential in turn (anonymously when there is none)
-    /// until one succeeds; records which one did. The error joins every attempt's.
+    /// until one succeeds; records which one did, after an intent written before the
+    /// pull (`pull_records`). The error joins every attempt's.
     fn pull(
         &self,
         image: &str,
@@ -202,10 +224,20 @@ impl ImageManager {
             sandbox_config: MessageField::some(sandbox_config.clone()),
             ..Default::default()
         };
+        // On disk before the pull: a crash before its record leaves the image verified.
+        let intent = self
+            .credentials
+            .records
+            .intend(image)
+            .map_err(|e| PullError::Failed(e.to_string()))?;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
             vec![None]
         } else {
             credentials.iter().map(Some).collect()
+        };
+        // One slot for all the credential attempts of this pull.
+        let Some(_slot) = self.limiter.acquire(&|| cancel.is_cancelled()) else {
+            return Err(PullError::Cancelled);
         };
         let mut errors = Vec::new();
         for credential in attempts {
@@ -225,9 +257,7 @@ impl ImageManager {
                         response.image_ref
                     };
                     let repository = normalize_repository(image);
-                    self.credentials
-                        .records
-                        .record(&reference, &repository, credential);
+                    intent.pulled(&reference, &repository, credential);
                     return Ok(reference);
                 }
                 Err(CriError::Cancelled { .. }) => return Err(PullError::Cancelled),

@@ -41,6 +41,9 @@ pub struct RuntimeSettings {
     pub node_hosts_file: PathBuf,
     /// Swap for containers (`memorySwap.swapBehavior` and the host's facts).
     pub swap: super::swap::SwapSettings,
+    /// `seccompDefault`: RuntimeDefault seccomp for sandboxes and containers whose
+    /// security contexts set no profile (upstream's default: false).
+    pub seccomp_default: bool,
 }
 
 /// The runtime's readiness as its Status call reports it.

@@ -27,6 +27,7 @@ pub mod manager;
 pub mod model;
 pub mod nonroot;
 pub mod profiles;
+pub mod pull_limit;
 pub mod pull_records;
 pub mod resize;
 pub mod result;

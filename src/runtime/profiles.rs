@@ -2,9 +2,10 @@
 //! kuberuntime's getSeccompProfile and the apparmor helper). Pure: the host's AppArmor
 //! support and the seccomp profile root are inputs.
 //!
-//! Seccomp: the container's `seccompProfile`, else the pod's, else Unconfined (the
-//! kubelet's default while `seccompDefault` is off). A Localhost profile is a file
-//! under `<root-dir>/seccomp`.
+//! Seccomp: the container's `seccompProfile`, else the pod's, else Unconfined, or
+//! RuntimeDefault with `seccompDefault: true` (upstream's getSeccompProfile; the
+//! sandbox gets the same default). A Localhost profile is a file under
+//! `<root-dir>/seccomp`.
 //!
 //! AppArmor: the container's `appArmorProfile`, else its beta annotation
 //! `container.apparmor.security.beta.kubernetes.io/<name>`, else the pod's; none
@@ -54,15 +55,21 @@ pub enum ProfileError {
     AppArmorDisabled(String),
 }
 
-/// The seccomp profile of a container (or of the sandbox, with `container` None).
+/// The seccomp profile of a container (or of the sandbox, with `container` None);
+/// `runtime_default` is `seccompDefault`: the profile when neither sets one.
 pub fn seccomp(
     pod: Option<&SeccompProfile>,
     container: Option<&SeccompProfile>,
     seccomp_root: &Path,
+    runtime_default: bool,
 ) -> Result<pb::SecurityProfile, ProfileError> {
     use pb::security_profile::ProfileType;
     let Some(chosen) = container.or(pod) else {
-        return Ok(profile(ProfileType::Unconfined, String::new()));
+        let kind = match runtime_default {
+            true => ProfileType::RuntimeDefault,
+            false => ProfileType::Unconfined,
+        };
+        return Ok(profile(kind, String::new()));
     };
     match &chosen.type_ {
         SeccompProfileType::RuntimeDefault => {
@@ -236,16 +243,46 @@ mod tests {
         let pod = seccomp_of(SeccompProfileType::RuntimeDefault, None);
         let local = seccomp_of(SeccompProfileType::Localhost, Some("audit.json"));
         assert_eq!(
-            kind(&seccomp(None, None, root).unwrap()),
+            kind(&seccomp(None, None, root, false).unwrap()),
             ProfileType::Unconfined
         );
         assert_eq!(
-            kind(&seccomp(Some(&pod), None, root).unwrap()),
+            kind(&seccomp(Some(&pod), None, root, false).unwrap()),
             ProfileType::RuntimeDefault
         );
-        let p = seccomp(Some(&pod), Some(&local), root).unwrap();
+        let p = seccomp(Some(&pod), Some(&local), root, false).unwrap();
         assert_eq!(kind(&p), ProfileType::Localhost);
         assert_eq!(p.localhost_ref, "/var/lib/litelet/seccomp/audit.json");
+    }
+
+    #[test]
+    fn seccomp_default_fills_in_runtime_default_only_where_nothing_is_set() {
+        let root = Path::new("/r");
+        let unconfined = seccomp_of(SeccompProfileType::Unconfined, None);
+        let local = seccomp_of(SeccompProfileType::Localhost, Some("a.json"));
+        let cases = [
+            ("nothing set", None, None, ProfileType::RuntimeDefault),
+            (
+                "pod Unconfined",
+                Some(&unconfined),
+                None,
+                ProfileType::Unconfined,
+            ),
+            (
+                "container Unconfined",
+                None,
+                Some(&unconfined),
+                ProfileType::Unconfined,
+            ),
+            ("pod Localhost", Some(&local), None, ProfileType::Localhost),
+        ];
+        for (name, pod, container, want) in cases {
+            assert_eq!(
+                kind(&seccomp(pod, container, root, true).unwrap()),
+                want,
+                "{name}"
+            );
+        }
     }
 
     #[test]
@@ -253,7 +290,7 @@ mod tests {
         let root = Path::new("/r");
         for bad in [None, Some(""), Some("/etc/x.json"), Some("../x.json")] {
             let p = seccomp_of(SeccompProfileType::Localhost, bad);
-            assert!(seccomp(None, Some(&p), root).is_err(), "{bad:?}");
+            assert!(seccomp(None, Some(&p), root, true).is_err(), "{bad:?}");
         }
     }
 

@@ -26,6 +26,8 @@ pub struct SandboxContext {
     pub dns: DnsSettings,
     /// Where Localhost seccomp profiles live (`<root-dir>/seccomp`).
     pub seccomp_root: PathBuf,
+    /// `seccompDefault`: RuntimeDefault when the pod sets no seccomp profile.
+    pub seccomp_default: bool,
     /// The pod's own user namespace (`hostUsers: false`, `userns.rs`); None: the host's.
     pub userns: Option<pb::UserNamespace>,
 }
@@ -86,9 +88,14 @@ fn security_context(pod: &Pod, ctx: &SandboxContext) -> pb::LinuxSandboxSecurity
     let pod_security = pod.spec.security_context.clone().unwrap_or_default();
     // A bad pod-level profile leaves the sandbox to the runtime's default; the same
     // error stops every container that inherits it, where it is reported.
-    let seccomp = profiles::seccomp(pod_security.seccomp_profile.as_ref(), None, seccomp_root)
-        .ok()
-        .into();
+    let seccomp = profiles::seccomp(
+        pod_security.seccomp_profile.as_ref(),
+        None,
+        seccomp_root,
+        ctx.seccomp_default,
+    )
+    .ok()
+    .into();
     let privileged = pod
         .spec
         .containers
@@ -208,8 +215,28 @@ mod tests {
             cgroup_parent: "/kubepods/besteffort/pod1234".into(),
             dns: DnsSettings::default(),
             seccomp_root: PathBuf::from("/var/lib/litelet/seccomp"),
+            seccomp_default: false,
             userns: None,
         }
+    }
+
+    #[test]
+    fn seccomp_default_gives_the_sandbox_runtime_default() {
+        use pb::security_profile::ProfileType;
+        let seccomp = |ctx: &SandboxContext| {
+            let cfg = sandbox_config(&pod(), 0, ctx).unwrap();
+            cfg.linux
+                .security_context
+                .seccomp
+                .profile_type
+                .enum_value_or_default()
+        };
+        assert_eq!(seccomp(&ctx()), ProfileType::Unconfined);
+        let on = SandboxContext {
+            seccomp_default: true,
+            ..ctx()
+        };
+        assert_eq!(seccomp(&on), ProfileType::RuntimeDefault);
     }
 
     /// hostNetwork, hostPID, hostIPC and shareProcessNamespace pick the sandbox's

@@ -173,6 +173,7 @@ impl RuntimeManager {
             cgroup_parent: inputs.cgroup_parent.clone(),
             dns: self.settings.dns.clone(),
             seccomp_root: self.settings.root_dir.join("seccomp"),
+            seccomp_default: self.settings.seccomp_default,
             userns,
         };
         let config = match sandbox_config(pod, actions.attempt, &sandbox_ctx) {
@@ -658,6 +659,7 @@ impl RuntimeManager {
             enforce_cpu_limits: self.settings.enforce_cpu_limits,
             target_container_id: target_id.as_deref(),
             seccomp_root: &self.settings.root_dir.join("seccomp"),
+            seccomp_default: self.settings.seccomp_default,
             apparmor_enabled: self.settings.apparmor_enabled,
             swap: &self.settings.swap,
             // Every container joins the sandbox's user namespace.

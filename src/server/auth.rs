@@ -58,6 +58,17 @@ pub struct Authenticator {
     tokens: TtlCache<[u8; 32], Option<UserInfo>>,
 }
 
+/// Which credential authenticated a request (the connection budget's class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// An x509 client certificate the client CA signed.
+    ClientCertificate,
+    /// A bearer token the API server reviewed.
+    Token,
+    /// No credential, with anonymous access on.
+    Anonymous,
+}
+
 pub const ANONYMOUS: &str = "system:anonymous";
 pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 pub const AUTHENTICATED: &str = "system:authenticated";
@@ -78,23 +89,25 @@ impl Authenticator {
         }
     }
 
-    /// The user of a request with this peer chain and `Authorization` header.
+    /// The user of a request with this peer chain and `Authorization` header, and
+    /// the credential that proved it.
+    #[inline(never)]
     pub fn authenticate(
         &self,
         chain: Option<&[CertificateDer<'_>]>,
         authorization: Option<&str>,
-    ) -> Result<UserInfo, AuthnError> {
+    ) -> Result<(UserInfo, Credential), AuthnError> {
         let mut failure = None;
         if let Some(chain) = chain.filter(|c| !c.is_empty()) {
             match self.user_of_certificate(chain) {
-                Ok(user) => return Ok(authenticated(user)),
+                Ok(user) => return Ok((authenticated(user), Credential::ClientCertificate)),
                 Err(err) => failure = Some(err),
             }
         }
         if let Some(token) = authorization.and_then(bearer) {
             if self.api.is_some() {
                 match self.user_of_token(token) {
-                    Ok(user) => return Ok(authenticated(user)),
+                    Ok(user) => return Ok((authenticated(user), Credential::Token)),
                     Err(err) => failure = Some(err),
                 }
             }
@@ -103,11 +116,12 @@ impl Authenticator {
             return Err(err);
         }
         if self.anonymous {
-            return Ok(UserInfo {
+            let user = UserInfo {
                 username: ANONYMOUS.into(),
                 groups: vec![UNAUTHENTICATED.into()],
                 ..Default::default()
-            });
+            };
+            return Ok((user, Credential::Anonymous));
         }
         Err(AuthnError::NoCredentials)
     }
@@ -191,7 +205,8 @@ mod tests {
     #[test]
     fn anonymous_only_without_credentials() {
         let anon = Authenticator::new(None, None, true, Default::default());
-        let user = anon.authenticate(None, None).unwrap();
+        let (user, credential) = anon.authenticate(None, None).unwrap();
+        assert_eq!(credential, Credential::Anonymous);
         assert_eq!(user.username, ANONYMOUS);
         assert_eq!(user.groups, vec![UNAUTHENTICATED.to_string()]);
         let closed = Authenticator::new(None, None, false, Default::default());

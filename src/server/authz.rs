@@ -163,6 +163,7 @@ impl Authorizer {
     }
 
     /// Decides whether `user` may make a request with `attrs`.
+    #[inline(never)]
     pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
         if self.mode == AuthorizationMode::AlwaysAllow {
             return Decision::Allow;

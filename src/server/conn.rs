@@ -7,10 +7,11 @@
 //! write has a timeout, so a client that stops sending or reading costs one thread
 //! for at most that long and never blocks another connection or litelet's loops.
 //!
-//! On the API port the connection holds a [`Ticket`] of the unauthenticated budget
-//! until its first request authenticates: the handshake and that request's head must
-//! arrive within `unauthenticated_timeout` together. A 401 or 403 answer closes the
-//! connection, so a client without credentials cannot sit on one.
+//! On the API port the connection holds a [`Ticket`] of the pending budget until its
+//! first request is authenticated and authorized: the handshake and that request's
+//! head must arrive within `unauthenticated_timeout` together. The ticket then moves
+//! to the authorized budget of the credential's [`Class`]. A 401 or 403 answer closes
+//! the connection, so a client without credentials or rights cannot sit on one.
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -22,9 +23,9 @@ use rustls::pki_types::CertificateDer;
 use rustls::{ServerConnection, StreamOwned};
 
 use crate::metrics;
-use crate::server::auth::AuthnError;
+use crate::server::auth::{AuthnError, Credential};
 use crate::server::authz::{self, Decision};
-use crate::server::budget::Ticket;
+use crate::server::budget::{Class, Ticket};
 use crate::server::http::{self, ReadError, ReadLimits, Request, Response};
 use crate::server::routes;
 pub use crate::server::transport::{Reply, Transport};
@@ -76,21 +77,26 @@ pub fn serve(shared: Arc<Shared>, kind: Kind, socket: TcpStream, mut ticket: Opt
         };
         first = false;
         let mut deadline = Instant::now() + wait;
-        if kind == Kind::Api && !ticket.as_ref().is_none_or(Ticket::is_authenticated) {
+        if kind == Kind::Api && !ticket.as_ref().is_none_or(Ticket::is_authorized) {
             deadline = deadline.min(unauthenticated_until);
         }
-        let socket = transport.socket().try_clone();
-        let mut set_deadline = |left: Duration| match &socket {
-            Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
-            Err(_) => Ok(()),
+        let read = {
+            // A second handle for the deadlines, closed before the request is served
+            // (a stream would hold it for its whole life).
+            let socket = transport.socket().try_clone();
+            let mut set_deadline = |left: Duration| match &socket {
+                Ok(s) => s.set_read_timeout(Some(left.max(Duration::from_millis(1)))),
+                Err(_) => Ok(()),
+            };
+            http::read_request(
+                &mut transport,
+                &mut buf,
+                read_limits,
+                deadline,
+                &mut set_deadline,
+            )
         };
-        let req = match http::read_request(
-            &mut transport,
-            &mut buf,
-            read_limits,
-            deadline,
-            &mut set_deadline,
-        ) {
+        let req = match read {
             Ok(req) => req,
             Err(ReadError::Closed | ReadError::TimedOut | ReadError::Io(_)) => break,
             Err(err) => {
@@ -165,6 +171,7 @@ const DRAIN_BYTES: usize = 4 << 20;
 /// then loses the answer it has not read yet (e.g. the 431 for an oversized head).
 /// So, as Go's server does, stop writing, then read and drop what the client is still
 /// sending, for a bounded time and size.
+#[inline(never)]
 fn drain_input(socket: &TcpStream) {
     let _ = socket.shutdown(std::net::Shutdown::Write);
     let deadline = Instant::now() + DRAIN_TIME;
@@ -184,6 +191,7 @@ fn drain_input(socket: &TcpStream) {
 }
 
 /// Completes the TLS handshake within `timeout`; None when it fails.
+#[inline(never)]
 fn handshake(
     config: Arc<rustls::ServerConfig>,
     mut socket: TcpStream,
@@ -211,8 +219,10 @@ fn handshake(
 }
 
 /// Authenticates and authorizes, then dispatches. Failures reveal nothing about pods
-/// and close the connection; the first authenticated request moves the connection to
-/// the authenticated budget (`ticket`), or is refused with a 503 when that is full.
+/// and close the connection; the first authorized request moves the connection to
+/// the authorized budget of its class (`ticket`), or is refused with a 503 when that
+/// class is full.
+#[inline(never)]
 fn guarded(
     shared: &Shared,
     req: &Request,
@@ -221,11 +231,11 @@ fn guarded(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let user = match shared
+    let (user, credential) = match shared
         .authn
         .authenticate(chain, req.header("authorization"))
     {
-        Ok(user) => user,
+        Ok(found) => found,
         Err(err) => {
             if let AuthnError::Review(msg) = &err {
                 log::warn!("node server: {msg}");
@@ -235,13 +245,6 @@ fn guarded(
             return Reply::Refuse(Response::text(401, "Unauthorized"));
         }
     };
-    if let Some(Err(full)) = ticket.map(Ticket::authenticated) {
-        log::warn!(
-            "node server: {full}; refusing a connection of {}",
-            user.username
-        );
-        return Reply::Refuse(Response::text(503, "Too many connections"));
-    }
     let attrs = authz::attributes(&req.method, &req.raw_path);
     match shared.authz.authorize(&user, &attrs) {
         Decision::Allow => {}
@@ -253,6 +256,17 @@ fn guarded(
             log::warn!("node server: {msg}");
             return Reply::Full(Response::text(500, msg));
         }
+    }
+    let class = match credential {
+        Credential::ClientCertificate => Class::Certificate,
+        Credential::Token | Credential::Anonymous => Class::User(user.username.clone()),
+    };
+    if let Some(Err(full)) = ticket.map(|t| t.authorized(class)) {
+        log::warn!(
+            "node server: {full}; refusing a connection of {}",
+            user.username
+        );
+        return Reply::Refuse(Response::text(503, "Too many connections"));
     }
     routes::dispatch(shared, req, transport, buf)
 }

@@ -107,6 +107,7 @@ fn is_timeout(e: &io::Error) -> bool {
 /// Reads one request from `r`, keeping leftover bytes in `buf`. `set_deadline` is
 /// called before each read with the time left, so a client that trickles bytes still
 /// meets the overall deadline.
+#[inline(never)]
 pub fn read_request(
     r: &mut impl Read,
     buf: &mut Vec<u8>,

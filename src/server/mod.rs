@@ -1,24 +1,27 @@
 //! The node's HTTP API (upstream kubelet server): `/healthz` on a loopback port, and
-//! on the TLS port `/pods`, `/metrics`, `/metrics/resource`, `/metrics/probes`,
-//! `/stats/summary`, `/configz`,
-//! `/containerLogs`, `/exec`, `/attach`,
-//! `/portForward` and `/run`, behind x509/token authentication and SubjectAccessReview
-//! authorization.
+//! on the TLS port `/pods`, `/metrics`, `/metrics/cadvisor`, `/metrics/resource`,
+//! `/metrics/probes`, `/stats/summary`, `/configz`, `/containerLogs`, `/exec`,
+//! `/attach`, `/portForward` and `/run`, behind x509/token authentication and
+//! SubjectAccessReview authorization.
 //!
 //! Shape: synchronous, no async runtime. Each listener has an accept thread
 //! (`srv-api`, `srv-healthz`) that polls with a short timeout so it sees shutdown,
-//! and each accepted connection gets its own `srv-conn` thread while a slot is free
-//! (on the API port: [`budget`], a small budget for connections that have not
-//! authenticated yet, capped per client address, and `max_connections` for
-//! authenticated ones; a connection is closed after a 401 or 403). A bounded thread-per-connection pool fits this server better than a
-//! fixed pool: log follows and exec streams hold a connection for hours, which would
-//! starve a fixed pool, and idle costs nothing. HTTP framing is `httparse`; TLS is
-//! rustls (the ring provider ureq already brings).
+//! and each accepted connection gets its own `srv-conn` thread while its budget
+//! allows ([`budget`] on the API port: a small budget for connections still in their
+//! handshake and first request, with a per-address share beyond which sockets wait
+//! their turn; authorized connections by class, the API server's client certificate
+//! able to use them all; a connection is closed after a 401 or 403). Threads per
+//! connection fit this server better than a fixed pool: log follows and exec streams
+//! hold a connection for hours, which would starve a fixed pool, and idle costs
+//! nothing. A held stream's thread gives its unused stack pages back before it settles
+//! into its loop, so a thousand streams cost tens of MiB (`make bench`, "streams").
+//! HTTP framing is `httparse`; TLS is rustls (the ring provider ureq already brings).
 //!
 //! Inputs ([`ServerContext`]): the sync loop heartbeat, PLEG health, the published
-//! desired pods, the CRI client, the status manager and an optional API client (for
-//! TokenReview and SubjectAccessReview). The server only reads them; it never sends
-//! to the sync loop, so a slow client cannot slow litelet down.
+//! desired pods, the CRI client and the PLEG's runtime status cache, the status
+//! manager, usage samples and an optional API client (for TokenReview and
+//! SubjectAccessReview). The server only reads them; it never sends to the sync loop,
+//! so a slow client cannot slow litelet down.
 
 pub mod auth;
 pub mod authz;
@@ -49,26 +52,32 @@ use crate::cri::RuntimeClient;
 use crate::kubelet::snapshot::PodSnapshot;
 use crate::metrics;
 use crate::pleg::PlegHealth;
+use crate::pod_workers::stack::StackTop;
+use crate::runtime::cache::PodStatusCache;
 use crate::status::manager::StatusManager;
 use auth::{Authenticator, TokenCacheTtl};
 use authz::{AuthorizationMode, Authorizer, AuthzCacheTtl};
-use budget::{Budget, BudgetLimits, Ticket};
+use budget::{Admission, Budget, BudgetLimits, Ticket};
 use conn::Kind;
 use tls::{ClientCertCheck, TlsSettings};
 
 /// Limits that keep one client from exhausting the node.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Authenticated connections open on the API port; a connection that
-    /// authenticates beyond it gets a 503 and is closed.
+    /// Authorized connections open on the API port, every class together; a
+    /// connection authorized beyond its class's share gets a 503 and is closed.
+    /// Bearer-token and anonymous users share a quarter of it (see
+    /// [`Limits::budget_limits`]); the API server's client certificate may use it all.
     pub max_connections: usize,
-    /// API connections that have not authenticated yet (TLS handshake, first request
-    /// head, authentication); beyond it the oldest of the busiest address is closed.
+    /// API connections that have not been authorized yet (TLS handshake, first
+    /// request head, authentication); beyond it the oldest of the busiest address is
+    /// closed.
     pub max_unauthenticated_connections: usize,
-    /// Unauthenticated API connections from one client address; more are closed at once.
+    /// Pending API connections from one client address; more wait their turn for up
+    /// to `unauthenticated_timeout`.
     pub max_unauthenticated_per_client: usize,
     /// Budget of an unauthenticated connection: the TLS handshake and its first
-    /// request head together.
+    /// request head together (and the longest a socket waits for its turn).
     pub unauthenticated_timeout: Duration,
     /// Open connections on the healthz port.
     pub max_healthz_connections: usize,
@@ -87,19 +96,58 @@ pub struct Limits {
     /// Most bytes one log request sends (a smaller `limitBytes` wins).
     pub max_log_bytes: u64,
     /// An exec/attach/port-forward stream with no traffic this long is closed
-    /// (upstream's streaming connection idle timeout).
+    /// (`streamingConnectionIdleTimeout`); zero means never.
     pub stream_idle_timeout: Duration,
 }
 
-/// Defaults of the connection flags (`--max-connections` and friends).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Authorized connections when memory cannot be read (and the floor of the sizing).
+pub const MIN_MAX_CONNECTIONS: usize = 256;
+/// The ceiling of the memory-sized default.
+pub const MAX_MAX_CONNECTIONS: usize = 8192;
+/// Memory per authorized connection in the default sizing: a held stream costs
+/// about a fiftieth of it (BENCHMARKS.md, "streams"), so the budget at its full
+/// size uses about 2% of the machine's memory.
+pub const MEMORY_PER_CONNECTION: u64 = 2 << 20;
+/// File descriptors one connection may hold: its socket, and a log file with its
+/// folder or the runtime's socket, each twice while proxying.
+pub const FILES_PER_CONNECTION: u64 = 4;
+/// Descriptors kept for the rest of litelet.
+pub const FILES_RESERVED: u64 = 512;
 pub const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS: usize = 32;
 pub const DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT: usize = 8;
+
+/// The default of `--server-max-connections`: one per [`MEMORY_PER_CONNECTION`] of
+/// `memory_bytes` (unknown: the floor), within
+/// [`MIN_MAX_CONNECTIONS`]..=[`MAX_MAX_CONNECTIONS`] (pure). The server lowers it
+/// further when the open files limit cannot hold that many.
+pub fn default_max_connections(memory_bytes: Option<u64>) -> usize {
+    let sized = memory_bytes.map_or(MIN_MAX_CONNECTIONS as u64, |m| {
+        (m / MEMORY_PER_CONNECTION).clamp(MIN_MAX_CONNECTIONS as u64, MAX_MAX_CONNECTIONS as u64)
+    });
+    usize::try_from(sized).unwrap_or(MIN_MAX_CONNECTIONS)
+}
+
+impl Limits {
+    /// The budgets of the API port (pure): token and anonymous users share a quarter
+    /// of the authorized places, one user at most a quarter of that (and at least 8);
+    /// up to 32 sockets per pending place may wait.
+    pub fn budget_limits(&self) -> BudgetLimits {
+        let max_users = (self.max_connections / 4).max(1);
+        BudgetLimits {
+            max_authorized: self.max_connections,
+            max_users,
+            max_per_user: (max_users / 4).max(8).min(max_users),
+            max_unauthenticated: self.max_unauthenticated_connections,
+            max_per_client: self.max_unauthenticated_per_client,
+            max_waiting: self.max_unauthenticated_connections.saturating_mul(32),
+        }
+    }
+}
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections: MIN_MAX_CONNECTIONS,
             max_unauthenticated_connections: DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS,
             max_unauthenticated_per_client: DEFAULT_MAX_UNAUTHENTICATED_PER_CLIENT,
             unauthenticated_timeout: Duration::from_secs(5),
@@ -113,10 +161,13 @@ impl Default for Limits {
             max_log_stream: Duration::from_secs(4 * 3600),
             max_log_read: Duration::from_secs(10 * 60),
             max_log_bytes: 1 << 30,
-            stream_idle_timeout: Duration::from_secs(4 * 3600),
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
         }
     }
 }
+
+/// Upstream's default `streamingConnectionIdleTimeout`.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 
 /// How the server is set up (from flags).
 #[derive(Clone, Debug)]
@@ -194,6 +245,9 @@ pub struct ServerContext {
     /// The prober's attempt counters for `/metrics/probes`; None without a prober
     /// (the path then answers 503).
     pub probes: Option<crate::prober::ProbeMetrics>,
+    /// The PLEG's runtime status cache: a log follow learns there, without a CRI
+    /// call, that its container stopped. None falls back to CRI ContainerStatus.
+    pub runtime_cache: Option<PodStatusCache>,
 }
 
 /// A start-up failure of the server.
@@ -251,10 +305,13 @@ pub fn spawn(
 /// Binds both listeners, loads or makes the serving certificate and starts the
 /// accept threads; they stop when `shutdown` disconnects.
 pub fn start(
-    config: ServerConfig,
+    mut config: ServerConfig,
     context: ServerContext,
     shutdown: Receiver<()>,
 ) -> Result<ServerHandle, ServerError> {
+    fit_open_files(&mut config.limits);
+    metrics::NODE_NAME.set(&[&config.node_name], 1.0);
+    metrics::NODE_CONFIG_ERROR.set(&[], 0.0);
     let clients = match &config.tls.client_ca_file {
         Some(path) => Some(ClientCertCheck::from_file(path)?),
         None => None,
@@ -266,7 +323,10 @@ pub fn start(
             tls::ServingCert::new(chain, key)?
         }
     };
-    let tls_config = tls::server_config_with(&serving, clients.as_ref())?;
+    let tls_config = tls::server_config_with(&serving, clients.as_ref(), &config.tls.policy)?;
+    for warning in config.tls.policy.warnings() {
+        log::warn!("node server: {warning}");
+    }
     if config.authorization_mode == AuthorizationMode::Webhook && context.api.is_none() {
         log::warn!("node server: webhook authorization without an API server denies every request");
     }
@@ -317,11 +377,10 @@ pub fn start(
         })
         .map_err(|source| ServerError::Spawn { name, source })
     };
-    let budget = Budget::new(BudgetLimits {
-        max_authenticated: limits.max_connections,
-        max_unauthenticated: limits.max_unauthenticated_connections,
-        max_per_client: limits.max_unauthenticated_per_client,
-    });
+    let budget = Budget::new(limits.budget_limits()).map_err(|source| ServerError::Spawn {
+        name: "srv-api",
+        source,
+    })?;
     threads.push(start_loop("srv-api", api_listener, Admit::Budget(budget))?);
     if let Some(listener) = healthz_listener {
         let slots = Admit::Slots {
@@ -338,6 +397,33 @@ pub fn start(
     })
 }
 
+/// Raises the open files limit and keeps `max_connections` within what it allows.
+fn fit_open_files(limits: &mut Limits) {
+    let Ok(files) = crate::process::raise_open_files_limit() else {
+        return;
+    };
+    let fits = usize::try_from(files_allow(files)).unwrap_or(usize::MAX);
+    if limits.max_connections > fits {
+        log::warn!(
+            "node server: {} connections need more than the open files limit ({files}) \
+             allows; keeping {fits}",
+            limits.max_connections
+        );
+        limits.max_connections = fits;
+    }
+}
+
+/// Connections an open files limit leaves room for (pure).
+fn files_allow(open_files: u64) -> u64 {
+    (open_files.saturating_sub(FILES_RESERVED) / FILES_PER_CONNECTION).max(16)
+}
+
+/// The machine's memory as `/proc/meminfo` has it, for [`default_max_connections`].
+pub fn memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    crate::stats::cgroup::parse_meminfo(&text).map(|(total, _, _)| total)
+}
+
 /// Releases a connection slot when the connection thread ends.
 struct Slot(Arc<AtomicUsize>);
 
@@ -349,7 +435,7 @@ impl Drop for Slot {
 
 /// How a listener decides whether a new connection gets a thread.
 enum Admit {
-    /// The node API: [`budget::Budget`] (authenticated and not yet).
+    /// The node API: [`budget::Budget`] (pending, waiting and authorized).
     Budget(Arc<Budget>),
     /// The loopback healthz port: at most `max` open, more closed at once.
     Slots { open: Arc<AtomicUsize>, max: usize },
@@ -361,70 +447,57 @@ enum Claim {
     Slot(Slot),
 }
 
-/// Why a new connection is closed at once.
-#[derive(Debug, thiserror::Error)]
-enum ClaimError {
-    #[error(transparent)]
-    Budget(#[from] budget::Refused),
-    #[error("{0} connections open")]
-    Slots(usize),
+/// Stack of a `srv-conn` thread. A handshake, a request and its CRI call touch well
+/// under a quarter of it; a thread that settles into a long stream gives what it
+/// touched back first (`pod_workers::stack`), so this is address space, not memory.
+const CONN_STACK: usize = 512 * 1024;
+
+thread_local! {
+    /// The top of this `srv-conn` thread's stack, taken in its first frame.
+    static STACK_TOP: std::cell::Cell<Option<StackTop>> = const { std::cell::Cell::new(None) };
 }
 
-impl Admit {
-    fn kind(&self) -> Kind {
-        match self {
-            Admit::Budget(_) => Kind::Api,
-            Admit::Slots { .. } => Kind::Healthz,
-        }
-    }
-
-    /// A claim for a new connection, or why it is closed at once.
-    fn claim(&self, socket: &TcpStream, peer: SocketAddr) -> Result<Claim, ClaimError> {
-        match self {
-            Admit::Budget(budget) => {
-                let admitted = budget.admit(peer.ip(), socket)?;
-                if let Some(addr) = admitted.evicted {
-                    metrics::HTTP_REJECTED_CONNECTIONS.inc(&["api"]);
-                    log::debug!(
-                        "node server api: unauthenticated budget full, closed one from {addr}"
-                    );
-                }
-                Ok(Claim::Ticket(admitted.ticket))
-            }
-            Admit::Slots { open, max } => {
-                if open.fetch_add(1, Ordering::AcqRel) >= *max {
-                    open.fetch_sub(1, Ordering::AcqRel);
-                    return Err(ClaimError::Slots(*max));
-                }
-                Ok(Claim::Slot(Slot(open.clone())))
-            }
-        }
+/// Called by a handler about to hold its connection for long (a log follow, a
+/// proxied stream): gives back the stack pages the handshake, request and runtime
+/// calls touched below the caller's frame. A no-op off a connection thread.
+pub(crate) fn settle_stack() {
+    if let Some(top) = STACK_TOP.get() {
+        top.release_unused();
     }
 }
 
 /// Accepts connections until shutdown; one thread per connection while the budget
 /// allows.
 fn accept_loop(shared: Arc<Shared>, listener: TcpListener, admit: Admit, shutdown: Receiver<()>) {
-    let kind = admit.kind();
-    let server = match kind {
-        Kind::Api => "api",
-        Kind::Healthz => "healthz",
+    let server = match admit {
+        Admit::Budget(_) => "api",
+        Admit::Slots { .. } => "healthz",
     };
+    let patience = shared.config.limits.unauthenticated_timeout;
     loop {
         if matches!(shutdown.try_recv(), Err(TryRecvError::Disconnected)) {
             shared.stopping.store(true, Ordering::Relaxed);
             return;
         }
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, PollTimeout::from(200u16)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
+        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        if let Admit::Budget(budget) = &admit {
+            fds.push(PollFd::new(budget.wake_fd(), PollFlags::POLLIN));
+        }
+        let ready = match nix::poll::poll(&mut fds, PollTimeout::from(200u16)) {
+            Ok(n) => n > 0 && fds[0].revents().is_some_and(|r| !r.is_empty()),
+            Err(nix::errno::Errno::EINTR) => false,
             Err(err) => {
                 log::error!("node server {server}: poll failed: {err}");
                 std::thread::sleep(Duration::from_millis(200));
-                continue;
+                false
             }
+        };
+        drop(fds);
+        if let Admit::Budget(budget) = &admit {
+            start_due(&shared, budget, patience);
+        }
+        if !ready {
+            continue;
         }
         let (socket, peer) = match listener.accept() {
             Ok(accepted) => accepted,
@@ -435,28 +508,77 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener, admit: Admit, shutdow
                 continue;
             }
         };
-        let claim = match admit.claim(&socket, peer) {
-            Ok(claim) => claim,
-            Err(why) => {
-                metrics::HTTP_REJECTED_CONNECTIONS.inc(&[server]);
-                log::debug!("node server {server}: closing a new connection from {peer}: {why}");
-                drop(socket);
-                continue;
+        admit_one(&shared, &admit, socket, peer);
+    }
+}
+
+/// Starts the waiting sockets whose turn came and counts the expired ones.
+fn start_due(shared: &Arc<Shared>, budget: &Arc<Budget>, patience: Duration) {
+    let due = budget.due(Instant::now(), patience);
+    if due.expired > 0 {
+        metrics::HTTP_REJECTED_CONNECTIONS.add(&["api"], due.expired as f64);
+        log::debug!(
+            "node server api: closed {} connections that waited {patience:?} for their turn",
+            due.expired
+        );
+    }
+    for (socket, admitted) in due.started {
+        spawn_conn(shared, Kind::Api, socket, Claim::Ticket(admitted.ticket));
+    }
+}
+
+/// Gives a new connection its thread, a place in the waiting room, or closes it.
+fn admit_one(shared: &Arc<Shared>, admit: &Admit, socket: TcpStream, peer: SocketAddr) {
+    let refused = |why: &dyn std::fmt::Display, server: &str| {
+        metrics::HTTP_REJECTED_CONNECTIONS.inc(&[server]);
+        log::debug!("node server {server}: closing a new connection from {peer}: {why}");
+    };
+    match admit {
+        Admit::Budget(budget) => match budget.admit(peer.ip(), socket) {
+            Ok(Admission::Started(socket, admitted)) => {
+                if let Some(addr) = admitted.evicted {
+                    refused(
+                        &format!("pending budget full, closed one from {addr}"),
+                        "api",
+                    );
+                }
+                spawn_conn(shared, Kind::Api, socket, Claim::Ticket(admitted.ticket));
             }
-        };
-        let shared = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("srv-conn".into())
-            .stack_size(512 * 1024)
-            .spawn(move || match claim {
+            Ok(Admission::Waiting { dropped }) => {
+                if let Some(addr) = dropped {
+                    refused(&format!("waiting room full, closed one from {addr}"), "api");
+                }
+            }
+            Err(why) => refused(&why, "api"),
+        },
+        Admit::Slots { open, max } => {
+            if open.fetch_add(1, Ordering::AcqRel) >= *max {
+                open.fetch_sub(1, Ordering::AcqRel);
+                refused(&format!("{max} connections open"), "healthz");
+                return;
+            }
+            let slot = Claim::Slot(Slot(open.clone()));
+            spawn_conn(shared, Kind::Healthz, socket, slot);
+        }
+    }
+}
+
+fn spawn_conn(shared: &Arc<Shared>, kind: Kind, socket: TcpStream, claim: Claim) {
+    let shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("srv-conn".into())
+        .stack_size(CONN_STACK)
+        .spawn(move || {
+            STACK_TOP.set(Some(StackTop::here(CONN_STACK)));
+            match claim {
                 Claim::Ticket(ticket) => conn::serve(shared, kind, socket, Some(ticket)),
                 Claim::Slot(slot) => {
                     let _slot = slot;
                     conn::serve(shared, kind, socket, None);
                 }
-            });
-        if let Err(err) = spawned {
-            log::error!("node server {server}: cannot start a connection thread: {err}");
-        }
+            }
+        });
+    if let Err(err) = spawned {
+        log::error!("node server: cannot start a connection thread: {err}");
     }
 }

@@ -8,7 +8,8 @@
 //! of the certificate it shows; the chain is verified against `--client-ca-file` after
 //! the handshake by [`ClientCertCheck`], so an untrusted certificate gets a 401 answer
 //! instead of a TLS alert. Called at start-up (config) and from connection threads
-//! (verification). The serving pair sits behind [`ServingCert`], which the serving
+//! (verification). Which suites and versions are offered is [`ciphers`]'
+//! (`tlsCipherSuites`, `tlsMinVersion`). The serving pair sits behind [`ServingCert`], which the serving
 //! certificate's rotation replaces while the server runs.
 
 use std::fs;
@@ -27,6 +28,9 @@ use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 use crate::api::certs::{self, CertError};
+
+pub mod ciphers;
+pub use ciphers::TlsPolicy;
 
 /// A TLS set-up failure (start-up only).
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +89,8 @@ pub struct TlsSettings {
     /// Names and addresses the self-signed certificate is valid for.
     pub host_names: Vec<String>,
     pub host_ips: Vec<IpAddr>,
+    /// The suites and versions offered (`tlsCipherSuites`, `tlsMinVersion`).
+    pub policy: TlsPolicy,
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -343,6 +349,13 @@ impl ServingCert {
         Ok(())
     }
 
+    /// When the certificate served now expires, in Unix seconds.
+    pub fn not_after(&self) -> Option<i64> {
+        let current = self.current();
+        let leaf = current.cert.first()?;
+        crate::api::x509::validity(leaf.as_ref()).map(|(_, after)| after)
+    }
+
     fn current(&self) -> Arc<CertifiedKey> {
         self.current
             .read()
@@ -364,16 +377,22 @@ pub fn server_config(
     key: PrivateKeyDer<'static>,
     clients: Option<&ClientCertCheck>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    server_config_with(&ServingCert::new(chain, key)?, clients)
+    server_config_with(
+        &ServingCert::new(chain, key)?,
+        clients,
+        &TlsPolicy::default(),
+    )
 }
 
-/// [`server_config`] presenting whatever `serving` holds at each handshake.
+/// [`server_config`] presenting whatever `serving` holds at each handshake, with the
+/// suites and versions `policy` allows.
 pub fn server_config_with(
     serving: &ServingCert,
     clients: Option<&ClientCertCheck>,
+    policy: &TlsPolicy,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let builder = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
+    let builder = rustls::ServerConfig::builder_with_provider(policy.provider())
+        .with_protocol_versions(policy.versions())
         .map_err(TlsError::Config)?;
     let builder = match clients {
         Some(check) => builder.with_client_cert_verifier(Arc::new(RequestClientCert {

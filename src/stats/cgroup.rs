@@ -13,7 +13,8 @@
 //! mount points they were given. A missing controller or file leaves that number
 //! `None` rather than failing the whole cgroup: the root cgroup has no
 //! `memory.current` on v2, and `pids` may not be mounted. Called from the `stats`
-//! thread only.
+//! thread only. What cAdvisor reports besides (throttling, limits, block I/O, ...) is
+//! [`detail`], read through [`UsageReader::detail`].
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,9 @@ use crate::cgroups::fs::join_safely;
 use crate::cgroups::CgroupName;
 
 use super::StatsError;
+
+pub mod detail;
+pub use detail::{CgroupDetail, CgroupSpec, DeviceIo};
 
 /// What one cgroup has used, as the kernel counts it at one instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +112,20 @@ fn memory_fields(usage: &mut CgroupUsage, memory_usage: Option<u64>, stat: Memor
 pub trait UsageReader: Send + Sync + std::fmt::Debug {
     /// The usage of `name`; `Err` only when the cgroup does not exist at all.
     fn read(&self, name: &CgroupName) -> Result<CgroupUsage, StatsError>;
+
+    /// What `/metrics/cadvisor` adds for `name` (empty where nothing is known).
+    fn detail(&self, _name: &CgroupName) -> CgroupDetail {
+        CgroupDetail::default()
+    }
+}
+
+/// Clock ticks per second, the unit of v1 `cpuacct.stat`.
+fn clock_ticks() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|t| u64::try_from(t).ok())
+        .unwrap_or(100)
 }
 
 /// Reads a file below `dir`, `None` when it is missing or unreadable.
@@ -129,6 +147,9 @@ pub struct V1Reader {
     pub cpuacct: Option<PathBuf>,
     pub memory: Option<PathBuf>,
     pub pids: Option<PathBuf>,
+    /// For the detail only: CFS throttling and limits, block I/O.
+    pub cpu: Option<PathBuf>,
+    pub blkio: Option<PathBuf>,
 }
 
 impl V1Reader {
@@ -138,6 +159,8 @@ impl V1Reader {
             cpuacct: points.get("cpuacct").cloned(),
             memory: points.get("memory").cloned(),
             pids: points.get("pids").cloned(),
+            cpu: points.get("cpu").cloned(),
+            blkio: points.get("blkio").cloned(),
         }
     }
 }
@@ -172,6 +195,24 @@ impl UsageReader for V1Reader {
             })
         }
     }
+
+    fn detail(&self, name: &CgroupName) -> CgroupDetail {
+        let dir = |root: &Option<PathBuf>| {
+            root.as_ref()
+                .and_then(|r| cgroup_dir(r, name).ok())
+                .filter(|d| d.is_dir())
+        };
+        let (cpu, cpuacct, memory) = (dir(&self.cpu), dir(&self.cpuacct), dir(&self.memory));
+        let (pids, blkio) = (dir(&self.pids), dir(&self.blkio));
+        let dirs = detail::V1Dirs {
+            cpu: cpu.as_deref(),
+            cpuacct: cpuacct.as_deref(),
+            memory: memory.as_deref(),
+            pids: pids.as_deref(),
+            blkio: blkio.as_deref(),
+        };
+        detail::v1(dirs, clock_ticks())
+    }
 }
 
 /// The unified hierarchy usage comes from.
@@ -199,6 +240,13 @@ impl UsageReader for V2Reader {
         let current = read_file(&dir, "memory.current").and_then(|t| parse_single(&t));
         memory_fields(&mut usage, current, stat);
         Ok(usage)
+    }
+
+    fn detail(&self, name: &CgroupName) -> CgroupDetail {
+        match cgroup_dir(&self.root, name) {
+            Ok(dir) if dir.is_dir() => detail::v2(&dir),
+            _ => CgroupDetail::default(),
+        }
     }
 }
 

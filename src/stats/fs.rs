@@ -74,33 +74,45 @@ pub fn statvfs(path: &Path) -> std::io::Result<FsUsage> {
 
 /// Most entries [`dir_usage`] visits; beyond them the sum is a lower bound.
 pub const DIR_USAGE_MAX_ENTRIES: usize = 4096;
+/// Directory levels [`dir_usage`] goes down; deeper ones are not counted.
+const DIR_USAGE_MAX_DEPTH: usize = 128;
 
-/// Bytes (allocated blocks, as `du`) and inodes under `dir`, not following symlinks;
-/// `None` when `dir` does not exist.
+/// Bytes (allocated blocks, as `du`) and inodes under `dir` as cAdvisor's
+/// GetDirUsage counts them: on `dir`'s file system only, a file with several names
+/// once. The tree is a pod's (an emptyDir, or a log folder a pod can write), so it
+/// is walked by descriptors ([`crate::fswalk`]): a directory swapped for a symlink
+/// mid-walk is counted as the link, never as what it points to. `None` when `dir`
+/// does not exist; a walk cut short (a directory gone or unreadable, too deep, too
+/// many entries) gives what it counted so far.
 pub fn dir_usage(dir: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir).ok()?;
-    let (mut bytes, mut inodes) = (meta.blocks().saturating_mul(512), 1u64);
-    let mut stack = vec![dir.to_path_buf()];
-    let mut budget = DIR_USAGE_MAX_ENTRIES;
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
+    use crate::fswalk::{walk, Event, Options, WalkError};
+    use std::ops::ControlFlow;
+    std::fs::symlink_metadata(dir).ok()?;
+    let options = Options {
+        max_depth: DIR_USAGE_MAX_DEPTH,
+        one_file_system: true,
+    };
+    let (mut bytes, mut inodes) = (0u64, 0u64);
+    let mut budget = DIR_USAGE_MAX_ENTRIES + 1; // and the root
+    let mut linked = std::collections::HashSet::new();
+    let walked = walk::<WalkError>(dir, options, &mut |event| {
+        let node = match event {
+            Event::Enter(node) | Event::Other(node) => node,
+            Event::Leave(_) => return Ok(ControlFlow::Continue(())),
         };
-        for entry in entries.flatten() {
-            if budget == 0 {
-                return Some((bytes, inodes));
-            }
-            budget -= 1;
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            bytes = bytes.saturating_add(meta.blocks().saturating_mul(512));
-            inodes += 1;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            }
+        if budget == 0 {
+            return Ok(ControlFlow::Break(()));
         }
+        budget -= 1;
+        let st = node.stat;
+        if node.is_dir() || st.st_nlink <= 1 || linked.insert(st.st_ino) {
+            bytes = bytes.saturating_add((st.st_blocks as u64).saturating_mul(512));
+            inodes += 1;
+        }
+        Ok(ControlFlow::Continue(()))
+    });
+    if let Err(e) = walked {
+        log::debug!("disk usage of {}: {e}", dir.display());
     }
     Some((bytes, inodes))
 }
@@ -141,6 +153,48 @@ mod tests {
         assert_eq!(inodes, 3);
         assert!(bytes >= 10_000, "{bytes}");
         assert_eq!(dir_usage(&dir.path().join("missing")), None);
+    }
+
+    #[test]
+    fn a_file_with_two_names_counts_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![b'x'; 10_000]).unwrap();
+        let (one_name, _) = dir_usage(dir.path()).unwrap();
+        std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
+        assert_eq!(dir_usage(dir.path()).unwrap(), (one_name, 2));
+    }
+
+    /// A pod swaps a directory of its emptyDir with a symlink to a big host folder
+    /// while the stats thread measures it: every measure is the emptyDir's own (a
+    /// swap between two opens may count its directory under both names), never
+    /// the host folder's 8 MiB.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_never_measured_through_the_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host = tmp.path().join("host");
+        std::fs::create_dir(&host).unwrap();
+        for i in 0..8 {
+            std::fs::write(host.join(format!("big-{i}")), vec![b'x'; 1 << 20]).unwrap();
+        }
+        let vol = tmp.path().join("vol");
+        std::fs::create_dir_all(vol.join("dir")).unwrap();
+        std::fs::write(vol.join("dir/small"), b"x").unwrap();
+        std::os::unix::fs::symlink(&host, vol.join("link")).unwrap();
+        let own = dir_usage(&vol).unwrap();
+        assert_eq!(own.1, 4);
+
+        let swapper = crate::fswalk::swapper::Swapper::start(&vol, "dir", "link");
+        let started = std::time::Instant::now();
+        let mut measures = 0;
+        while measures < 3000 && started.elapsed() < std::time::Duration::from_secs(20) {
+            let got = dir_usage(&vol).unwrap();
+            measures += 1;
+            assert!(
+                got.0 < 1 << 20 && got.1 <= own.1 + 2,
+                "measure {measures}: {got:?}, the volume's own is {own:?}"
+            );
+        }
+        assert!(swapper.stop() > 0, "the swaps never ran");
     }
 
     #[test]

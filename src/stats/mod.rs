@@ -1,21 +1,28 @@
 //! Resource usage of the node, its pods and containers (upstream `pkg/kubelet/stats`
 //! and `server/stats`), read from the kernel rather than a daemon.
 //!
-//! - [`cgroup`]: cgroupfs readers, one per version, and their pure parsers;
-//! - [`fs`]: statvfs and bounded directory usage;
+//! - [`cgroup`]: cgroupfs readers, one per version, and their pure parsers (with
+//!   [`cgroup::detail`], what cAdvisor reports besides usage);
+//! - [`fs`]: statvfs and bounded directory usage; [`net`]: network interfaces of a
+//!   network namespace, block device names and machine facts from `/proc` and `/sys`;
+//! - [`claims`]: the persistent volume claims mounted for pods;
 //! - [`collect`]: one round of sampling (CRI lists + cgroupfs + statvfs) → [`Sample`];
 //! - [`sampler`]: the `stats` thread and the [`StatsStore`] it publishes to;
-//! - [`summary`] and [`resource_metrics`]: pure renderings for `/stats/summary` and
-//!   `/metrics/resource` (the node server calls them).
+//! - [`summary`], [`resource_metrics`] and [`cadvisor`]: pure renderings for
+//!   `/stats/summary`, `/metrics/resource` and `/metrics/cadvisor` (the node server
+//!   calls them).
 //!
 //! [`Sample`] is the seam for the eviction manager: it carries every signal upstream
 //! evicts on (node memory working set and capacity, nodefs/imagefs bytes and inodes,
 //! pod usage, pids). Layering: uses `cri`, `cgroups` and `runtime` labels; only the
 //! server and the agent use this module.
 
+pub mod cadvisor;
 pub mod cgroup;
+pub mod claims;
 pub mod collect;
 pub mod fs;
+pub mod net;
 pub mod resource_metrics;
 pub mod sample;
 pub mod sampler;

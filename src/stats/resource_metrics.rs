@@ -235,6 +235,7 @@ mod tests {
                 }],
                 ..Default::default()
             }],
+            claims: vec![],
             errors: vec![],
         }
     }

@@ -1,12 +1,15 @@
 //! One sample of the node's usage: the value the `stats` thread publishes, the server
-//! turns into `/stats/summary` and `/metrics/resource`, and the eviction manager will
-//! read (its signals — memory.available, nodefs/imagefs available and inodes, pids —
-//! are all here). Plain data; [`Sample::with_rates`] is the only logic, and is pure.
+//! turns into `/stats/summary`, `/metrics/resource`, `/metrics/cadvisor` and the
+//! volume series of `/metrics`, and the eviction manager reads (its signals —
+//! memory.available, nodefs/imagefs available and inodes, pids — are all here). The
+//! `detail` parts are filled only while `/metrics/cadvisor` is scraped. Plain data;
+//! [`Sample::with_rates`] is the only logic, and is pure.
 
 use std::time::SystemTime;
 
-use super::cgroup::CgroupUsage;
+use super::cgroup::{CgroupDetail, CgroupUsage};
 use super::fs::FsUsage;
+use super::net::{MachineInfo, NetDev};
 
 /// A container of a pod, as the runtime lists it, with its usage.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,6 +25,38 @@ pub struct ContainerSample {
     pub rootfs: Option<FsUsage>,
     /// The container's log directory.
     pub logs: Option<FsUsage>,
+    /// The image, by name where the runtime knows one.
+    pub image: String,
+    /// Its cgroup (`/kubepods/.../pod<uid>/<id>`), empty without one.
+    pub cgroup: String,
+    pub detail: Option<CgroupDetail>,
+}
+
+/// A pod's sandbox (its pause container): what cAdvisor reports the pod's network on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SandboxSample {
+    pub id: String,
+    pub cgroup: String,
+    pub usage: Option<CgroupUsage>,
+    pub detail: Option<CgroupDetail>,
+    /// The interfaces of the pod's network namespace.
+    pub network: Vec<NetDev>,
+}
+
+/// A persistent volume claim mounted for a pod, and its filesystem's usage.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClaimSample {
+    pub namespace: String,
+    pub claim: String,
+    pub usage: FsUsage,
+}
+
+/// A filesystem the node reports as its own (nodefs, imagefs), by device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceFs {
+    /// `/dev/<name>`, or the mount source when it is no block device.
+    pub device: String,
+    pub usage: FsUsage,
 }
 
 /// A pod (a ready sandbox) and its containers.
@@ -37,6 +72,10 @@ pub struct PodSample {
     pub containers: Vec<ContainerSample>,
     /// Volumes litelet can measure cheaply (emptyDir on disk), by name.
     pub volumes: Vec<(String, FsUsage)>,
+    /// The pod cgroup, empty without one.
+    pub cgroup: String,
+    pub detail: Option<CgroupDetail>,
+    pub sandbox: Option<SandboxSample>,
 }
 
 /// The node as a whole.
@@ -53,6 +92,14 @@ pub struct NodeSample {
     /// `kernel.pid_max` and the processes running now.
     pub max_pid: Option<u64>,
     pub processes: Option<u64>,
+    pub detail: Option<CgroupDetail>,
+    /// The host's interfaces.
+    pub network: Vec<NetDev>,
+    /// nodefs and imagefs by device (once each).
+    pub filesystems: Vec<DeviceFs>,
+    /// The device of imagefs (where containers' writable layers are).
+    pub imagefs_device: String,
+    pub machine: Option<MachineInfo>,
 }
 
 /// Everything one round of sampling saw.
@@ -61,6 +108,8 @@ pub struct Sample {
     pub time: SystemTime,
     pub node: NodeSample,
     pub pods: Vec<PodSample>,
+    /// Claims mounted for running pods (each once), for `kubelet_volume_stats_*`.
+    pub claims: Vec<ClaimSample>,
     /// What failed this round (a pod's cgroup, a CRI call); a partial sample is still
     /// published, and any error sets `resource_scrape_error`.
     pub errors: Vec<String>,
@@ -87,7 +136,25 @@ impl Sample {
     /// `litelet_stats_sample_bytes` gauge; the inline struct itself is not counted.
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        let container = |c: &ContainerSample| c.name.capacity() + c.id.capacity();
+        let detail = |d: &Option<CgroupDetail>| {
+            d.as_ref().map_or(0, |d| {
+                d.io.capacity() * size_of::<super::cgroup::DeviceIo>()
+            })
+        };
+        let container = |c: &ContainerSample| {
+            c.name.capacity()
+                + c.id.capacity()
+                + c.image.capacity()
+                + c.cgroup.capacity()
+                + detail(&c.detail)
+        };
+        let sandbox = |s: &SandboxSample| {
+            size_of::<SandboxSample>()
+                + s.id.capacity()
+                + s.cgroup.capacity()
+                + detail(&s.detail)
+                + s.network.capacity() * size_of::<NetDev>()
+        };
         let pod = |p: &PodSample| {
             p.name.capacity()
                 + p.namespace.capacity()
@@ -96,9 +163,14 @@ impl Sample {
                 + p.containers.iter().map(container).sum::<usize>()
                 + p.volumes.capacity() * size_of::<(String, FsUsage)>()
                 + p.volumes.iter().map(|(n, _)| n.capacity()).sum::<usize>()
+                + p.cgroup.capacity()
+                + detail(&p.detail)
+                + p.sandbox.as_ref().map_or(0, sandbox)
         };
         self.pods.capacity() * size_of::<PodSample>()
             + self.pods.iter().map(pod).sum::<usize>()
+            + self.claims.capacity() * size_of::<ClaimSample>()
+            + self.node.network.capacity() * size_of::<NetDev>()
             + self
                 .errors
                 .iter()
@@ -211,6 +283,7 @@ mod tests {
                 ..Default::default()
             },
             pods: vec![pod("a", 0, "c1", 0)],
+            claims: vec![],
             errors: vec![],
         };
         let cur = Sample {
@@ -223,6 +296,7 @@ mod tests {
                 pod("a", 2_000_000_000, "c2", 1_000_000_000),
                 pod("b", 9, "c3", 9),
             ],
+            claims: vec![],
             errors: vec![],
         }
         .with_rates(&prev);

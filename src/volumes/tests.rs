@@ -168,3 +168,43 @@ fn after_a_restart_orphan_cleanup_unmounts_stale_subpath_mounts_and_deletes_noth
         "nothing is deleted through a stale bind mount of a host directory"
     );
 }
+
+/// A pod loops swapping a directory of its emptyDir with a symlink to a host folder
+/// while the volume is torn down: the removal (std's `remove_dir_all`, which opens
+/// each level with `O_NOFOLLOW` and unlinks relative to its descriptor) removes the
+/// link, never what it points to. A removal that met a swap (an entry listed as a
+/// link and a directory by the time it is unlinked) fails and is done again by the
+/// next pass, once the pod's processes are gone, as the next one here.
+#[test]
+fn tearing_down_an_empty_dir_under_symlink_swaps_never_deletes_through_the_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let host = host_dir(tmp.path());
+    let root = tmp.path().join("root");
+    let volumes = VolumeManager::new(&root, None, "n");
+    volumes.prepare_root().unwrap();
+    let (mut swaps, mut retried) = (0, 0);
+    for attempt in 0..60 {
+        let pod = pod(&format!("uid-swap-{attempt}"), &host);
+        let data = volumes.setup_pod(&pod).unwrap()["data"].clone();
+        for i in 0..20 {
+            fs::create_dir_all(data.join(format!("d/sub-{i}"))).unwrap();
+            fs::write(data.join(format!("d/sub-{i}/f")), "data").unwrap();
+        }
+        std::os::unix::fs::symlink(host.join("shared"), data.join("l")).unwrap();
+        let swapper = crate::fswalk::swapper::Swapper::start(&data, "d", "l");
+        let torn_down = volumes.teardown_pod(pod.uid());
+        swaps += swapper.stop();
+        if torn_down.is_err() {
+            retried += 1;
+            volumes.teardown_pod(pod.uid()).unwrap();
+        }
+        assert!(!data.exists(), "attempt {attempt}: the emptyDir is gone");
+        assert_eq!(
+            fs::read_to_string(host.join("shared").join(MARKER)).unwrap(),
+            "host",
+            "attempt {attempt} deleted through the link"
+        );
+    }
+    eprintln!("{swaps} swaps, {retried} of 60 tear-downs done again");
+    assert!(swaps > 0, "the swaps never ran");
+}

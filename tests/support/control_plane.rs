@@ -65,6 +65,29 @@ fn process_node_ip() -> Ipv4Addr {
     Ipv4Addr::new(10, 254, ((pid >> 8) & 0xff) as u8, (pid & 0xfe) as u8 | 1)
 }
 
+const AUDIT_LOG: &str = "audit.log";
+
+/// The apiserver's audit flags when `LITELET_CP_AUDIT=1`: every request of a node
+/// (group `system:nodes`) at Metadata level, nothing else, into `<dir>/audit.log`.
+fn audit_args(dir: &Path) -> Result<Vec<String>, String> {
+    if std::env::var("LITELET_CP_AUDIT").as_deref() != Ok("1") {
+        return Ok(Vec::new());
+    }
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: Metadata\n  userGroups: [\"system:nodes\"]\n- level: None\n",
+    )
+    .map_err(|e| format!("write {}: {e}", policy.display()))?;
+    Ok(vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
+        "--audit-log-format=json".to_owned(),
+        "--audit-log-mode=blocking".to_owned(),
+    ])
+}
+
 fn write_pem(path: &Path, pem: &str) {
     std::fs::write(path, pem).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
@@ -186,6 +209,7 @@ impl ControlPlane {
             .map_err(|e| format!("{e}"))?;
         cp.url = format!("https://127.0.0.1:{port}");
         let issuer = "https://kubernetes.default.svc.cluster.local";
+        let audit = audit_args(&dir)?;
         let apiserver = Command::new(assets.join("kube-apiserver"))
             .args(["--etcd-servers", &etcd_url])
             .args(["--bind-address", "127.0.0.1"])
@@ -231,6 +255,7 @@ impl ControlPlane {
                 dir.join("apiserver-certs").display()
             ))
             .args(["--v", "1"])
+            .args(audit)
             .stdout(Stdio::null())
             .stderr(log_file(&dir, "kube-apiserver.log")?)
             .spawn()
@@ -278,6 +303,13 @@ impl ControlPlane {
             dir.display()
         );
         Ok(cp)
+    }
+
+    /// The apiserver's audit log (JSON lines, Metadata level, requests of the
+    /// `system:nodes` group only), written when `LITELET_CP_AUDIT=1` was set as the
+    /// control plane started: what the side-by-side benchmark counts per node.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join(AUDIT_LOG)
     }
 
     /// A process in its own group that outlives a killed test binary: when our PID is

@@ -1,9 +1,20 @@
 //! A private `dbus-daemon` for the D-Bus tests: its own config and socket in a temp
 //! dir, killed on drop. Missing `dbus-daemon` skips the test loudly, or fails it when
 //! `CI=true`.
+//!
+//! Forgers: like the system bus, the daemon lets any user connect and send a signal
+//! to any connection. [`DbusDaemon::forge_signal`] (`dbus-send`) and
+//! [`DbusDaemon::forge_big_signal`] (`forge-signal.pl`, a 32 MiB `ay`) send one as
+//! user `nobody` from another process when the test runs as root (as this user
+//! otherwise), and return once the bus has dispatched it: a signal the test sends
+//! afterwards reaches its destination after the forged one.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use litelet::dbus::{Connection, SignalMatch, Value, BUS_NAME};
 
 pub struct DbusDaemon {
     child: Child,
@@ -26,6 +37,9 @@ impl DbusDaemon {
             );
         }
         let dir = tempfile::tempdir().expect("temp dir");
+        // Other users (the forgers) reach the socket.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the bus dir");
         let socket = dir.path().join("bus");
         let config = dir.path().join("bus.conf");
         std::fs::write(
@@ -38,6 +52,7 @@ impl DbusDaemon {
   <listen>unix:path={}</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
+    <allow user="*"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -72,6 +87,94 @@ impl DbusDaemon {
     /// The bus address to connect to.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// `dbus-send --type=signal --dest=DEST PATH INTERFACE.MEMBER ARGS…` as another
+    /// user; returns once the bus has dispatched the signal.
+    pub fn forge_signal(&self, dest: &str, path: &str, member: &str, args: &[&str]) {
+        let bus = format!("--bus={}", self.address);
+        let dest = format!("--dest={dest}");
+        let mut argv = vec![bus.as_str(), "--type=signal", dest.as_str(), path, member];
+        argv.extend_from_slice(args);
+        self.as_another_user("dbus-send", &argv, b"");
+    }
+
+    /// A signal `interface.member` on `path` whose body is an `ay` of `size` bytes,
+    /// addressed to `dest`, sent as another user (`forge-signal.pl`); returns once
+    /// the bus has taken and dispatched it.
+    pub fn forge_big_signal(
+        &self,
+        dest: &str,
+        path: &str,
+        interface: &str,
+        member: &str,
+        size: usize,
+    ) {
+        let socket = self
+            .address
+            .strip_prefix("unix:path=")
+            .and_then(|rest| rest.split(',').next())
+            .expect("a unix:path= address");
+        let size = size.to_string();
+        // The script comes on stdin: the user may not read the checkout.
+        self.as_another_user(
+            "perl",
+            &["-", socket, dest, path, interface, member, &size],
+            include_bytes!("forge-signal.pl"),
+        );
+    }
+
+    /// Runs `program` as user `nobody` (when root; as this user otherwise), then
+    /// waits until the bus announces the end of a connection that was not there
+    /// before: the bus dispatches what it read from a connection before its end.
+    fn as_another_user(&self, program: &str, args: &[&str], stdin: &[u8]) {
+        let mut watcher = Connection::open(&self.address).expect("connect the watcher");
+        watcher
+            .subscribe(SignalMatch::new(
+                BUS_NAME,
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameOwnerChanged",
+                "sss",
+            ))
+            .expect("follow connections");
+        let before = watcher.list_names().expect("ListNames");
+        let mut command = if nix::unistd::geteuid().is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--", program]);
+            c
+        } else {
+            Command::new(program)
+        };
+        let mut child = command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"));
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin)
+            .expect("feed the forger");
+        let status = child.wait().expect("wait for the forger");
+        assert!(status.success(), "{program} {args:?}: {status}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let Some(m) = watcher
+                .next_message(Duration::from_millis(200))
+                .expect("watch the bus")
+            else {
+                continue;
+            };
+            if let [Value::Str(name), Value::Str(_), Value::Str(new)] = m.body.as_slice() {
+                if name.starts_with(':') && new.is_empty() && !before.contains(name) {
+                    return;
+                }
+            }
+        }
+        panic!("the bus never saw the forger ({program}) leave");
     }
 }
 

@@ -48,6 +48,10 @@ impl Litelet {
             .arg(dir.path().join("logs"))
             .args(["--cgroup-root", &cgroup_root])
             .env("RUST_LOG", "info,litelet=debug")
+            .env(
+                litelet::kernel_tunables::TEST_ROOT_ENV,
+                super::proc_sys(dir.path()),
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("litelet.log")).unwrap());
         configure(&mut cmd, dir.path());

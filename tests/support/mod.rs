@@ -13,6 +13,7 @@ pub mod fake_device_plugin;
 pub mod https;
 pub mod litelet;
 pub mod probes;
+pub mod prometheus;
 pub mod real_node;
 pub mod registry;
 pub mod runtime;
@@ -35,6 +36,20 @@ pub fn skip<T>(test: &str, why: &str) -> Option<T> {
     }
     eprintln!("\n*** SKIPPED {test}: {why} (set CI=true to make this a failure) ***\n");
     None
+}
+
+/// A copy of `/proc/sys` under `dir` holding the kernel tunables litelet checks, at
+/// the values it wants; every litelet a test starts gets it (through
+/// `LITELET_TEST_PROC_SYS`), so no test changes this machine's tunables.
+pub fn proc_sys(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("proc-sys");
+    ::litelet::kernel_tunables::write_wanted(&root).expect("a /proc/sys copy");
+    root
+}
+
+/// Points the litelet `cmd` starts at a `/proc/sys` copy under `dir` ([`proc_sys`]).
+pub fn with_proc_sys(cmd: &mut std::process::Command, dir: &std::path::Path) {
+    cmd.env(::litelet::kernel_tunables::TEST_ROOT_ENV, proc_sys(dir));
 }
 
 /// A port free on 127.0.0.1 right now (the kernel picks it; a race with another

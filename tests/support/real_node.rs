@@ -30,6 +30,19 @@ pub struct RealNode {
     pub port: u16,
     pub healthz_port: u16,
     extra: Vec<String>,
+    /// Environment litelet starts with (e.g. libfaketime's, for a clock that is off).
+    env: Vec<(String, String)>,
+    program: Program,
+}
+
+/// Which kubelet the node runs.
+#[derive(Clone, Debug)]
+enum Program {
+    /// This build's litelet (or `LITELET_TEST_BINARY`).
+    Litelet,
+    /// The upstream kubelet at this path, configured as litelet is (the side-by-side
+    /// benchmark): same runtime, cgroup root, ports, node name and address.
+    Upstream(PathBuf),
 }
 
 impl RealNode {
@@ -75,7 +88,20 @@ impl RealNode {
         token: &str,
         extra: &[&str],
     ) -> Option<RealNode> {
+        Self::start_bootstrapping_with_env(test, name, token, extra, &[])
+    }
+
+    /// [`RealNode::start_bootstrapping`], litelet started with `env` added to its
+    /// environment (every start).
+    pub fn start_bootstrapping_with_env(
+        test: &str,
+        name: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Option<RealNode> {
         let mut node = Self::start_inner(test, name, extra, None, None)?;
+        node.env = env.to_vec();
         let d = node.dir.path().to_owned();
         std::fs::remove_file(d.join("kubeconfig")).expect("remove kubeconfig");
         std::fs::write(
@@ -129,11 +155,28 @@ impl RealNode {
             port: free_port(),
             healthz_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            program: Program::Litelet,
         };
         Some(node)
     }
 
+    /// Like [`RealNode::start`] without starting the kubelet: the caller may point it
+    /// elsewhere first ([`RealNode::set_api_server`], [`RealNode::use_upstream_kubelet`])
+    /// and then calls [`RealNode::start_again`].
+    pub fn prepare(test: &str, name: &str, extra: &[&str]) -> Option<RealNode> {
+        Self::start_inner(test, name, extra, None, None)
+    }
+
+    /// Runs the upstream kubelet at `binary` instead of litelet, from the next start.
+    pub fn use_upstream_kubelet(&mut self, binary: &Path) {
+        self.program = Program::Upstream(binary.to_owned());
+    }
+
     fn spawn(&mut self) {
+        if let Program::Upstream(binary) = self.program.clone() {
+            return self.spawn_upstream(&binary);
+        }
         let binary = std::env::var_os("LITELET_TEST_BINARY")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_litelet").into());
         let d = self.dir.path();
@@ -143,6 +186,7 @@ impl RealNode {
             .open(d.join("litelet.log"))
             .expect("litelet log");
         let child = Command::new(binary)
+            .env(litelet::kernel_tunables::TEST_ROOT_ENV, super::proc_sys(d))
             .args(["--container-runtime-endpoint", &self.containerd.endpoint()])
             .args(["--hostname-override", &self.name])
             .args(["--node-ip", &self.cp.node_ip.to_string()])
@@ -161,7 +205,13 @@ impl RealNode {
             .args(["--cgroup-root", &self.cgroup_root])
             .args(["--port", &self.port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
-            .args(["--sync-frequency", "10s"])
+            .args(
+                // Tests resync often; a caller that sets its own frequency wins.
+                (!self.extra.iter().any(|a| a.starts_with("--sync-frequency")))
+                    .then_some(["--sync-frequency", "10s"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.extra)
             .args(
                 // No eviction thresholds unless the test sets its own: upstream's defaults
@@ -176,11 +226,69 @@ impl RealNode {
                 std::env::var("LITELET_REAL_NODE_LOG")
                     .unwrap_or_else(|_| "info,litelet=debug".to_owned()),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start litelet");
+        self.child = Some(child);
+    }
+
+    /// The upstream kubelet with what litelet gets on its command line, in a
+    /// KubeletConfiguration file (upstream's defaults otherwise; cgroup v1 allowed, as
+    /// this machine has it; no eviction thresholds, as for litelet). Extra arguments
+    /// are passed on as they are.
+    fn spawn_upstream(&mut self, binary: &Path) {
+        make_cgroup_root(&self.cgroup_root);
+        let d = self.dir.path();
+        let config = format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+             kind: KubeletConfiguration\n\
+             containerRuntimeEndpoint: {endpoint}\n\
+             cgroupDriver: cgroupfs\n\
+             cgroupRoot: {cgroup_root}\n\
+             failCgroupV1: false\n\
+             failSwapOn: false\n\
+             staticPodPath: {manifests}\n\
+             podLogsDir: {logs}\n\
+             port: {port}\n\
+             healthzPort: {healthz}\n\
+             healthzBindAddress: 127.0.0.1\n\
+             readOnlyPort: 0\n\
+             evictionHard: {{}}\n\
+             authentication:\n  anonymous: {{enabled: false}}\n  webhook: {{enabled: true}}\n  \
+             x509: {{clientCAFile: {ca}}}\n\
+             authorization: {{mode: Webhook}}\n",
+            endpoint = self.containerd.endpoint(),
+            cgroup_root = self.cgroup_root,
+            manifests = d.join("manifests").display(),
+            logs = d.join("logs").display(),
+            port = self.port,
+            healthz = self.healthz_port,
+            ca = d.join("ca.crt").display(),
+        );
+        std::fs::write(d.join("kubelet-config.yaml"), config).expect("write kubelet config");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("litelet.log"))
+            .expect("kubelet log");
+        let child = Command::new(binary)
+            .arg("--config")
+            .arg(d.join("kubelet-config.yaml"))
+            .arg("--kubeconfig")
+            .arg(d.join("kubeconfig"))
+            .args(["--hostname-override", &self.name])
+            .args(["--node-ip", &self.cp.node_ip.to_string()])
+            .arg("--root-dir")
+            .arg(d.join("root"))
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start the upstream kubelet");
         self.child = Some(child);
     }
 
@@ -387,6 +495,26 @@ impl RealNode {
                 pod_sandbox_id: sandbox.id,
                 ..Default::default()
             });
+        }
+    }
+}
+
+/// Makes `root` in every cgroup v1 hierarchy, as the upstream kubelet wants its
+/// `cgroupRoot` to exist (litelet makes it itself); the cpuset one gets its parent's
+/// CPUs and memory nodes, which a new cpuset lacks.
+fn make_cgroup_root(root: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for h in hierarchies.flatten().filter(|h| h.file_name() != "unified") {
+        let dir = h.path().join(root.trim_start_matches('/'));
+        let _ = std::fs::create_dir_all(&dir);
+        if h.file_name() == "cpuset" {
+            for file in ["cpuset.cpus", "cpuset.mems"] {
+                if let Ok(value) = std::fs::read_to_string(h.path().join(file)) {
+                    let _ = std::fs::write(dir.join(file), value.trim());
+                }
+            }
         }
     }
 }

@@ -67,16 +67,7 @@ impl Registry {
             d = d.display(),
         );
         std::fs::write(d.join("config.yml"), config).expect("write registry config");
-        let hosts = d.join("hosts").join(&host);
-        std::fs::create_dir_all(&hosts).expect("hosts dir");
-        std::fs::write(
-            hosts.join("hosts.toml"),
-            format!(
-                "server = \"https://{host}\"\n[host.\"https://{host}\"]\n  ca = \"{}\"\n",
-                d.join("ca.crt").display()
-            ),
-        )
-        .expect("write hosts.toml");
+        write_hosts_toml(d, &host);
         let log = std::fs::File::create(d.join("registry.log")).expect("registry log");
         let child = Command::new("docker-registry")
             .arg("serve")
@@ -102,6 +93,13 @@ impl Registry {
             registry.log()
         );
         Some(registry)
+    }
+
+    /// Makes the runtime trust this registry's CA at `host` too (e.g. a
+    /// [`super::tcp_proxy::TcpProxy`] in front of it: the certificate names the
+    /// address, not the port).
+    pub fn trust_alias(&self, host: &str) {
+        write_hosts_toml(self.dir.path(), host);
     }
 
     /// The containerd hosts directory that trusts this registry.
@@ -140,6 +138,20 @@ impl Registry {
         ctr(&["rm", &remote]);
         remote
     }
+}
+
+/// `<dir>/hosts/<host>/hosts.toml`: `host` over https with the registry's CA.
+fn write_hosts_toml(dir: &Path, host: &str) {
+    let hosts = dir.join("hosts").join(host);
+    std::fs::create_dir_all(&hosts).expect("hosts dir");
+    std::fs::write(
+        hosts.join("hosts.toml"),
+        format!(
+            "server = \"https://{host}\"\n[host.\"https://{host}\"]\n  ca = \"{}\"\n",
+            dir.join("ca.crt").display()
+        ),
+    )
+    .expect("write hosts.toml");
 }
 
 impl Drop for Registry {

@@ -35,6 +35,7 @@ pub fn settings(dir: &Path) -> RuntimeSettings {
         apparmor_enabled: false,
         node_hosts_file: "/etc/hosts".into(),
         swap: Default::default(),
+        seccomp_default: false,
     }
 }
 

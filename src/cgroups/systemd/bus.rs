@@ -4,14 +4,16 @@
 //! One connection, behind a mutex: each operation holds it from the call until its job
 //! has finished, so the `JobRemoved` signal a caller waits for cannot be read by
 //! another. The connection subscribes to `JobRemoved` when it is opened (before any
-//! job exists, so none is missed); a broken connection is dropped and the next
-//! operation opens a new one. Callers: pod workers and start-up, each blocking for a
+//! job exists, so none is missed), trusting `org.freedesktop.systemd1`: only what its
+//! current owner sends on the manager's path reaches `wait_job` (any local user can
+//! address a signal to litelet's connection; see `crate::dbus`). A broken connection
+//! is dropped and the next operation opens a new one. Callers: pod workers and start-up, each blocking for a
 //! slice's start or stop (milliseconds on a healthy host, at most [`JOB_TIMEOUT`]).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::dbus::{Connection, DbusError, Message, Value};
+use crate::dbus::{Connection, DbusError, Message, SignalMatch, Value};
 
 use super::{Property, SystemdError, SystemdUnits};
 
@@ -80,8 +82,12 @@ impl DbusUnits {
             Some(a) => Connection::open(a)?,
             None => Connection::system()?,
         };
-        conn.add_match(&format!(
-            "type='signal',sender='{DESTINATION}',interface='{MANAGER}',member='JobRemoved'"
+        conn.subscribe(SignalMatch::new(
+            DESTINATION,
+            PATH,
+            MANAGER,
+            "JobRemoved",
+            "uoss",
         ))?;
         // Without Subscribe systemd emits job signals only to subscribers.
         conn.call(

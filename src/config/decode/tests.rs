@@ -253,12 +253,6 @@ fn stances_accept_warn_or_refuse() {
             Some("contentType"),
         ),
         (
-            "tlsMinVersion: VersionTLS10\n",
-            vec![],
-            Some("tlsMinVersion"),
-            None,
-        ),
-        (
             "authentication: {webhook: {enabled: false}}\n",
             vec![],
             Some("authentication.webhook.enabled"),

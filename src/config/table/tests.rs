@@ -59,10 +59,7 @@ fn defaults_are_good_values() {
         d.container_log_monitor_interval,
         crate::logs::DEFAULT_MONITOR_INTERVAL
     );
-    assert_eq!(
-        d.server_max_connections,
-        crate::server::DEFAULT_MAX_CONNECTIONS
-    );
+    assert_eq!(d.server_max_connections, None, "sized by memory");
     assert_eq!(
         d.server_max_unauthenticated_connections,
         crate::server::DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS

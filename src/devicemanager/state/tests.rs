@@ -115,6 +115,40 @@ fn picking_prefers_the_plugins_choice_and_never_hands_out_a_held_device() {
 }
 
 #[test]
+fn a_preference_naming_a_device_twice_or_one_not_free_still_gives_distinct_free_devices() {
+    let (mut state, _) = two_devices();
+    let generation = state.resource(R).unwrap().generation;
+    let three = ["Dev-1", "Dev-2", "Dev-3"].map(|id| (id.to_owned(), true));
+    state.set_devices(R, generation, three);
+    let twice: Vec<String> = vec!["Dev-2".into(), "Dev-2".into()];
+    assert_eq!(
+        state.pick(&key("a"), R, 2, &twice, &[]).unwrap(),
+        ["Dev-2", "Dev-1"]
+    );
+    assert_eq!(state.free(R), ["Dev-3"]);
+    // Unknown and held devices are passed over; fewer than needed are topped up.
+    let odd: Vec<String> = vec!["Dev-9".into(), "Dev-1".into()];
+    let refused = state.pick(&key("b"), R, 2, &odd, &[]).unwrap_err();
+    assert_eq!((refused.requested, refused.available), (2, 1));
+    assert_eq!(state.pick(&key("b"), R, 1, &odd, &[]).unwrap(), ["Dev-3"]);
+    assert!(state.free(R).is_empty());
+}
+
+#[test]
+fn a_checkpointed_device_named_twice_is_held_once() {
+    let mut state = DeviceState::default();
+    let twice = Assigned {
+        ids: vec!["Dev-1".into(), "Dev-1".into(), "Dev-2".into()],
+        options: None,
+    };
+    state.restore_allocation(key("a"), R.into(), twice);
+    assert_eq!(
+        state.assigned(&key("a"), R).unwrap().ids,
+        ["Dev-1", "Dev-2"]
+    );
+}
+
+#[test]
 fn unhealthy_devices_are_never_picked() {
     let (mut state, _) = two_devices();
     let generation = state.resource(R).unwrap().generation;
@@ -170,6 +204,30 @@ fn the_checkpoint_round_trips_allocations_and_restores_resources_at_zero() {
         [("Dev-1".to_owned(), true), ("Dev-2".to_owned(), true)],
     );
     assert_eq!(restored.free(R), ["Dev-2"]);
+}
+
+#[test]
+fn a_damaged_checkpoint_restores_no_allocations_and_is_kept_aside() {
+    use crate::devicemanager::checkpoint::{restore, store, CORRUPT_SUFFIX, FILE};
+    let (mut state, now) = two_devices();
+    state.pick(&key("a"), R, 1, &[], &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE);
+    store(&path, &state).unwrap();
+    assert_eq!(
+        restore(&path, now).assigned(&key("a"), R).unwrap().ids,
+        ["Dev-1"]
+    );
+    std::fs::write(&path, b"{\"entries\": [{\"podUID\": 7").unwrap();
+    let restored = restore(&path, now);
+    assert!(restored.allocations().is_empty());
+    assert!(!restored.serves(R));
+    assert!(!path.exists());
+    let aside = dir.path().join(format!("{FILE}{CORRUPT_SUFFIX}"));
+    assert_eq!(
+        std::fs::read(aside).unwrap(),
+        b"{\"entries\": [{\"podUID\": 7"
+    );
 }
 
 #[test]

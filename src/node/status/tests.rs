@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::api::node::NodeAddress;
 use crate::node::config::parse_reserved;
 use crate::node::machine::HugePages;
 use serde_json::json;
@@ -398,6 +399,9 @@ fn patch_body() {
         json!({"kubeletEndpoint": {"Port": 10250}})
     );
     assert_eq!(st["nodeInfo"]["bootID"], "b1");
+    // Unchanged addresses are left out: a cloud controller manager may own them now.
+    let again = status_patch(&s, &s);
+    assert_eq!(again["status"].get("addresses"), None);
     assert_eq!(
         p.as_object().unwrap().keys().collect::<Vec<_>>(),
         ["status"],
@@ -531,4 +535,47 @@ fn a_node_without_swap_reports_no_swap_capacity() {
     let info = s.node_info.as_ref().unwrap();
     assert_eq!(info.swap_capacity(), None);
     assert!(!info.extra.contains_key("swap"), "{:?}", info.extra);
+}
+
+#[test]
+fn a_dual_stack_node_publishes_both_internal_ips_and_an_external_provider_keeps_its_own() {
+    let (mut c, m, h) = (config(), machine(), Health::default());
+    c.node_ips = crate::node::addresses::NodeIps::parse("192.168.1.20,2001:db8::20").unwrap();
+    let step = |s: &mut NodeStatus, c: &NodeConfig| {
+        let inputs = StatusInputs {
+            config: c,
+            machine: &m,
+            health: &h,
+            runtime_version: None,
+            images: None,
+            now: t(0),
+        };
+        apply(s, &inputs);
+    };
+    let mut s = NodeStatus::default();
+    step(&mut s, &c);
+    let published: Vec<(&str, &str)> = s
+        .addresses
+        .iter()
+        .map(|a| (a.type_.as_str(), a.address.as_str()))
+        .collect();
+    assert_eq!(
+        published,
+        [
+            ("InternalIP", "192.168.1.20"),
+            ("InternalIP", "2001:db8::20"),
+            ("Hostname", "edge-1")
+        ]
+    );
+    c.cloud_provider = crate::node::addresses::CloudProvider::External;
+    let managers = vec![NodeAddress {
+        type_: "ExternalIP".into(),
+        address: "203.0.113.7".into(),
+    }];
+    s.addresses = managers.clone();
+    step(&mut s, &c);
+    assert_eq!(
+        s.addresses, managers,
+        "the cloud controller manager's addresses stay"
+    );
 }

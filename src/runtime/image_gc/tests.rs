@@ -222,3 +222,74 @@ fn references_are_normalized_like_runtimes_list_them() {
         assert_eq!(normalize_reference(reference), want, "{reference}");
     }
 }
+
+#[test]
+fn images_unused_past_the_maximum_age_expire_once_litelet_watched_that_long() {
+    let hour = 3600;
+    let policy = ImageGcPolicy {
+        max_age: Duration::from_secs(hour),
+        ..policy(120)
+    };
+    let mut records = ImageRecords::default();
+    let images = [
+        image("old", 1),
+        image("busy", 1),
+        image("fresh", 1),
+        image("gone-by", 1),
+    ];
+    // At start: every image is old news; "busy" and "gone-by" are in use.
+    records.observe(&images, &used(&["busy", "gone-by"]), at(0));
+    // "gone-by" stops being used at 10 s; "fresh" is pulled anew at 1 h 50 min.
+    records.observe(&images, &used(&["busy"]), at(10));
+    records.forget("fresh");
+    records.observe(&images, &used(&["busy"]), at(hour + 50 * 60));
+    let expired = |records: &ImageRecords, in_use: &[&str], now| {
+        expired_images(records, &used(in_use), &policy, now)
+            .into_iter()
+            .map(|(id, _)| id.to_owned())
+            .collect::<Vec<_>>()
+    };
+    // Litelet has not watched for an hour yet: nothing expires.
+    assert!(expired(&records, &["busy"], at(hour)).is_empty());
+    // After an hour of watching: the never-used image and the one unused for an
+    // hour go; the image in use and the one seen for the first time stay.
+    assert_eq!(
+        expired(&records, &["busy"], at(hour + 11)),
+        ["old", "gone-by"]
+    );
+    // "fresh" was first seen 10 minutes ago, never used: younger than min_age it
+    // would be kept, older it goes (an unused image counts as used long ago).
+    assert_eq!(
+        expired(&records, &["busy"], at(hour + 50 * 60 + 60)),
+        ["old", "gone-by"]
+    );
+    assert_eq!(
+        expired(&records, &["busy"], at(hour + 50 * 60 + 121)),
+        ["old", "fresh", "gone-by"],
+        "in eviction order: never used first"
+    );
+    // Off when zero.
+    let off = ImageGcPolicy {
+        max_age: Duration::ZERO,
+        ..policy.clone()
+    };
+    assert!(expired_images(&records, &used(&["busy"]), &off, at(10 * hour)).is_empty());
+}
+
+#[test]
+fn a_maximum_age_must_exceed_the_minimum_age() {
+    let with = |max: u64| ImageGcPolicy {
+        max_age: Duration::from_secs(max),
+        ..policy(120)
+    };
+    assert!(with(0).validate().is_ok());
+    assert!(with(121).validate().is_ok());
+    for bad in [60, 120] {
+        let err = with(bad).validate().unwrap_err().to_string();
+        assert!(
+            err.contains("imageMaximumGCAge")
+                && err.contains("must be greater than imageMinimumGCAge"),
+            "{err}"
+        );
+    }
+}

@@ -5,16 +5,19 @@
 //! Written by `ResizeManager` (sync loop thread on admission, pod worker threads on
 //! resize and removal) under its state lock, so writes never interleave.
 //!
-//! Crash safety: the new content goes to `<file>.tmp`, which is fsynced, renamed over
-//! the file, and the directory fsynced. A crash at any instant leaves either the old
-//! or the new file complete (rename is atomic); a half-written `.tmp` is never read
-//! and is overwritten by the next write. The file starts with a checksum line (FNV-1a
+//! Crash safety: the new content goes to a temp file beside it, created exclusively
+//! under a unique name (`fsutil::create_temp`: never an existing file or a planted
+//! symlink), which is fsynced, renamed over the file, and the directory fsynced. A
+//! crash at any instant leaves either the old or the new file complete (rename is
+//! atomic); a half-written temp file is never read and is removed by a later write
+//! (of another process). The steps are spelled out here rather than in
+//! `fsutil::write_atomic` so that tests can stop between them. The file starts with a checksum line (FNV-1a
 //! 64 of the JSON body) so that a damaged file is refused rather than half believed.
 //!
 //! Format: `litelet-allocations v1 <16 hex digits>\n{"pods":{"<uid>":{"containers":{...}}}}`.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -161,15 +164,8 @@ impl Checkpoint {
     pub(crate) fn write_until(&self, bytes: &[u8], stop: Stage) -> Result<(), CheckpointError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(self.io("create directory"))?;
-        let mut name = self.path.as_os_str().to_owned();
-        name.push(".tmp");
-        let tmp = PathBuf::from(name);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(self.io("create temp file"))?;
+        let (tmp, mut file) =
+            crate::fsutil::create_temp(&self.path, 0o600).map_err(self.io("create temp file"))?;
         if stop == Stage::PartialTemp {
             let half = &bytes[..bytes.len() / 2];
             return file.write_all(half).map_err(self.io("write temp file"));

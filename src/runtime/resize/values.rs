@@ -173,6 +173,7 @@ mod tests {
                 enforce_cpu_limits: true,
                 target_container_id: None,
                 seccomp_root: std::path::Path::new("/"),
+                seccomp_default: false,
                 apparmor_enabled: false,
                 swap: &crate::runtime::swap::SwapSettings::UNTOUCHED,
                 userns: None,

@@ -7,6 +7,12 @@
 //! read of a file that keeps growing; a log that is a symlink or not a regular file is
 //! refused (the pod may own its log folder and point `0.log` at `/dev/zero`).
 //! Also holds the pod and container lookups the streaming routes share.
+//!
+//! A follow is a loop on its connection's thread: it gives its touched stack pages
+//! back before settling in (`server::settle_stack`), learns that its container
+//! stopped from the PLEG's status cache (a CRI call every 5 s only when the cache does
+//! not know the container), and holds no buffer between reads, so a held follow costs
+//! little more than its thread and its TLS state.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,8 +32,12 @@ use crate::server::routes::Target;
 use crate::server::transport::{Reply, Transport};
 use crate::server::Shared;
 
-/// How often a follow checks whether the container still runs.
+/// How often a follow checks whether the container still runs, in the PLEG's
+/// status cache (no runtime call).
 const RUNNING_CHECK: Duration = Duration::from_secs(1);
+/// How often it asks the runtime instead, when the cache does not know the
+/// container (upstream's `stateCheckPeriod`).
+const RUNTIME_CHECK: Duration = Duration::from_secs(5);
 /// How long a follow waits for new lines (or the client) between file reads.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
@@ -151,16 +161,23 @@ fn now_nanos() -> i128 {
 
 pub fn serve(shared: &Shared, req: &Request, t: &Target, transport: &mut Transport) -> Reply {
     match prepare(shared, req, t) {
-        Ok((reader, id, follow)) => stream(shared, transport, reader, &id, follow),
+        Ok((reader, watched, follow)) => stream(shared, transport, reader, &watched, follow),
         Err(resp) => Reply::Full(resp),
     }
 }
 
+/// The container instance a follow watches.
+struct Watched {
+    pod_uid: String,
+    id: String,
+}
+
+#[inline(never)]
 fn prepare(
     shared: &Shared,
     req: &Request,
     t: &Target,
-) -> Result<(LogReader, String, bool), Response> {
+) -> Result<(LogReader, Watched, bool), Response> {
     let (options, previous) = log_options(req, now_nanos())?;
     let pod = find_pod(shared, t)?;
     if !has_container(&pod, &t.container) {
@@ -233,9 +250,38 @@ fn prepare(
         limits.max_log_read
     };
     reader.set_deadline(Instant::now() + budget);
-    Ok((reader, instance.id.clone(), follow))
+    let watched = Watched {
+        pod_uid: pod.uid().to_owned(),
+        id: instance.id.clone(),
+    };
+    Ok((reader, watched, follow))
 }
 
+/// What the PLEG's cache says of a container: `Some(running)`, or None when it does
+/// not know it (pure).
+fn cached_state(status: &PodRuntimeStatus, id: &str) -> Option<bool> {
+    let container = status.containers.iter().find(|c| c.id == id)?;
+    Some(container.state == ContainerState::Running)
+}
+
+/// Whether the container still runs: the cache when it knows, else the runtime at
+/// most every [`RUNTIME_CHECK`] (`last_asked`); `None` means "not checked now".
+fn still_running(shared: &Shared, w: &Watched, last_asked: &mut Instant) -> Option<bool> {
+    let cached = shared.ctx.runtime_cache.as_ref().and_then(|cache| {
+        let status = cache.get(&w.pod_uid).status.ok()?;
+        cached_state(&status, &w.id)
+    });
+    if cached.is_some() {
+        return cached;
+    }
+    if last_asked.elapsed() < RUNTIME_CHECK {
+        return None;
+    }
+    *last_asked = Instant::now();
+    Some(running(shared, &w.id))
+}
+
+#[inline(never)]
 fn running(shared: &Shared, id: &str) -> bool {
     let request = pb::ContainerStatusRequest {
         container_id: id.to_owned(),
@@ -254,25 +300,32 @@ fn stream(
     shared: &Shared,
     transport: &mut Transport,
     mut reader: LogReader,
-    id: &str,
+    w: &Watched,
     follow: bool,
 ) -> Reply {
     if http::start_chunked(transport, "text/plain").is_err() {
         return Reply::Streamed { close: true };
     }
     let mut last_check = Instant::now();
-    let mut alive = follow && running(shared, id);
+    let mut last_asked = Instant::now();
+    let mut alive = follow && running(shared, &w.id);
+    let mut settled = false;
     loop {
         match reader.pump(&mut Chunked::new(transport)) {
             Ok(Pumped::LimitReached | Pumped::TimeUp) => break,
             Ok(Pumped::CaughtUp(_)) => {}
             Err(err) => {
-                log::debug!("log stream of container {id} ended: {err}");
+                log::debug!("log stream of container {} ended: {err}", w.id);
                 return Reply::Streamed { close: true };
             }
         }
         if !alive || shared.stopping.load(Ordering::Relaxed) {
             break;
+        }
+        if !settled {
+            // Caught up with the tail: from here on the loop is shallow.
+            crate::server::settle_stack();
+            settled = true;
         }
         if transport.client_stirred(FOLLOW_POLL) {
             // A follow client never sends; data or a hang-up means it is done.
@@ -281,7 +334,9 @@ fn stream(
         if last_check.elapsed() >= RUNNING_CHECK {
             last_check = Instant::now();
             // One more pump after the container stopped catches its last lines.
-            alive = running(shared, id);
+            if let Some(running) = still_running(shared, w, &mut last_asked) {
+                alive = running;
+            }
         }
     }
     let ok = transport
@@ -301,6 +356,26 @@ mod tests {
             query: http::parse_query(query).unwrap(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_cache_decides_whether_a_followed_container_runs() {
+        use crate::runtime::model::ContainerStatus;
+        let container = |id: &str, state| ContainerStatus {
+            id: id.into(),
+            state,
+            ..Default::default()
+        };
+        let status = PodRuntimeStatus {
+            containers: vec![
+                container("new", ContainerState::Running),
+                container("old", ContainerState::Exited),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(cached_state(&status, "new"), Some(true));
+        assert_eq!(cached_state(&status, "old"), Some(false));
+        assert_eq!(cached_state(&status, "unknown"), None, "ask the runtime");
     }
 
     #[test]

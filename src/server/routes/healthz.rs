@@ -1,11 +1,17 @@
 //! `/healthz`: "ok" while the sync loop turns and the PLEG relists, else 500 with the
 //! failing checks, in upstream's format (`[+]name ok` / `[-]name failed: reason
 //! withheld` with `?verbose`, then `healthz check failed`). The decision is the pure
-//! [`health_report`]; [`serve`] gathers its inputs.
+//! [`health_report`]; [`serve`] gathers its inputs. `/metrics/slis` ([`slis`]) serves
+//! the same checks as upstream's SLI series: `kubernetes_healthcheck{name,type}` (1 or
+//! 0 now) and `kubernetes_healthchecks_total{name,status,type}` (every check run, by
+//! `/healthz` or a scrape).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
+use std::fmt::Write as _;
+
+use crate::metrics;
 use crate::runtime::state::PlegUnhealthy;
 use crate::server::http::{Request, Response};
 use crate::server::Shared;
@@ -22,16 +28,21 @@ pub struct HealthInput {
     pub pleg: Result<(), PlegUnhealthy>,
 }
 
-/// (healthy, body) for the input; `verbose` lists passing checks too.
-pub fn health_report(input: &HealthInput, verbose: bool) -> (bool, String) {
+/// Each check and whether it passes (pure).
+pub fn checks(input: &HealthInput) -> [(&'static str, bool); 3] {
     // Not started yet (heartbeat 0): upstream reports healthy until the loop first turns.
     let syncloop_ok = input.heartbeat == 0
         || input.now.saturating_sub(input.heartbeat) <= input.threshold.as_secs();
-    let checks: [(&str, bool); 3] = [
+    [
         ("ping", true),
         ("syncloop", syncloop_ok),
         ("pleg", input.pleg.is_ok()),
-    ];
+    ]
+}
+
+/// (healthy, body) for the input; `verbose` lists passing checks too.
+pub fn health_report(input: &HealthInput, verbose: bool) -> (bool, String) {
+    let checks = checks(input);
     let healthy = checks.iter().all(|(_, ok)| *ok);
     if healthy && !verbose {
         return (true, "ok".into());
@@ -52,22 +63,56 @@ pub fn health_report(input: &HealthInput, verbose: bool) -> (bool, String) {
     (healthy, body)
 }
 
-pub fn serve(shared: &Shared, req: &Request) -> Response {
+fn input(shared: &Shared) -> HealthInput {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let input = HealthInput {
+    HealthInput {
         now,
         heartbeat: shared.ctx.heartbeat.load(Ordering::Relaxed),
         threshold: shared.config.sync_loop_threshold,
         pleg: shared.ctx.pleg.check(Instant::now(), shared.ctx.started),
-    };
+    }
+}
+
+/// Counts each check's outcome (`kubernetes_healthchecks_total`).
+fn count(checks: &[(&'static str, bool)]) {
+    for (name, ok) in checks {
+        let status = if *ok { "success" } else { "error" };
+        metrics::HEALTHCHECKS.inc(&[name, status, "healthz"]);
+    }
+}
+
+#[inline(never)]
+pub fn serve(shared: &Shared, req: &Request) -> Response {
+    let input = input(shared);
+    count(&checks(&input));
     let (healthy, body) = health_report(&input, req.param("verbose").is_some());
     if let Err(reason) = &input.pleg {
         log::warn!("healthz: {reason}");
     }
     Response::text(if healthy { 200 } else { 500 }, body)
+}
+
+/// `/metrics/slis`: the checks as upstream's SLI series.
+#[inline(never)]
+pub fn slis(shared: &Shared) -> Response {
+    let checks = checks(&input(shared));
+    count(&checks);
+    let mut out = String::from(
+        "# HELP kubernetes_healthcheck This metric records the result of a single healthcheck.\n\
+         # TYPE kubernetes_healthcheck gauge\n",
+    );
+    for (name, ok) in checks {
+        let _ = writeln!(
+            out,
+            "kubernetes_healthcheck{{name=\"{name}\",type=\"healthz\"}} {}",
+            u8::from(ok)
+        );
+    }
+    metrics::HEALTHCHECKS.render(&mut out);
+    Response::new(200, "text/plain; version=0.0.4; charset=utf-8", out)
 }
 
 #[cfg(test)]

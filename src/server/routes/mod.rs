@@ -4,7 +4,8 @@
 //! authorization, so error messages may name the pod the caller asked for.
 //!
 //! Handlers run on the connection's thread: `/pods`, `/runningpods/` (one CRI list),
-//! `/metrics`, `/metrics/resource`, `/metrics/probes`, `/configz`,
+//! `/metrics`, `/metrics/resource`, `/metrics/cadvisor`, `/metrics/probes`,
+//! `/metrics/slis`, `/configz`,
 //! `/stats/summary` and `/healthz` answer at once (usage comes from the `stats`
 //! thread's last sample, never measured on request); `/containerLogs` may follow for a long time; `/exec`, `/attach` and
 //! `/portForward` proxy the runtime's streaming server until either side closes.
@@ -43,6 +44,10 @@ pub enum Route {
     Metrics,
     /// `/metrics/resource`: usage for metrics-server.
     MetricsResource,
+    /// `/metrics/cadvisor`: usage in cAdvisor's names, for Prometheus.
+    MetricsCadvisor,
+    /// `/metrics/slis`: the health checks as SLI series.
+    MetricsSlis,
     /// `/metrics/probes`: the prober's attempt counters.
     MetricsProbes,
     /// `/stats/summary`: the stats API summary.
@@ -86,6 +91,8 @@ pub fn parse(method: &str, raw_path: &str) -> Result<Route, RouteError> {
         "runningpods" if rest.is_empty() => (Route::RunningPods, get),
         "metrics" if rest.is_empty() => (Route::Metrics, get),
         "metrics" if rest == ["resource"] => (Route::MetricsResource, get),
+        "metrics" if rest == ["cadvisor"] => (Route::MetricsCadvisor, get),
+        "metrics" if rest == ["slis"] => (Route::MetricsSlis, get),
         "metrics" if rest == ["probes"] => (Route::MetricsProbes, get),
         "stats" if rest == ["summary"] => (Route::StatsSummary, get),
         "configz" if rest.is_empty() => (Route::Configz, get),
@@ -163,6 +170,7 @@ fn route_error(err: RouteError) -> Reply {
 }
 
 /// `/configz`: the document the config layer rendered at start.
+#[inline(never)]
 fn configz(shared: &Shared) -> Response {
     match &shared.config.configz {
         Some(doc) => match serde_json::to_vec(doc.as_ref()) {
@@ -199,6 +207,8 @@ pub fn dispatch(
         Route::RunningPods => Reply::Full(running_pods::serve(shared)),
         Route::Metrics => Reply::Full(pods::metrics(shared)),
         Route::MetricsResource => Reply::Full(stats::resource_metrics(shared)),
+        Route::MetricsCadvisor => Reply::Full(stats::cadvisor_metrics(shared)),
+        Route::MetricsSlis => Reply::Full(healthz::slis(shared)),
         Route::StatsSummary => Reply::Full(stats::summary(shared)),
         Route::Configz => Reply::Full(configz(shared)),
         Route::MetricsProbes => Reply::Full(match &shared.ctx.probes {
@@ -243,7 +253,9 @@ mod tests {
             ("GET", "/configz/x", Err(RouteError::NotFound)),
             ("POST", "/stats/summary", Err(RouteError::MethodNotAllowed)),
             ("GET", "/stats", Err(RouteError::NotFound)),
-            ("GET", "/metrics/cadvisor", Err(RouteError::NotFound)),
+            ("GET", "/metrics/cadvisor", Ok(Route::MetricsCadvisor)),
+            ("GET", "/metrics/cadvisor/x", Err(RouteError::NotFound)),
+            ("GET", "/metrics/slis", Ok(Route::MetricsSlis)),
             ("POST", "/pods", Err(RouteError::MethodNotAllowed)),
             (
                 "GET",

@@ -28,6 +28,7 @@ pub fn to_api_pod(running: &RunningPod) -> Pod {
     pod
 }
 
+#[inline(never)]
 pub fn serve(shared: &Shared) -> Response {
     let pods = match running_pods(&shared.ctx.runtime, false) {
         Ok(pods) => pods,

@@ -1,14 +1,17 @@
-//! `/stats/summary` and `/metrics/resource`: the `stats` thread's last sample rendered
-//! by `crate::stats::summary` / `crate::stats::resource_metrics`. Nothing is measured
-//! on request, so a scrape costs a lock, a clone of an `Arc` and the encoding.
-//! Authorized as `nodes/stats` and `nodes/metrics` (see `authz.rs`).
+//! `/stats/summary`, `/metrics/resource` and `/metrics/cadvisor`: the `stats` thread's
+//! last sample rendered by `crate::stats::summary` / `resource_metrics` / `cadvisor`.
+//! Nothing is measured on request, so a scrape costs a lock, a clone of an `Arc` and
+//! the encoding; a cAdvisor scrape also keeps the sampler reading the cgroup detail
+//! for the next rounds. Authorized as `nodes/stats` and `nodes/metrics` (see
+//! `authz.rs`).
 
 use std::time::SystemTime;
 
 use crate::server::http::Response;
 use crate::server::Shared;
-use crate::stats::{resource_metrics as rm, summary as sm};
+use crate::stats::{cadvisor, resource_metrics as rm, summary as sm};
 
+#[inline(never)]
 pub fn summary(shared: &Shared) -> Response {
     let Some(store) = &shared.ctx.stats else {
         return Response::text(503, "stats are not collected on this node");
@@ -27,11 +30,25 @@ pub fn summary(shared: &Shared) -> Response {
     }
 }
 
+#[inline(never)]
 pub fn resource_metrics(shared: &Shared) -> Response {
     let sample = shared.ctx.stats.as_ref().and_then(|s| s.latest());
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",
         rm::render(sample.as_deref()),
+    )
+}
+
+#[inline(never)]
+pub fn cadvisor_metrics(shared: &Shared) -> Response {
+    let Some(store) = &shared.ctx.stats else {
+        return Response::text(503, "stats are not collected on this node");
+    };
+    store.want_detail();
+    Response::new(
+        200,
+        "text/plain; version=0.0.4; charset=utf-8",
+        cadvisor::render(store.latest().as_deref()),
     )
 }

@@ -3,7 +3,8 @@
 //! since the redirect mode was removed. The proxy is byte-transparent: the runtime's
 //! streaming server answers the SPDY or WebSocket upgrade itself, and bytes are then
 //! pumped both ways until either side closes, litelet shuts down or the stream is idle
-//! for `stream_idle_timeout`. Plus `/run` (POST, `cmd=`): ExecSync, output returned.
+//! for `stream_idle_timeout` (`streamingConnectionIdleTimeout`; zero: never). Plus
+//! `/run` (POST, `cmd=`): ExecSync, output returned.
 //!
 //! Runs on the connection's thread; one poll over both sockets, so a stalled peer
 //! holds only this thread (writes time out after `write_timeout`).
@@ -87,33 +88,38 @@ pub fn exec(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let flags = stream_flags(req)?;
-        let cmd: Vec<String> = req.params("command").map(str::to_owned).collect();
-        if cmd.is_empty() {
-            return Err(Response::text(
-                400,
-                "you must specify at least one command for the container",
-            ));
-        }
-        let id = running_container(shared, t)?;
-        let request = pb::ExecRequest {
-            container_id: id,
-            cmd,
-            tty: flags.tty,
-            stdin: flags.stdin,
-            stdout: flags.stdout,
-            stderr: flags.stderr && !flags.tty,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .exec(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = exec_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
+}
+
+/// The runtime's streaming URL for a `exec` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn exec_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let flags = stream_flags(req)?;
+    let cmd: Vec<String> = req.params("command").map(str::to_owned).collect();
+    if cmd.is_empty() {
+        return Err(Response::text(
+            400,
+            "you must specify at least one command for the container",
+        ));
+    }
+    let id = running_container(shared, t)?;
+    let request = pb::ExecRequest {
+        container_id: id,
+        cmd,
+        tty: flags.tty,
+        stdin: flags.stdin,
+        stdout: flags.stdout,
+        stderr: flags.stderr && !flags.tty,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .exec(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
 }
 
 pub fn attach(
@@ -123,24 +129,29 @@ pub fn attach(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let flags = stream_flags(req)?;
-        let request = pb::AttachRequest {
-            container_id: running_container(shared, t)?,
-            stdin: flags.stdin,
-            tty: flags.tty,
-            stdout: flags.stdout,
-            stderr: flags.stderr && !flags.tty,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .attach(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = attach_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
+}
+
+/// The runtime's streaming URL for a `attach` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn attach_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let flags = stream_flags(req)?;
+    let request = pb::AttachRequest {
+        container_id: running_container(shared, t)?,
+        stdin: flags.stdin,
+        tty: flags.tty,
+        stdout: flags.stdout,
+        stderr: flags.stderr && !flags.tty,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .attach(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
 }
 
 pub fn port_forward(
@@ -150,42 +161,48 @@ pub fn port_forward(
     transport: &mut Transport,
     buf: &mut Vec<u8>,
 ) -> Reply {
-    let url = (|| {
-        let mut ports = Vec::new();
-        for p in req.params("port") {
-            match p.parse::<u16>() {
-                Ok(port) if port > 0 => ports.push(i32::from(port)),
-                _ => return Err(Response::text(400, format!("invalid port {p:?}"))),
-            }
-        }
-        let pod = find_pod(shared, t)?;
-        let status = runtime_status(shared, &pod)?;
-        let sandbox = status
-            .sandboxes
-            .iter()
-            .find(|s| s.state == SandboxState::Ready)
-            .ok_or_else(|| {
-                Response::text(
-                    404,
-                    format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod),
-                )
-            })?;
-        let request = pb::PortForwardRequest {
-            pod_sandbox_id: sandbox.id.clone(),
-            port: ports,
-            ..Default::default()
-        };
-        shared
-            .ctx
-            .runtime
-            .port_forward(&request)
-            .map(|r| r.url)
-            .map_err(|e| cri_error(&e))
-    })();
+    let url = port_forward_url(shared, req, t);
     proxy_or_error(shared, req, url, transport, buf)
 }
 
+/// The runtime's streaming URL for a `port_forward` request (its own frame: a held
+/// stream's thread keeps only the frames above the proxy loop).
+#[inline(never)]
+fn port_forward_url(shared: &Shared, req: &Request, t: &Target) -> Result<String, Response> {
+    let mut ports = Vec::new();
+    for p in req.params("port") {
+        match p.parse::<u16>() {
+            Ok(port) if port > 0 => ports.push(i32::from(port)),
+            _ => return Err(Response::text(400, format!("invalid port {p:?}"))),
+        }
+    }
+    let pod = find_pod(shared, t)?;
+    let status = runtime_status(shared, &pod)?;
+    let sandbox = status
+        .sandboxes
+        .iter()
+        .find(|s| s.state == SandboxState::Ready)
+        .ok_or_else(|| {
+            Response::text(
+                404,
+                format!("pod \"{}/{}\" has no ready sandbox", t.namespace, t.pod),
+            )
+        })?;
+    let request = pb::PortForwardRequest {
+        pod_sandbox_id: sandbox.id.clone(),
+        port: ports,
+        ..Default::default()
+    };
+    shared
+        .ctx
+        .runtime
+        .port_forward(&request)
+        .map(|r| r.url)
+        .map_err(|e| cri_error(&e))
+}
+
 /// `/run`: runs `cmd` (split on whitespace) with ExecSync and answers its output.
+#[inline(never)]
 pub fn run(shared: &Shared, req: &Request, t: &Target) -> Response {
     let result = (|| {
         let cmd: Vec<String> = req
@@ -350,11 +367,14 @@ fn pump(shared: &Shared, client: &mut Transport, backend: &mut TcpStream) -> io:
     let idle_limit = shared.config.limits.stream_idle_timeout;
     let mut last = Instant::now();
     let mut client_open = true;
-    let mut data = vec![0u8; 32 * 1024];
+    // One TLS record's worth: a read never returns more plaintext than that.
+    let mut data = vec![0u8; 16 * 1024];
     let client_sock = client.socket().try_clone()?;
     let backend_sock = backend.try_clone()?;
+    crate::server::settle_stack();
     loop {
-        if shared.stopping.load(Ordering::Relaxed) || last.elapsed() >= idle_limit {
+        let idle = !idle_limit.is_zero() && last.elapsed() >= idle_limit;
+        if shared.stopping.load(Ordering::Relaxed) || idle {
             return Ok(());
         }
         if client_open {

@@ -38,6 +38,7 @@ fn sample() -> Sample {
             imagefs: Some(fs_usage(200)),
             max_pid: Some(4_194_304),
             processes: Some(120),
+            ..Default::default()
         },
         pods: vec![PodSample {
             name: "web".into(),
@@ -54,9 +55,12 @@ fn sample() -> Sample {
                 usage_nano_cores: None,
                 rootfs: Some(fs_usage(40)),
                 logs: Some(fs_usage(20)),
+                ..Default::default()
             }],
             volumes: vec![("cache".into(), fs_usage(30))],
+            ..Default::default()
         }],
+        claims: vec![],
         errors: vec![],
     }
 }
