@@ -99,12 +99,16 @@ stage() {
   local root=$1 flavour=$2
   rm -rf "$root"
   install -D -m 0755 "$BIN" "$root/usr/bin/litelet"
+  # `kubelet` is litelet too: kubeadm's preflight runs `kubelet --version`, and tools
+  # look for the kubelet by that name. The package conflicts with the kubelet package.
+  ln -s litelet "$root/usr/bin/kubelet"
   install -D -m 0644 packaging/config.yaml "$root/etc/litelet/config.yaml"
   install -d -m 0755 "$root/etc/kubernetes/manifests"
   install -d -m 0700 "$root/var/lib/kubelet"
   install -d -m 0755 "$root/usr/share/man/man1" "$root/usr/share/doc/litelet"
   gzip -9n <packaging/litelet.1 >"$root/usr/share/man/man1/litelet.1.gz"
   chmod 0644 "$root/usr/share/man/man1/litelet.1.gz"
+  ln -s litelet.1.gz "$root/usr/share/man/man1/kubelet.1.gz"
   # A drop-in for kubeadm nodes, installed by hand (README, "Join a cluster").
   install -D -m 0644 packaging/kubeadm/10-kubeadm.conf \
     "$root/usr/share/litelet/kubeadm/10-kubeadm.conf"
@@ -206,14 +210,16 @@ version_from_root() {
   # The root holds nothing but the package: chroot proves the binary needs no library.
   got=$(chroot "$OUT/dpkg-root" /usr/bin/litelet --version)
   echo "$got"
-  [ "$got" = "litelet $VERSION" ]
+  # Upstream's form, which kubeadm's preflight reads from `kubelet --version`.
+  [[ $got == "Kubernetes v1.36."*"+litelet.$VERSION" ]] &&
+    [ "$(chroot "$OUT/dpkg-root" /usr/bin/kubelet --version)" = "$got" ]
 }
 
 rpm_lists_files() {
   local listing expected
   listing=$(rpm -qpl "$RPM" 2>/dev/null)
   echo "$listing"
-  for expected in /usr/bin/litelet /usr/lib/systemd/system/litelet.service \
+  for expected in /usr/bin/litelet /usr/bin/kubelet /usr/lib/systemd/system/litelet.service \
     /etc/litelet/config.yaml /etc/sysconfig/litelet /etc/kubernetes/manifests \
     /var/lib/kubelet /usr/share/man/man1/litelet.1.gz /usr/share/licenses/litelet/LICENSE; do
     grep -qx "$expected" <<<"$listing" || { echo "missing $expected"; return 1; }

@@ -435,7 +435,7 @@ fn api_client(flags: &Flags, node: &str) -> Result<Option<Api>, AgentError> {
             .map_err(|e| AgentError::Config(format!("TLS bootstrap: {e}")))?;
     }
     let mut config = kubeconfig::load(path).map_err(|e| AgentError::Config(e.to_string()))?;
-    config.qps = flags.kube_api_qps;
+    config.qps = flags.kube_api_qps as f32;
     config.burst = flags.kube_api_burst;
     if flags.rotate_certificates && config.client_cert_pem.is_some() {
         // A pair renewed since the kubeconfig was written wins (upstream's manager
@@ -723,7 +723,7 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
     };
     let (event_tx, event_rx) = bounded(1000);
     let (qps, burst) =
-        crate::api::ratelimit::client_go_limit(w.flags.event_qps, w.flags.event_burst);
+        crate::api::ratelimit::client_go_limit(w.flags.event_qps as f32, w.flags.event_burst);
     w.threads.add(events::spawn(
         client.with_own_limit(qps, burst),
         events::Options::new(node),
@@ -848,7 +848,7 @@ fn start_runtime(
         apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
         node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
         swap: swap_settings(flags, &host.machine),
-        seccomp_default: false,
+        seccomp_default: flags.seccomp_default,
     };
     let runtime_name = runtime
         .version(&Default::default())
@@ -868,6 +868,10 @@ fn start_runtime(
         RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
     if let Some(devices) = devices {
         manager = manager.with_devices(Arc::new(devices.clone()));
+    }
+    // Checked when the settings were loaded; the fallback is never reached.
+    if let Ok(concurrency) = flags.pull_concurrency() {
+        manager = manager.with_pull_concurrency(concurrency);
     }
     let manager = Arc::new(
         manager
@@ -1338,6 +1342,8 @@ fn start_gc(w: &mut Wiring, pods: &PodSide, rt: &RuntimeParts) -> Result<(), Age
         image_policy: ImageGcPolicy {
             high_threshold_percent: flags.image_gc_high_threshold,
             low_threshold_percent: flags.image_gc_low_threshold,
+            min_age: flags.minimum_image_ttl_duration,
+            max_age: flags.image_maximum_gc_age,
             ..Default::default()
         },
         recorder: w.recorder.clone(),

@@ -31,6 +31,13 @@ pub enum LogFormat {
 #[error("logging.format: Unsupported value: {0:?}: supported values: \"json\", \"text\"")]
 pub struct UnsupportedLogFormat(pub String);
 
+impl std::str::FromStr for LogFormat {
+    type Err = UnsupportedLogFormat;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        LogFormat::parse(text)
+    }
+}
+
 impl LogFormat {
     /// Parses `--logging-format` / `logging.format`.
     pub fn parse(text: &str) -> Result<LogFormat, UnsupportedLogFormat> {

@@ -9,7 +9,7 @@ use crossbeam_channel::{after, select};
 
 use litelet::config::{log_filter, Command, Flags, RuntimeFlags};
 use litelet::cri::{self, RuntimeClient};
-use litelet::log_format::{self, LogFormat};
+use litelet::log_format;
 use litelet::{agent, process, runtime_info};
 
 fn main() -> ExitCode {
@@ -20,12 +20,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    log_format::init(LogFormat::default(), log_filter(flags.verbosity));
-    if !flags.config_no_effect.is_empty() {
-        log::warn!(
-            "config file: accepted, but no effect in litelet: {}",
-            flags.config_no_effect.join("; ")
-        );
+    log_format::init(flags.log_format, log_filter(flags.verbosity));
+    for warning in &flags.warnings {
+        log::warn!("{warning}");
     }
     match &flags.command {
         Some(Command::RuntimeInfo(info)) => {
@@ -70,7 +67,7 @@ fn run_agent(flags: &Flags) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    process::set_own_oom_score_adj(process::DEFAULT_OOM_SCORE_ADJ);
+    process::set_own_oom_score_adj(flags.oom_score_adj);
     let (endpoint, options) = match flags.runtime.resolve() {
         Ok(resolved) => resolved,
         Err(err) => {
@@ -91,6 +88,13 @@ fn run_agent(flags: &Flags) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // protectKernelDefaults: the tunables are checked, never changed by litelet.
+    if flags.protect_kernel_defaults {
+        if let Err(err) = litelet::kernel_tunables::setup(&litelet::kernel_tunables::root(), true) {
+            log::error!("{err}");
+            return ExitCode::from(2);
+        }
+    }
     let (runtime, images) = cri::connect(&endpoint, &options);
     if !wait_for_runtime(&runtime, &shutdown) {
         return ExitCode::SUCCESS;

@@ -21,7 +21,8 @@ const LITELET: &str = env!("CARGO_BIN_EXE_litelet");
 fn version_flag() {
     let out = Command::new(LITELET).arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("litelet "));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Kubernetes v1.36."), "{text}");
 }
 
 #[test]
@@ -472,4 +473,28 @@ fn a_matching_or_unknown_runtime_cgroup_driver_lets_litelet_start() {
             assert!(text.contains("the same as the runtime's"), "{text}");
         }
     }
+}
+
+/// `--protect-kernel-defaults` (a CIS benchmark item): a tunable the kubelet depends
+/// on at another value stops litelet at start, naming it, and litelet changes nothing.
+#[test]
+fn protected_kernel_defaults_that_differ_stop_litelet_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = support::proc_sys(dir.path());
+    let panic = litelet::kernel_tunables::path_of(&root, "kernel.panic");
+    std::fs::write(&panic, "0\n").unwrap();
+    let endpoint = format!("unix://{}/missing.sock", dir.path().display());
+    let out = Command::new(LITELET)
+        .env(TEST_ROOT_ENV, &root)
+        .args(["--container-runtime-endpoint", &endpoint])
+        .arg("--root-dir")
+        .arg(dir.path().join("root"))
+        .arg("--protect-kernel-defaults")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("kernel.panic"), "{err}");
+    assert_eq!(std::fs::read_to_string(&panic).unwrap().trim(), "0");
 }

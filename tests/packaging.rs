@@ -63,7 +63,11 @@ fn version_matches_the_package_version() {
     let version = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         version.trim(),
-        format!("litelet {}", env!("CARGO_PKG_VERSION"))
+        format!("Kubernetes v1.36.3+litelet.{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(
+        kubeadm_reads_kubelet_version(version.trim()),
+        "kubeadm's preflight cannot read {version:?}"
     );
     let changelog = repo_file("packaging/changelog");
     let first = changelog.lines().next().unwrap_or_default();
@@ -107,13 +111,13 @@ fn a_bad_config_file_is_refused_by_name() {
     std::fs::write(
         &path,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         cgroupDriver: openrc\nserializeImagePulls: false\nmaxPod: 3\n",
+         cgroupDriver: openrc\nrunOnce: true\nreadOnlyPort: 10255\n",
     )
     .unwrap();
     let out = litelet(&["--config", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    for field in ["cgroupDriver", "serializeImagePulls", "maxPod"] {
+    for field in ["cgroupDriver", "runOnce", "readOnlyPort"] {
         assert!(err.contains(field), "{err}");
     }
 }
@@ -168,7 +172,6 @@ fn package_script_resolves_the_target_dir_to_an_absolute_path() {
 /// otherwise the unit kubeadm restarts could not start.
 #[test]
 fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
-    use clap::Parser;
     let dropin = repo_file("packaging/kubeadm/10-kubeadm.conf");
     let mut vars = std::collections::HashMap::new();
     for line in dropin.lines() {
@@ -209,4 +212,22 @@ fn the_kubeadm_drop_in_starts_litelet_with_flags_it_takes() {
         flags.config.as_deref(),
         Some(Path::new("/var/lib/kubelet/config.yaml"))
     );
+}
+
+/// kubeadm's preflight (KubeletVersionCheck) reads `kubelet --version` as
+/// `Kubernetes vMAJOR.MINOR.PATCH` with an optional semver suffix of `[-0-9a-zA-Z_.+]`.
+fn kubeadm_reads_kubelet_version(text: &str) -> bool {
+    let Some(version) = text.strip_prefix("Kubernetes v") else {
+        return false;
+    };
+    let core_end = version
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(version.len());
+    let (core, suffix) = version.split_at(core_end);
+    let numbers: Vec<&str> = core.split('.').collect();
+    numbers.len() == 3
+        && numbers.iter().all(|n| !n.is_empty())
+        && suffix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
 }

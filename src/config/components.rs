@@ -9,12 +9,14 @@ use crate::server::tls::ciphers::{self, CipherError};
 use crate::server::tls::TlsPolicy;
 use std::time::Duration;
 
+use crate::node::addresses::{CloudProvider, NodeIps};
 use crate::node::config::{
-    check_subdomain, parse_eviction_hard, parse_node_labels, parse_reserved, parse_taints,
-    validate_node_ip, ConfigError, NodeConfig,
+    check_subdomain, parse_eviction_hard, parse_node_labels, parse_reserved, validate_node_ip,
+    ConfigError, NodeConfig,
 };
 use crate::server::ServerConfig;
 
+use super::value::pairs_text;
 use super::Flags;
 
 impl Flags {
@@ -35,29 +37,25 @@ impl Flags {
         check_subdomain(&name)
             .map_err(|e| ConfigError::NodeName(format!("{name:?} is not a valid name: {e}")))?;
         let mut c = NodeConfig::new(&name, &name);
-        if let Some(ip) = flags.node_ip {
+        // Both checked when the flags were read.
+        c.node_ips = NodeIps::parse(&flags.node_ip).unwrap_or_default();
+        c.node_ip = c.node_ips.primary();
+        if let Some(ip) = c.node_ip {
             validate_node_ip(ip)?;
-            c.node_ip = Some(ip);
         }
+        c.cloud_provider = CloudProvider::parse(&flags.cloud_provider).unwrap_or_default();
+        c.provider_id = flags.provider_id.clone();
+        // Checked positive when the flags were read.
+        let _ = c.set_lease_duration(flags.node_lease_duration_seconds);
         c.port = flags.port;
         c.max_pods = flags.max_pods;
         c.node_status_update_frequency = flags.node_status_update_frequency;
         c.node_status_report_frequency = flags.node_status_report_frequency;
-        if let Some(t) = &flags.node_labels {
-            c.labels = parse_node_labels(t)?;
-        }
-        if let Some(t) = &flags.register_with_taints {
-            c.register_with_taints = parse_taints(t)?;
-        }
-        if let Some(t) = &flags.kube_reserved {
-            c.kube_reserved = parse_reserved(t)?;
-        }
-        if let Some(t) = &flags.system_reserved {
-            c.system_reserved = parse_reserved(t)?;
-        }
-        if let Some(t) = &flags.eviction_hard {
-            c.eviction_hard = parse_eviction_hard(t)?;
-        }
+        c.labels = parse_node_labels(&pairs_text(&flags.node_labels, '='))?;
+        c.register_with_taints = flags.register_with_taints.clone();
+        c.kube_reserved = parse_reserved(&pairs_text(&flags.kube_reserved, '='))?;
+        c.system_reserved = parse_reserved(&pairs_text(&flags.system_reserved, '='))?;
+        c.eviction_hard = parse_eviction_hard(&pairs_text(&flags.eviction_hard, '<'))?;
         Ok(c)
     }
 
@@ -73,14 +71,16 @@ impl Flags {
     pub fn server_config(&self, node_name: &str) -> ServerConfig {
         let flags = self;
         let mut config = ServerConfig::new(node_name, flags.root_dir.clone());
-        config.address = flags.address;
+        config.address = flags.address.0;
         config.port = flags.port;
-        config.healthz_address = flags.healthz_bind_address;
+        config.healthz_address = flags.healthz_bind_address.0;
         config.healthz_port = (flags.healthz_port != 0).then_some(flags.healthz_port);
         config.tls.cert_file = flags.tls_cert_file.clone();
         config.tls.key_file = flags.tls_private_key_file.clone();
         config.tls.client_ca_file = flags.client_ca_file.clone();
-        config.tls.host_ips = flags.node_ip.iter().copied().collect();
+        config.tls.host_ips = NodeIps::parse(&flags.node_ip)
+            .map(NodeIps::given)
+            .unwrap_or_default();
         config.anonymous_auth = flags.anonymous_auth;
         config.authorization_mode = flags.authorization_mode;
         let token_ttl = flags.authentication_token_webhook_cache_ttl;
@@ -105,8 +105,6 @@ impl Flags {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
     use crate::api::quantity::Quantity;
     use crate::node::config::default_eviction_hard;

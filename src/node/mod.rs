@@ -47,7 +47,7 @@ pub use inputs::NodeInputs;
 pub use lease::NodeRef;
 pub use lister::NodeLister;
 pub use machine::{MachineError, MachineInfo, MachineReader, MachineRoots};
-pub use status::{Health, KUBELET_VERSION};
+pub use status::{Health, KUBELET_VERSION, KUBERNETES_VERSION};
 
 /// The running node threads.
 pub struct NodeHandles {

@@ -29,10 +29,15 @@ use crate::node::addresses::node_addresses;
 use crate::node::config::NodeConfig;
 use crate::node::machine::MachineInfo;
 
-/// The version litelet reports as `nodeInfo.kubeletVersion`: the Kubernetes API level
-/// it implements, with litelet's own version as semver build metadata (as k3s does
-/// with `+k3s1`), so version parsers accept it and compare it as that release.
-pub const KUBELET_VERSION: &str = concat!("v1.33.0+litelet.", env!("CARGO_PKG_VERSION"));
+/// The Kubernetes release whose kubelet behaviour litelet implements (its flags,
+/// config fields and feature gates are that release's).
+pub const KUBERNETES_VERSION: &str = "v1.36.3";
+
+/// The version litelet reports as `nodeInfo.kubeletVersion` (and, run as `kubelet`,
+/// to `--version`): [`KUBERNETES_VERSION`] with litelet's own version as semver build
+/// metadata (as k3s does with `+k3s1`), so version parsers accept it and compare it
+/// as that release.
+pub const KUBELET_VERSION: &str = concat!("v1.36.3+litelet.", env!("CARGO_PKG_VERSION"));
 
 /// The conditions litelet owns (others, such as NetworkUnavailable, belong to other
 /// writers and are never sent).

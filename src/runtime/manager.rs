@@ -190,6 +190,15 @@ impl RuntimeManager {
         self
     }
 
+    /// Runs at most as many image pulls at once as `concurrency` allows.
+    pub fn with_pull_concurrency(
+        mut self,
+        concurrency: super::pull_limit::PullConcurrency,
+    ) -> Self {
+        self.image_manager.set_pull_concurrency(concurrency);
+        self
+    }
+
     /// Asks `devices` for each container's device plugin allocations before creating it.
     pub fn with_devices(mut self, devices: Arc<dyn super::devices::ContainerDevices>) -> Self {
         self.devices = Some(devices);

@@ -21,14 +21,40 @@ use crate::api::ApiClient;
 use crate::server::cache::TtlCache;
 
 /// `--authorization-mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AuthorizationMode {
     /// Every authenticated request is allowed.
-    #[value(name = "AlwaysAllow")]
     AlwaysAllow,
     /// Ask the API server with a SubjectAccessReview.
-    #[value(name = "Webhook")]
+    #[default]
     Webhook,
+}
+
+impl AuthorizationMode {
+    /// Upstream's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+            AuthorizationMode::Webhook => "Webhook",
+        }
+    }
+}
+
+/// An authorization mode other than upstream's two.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an authorization mode (Webhook or AlwaysAllow)")]
+pub struct UnknownAuthorizationMode(pub String);
+
+impl std::str::FromStr for AuthorizationMode {
+    type Err = UnknownAuthorizationMode;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "AlwaysAllow" => Ok(AuthorizationMode::AlwaysAllow),
+            "Webhook" => Ok(AuthorizationMode::Webhook),
+            other => Err(UnknownAuthorizationMode(other.to_owned())),
+        }
+    }
 }
 
 /// The resource attributes of one request.

@@ -36,9 +36,11 @@ systemctl restart containerd
 ctr -n k8s.io images import /task/busybox.tar >/dev/null
 ctr -n k8s.io images import /task/pause.tar >/dev/null
 
+# kubeadm's prerequisite (its preflight checks it): the node forwards IPv4.
+sysctl -qw net.ipv4.ip_forward=1
 ip addr add "$NODE_IP/32" dev lo
 echo "KUBELET_EXTRA_ARGS=--node-ip=$NODE_IP" > /etc/default/kubelet
 # As the kubeadm documentation says: enable the kubelet before the join; it restarts
 # every 10 s until `kubeadm join` writes its configuration.
 systemctl enable --now litelet
-echo "set up for the $driver driver; litelet $(litelet --version)"
+echo "set up for the $driver driver; kubelet --version: $(kubelet --version)"

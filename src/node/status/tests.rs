@@ -217,7 +217,7 @@ fn first_status_has_everything() {
     let info = s.node_info.as_ref().unwrap();
     assert_eq!(info.container_runtime_version, "containerd://1.7.13");
     assert_eq!(info.kubelet_version, KUBELET_VERSION);
-    assert!(KUBELET_VERSION.starts_with("v1.33.0+litelet."));
+    assert!(KUBELET_VERSION.starts_with(&format!("{}+litelet.", super::KUBERNETES_VERSION)));
     assert_eq!(
         (info.operating_system.as_str(), info.architecture.as_str()),
         ("linux", "arm64")

@@ -63,6 +63,18 @@ pub enum VerificationPolicy {
     AlwaysVerify,
 }
 
+impl VerificationPolicy {
+    /// Upstream's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NeverVerify => "NeverVerify",
+            Self::NeverVerifyPreloadedImages => "NeverVerifyPreloadedImages",
+            Self::NeverVerifyAllowlistedImages => "NeverVerifyAllowlistedImages",
+            Self::AlwaysVerify => "AlwaysVerify",
+        }
+    }
+}
+
 impl std::str::FromStr for VerificationPolicy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
