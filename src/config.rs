@@ -5,7 +5,8 @@
 //! the rest of upstream's in `upstream.rs`): its flag, its KubeletConfiguration field,
 //! its kind, default, documentation and litelet's stance. From that one definition come
 //! the command-line parser ([`cmdline`], pflag's rules), the config-file reader
-//! ([`file`]), the merge and checks ([`decode`], feature gates in [`gates`]), `/configz` ([`configz`]), `--help`,
+//! ([`mod@file`]), the merge and checks ([`decode`], feature gates in [`gates`]),
+//! `/configz` ([`configz`]), `--help`,
 //! the man page and the compatibility table ([`docs`]).
 //!
 //! Two steps, as ripgrep's LowArgs → HiArgs: [`Flags::load`] parses and checks on the

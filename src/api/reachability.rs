@@ -1,4 +1,4 @@
-//! Whether the API server answers, as every request of one [`ApiClient`] and its
+//! Whether the API server answers, as every request of one [`super::ApiClient`] and its
 //! clones sees it, and the "reachable again" signal the back-off loops wait on
 //! (edge autonomy, `docs/autonomy.md`, "Catching up").
 //!

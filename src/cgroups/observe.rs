@@ -1,5 +1,5 @@
 //! Timing of the cgroup manager's operations for `kubelet_cgroup_manager_duration_seconds`:
-//! every create, update and destroy is timed ([`Timed`], until dropped) and handed to
+//! every create, update and destroy is timed (a `Timed` guard, until dropped) and handed to
 //! the process's observer when one is installed ([`observe_operations`]; the agent
 //! installs the metrics registry's, since this layer knows no metrics).
 

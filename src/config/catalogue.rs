@@ -1,6 +1,6 @@
 //! What a setting is: its flag, its KubeletConfiguration field, its kind, its default,
 //! its documentation and litelet's stance on it ([`Setting`]), and how an implemented
-//! one reads and writes its [`super::Flags`] field ([`Access`], [`at!`]).
+//! one reads and writes its [`super::Flags`] field ([`Access`], the `at!` macro).
 //!
 //! The settings themselves are listed in `settings.rs` (litelet's) and `upstream.rs`
 //! (the rest of upstream's); `table.rs` joins them and finds them by name.

@@ -18,7 +18,7 @@ const MAX_ARRAY_LEN: usize = 64 << 20;
 
 /// Containers (arrays, structs, dict entries, variants) open at once while decoding:
 /// the specification's 32 arrays plus 32 structs. Each costs one recursion of
-/// [`Decoder::value`]; `tests.rs` decodes the deepest message on a thread with the
+/// `Decoder::value`; `tests.rs` decodes the deepest message on a thread with the
 /// stack of the smallest thread that reads a bus.
 pub const MAX_DECODE_DEPTH: u8 = 64;
 
