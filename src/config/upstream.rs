@@ -81,8 +81,9 @@ fn with_fields() -> Vec<Setting> {
             "litelet writes log lines unbuffered"),
         S::fixed("log-text-split-stream", "logging.options.text.splitStream", Bool, &["false"],
             "litelet writes every log line to stderr"),
-        S::fixed("make-iptables-util-chains", "makeIPTablesUtilChains", Bool, &["false"],
-            "litelet does not create the KUBE-IPTABLES-HINT chain"),
+        S::ignored("make-iptables-util-chains", "makeIPTablesUtilChains", Bool,
+            "litelet creates no iptables chain (no KUBE-IPTABLES-HINT: kube-proxy then \
+             detects the iptables backend from the rules it finds)"),
         S::fixed("manifest-url", "staticPodURL", Str, &["\"\""], NO_HTTP_SOURCE),
         S::fixed("manifest-url-header", "staticPodURLHeader", Kind::Headers, &["{}"], NO_HTTP_SOURCE),
         S::ignored("max-open-files", "maxOpenFiles",
