@@ -56,6 +56,26 @@ struct CsiPlugin {
     _driver: Proc,
 }
 
+/// The hostpath driver's CSIDriver object is cluster-wide and two tests want it with
+/// different specs: they take turns ([`hostpath_driver_turn`]), each writing its own.
+static HOSTPATH_DRIVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hostpath_driver_turn() -> std::sync::MutexGuard<'static, ()> {
+    HOSTPATH_DRIVER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Writes the CSIDriver object `driver`, replacing one of the same name.
+fn replace_csi_driver(node: &RealNode, driver: Value) {
+    let name = driver["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    node.cp
+        .delete(&format!("/apis/storage.k8s.io/v1/csidrivers/{name}"));
+    node.cp
+        .create("/apis/storage.k8s.io/v1/csidrivers", &driver);
+}
+
 fn asset(name: &str) -> Option<PathBuf> {
     let path = PathBuf::from(std::env::var_os("KUBEBUILDER_ASSETS")?).join(name);
     path.exists().then_some(path)
@@ -231,6 +251,7 @@ fn events(node: &RealNode, ns: &str, pod: &str, reason: &str) -> Vec<String> {
 #[test]
 fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() {
     let test = "csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart";
+    let _turn = hostpath_driver_turn();
     let Some(mut node) = RealNode::start(test, "csi1", &[]) else {
         return;
     };
@@ -242,9 +263,9 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     let cp = node.cp;
     let ns = "storage-csi";
     cp.namespace(ns);
-    cp.create(
-        "/apis/storage.k8s.io/v1/csidrivers",
-        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+    replace_csi_driver(
+        &node,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
                 "metadata": {"name": DRIVER},
                 "spec": {"attachRequired": true, "podInfoOnMount": true,
                          "volumeLifecycleModes": ["Persistent", "Ephemeral"],
@@ -693,6 +714,7 @@ fn owners(paths: &[PathBuf]) -> Vec<(u32, u32, u32)> {
 fn fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file() {
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
     let test = "fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file";
+    let _turn = hostpath_driver_turn();
     let Some(node) = RealNode::start(test, "csi3", &[]) else {
         return;
     };
@@ -703,9 +725,9 @@ fn fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file() {
     let cp = node.cp;
     let ns = "storage-swap";
     cp.namespace(ns);
-    cp.create(
-        "/apis/storage.k8s.io/v1/csidrivers",
-        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+    replace_csi_driver(
+        &node,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
                 "metadata": {"name": DRIVER},
                 "spec": {"attachRequired": false, "volumeLifecycleModes": ["Persistent"],
                          "fsGroupPolicy": "File"}}),
