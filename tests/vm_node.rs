@@ -205,7 +205,7 @@ echo "baseline: $pid $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) $(date +%s)"
 names=$(busctl list --unique --no-legend --no-pager | awk -v pid="$pid" '$2 == pid {print $1}')
 [ -n "$names" ] || { echo "litelet ($pid) has no bus connection"; busctl list --no-pager; exit 1; }
 echo "litelet's connections: $names"
-job=$(busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1   org.freedesktop.systemd1.Manager StartUnit ss sysinit.target replace   | sed -n 's#^o ".*/job/\([0-9]*\)"$##p')
+job=$(busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1   org.freedesktop.systemd1.Manager StartUnit ss sysinit.target replace   | sed -n 's#^o ".*/job/\([0-9]*\)"$#\1#p')
 [ -n "$job" ]
 for name in $names; do
   runuser -u nobody -- dbus-send --system --type=signal --dest="$name" /org/freedesktop/login1     org.freedesktop.login1.Manager.PrepareForShutdown boolean:true

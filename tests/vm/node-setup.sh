@@ -16,6 +16,9 @@ install -D -m 0644 /usr/share/litelet/kubeadm/10-kubeadm.conf \
   /etc/systemd/system/litelet.service.d/10-kubeadm.conf
 ln -sf /lib/systemd/system/litelet.service /etc/systemd/system/kubelet.service
 systemctl daemon-reload
+# The package started litelet standalone (node server on 10250); restarted with the
+# drop-in it waits for kubeadm's files instead, and kubeadm's preflight finds the port free.
+systemctl restart litelet
 install -m 0755 /task/kubeadm /usr/local/bin/kubeadm
 
 systemd_cgroup=false; [ "$driver" = systemd ] && systemd_cgroup=true
