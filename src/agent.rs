@@ -27,7 +27,10 @@ use crate::credentialprovider::plugin::{
 use crate::credentialprovider::NodeDockerConfig;
 use crate::cri::{self, RuntimeClient};
 use crate::devicemanager::DeviceManager;
-use crate::events::{EventType, Recorder};
+use crate::events::{sink, EventType, Recorder};
+use crate::images::gc::ImageGcPolicy;
+use crate::images::manager::CredentialSettings;
+use crate::images::pull_records::{PullRecords, RuntimeImage};
 use crate::kubelet::deps::{NoProbes, PodProbes};
 use crate::kubelet::gc_loop::{GcLoop, GcRequest};
 use crate::kubelet::mirror::MirrorClient;
@@ -45,17 +48,13 @@ use crate::runtime::cache::PodStatusCache;
 use crate::runtime::dns::{DnsSettings, ResolvConf};
 use crate::runtime::gc::GcPolicy;
 use crate::runtime::hooks::CriHookRunner;
-use crate::runtime::image_gc::ImageGcPolicy;
-use crate::runtime::images::CredentialSettings;
 use crate::runtime::manager::{RuntimeManager, RuntimeSettings};
-use crate::runtime::pull_records::{PullRecords, RuntimeImage};
 use crate::runtime::resize::{PodResize, ResizeConfig, ResizeManager};
-use crate::runtime::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::runtime::state::RuntimeState;
+use crate::runtime_class::{RuntimeClassSource, RuntimeClasses};
 use crate::server::{self, ServerContext};
 use crate::sources::watched::WatchedPods;
 use crate::sources::{self, PodUpdate, SOURCE_API, SOURCE_FILE};
-use crate::status::events;
 use crate::status::manager::{PodHooks, StatusManager, UnstartedStatusManager};
 use crate::volumes::VolumeManager;
 
@@ -724,9 +723,9 @@ fn start_events(w: &mut Wiring, node: &str) -> Result<Recorder, AgentError> {
     let (event_tx, event_rx) = bounded(1000);
     let (qps, burst) =
         crate::api::ratelimit::client_go_limit(w.flags.event_qps as f32, w.flags.event_burst);
-    w.threads.add(events::spawn(
+    w.threads.add(sink::spawn(
         client.with_own_limit(qps, burst),
-        events::Options::new(node),
+        sink::Options::new(node),
         event_rx,
         w.threads.shutdown(),
     )?);
@@ -772,10 +771,9 @@ fn check_cgroup_driver(
 /// The host IDs pods' user namespaces come from: the `kubelet` entries of
 /// `/etc/subuid` and `/etc/subgid`, else upstream's default range. A bad entry leaves
 /// `hostUsers: false` pods without a range (their sandboxes fail, saying why).
-fn user_namespace_range(
-) -> Result<crate::runtime::userns::IdRange, crate::runtime::userns::UsernsError> {
+fn user_namespace_range() -> Result<crate::userns::IdRange, crate::userns::UsernsError> {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let range = crate::runtime::userns::kubelet_range(&read("/etc/subuid"), &read("/etc/subgid"));
+    let range = crate::userns::kubelet_range(&read("/etc/subuid"), &read("/etc/subgid"));
     if let Err(err) = &range {
         log::error!("user namespaces: {err}; pods with hostUsers: false will not start");
     }

@@ -127,8 +127,7 @@ pub struct Flags {
     /// None: no limit (with `serialize_image_pulls` false).
     pub max_parallel_image_pulls: Option<i32>,
     pub protect_kernel_defaults: bool,
-    pub image_pull_credentials_verification_policy:
-        crate::runtime::pull_records::VerificationPolicy,
+    pub image_pull_credentials_verification_policy: crate::images::pull_records::VerificationPolicy,
     pub preloaded_images_verification_allowlist: Vec<String>,
     /// As given: each at litelet's value (checked against `gates::UPSTREAM`).
     pub feature_gates: BTreeMap<String, bool>,
@@ -222,7 +221,7 @@ crate::named_setting!(
     CgroupDriver,
     crate::server::authz::AuthorizationMode,
     crate::runtime::swap::SwapBehavior,
-    crate::runtime::pull_records::VerificationPolicy,
+    crate::images::pull_records::VerificationPolicy,
     crate::log_format::LogFormat,
 );
 
@@ -359,10 +358,10 @@ impl Flags {
     pub fn pull_concurrency(
         &self,
     ) -> Result<
-        crate::runtime::pull_limit::PullConcurrency,
-        crate::runtime::pull_limit::PullConcurrencyError,
+        crate::images::pull_limit::PullConcurrency,
+        crate::images::pull_limit::PullConcurrencyError,
     > {
-        crate::runtime::pull_limit::PullConcurrency::from_settings(
+        crate::images::pull_limit::PullConcurrency::from_settings(
             Some(self.serialize_image_pulls),
             self.max_parallel_image_pulls,
         )

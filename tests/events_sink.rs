@@ -1,4 +1,4 @@
-//! The `events` thread (`status::events`) against the fake API server: identical events
+//! The `events` thread (`events::sink`) against the fake API server: identical events
 //! become one Event whose count grows, a crash loop is capped by the per-object spam
 //! filter, node events reference the node, an expired event is created again, an
 //! event the server refuses costs that event, never the thread, and the events of an
@@ -17,8 +17,8 @@ use crossbeam_channel::Sender;
 use litelet::api::event::Event;
 use litelet::api::pod::{Container, Pod};
 use litelet::api::{paths, ListOptions};
+use litelet::events::sink::{self as event_sink, Options};
 use litelet::events::{EventType, Recorder};
-use litelet::status::events::{self as event_sink, Options};
 use support::fake_api::{Fail, FakeApi};
 use support::wait_until;
 
@@ -223,7 +223,7 @@ mod captured_log {
 
     impl log::Log for Capture {
         fn enabled(&self, meta: &log::Metadata) -> bool {
-            meta.target().starts_with("litelet::status::events") && meta.level() <= log::Level::Info
+            meta.target().starts_with("litelet::events::sink") && meta.level() <= log::Level::Info
         }
         fn log(&self, record: &log::Record) {
             if self.enabled(record.metadata()) {

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// here (and to the diagram in `docs/ARCHITECTURE.md`).
 const LAYERS: &[&[&str]] = &[
     // Wire types and host helpers (the D-Bus client too, the kernel tunables, the
-    // log line format): depend on nothing of litelet.
+    // log line format, the per-key back-off): depend on nothing of litelet.
     &[
         "api",
         "process",
@@ -32,9 +32,11 @@ const LAYERS: &[&[&str]] = &[
         "blocking",
         "kernel_tunables",
         "log_format",
+        "backoff",
     ],
-    // Leaf services over the API types: metrics registry, cgroup writes, events,
-    // pod sources, image credentials, the HTTP GET and outcome shared by probes and hooks.
+    // Leaf services over the API types: metrics registry, cgroup writes, events (the
+    // recorder and the `events` thread that sends them), pod sources, image
+    // credentials, the HTTP GET and outcome shared by probes and hooks.
     &[
         "metrics",
         "cgroups",
@@ -47,6 +49,9 @@ const LAYERS: &[&[&str]] = &[
     // data store (edge autonomy: secrets, configMaps and tokens kept in the checkpoint
     // format of `sources`).
     &["cri", "certificate", "poddata"],
+    // What the runtime manager uses over CRI and the API: the node's images (pulls,
+    // credentials checks, pull records, image GC), user namespaces, RuntimeClasses.
+    &["images", "userns", "runtime_class"],
     // The runtime manager (upstream kuberuntime), with all of in-place resize
     // (`runtime::resize`: allocations, admission, decisions, step 9; the node's fit
     // comes in through a trait), waiting reasons, the log reader and the runtime state.

@@ -6,7 +6,7 @@
 //! - `hostUsers: false` (user namespaces) when the runtime reports no handler with user
 //!   namespace support (CRI Status; containerd 1.6 reports none): upstream fails the
 //!   sandbox with the same message; litelet refuses at admission. Where supported, the
-//!   pod gets its own ID range (`runtime/userns.rs`); the sandbox's own handler is
+//!   pod gets its own ID range (`userns.rs`); the sandbox's own handler is
 //!   checked again at creation, so such a pod never runs in the host's user namespace.
 //!   With `hostNetwork`, `hostPID` or `hostIPC` (which the API server refuses) too.
 //! - `runtimeClassName` without an API server (standalone): nothing can resolve it.
@@ -36,7 +36,7 @@ pub const NOT_SUPPORTED_REASON: &str = "PodFieldNotSupported";
 pub const USERNS_REASON: &str = "UserNamespacesNotSupported";
 /// Upstream's message when the runtime has no user namespace support (kubelet
 /// userns manager, kubernetes#131623).
-pub const USERNS_RUNTIME_MESSAGE: &str = crate::runtime::userns::NO_RUNTIME_SUPPORT;
+pub const USERNS_RUNTIME_MESSAGE: &str = crate::userns::NO_RUNTIME_SUPPORT;
 /// Upstream's reason and message for a Strict supplemental groups policy the runtime
 /// cannot enforce (lifecycle predicate admission).
 pub const SUPPLEMENTAL_GROUPS_POLICY_REASON: &str = "SupplementalGroupsPolicyNotSupported";

@@ -476,7 +476,7 @@ fn sysctls(list: &[String]) -> Result<(), ValueError> {
 
 fn allowlist(list: &[String]) -> Result<(), ValueError> {
     each(list, |e| {
-        crate::runtime::pull_records::check_allowlist_entry(e).map(|_| ())
+        crate::images::pull_records::check_allowlist_entry(e).map(|_| ())
     })
 }
 

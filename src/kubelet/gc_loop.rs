@@ -22,9 +22,9 @@ use super::cleaner::Cleaner;
 use super::housekeeping_plan::CleanupWork;
 use super::node_allocatable::NodeAllocatable;
 use crate::events::{EventType, Recorder};
+use crate::images::gc::{ImageGc, ImageGcPolicy};
 use crate::pod_workers::PodWorkers;
 use crate::runtime::gc::GcPolicy;
-use crate::runtime::image_gc::{ImageGc, ImageGcPolicy};
 use crate::runtime::manager::RuntimeManager;
 
 pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);

@@ -1,4 +1,4 @@
-//! The pod's image pull secrets for the runtime's image manager (upstream
+//! The pod's image pull secrets for the image manager (`images::manager`; upstream
 //! getPullSecretsForPod): each `imagePullSecrets` name read through the volume
 //! manager's secret cache, which the Node authorizer allows for pods bound here.
 //! Called on pod worker threads, only when a pull or a credential check needs them.
@@ -6,7 +6,7 @@
 use super::deps::PodVolumes;
 use crate::api::pod::Pod;
 use crate::credentialprovider::PullSecret;
-use crate::runtime::images::PullSecretSource;
+use crate::images::manager::PullSecretSource;
 
 /// Reads pull secrets through `PodVolumes::pull_secret`.
 pub struct VolumePullSecrets<'a>(pub &'a dyn PodVolumes);

@@ -1271,7 +1271,8 @@ fn issue_18_a_pod_litelet_changed_waits_for_a_status_taken_after_the_change() {
 /// (ImagePullBackOff), and is requeued by `requeue_delay` with the given jitter.
 /// Returns (second, waiting reason) per sync.
 fn image_pull_syncs(until: u64, jitter: f64) -> Vec<(u64, &'static str)> {
-    use crate::runtime::backoff::{image_pull_key, Backoff};
+    use crate::backoff::Backoff;
+    use crate::images::manager::image_pull_key;
     use std::time::{SystemTime, UNIX_EPOCH};
     let t = |s: u64| UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s);
     let timings = WorkerTimings::default();

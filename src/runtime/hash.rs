@@ -6,7 +6,8 @@
 //! sorted, so neither field order nor serde_json's `preserve_order` feature can move
 //! it. Pure and infallible; called by the sync path when a container is created (the
 //! value goes into its annotations, see `labels`) and by `compute_pod_actions` to
-//! compare a running container with the spec.
+//! compare a running container with the spec. The hash also keys a container's
+//! restart back-off ([`stable_key`]), so editing the spec starts a fresh one.
 //!
 //! Contract: the numbers need not equal upstream's (upstream uses FNV-32a over Go's
 //! JSON), so a container created by another kubelet is seen as changed once and
@@ -20,7 +21,7 @@
 
 use serde_json::Value;
 
-use crate::api::pod::Container;
+use crate::api::pod::{Container, Pod};
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -118,6 +119,19 @@ fn write_canonical(value: &Value, out: &mut Fnv1a) {
         }
         scalar => out.write(scalar.to_string().as_bytes()),
     }
+}
+
+/// The back-off key of a container: `<pod name>_<namespace>_<pod uid>_<container>_<hex
+/// spec hash>` (upstream `getStableKey`). A spec change gives a fresh key.
+pub fn stable_key(pod: &Pod, container: &Container) -> String {
+    format!(
+        "{}_{}_{}_{}_{:x}",
+        pod.name(),
+        pod.namespace(),
+        pod.uid(),
+        container.name,
+        container_hash(container)
+    )
 }
 
 #[cfg(test)]
@@ -219,5 +233,23 @@ mod tests {
             ContainerHashes::of(&container(future)),
             ContainerHashes::of(&container(base()))
         );
+    }
+
+    #[test]
+    fn stable_key_contains_the_spec_hash() {
+        // A new spec means a new key, so no back-off carries over.
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        pod.metadata.namespace = Some("prod".into());
+        pod.metadata.uid = Some("u1".into());
+        let mut c = Container {
+            name: "app".into(),
+            image: Some("busybox:1".into()),
+            ..Container::default()
+        };
+        let key = stable_key(&pod, &c);
+        assert_eq!(key, format!("web_prod_u1_app_{:x}", container_hash(&c)));
+        c.image = Some("busybox:2".into());
+        assert_ne!(stable_key(&pod, &c), key);
     }
 }

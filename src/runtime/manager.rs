@@ -8,18 +8,18 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::backoff::Backoff;
 use super::cancel::Cancel;
 use super::dns::DnsSettings;
 use super::hooks::HookRunner;
-use super::images::ImageManager;
 use super::inspect;
 use super::kill::Killer;
 use super::model::{PodRuntimeStatus, RunningPod};
 use super::result::SyncOutcome;
 use crate::api::pod::Pod;
+use crate::backoff::Backoff;
 use crate::cri::{pb, CriError, ImageClient, RuntimeClient};
 use crate::events::Recorder;
+use crate::images::manager::ImageManager;
 
 /// Node-level settings of the runtime manager.
 #[derive(Clone, Debug)]
@@ -132,9 +132,9 @@ pub struct RuntimeManager {
     /// its own `MissingClusterDNS` event).
     pub(super) missing_dns_logged: std::sync::atomic::AtomicBool,
     /// RuntimeClass → runtime handler for new sandboxes (none resolve standalone).
-    pub(super) runtime_classes: super::runtime_class::RuntimeClasses,
+    pub(super) runtime_classes: crate::runtime_class::RuntimeClasses,
     /// ID ranges of `hostUsers: false` pods.
-    pub(super) userns: super::userns::UsernsManager,
+    pub(super) userns: crate::userns::UsernsManager,
     /// Device plugins' allocations for containers (`src/devicemanager/`); `None`: no
     /// container gets devices.
     pub(super) devices: Option<Arc<dyn super::devices::ContainerDevices>>,
@@ -148,7 +148,7 @@ impl RuntimeManager {
         recorder: Recorder,
         settings: RuntimeSettings,
     ) -> RuntimeManager {
-        let userns = super::userns::UsernsManager::new(
+        let userns = crate::userns::UsernsManager::new(
             settings.root_dir.join("pods"),
             Ok(Default::default()),
         );
@@ -163,7 +163,7 @@ impl RuntimeManager {
             settings,
             changed: None,
             missing_dns_logged: Default::default(),
-            runtime_classes: super::runtime_class::RuntimeClasses::new(None),
+            runtime_classes: crate::runtime_class::RuntimeClasses::new(None),
             devices: None,
         }
     }
@@ -172,20 +172,23 @@ impl RuntimeManager {
     /// sub-IDs), or none when the range is unusable.
     pub fn with_user_namespace_range(
         mut self,
-        range: Result<super::userns::IdRange, super::userns::UsernsError>,
+        range: Result<crate::userns::IdRange, crate::userns::UsernsError>,
     ) -> Self {
-        self.userns = super::userns::UsernsManager::new(self.settings.root_dir.join("pods"), range);
+        self.userns = crate::userns::UsernsManager::new(self.settings.root_dir.join("pods"), range);
         self
     }
 
     /// Resolves pods' `runtimeClassName` through `classes` (with an API server).
-    pub fn with_runtime_classes(mut self, classes: super::runtime_class::RuntimeClasses) -> Self {
+    pub fn with_runtime_classes(mut self, classes: crate::runtime_class::RuntimeClasses) -> Self {
         self.runtime_classes = classes;
         self
     }
 
     /// Pulls with `credentials` (node Docker config, pull records, verification policy).
-    pub fn with_credentials(mut self, credentials: super::images::CredentialSettings) -> Self {
+    pub fn with_credentials(
+        mut self,
+        credentials: crate::images::manager::CredentialSettings,
+    ) -> Self {
         self.image_manager.set_credentials(credentials);
         self
     }
@@ -193,7 +196,7 @@ impl RuntimeManager {
     /// Runs at most as many image pulls at once as `concurrency` allows.
     pub fn with_pull_concurrency(
         mut self,
-        concurrency: super::pull_limit::PullConcurrency,
+        concurrency: crate::images::pull_limit::PullConcurrency,
     ) -> Self {
         self.image_manager.set_pull_concurrency(concurrency);
         self

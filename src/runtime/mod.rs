@@ -5,7 +5,6 @@
 //! API pod; the modules that talk to CRI are thin shells around them.
 
 pub mod actions;
-pub mod backoff;
 pub mod cache;
 pub mod cancel;
 pub mod container;
@@ -17,8 +16,6 @@ pub mod gc;
 pub mod hash;
 pub mod hooks;
 pub mod hosts;
-pub mod image_gc;
-pub mod images;
 pub mod inspect;
 pub mod kill;
 pub mod labels;
@@ -27,15 +24,11 @@ pub mod manager;
 pub mod model;
 pub mod nonroot;
 pub mod profiles;
-pub mod pull_limit;
-pub mod pull_records;
 pub mod resize;
 pub mod result;
-pub mod runtime_class;
 pub mod sandbox;
 pub mod state;
 pub mod subpath;
 pub mod swap;
 pub mod sync;
 pub mod termination;
-pub mod userns;

@@ -9,13 +9,7 @@
 //! an image with no user at all runs as root and is refused.
 
 use crate::api::pod::{Container, Pod};
-
-/// The user an image runs as, from CRI `Image.uid` / `Image.username`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ImageUser {
-    pub uid: Option<i64>,
-    pub username: String,
-}
+use crate::images::manager::ImageUser;
 
 /// The effective `runAsNonRoot` and `runAsUser` (the container's win over the pod's).
 fn effective(pod: &Pod, container: &Container) -> (bool, Option<i64>) {

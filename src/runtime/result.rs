@@ -9,12 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-/// Waiting reasons a sync can leave on a container (the sync step's error name).
+use crate::images::manager::{EnsureError, IMAGE_PULL_BACK_OFF};
+
+/// Waiting reasons a sync can leave on a container (the sync step's error name);
+/// those of the image come from `images::manager`.
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
-pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
-pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
-pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
 pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
 pub const PRE_START_HOOK_ERROR: &str = "PreStartHookError";
@@ -73,6 +72,16 @@ impl Failure {
         Failure {
             retry_in: Some(delay),
             ..self
+        }
+    }
+}
+
+impl From<EnsureError> for Failure {
+    fn from(err: EnsureError) -> Failure {
+        Failure {
+            reason: err.reason(),
+            retry_in: err.retry_in(),
+            message: err.to_string(),
         }
     }
 }

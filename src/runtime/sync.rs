@@ -16,11 +16,11 @@ use std::time::{Duration, SystemTime};
 use protobuf::MessageField;
 
 use super::actions::{compute_pod_actions, KillReason, PodActions, ProbeResults};
-use super::backoff::{format_delay, stable_key, time_from_unix_nanos};
 use super::cancel::Cancel;
 use super::container::{container_config, sub_path_requests, ContainerContext};
 use super::dns;
 use super::env::{ConfigSource, EnvContext};
+use super::hash::stable_key;
 use super::hooks::HookCall;
 use super::hosts::{ensure_hosts_file, HostsInputs};
 use super::kill::KillRequest;
@@ -31,6 +31,7 @@ use super::result::{Failure, SyncAction, SyncOutcome};
 use super::sandbox::{pod_log_dir, sandbox_config, SandboxContext};
 use super::subpath;
 use crate::api::pod::{Container, Pod};
+use crate::backoff::{format_delay, time_from_unix_nanos};
 use crate::cgroups::PodCgroupManager;
 use crate::cri::pb;
 use crate::events::EventType;
@@ -55,7 +56,7 @@ pub struct SyncInputs<'a> {
     pub config_source: &'a dyn ConfigSource,
     /// Reads the pod's imagePullSecrets when a pull needs credentials (`None`:
     /// standalone, only the node's Docker config counts).
-    pub pull_secrets: Option<&'a dyn super::images::PullSecretSource>,
+    pub pull_secrets: Option<&'a dyn crate::images::manager::PullSecretSource>,
     /// The pod cgroup manager, for in-place resize; `None` when litelet does
     /// not manage pod cgroups (containers are then resized alone).
     pub cgroups: Option<&'a PodCgroupManager>,
@@ -488,7 +489,7 @@ impl RuntimeManager {
             CREATE_POD_SANDBOX_ERROR,
             format!(
                 "Failed to create pod sandbox: {}",
-                crate::runtime::userns::NO_RUNTIME_SUPPORT
+                crate::userns::NO_RUNTIME_SUPPORT
             ),
         ))
     }
@@ -618,7 +619,7 @@ impl RuntimeManager {
             container,
             config,
             inputs.pull_secrets,
-            &inputs.cancel,
+            &|| inputs.cancel.is_cancelled(),
         )?;
         self.verify_non_root(pod, container, &image_ref)?;
         let restart_count = status

@@ -27,17 +27,14 @@
 //! - `shared.rs`: what the handles and the `status` thread share (the cache's
 //!   mutex, the hooks, the timing).
 //! - `sync.rs`: the `status` thread that GETs, merges, PATCHes and deletes.
-//! - `events.rs`: the `events` thread that sends recorded events as core/v1 Events,
-//!   counting repeats and rate-limiting each object.
 //!
 //! Invariant: nothing in this module reads a clock, a file, a channel or the network.
-//! Exceptions: `manager.rs` (reads the clock, signals a channel), `sync.rs` and
-//! `events.rs` (the network), the thin shell around the rest.
+//! Exceptions: `manager.rs` (reads the clock, signals a channel) and `sync.rs`
+//! (the network), the thin shell around the rest.
 
 pub mod cache;
 pub mod conditions;
 pub mod containers;
-pub mod events;
 pub mod generate;
 pub mod input;
 pub mod manager;

@@ -601,7 +601,7 @@ fn checkpoint_secrets_is_on_by_default_and_the_file_can_turn_it_off_or_seal_it()
 
 #[test]
 fn image_pull_concurrency_and_maximum_age_are_honoured_and_checked() {
-    use crate::runtime::pull_limit::PullConcurrency;
+    use crate::images::pull_limit::PullConcurrency;
     let header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
     let plain = run(&[]).unwrap();
     assert_eq!(

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::api::pod::{EphemeralContainer, Pod, Probe, RestartPolicy, VolumeMountStatus};
+use crate::images::manager::ERR_IMAGE_PULL;
 use crate::runtime::model::{self, PodRuntimeStatus};
 use crate::runtime::result::{
-    WaitingReason, CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_ERROR, ERR_IMAGE_PULL, RUN_CONTAINER_ERROR,
+    WaitingReason, CRASH_LOOP_BACK_OFF, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR,
 };
 use crate::status::generate::PodStatusInput;
 

@@ -7,17 +7,16 @@
 //! fine for 10 minutes starts over at 10 s). There is no clock inside: every call gets
 //! "now" and the event time from the caller, so the sequence is testable to the second.
 //!
-//! Not synchronised: the owner (the runtime manager shared by the pod workers) keeps it
-//! behind its own lock and calls `gc` from time to time.
+//! Not synchronised: each owner (the runtime manager for restarts, the image manager
+//! for pulls, both shared by the pod workers) keeps it behind its own lock and calls
+//! `gc` from time to time.
 //!
-//! Keys: [`stable_key`] for container restarts (it contains the spec hash, so editing
-//! the spec starts a fresh back-off) and [`image_pull_key`] for image pulls.
+//! Keys are the owners' strings: `runtime::hash::stable_key` for container restarts
+//! (it contains the spec hash, so editing the spec starts a fresh back-off) and
+//! `images::manager::image_pull_key` for image pulls.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use crate::api::pod::{Container, Pod};
-use crate::runtime::hash::container_hash;
 
 /// First delay after a container crash or a failed image pull.
 pub const INITIAL_DELAY: Duration = Duration::from_secs(10);
@@ -150,24 +149,6 @@ fn as_nanos(d: Duration) -> i128 {
     i128::try_from(d.as_nanos()).unwrap_or(i128::MAX)
 }
 
-/// The back-off key of a container: `<pod name>_<namespace>_<pod uid>_<container>_<hex
-/// spec hash>` (upstream `getStableKey`). A spec change gives a fresh key.
-pub fn stable_key(pod: &Pod, container: &Container) -> String {
-    format!(
-        "{}_{}_{}_{}_{:x}",
-        pod.name(),
-        pod.namespace(),
-        pod.uid(),
-        container.name,
-        container_hash(container)
-    )
-}
-
-/// The back-off key of an image pull: `<pod uid>_<image>`.
-pub fn image_pull_key(pod_uid: &str, image: &str) -> String {
-    format!("{pod_uid}_{image}")
-}
-
 /// A CRI timestamp (Unix nanoseconds, as in `model`) as a `SystemTime`; negative
 /// values clamp to the epoch.
 pub fn time_from_unix_nanos(nanos: i64) -> SystemTime {
@@ -266,15 +247,15 @@ mod tests {
     fn image_pull_backoff_is_measured_from_the_last_update() {
         // A failed pull arms 10 s; a retry within 10 s is refused.
         let mut backoff = Backoff::default();
-        let key = image_pull_key("uid", "busybox:latest");
-        assert!(!backoff.is_in_backoff_since_update(&key, t(0)));
-        backoff.next(&key, t(0), t(0));
-        assert!(backoff.is_in_backoff_since_update(&key, t(9)));
-        assert!(!backoff.is_in_backoff_since_update(&key, t(10)));
-        backoff.next(&key, t(10), t(10));
-        assert!(backoff.is_in_backoff_since_update(&key, t(29)));
-        assert!(!backoff.is_in_backoff_since_update(&key, t(30)));
-        assert!(!backoff.is_in_backoff_since_update(&key, t(700)));
+        let key = "uid_busybox:latest";
+        assert!(!backoff.is_in_backoff_since_update(key, t(0)));
+        backoff.next(key, t(0), t(0));
+        assert!(backoff.is_in_backoff_since_update(key, t(9)));
+        assert!(!backoff.is_in_backoff_since_update(key, t(10)));
+        backoff.next(key, t(10), t(10));
+        assert!(backoff.is_in_backoff_since_update(key, t(29)));
+        assert!(!backoff.is_in_backoff_since_update(key, t(30)));
+        assert!(!backoff.is_in_backoff_since_update(key, t(700)));
     }
 
     #[test]
@@ -302,24 +283,6 @@ mod tests {
         assert_eq!(backoff.get("k"), Duration::from_secs(20));
         backoff.gc(t(0));
         assert_eq!(backoff.len(), 1);
-    }
-
-    #[test]
-    fn stable_key_contains_the_spec_hash() {
-        // A new spec means a new key, so no back-off carries over.
-        let mut pod = Pod::default();
-        pod.metadata.name = Some("web".into());
-        pod.metadata.namespace = Some("prod".into());
-        pod.metadata.uid = Some("u1".into());
-        let mut c = Container {
-            name: "app".into(),
-            image: Some("busybox:1".into()),
-            ..Container::default()
-        };
-        let key = stable_key(&pod, &c);
-        assert_eq!(key, format!("web_prod_u1_app_{:x}", container_hash(&c)));
-        c.image = Some("busybox:2".into());
-        assert_ne!(stable_key(&pod, &c), key);
     }
 
     #[test]

@@ -4,33 +4,35 @@
 //! the credential provider plugins' answers, matched to the image
 //! (`credentialprovider`) and tried in order until one pull succeeds.
 //! An image already present that was pulled with a secret is checked against the
-//! pod's credentials first (`pull_records.rs`).
+//! pod's credentials first (`pull_records`).
 //!
-//! Called from pod worker threads; the back-off table and the pull records are the
+//! Failures are [`EnsureError`]s, each naming the container's waiting reason; the
+//! runtime manager turns them into its step failures. Called from pod worker threads; the back-off table and the pull records are the
 //! shared state, each behind a short lock never held across a CRI call. Pulls take a
 //! slot of the pull limiter first (`pull_limit.rs`: one at a time unless
 //! `serializeImagePulls` is false). Secrets are
 //! read only when a pull or a check needs them. No credential is ever logged.
 
 use std::sync::Mutex;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use protobuf::MessageField;
 
-use super::backoff::{image_pull_key, Backoff};
-use super::cancel::Cancel;
 use super::pull_limit::{PullConcurrency, PullLimiter};
 use super::pull_records::{is_allowlisted, must_pull, PullRecords, VerificationPolicy};
-use super::result::Failure;
 use crate::api::pod::{Container, ImagePullPolicy, Pod};
+use crate::backoff::Backoff;
 use crate::credentialprovider::keyring::{lookup_union, normalize_repository};
 use crate::credentialprovider::plugin::{CredentialPlugins, PodIdentity};
 use crate::credentialprovider::{keyring_from_secrets, Credential, NodeDockerConfig, PullSecret};
 use crate::cri::{pb, CriError, ImageClient};
 use crate::events::{EventType, Recorder};
-use crate::runtime::result::{
-    ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
-};
+
+/// Waiting reasons a container's image can leave on it (upstream's images errors).
+pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
 
 /// The waiting reason when the runtime cannot tell whether the image is present.
 pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
@@ -48,6 +50,66 @@ pub enum PullError {
     /// The pod worker's sync was cancelled during the pull (the call was cancelled).
     #[error("pull cancelled")]
     Cancelled,
+}
+
+/// Why a container's image is not there to create it from. Each kind is a waiting
+/// reason ([`EnsureError::reason`]); the message is the one the container shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnsureError {
+    /// The reference does not parse.
+    #[error("{0}")]
+    InvalidName(String),
+    /// The runtime could not tell whether the image is present.
+    #[error("{0}")]
+    Inspect(String),
+    /// The image is absent and the pull policy is Never.
+    #[error("{0}")]
+    NeverPull(String),
+    /// A recent pull failed: the next may be made in `retry_in`.
+    #[error("{message}")]
+    BackOff { message: String, retry_in: Duration },
+    /// The pull failed: the next may be made in `retry_in`.
+    #[error("{message}")]
+    Pull { message: String, retry_in: Duration },
+    /// The pod worker's sync was cancelled before or during the pull.
+    #[error("{0}")]
+    Cancelled(String),
+}
+
+impl EnsureError {
+    /// The container's waiting reason (upstream's name).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            EnsureError::InvalidName(_) => INVALID_IMAGE_NAME,
+            EnsureError::Inspect(_) => IMAGE_INSPECT_ERROR,
+            EnsureError::NeverPull(_) => ERR_IMAGE_NEVER_PULL,
+            EnsureError::BackOff { .. } => IMAGE_PULL_BACK_OFF,
+            EnsureError::Pull { .. } => ERR_IMAGE_PULL,
+            EnsureError::Cancelled(_) => PULL_CANCELLED,
+        }
+    }
+
+    /// When a back-off decides the next attempt: how long until it may be made.
+    pub fn retry_in(&self) -> Option<Duration> {
+        match self {
+            EnsureError::BackOff { retry_in, .. } | EnsureError::Pull { retry_in, .. } => {
+                Some(*retry_in)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The back-off key of an image pull: `<pod uid>_<image>`.
+pub fn image_pull_key(pod_uid: &str, image: &str) -> String {
+    format!("{pod_uid}_{image}")
+}
+
+/// The user an image runs as, from CRI `Image.uid` / `Image.username`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageUser {
+    pub uid: Option<i64>,
+    pub username: String,
 }
 
 /// The event reason when a pull secret cannot be read or used (upstream's name).
@@ -213,7 +275,7 @@ impl ImageManager {
         image: &str,
         credentials: &[Credential],
         sandbox_config: &pb::PodSandboxConfig,
-        cancel: &Cancel,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<String, PullError> {
         let request = |auth: Option<pb::AuthConfig>| pb::PullImageRequest {
             image: MessageField::some(pb::ImageSpec {
@@ -236,7 +298,7 @@ impl ImageManager {
             credentials.iter().map(Some).collect()
         };
         // One slot for all the credential attempts of this pull.
-        let Some(_slot) = self.limiter.acquire(&|| cancel.is_cancelled()) else {
+        let Some(_slot) = self.limiter.acquire(cancelled) else {
             return Err(PullError::Cancelled);
         };
         let mut errors = Vec::new();
@@ -248,7 +310,7 @@ impl ImageManager {
             });
             let pulled = self
                 .client
-                .pull_image_cancellable(&request(auth), &|| cancel.is_cancelled());
+                .pull_image_cancellable(&request(auth), cancelled);
             match pulled {
                 Ok(response) => {
                     let reference = if response.image_ref.is_empty() {
@@ -280,7 +342,7 @@ impl ImageManager {
 
     /// The user `image` runs as (ImageStatus, not verbose); an image the runtime
     /// does not know has none (upstream then assumes root).
-    pub fn image_user(&self, image: &str) -> Result<super::nonroot::ImageUser, CriError> {
+    pub fn image_user(&self, image: &str) -> Result<ImageUser, CriError> {
         let response = self.client.image_status(&pb::ImageStatusRequest {
             image: MessageField::some(pb::ImageSpec {
                 image: image.to_owned(),
@@ -291,7 +353,7 @@ impl ImageManager {
         Ok(response
             .image
             .into_option()
-            .map(|i| super::nonroot::ImageUser {
+            .map(|i| ImageUser {
                 uid: i.uid.into_option().map(|u| u.value),
                 username: i.username,
             })
@@ -300,27 +362,28 @@ impl ImageManager {
 
     /// Returns the image reference to create the container from, pulling the image
     /// when the policy says so; the failure carries the upstream waiting reason.
+    /// `cancelled` tells when the pod worker's sync was cancelled.
     pub fn ensure_image(
         &self,
         pod: &Pod,
         container: &Container,
         sandbox_config: &pb::PodSandboxConfig,
         secrets: Option<&dyn PullSecretSource>,
-        cancel: &Cancel,
-    ) -> Result<String, Failure> {
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<String, EnsureError> {
         let name = &container.name;
         let raw = container.image.as_deref().unwrap_or("");
         let image = with_default_tag(raw).map_err(|err| {
             let message = err.to_string();
             self.recorder
                 .container(pod, name, EventType::Warning, "InspectFailed", &message);
-            Failure::new(INVALID_IMAGE_NAME, message)
+            EnsureError::InvalidName(message)
         })?;
         let present = self.image_ref(&image).map_err(|err| {
             let message = format!("Failed to inspect image {image:?}: {err}");
             self.recorder
                 .container(pod, name, EventType::Warning, "InspectFailed", &message);
-            Failure::new(IMAGE_INSPECT_ERROR, message)
+            EnsureError::Inspect(message)
         })?;
         let mut credentials = None;
         let should_pull = match (pull_policy(container), &present) {
@@ -362,7 +425,7 @@ impl ImageManager {
                         "ErrImageNeverPull",
                         &message,
                     );
-                    Err(Failure::new(ERR_IMAGE_NEVER_PULL, message))
+                    Err(EnsureError::NeverPull(message))
                 }
             };
         }
@@ -374,7 +437,10 @@ impl ImageManager {
             let message = format!("Back-off pulling image {raw:?}");
             self.recorder
                 .container(pod, name, EventType::Normal, "BackOff", &message);
-            return Err(Failure::new(IMAGE_PULL_BACK_OFF, message).retry_in(left));
+            return Err(EnsureError::BackOff {
+                message,
+                retry_in: left,
+            });
         }
         self.recorder.container(
             pod,
@@ -385,13 +451,12 @@ impl ImageManager {
         );
         let started = Instant::now();
         let credentials = credentials.unwrap_or_else(|| self.credentials_for(pod, &image, secrets));
-        if cancel.is_cancelled() {
-            return Err(Failure::new(
-                PULL_CANCELLED,
-                "sync cancelled before the pull",
+        if cancelled() {
+            return Err(EnsureError::Cancelled(
+                "sync cancelled before the pull".to_owned(),
             ));
         }
-        match self.pull(&image, &credentials, sandbox_config, cancel) {
+        match self.pull(&image, &credentials, sandbox_config, cancelled) {
             Ok(reference) => {
                 let message = format!(
                     "Successfully pulled image {raw:?} in {:?}",
@@ -403,10 +468,9 @@ impl ImageManager {
                 Ok(reference)
             }
             // Not a failure of the image: no event, no back-off.
-            Err(PullError::Cancelled) => Err(Failure::new(
-                PULL_CANCELLED,
-                format!("pulling image {raw:?}: sync cancelled"),
-            )),
+            Err(PullError::Cancelled) => Err(EnsureError::Cancelled(format!(
+                "pulling image {raw:?}: sync cancelled"
+            ))),
             Err(PullError::Failed(err)) => {
                 let message = format!("Failed to pull image {raw:?}: {err}");
                 self.recorder
@@ -417,7 +481,10 @@ impl ImageManager {
                     backoff.next(&key, now, now);
                     backoff.get(&key)
                 };
-                Err(Failure::new(ERR_IMAGE_PULL, message).retry_in(delay))
+                Err(EnsureError::Pull {
+                    message,
+                    retry_in: delay,
+                })
             }
         }
     }

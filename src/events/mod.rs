@@ -4,6 +4,15 @@
 //! Any thread records through a cloned [`Recorder`]; every event is logged, and when an
 //! API server is configured it is also queued (bounded, dropped when full: events are
 //! best effort) for the events thread that aggregates and sends them.
+//!
+//! - `sink.rs`: the `events` thread that sends recorded events as core/v1 Events.
+//! - `correlator.rs`: its pure spam filter and deduplication (counting repeats and
+//!   rate-limiting each object).
+//! - `buffer.rs`: the events kept, in order, while the API server is unreachable.
+
+pub mod buffer;
+pub mod correlator;
+pub mod sink;
 
 use crossbeam_channel::{Sender, TrySendError};
 

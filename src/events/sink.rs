@@ -17,20 +17,17 @@
 //! debug log, as is one over the rate limit. The thread ends when `shutdown`
 //! disconnects or every recorder is gone.
 
-pub mod buffer;
-pub mod correlator;
-
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{at, never, select_biased, Receiver};
 
-pub use buffer::{OutageBuffer, OutageReport};
-pub use correlator::{Correlator, CorrelatorOptions, Decision};
+use super::buffer::OutageBuffer;
+use super::correlator::{self, Correlator, CorrelatorOptions, Decision};
 
+use super::EventRecord;
 use crate::api::event::{Event, EventSource};
 use crate::api::{paths, ApiClient, ApiError, PatchType};
-use crate::events::EventRecord;
 
 /// Who reports the events.
 #[derive(Clone, Debug, PartialEq)]
