@@ -4,7 +4,7 @@
 # real-runtime tests containerd, runc, static busybox and the CNI plugins, and for the
 # private-registry tests docker-registry and htpasswd, and for the
 # D-Bus client tests dbus-daemon, for the certificate clock tests libfaketime, and
-# for the scrape test (tests/real_prometheus_scrape.rs) prometheus.
+# for the scrape test (tests/apiserver/real_prometheus_scrape.rs) prometheus.
 # Does nothing when all is present; needs root (or sudo) otherwise.
 set -euo pipefail
 needed=()

@@ -233,8 +233,8 @@ rpm_lists_files() {
 # the tests otherwise run the debug build, and a crash only the optimised build has
 # must fail here rather than on a node.
 static_runs_a_pod() {
-  LITELET_TEST_BINARY="$(realpath "$BIN")" cargo test --locked --test kubelet_e2e -- \
-    --exact b40_api_pod_runs_and_reports_running
+  LITELET_TEST_BINARY="$(realpath "$BIN")" cargo test --locked --test fakes -- \
+    --exact kubelet_e2e::b40_api_pod_runs_and_reports_running
 }
 
 unit_verifies() {

@@ -21,7 +21,7 @@
 //! - Any field of PodSpec, Container, PodSecurityContext, SecurityContext or Volume that
 //!   litelet does not know at all (an API newer than v1.36): it cannot be honoured.
 //!
-//! `tests/field_audit.rs` lists every v1.36 field of those types as honoured (naming
+//! `tests/fakes/field_audit.rs` lists every v1.36 field of those types as honoured (naming
 //! the test that proves it) or refused here (and checks the refusal).
 
 use serde_json::{Map, Value};

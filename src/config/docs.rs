@@ -1,7 +1,7 @@
 //! Texts derived from the catalogue: `--help`, `--version`, the man page's flag and
 //! field sections (`packaging/litelet.1`, from `packaging/litelet.1.in`) and the
 //! compatibility table of every upstream name (`docs/kubelet-compatibility.md`).
-//! Pure; `tests/generated_docs.rs` keeps the files current.
+//! Pure; `tests/fakes/generated_docs.rs` keeps the files current.
 
 use std::fmt::Write as _;
 
@@ -259,9 +259,9 @@ pub fn compatibility_table() -> String {
     let mut out = String::from(
         "# litelet and the upstream kubelet's settings\n\n\
          Generated from `src/config/settings.rs` and `src/config/upstream.rs` by \
-         `tests/generated_docs.rs`; do not edit. Every flag of the upstream kubelet \
+         `tests/fakes/generated_docs.rs`; do not edit. Every flag of the upstream kubelet \
          v1.36 and every KubeletConfiguration v1beta1 field is listed, with litelet's \
-         stance (`tests/upstream_names.rs` holds the list against the upstream binary):\n\n\
+         stance (`tests/fakes/upstream_names.rs` holds the list against the upstream binary):\n\n\
          - **implemented**: litelet does what it says;\n\
          - **fixed: V**: litelet always behaves as V says; V is accepted (with one \
            start-up warning that it changes nothing) and any other value stops litelet \

@@ -1,5 +1,5 @@
 //! Feature gates: upstream v1.36.3's kubelet gates (the list its `--help` prints,
-//! held against the binary by `tests/upstream_names.rs`), and litelet's stance on
+//! held against the binary by `tests/fakes/upstream_names.rs`), and litelet's stance on
 //! each. litelet behaves as upstream does at a gate's default, so a gate set to its
 //! default is accepted and changes nothing; set to the other value it is refused,
 //! naming the gate, since litelet does not switch the behaviour. A name upstream does

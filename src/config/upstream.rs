@@ -2,7 +2,7 @@
 //! litelet does not implement, each with litelet's stance: the value litelet behaves
 //! as (accepted, with one warning; any other value refused, saying why), or "changes
 //! nothing" (accepted at any value, with one warning). Together with `settings.rs`
-//! this is every upstream name; `tests/upstream_names.rs` holds the list against the
+//! this is every upstream name; `tests/fakes/upstream_names.rs` holds the list against the
 //! upstream kubelet binary.
 //!
 //! Settings that other work will implement carry their interim stance here: the value

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # Sends one D-Bus signal addressed to DEST whose body is a byte array (`ay`) of SIZE
 # zero bytes, as the user running it: the oversized forgery of litelet's D-Bus tests
-# (tests/dbus.rs against a private dbus-daemon, and the VM tier on the system bus).
+# (tests/fakes/dbus.rs against a private dbus-daemon, and the VM tier on the system bus).
 # Perl because perl-base is on every Debian host, the VM image included, and
 # dbus-send cannot take a 32 MiB argument.
 # Usage: forge-signal.pl SOCKET_PATH DEST PATH INTERFACE MEMBER SIZE

@@ -1,5 +1,5 @@
-//! The litelet binary as a test process on the fakes (`tests/kubelet_e2e.rs`,
-//! `tests/service_env.rs`): a node on the CRI at an endpoint, its root, pod logs,
+//! The litelet binary as a test process on the fakes (`tests/fakes/kubelet_e2e.rs`,
+//! `tests/fakes/service_env.rs`): a node on the CRI at an endpoint, its root, pod logs,
 //! device-plugin folder and log (`litelet.log`, debug level) in a fresh directory,
 //! and its own cgroup root. Stopped on drop (SIGTERM, SIGKILL after 10 s), with its
 //! cgroups and what its pods left mounted. `LITELET_TEST_BINARY` runs another build.
@@ -13,6 +13,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::containerd::remove_cgroup_tree;
+use super::fake_api::FakeApi;
 use super::{unmount_everything_below, wait_until};
 
 pub struct Litelet {
@@ -22,6 +23,38 @@ pub struct Litelet {
 }
 
 impl Litelet {
+    /// Starts litelet as `node` on the CRI at `endpoint` as the tests on the fakes run
+    /// it: syncing every 2 s and with no eviction thresholds unless `extra` sets its
+    /// own (upstream's defaults, imagefs.available<15% and nodefs.available<10%, judge
+    /// the test machine's own disk, which a busy build machine can be past), reading
+    /// `api` and the static pods in `manifests` when given.
+    pub fn on_fakes(
+        endpoint: &str,
+        node: &str,
+        tag: &str,
+        api: Option<&FakeApi>,
+        manifests: Option<&Path>,
+        extra: &[&str],
+    ) -> Litelet {
+        Litelet::spawn(endpoint, node, tag, |cmd, dir| {
+            cmd.args(extra);
+            if !extra.contains(&"--sync-frequency") {
+                cmd.args(["--sync-frequency", "2s"]);
+            }
+            if !extra.iter().any(|a| a.starts_with("--eviction-hard")) {
+                cmd.arg("--eviction-hard=");
+            }
+            if let Some(api) = api {
+                let kubeconfig = dir.join("kubeconfig");
+                api.write_kubeconfig(&kubeconfig);
+                cmd.arg("--kubeconfig").arg(&kubeconfig);
+            }
+            if let Some(manifests) = manifests {
+                cmd.arg("--pod-manifest-path").arg(manifests);
+            }
+        })
+    }
+
     /// Starts litelet as `node` on the CRI at `endpoint`, under cgroup root
     /// `/litelet-<tag>-<pid>-<n>`; `configure` adds the test's flags, given the
     /// process's directory.

@@ -1,6 +1,6 @@
 //! Test support shared by the integration tests: the fake CRI runtime, a private real
 //! containerd, and small helpers. Each test binary includes this with `mod support;`
-//! and uses what it needs.
+//! (the tier binaries `tests/<tier>/main.rs` through `#[path]`) and uses what it needs.
 #![allow(dead_code)]
 
 pub mod cgroup_model;
@@ -60,6 +60,25 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// The [`exclusive`] turn of tests that run litelet's status thread (`status`) in
+/// process or measure it.
+pub const STATUS_THREADS: &str = "in-process status threads";
+
+/// Holds the lock named `name` until the guard drops: tests of one binary that share
+/// something process- or cluster-wide (a thread name they measure, a cluster-scoped
+/// object) take turns on it. A test that panicked holding it does not poison it.
+pub fn exclusive(name: &str) -> std::sync::MutexGuard<'static, ()> {
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, PoisonError};
+    static LOCKS: Mutex<BTreeMap<String, &'static Mutex<()>>> = Mutex::new(BTreeMap::new());
+    let lock: &'static Mutex<()> = LOCKS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(name.to_owned())
+        .or_insert_with(|| Box::leak(Box::new(Mutex::new(()))));
+    lock.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Polls `check` every 20 ms until it returns true or `timeout` passes.

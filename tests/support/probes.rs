@@ -1,4 +1,4 @@
-//! What the prober tests (`tests/prober.rs` on the fake CRI, `tests/prober_containerd.rs`
+//! What the prober tests (`tests/fakes/prober.rs` on the fake CRI, `tests/real_runtime/prober_containerd.rs`
 //! on a real containerd) hand the probe manager: fast exec probes and a runtime status
 //! whose containers have just started.
 

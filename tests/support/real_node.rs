@@ -216,7 +216,7 @@ impl RealNode {
             .args(
                 // No eviction thresholds unless the test sets its own: upstream's defaults
                 // (imagefs.available<15%, nodefs.available<10%) judge the test machine's own disk,
-                // which a busy build machine can be past; `tests/real_eviction.rs` sets its own.
+                // which a busy build machine can be past; `tests/apiserver/real_eviction.rs` sets its own.
                 (!self.extra.iter().any(|a| a.starts_with("--eviction-hard")))
                     .then_some("--eviction-hard="),
             )

@@ -1,5 +1,5 @@
-//! Helpers of the pod-source tests (`tests/api_source.rs`, `tests/static_source.rs`,
-//! `tests/services_source.rs`): what the updates a source sent say, and whether its
+//! Helpers of the pod-source tests (`tests/fakes/api_source.rs`, `tests/fakes/static_source.rs`,
+//! `tests/fakes/services_source.rs`): what the updates a source sent say, and whether its
 //! thread ended.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! The manager end to end with HTTP and TCP probes against loopback listeners (exec
-//! probes are covered against the fake CRI in `tests/prober.rs`).
+//! probes are covered against the fake CRI in `tests/fakes/prober.rs`).
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU16, Ordering};
