@@ -37,7 +37,7 @@ use crate::events::{EventType, Recorder};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod, SandboxState};
 use status::PodSyncStatus;
-use update_plan::{plan_update, KillStep, RecordView, UpdatePlan, UpdateView};
+use update_plan::{plan_update, KillStep, RecordView, Termination, UpdatePlan, UpdateView};
 
 /// Stack of a pod worker thread: syncs are shallow, and 110 pods × this is reserved.
 const WORKER_STACK: usize = 512 * 1024;
@@ -253,6 +253,38 @@ fn merge_kill(
     shortened
 }
 
+/// The [`UpdatePlan`] for an update of a pod with this record.
+fn plan_for(
+    status: &PodSyncStatus,
+    target: &Target,
+    options: &UpdatePodOptions,
+    pod: Option<&Pod>,
+    first_time: bool,
+) -> UpdatePlan {
+    let record = RecordView {
+        first_time,
+        termination_requested: status.is_termination_requested(),
+        terminated: status.is_terminated(),
+        finished: status.finished,
+    };
+    let update = UpdateView {
+        update_type: options.update_type,
+        runtime_pod: target.runtime_pod,
+        pod,
+        evict: options.kill.as_ref().is_some_and(|k| k.evict),
+    };
+    plan_update(&record, &update)
+}
+
+/// Marks the record terminating from `now`, deleted or evicted as the plan says.
+fn start_terminating(status: &mut PodSyncStatus, termination: Termination, now: Instant) {
+    status.deleted |= termination.deleted;
+    if let Some(evicted) = termination.evicted {
+        status.evicted = evicted;
+    }
+    status.terminating_at = Some(now);
+}
+
 /// Carries out the [`UpdatePlan`] for one update on the locked state; returns the
 /// signal channel of a worker to spawn for a new UID.
 fn record_update(
@@ -277,19 +309,8 @@ fn record_update(
         options.pod.clone()
     };
     // 4. Decide: a restart of a reused UID, a finished pod, termination, kill options.
-    let record = RecordView {
-        first_time,
-        termination_requested: status.is_termination_requested(),
-        terminated: status.is_terminated(),
-        finished: status.finished,
-    };
-    let update = UpdateView {
-        update_type: options.update_type,
-        runtime_pod: target.runtime_pod,
-        pod: pod_view.as_deref(),
-        evict: options.kill.as_ref().is_some_and(|k| k.evict),
-    };
-    let (terminate, kill) = match plan_update(&record, &update) {
+    let plan = plan_for(status, target, &options, pod_view.as_deref(), first_time);
+    let (terminate, kill) = match plan {
         UpdatePlan::RequestRestart => {
             status.restart_requested = true;
             log::debug!(
@@ -304,11 +325,7 @@ fn record_update(
     };
     // 5. Transition to terminating.
     if let Some(termination) = terminate {
-        status.deleted |= termination.deleted;
-        if let Some(evicted) = termination.evicted {
-            status.evicted = evicted;
-        }
-        status.terminating_at = Some(now);
+        start_terminating(status, termination, now);
     }
     // 6. Kill options.
     let grace_shortened = match kill {
@@ -320,19 +337,8 @@ fn record_update(
         KillStep::Merge => merge_kill(status, &mut options, pod_view.as_deref()),
     };
     // 7. A worker for a new UID.
-    let mut new_worker = None;
-    if !updates.contains_key(uid) {
-        let (tx, rx) = bounded(1);
-        updates.insert(uid.clone(), tx);
-        // Static pods start in arrival order, one per full name.
-        if options.pod.as_ref().is_some_and(|p| p.is_static()) {
-            waiting_static
-                .entry(status.fullname.clone())
-                .or_default()
-                .push_back(uid.clone());
-        }
-        new_worker = Some(rx);
-    }
+    let new_worker = (!updates.contains_key(uid))
+        .then(|| new_worker(updates, waiting_static, status, uid, &options));
     // 8. Keep the oldest start time of coalesced updates.
     if let Some(old) = status.pending.as_ref().and_then(|p| p.start_time) {
         if options.start_time.is_none_or(|t| old < t) {
@@ -352,6 +358,26 @@ fn record_update(
         }
     }
     new_worker
+}
+
+/// The signal channel of a worker for a new UID; a static pod also queues behind
+/// the others of its full name (they start in arrival order, one at a time).
+fn new_worker(
+    updates: &mut HashMap<String, Sender<()>>,
+    waiting_static: &mut HashMap<String, VecDeque<String>>,
+    status: &PodSyncStatus,
+    uid: &str,
+    options: &UpdatePodOptions,
+) -> Receiver<()> {
+    let (tx, rx) = bounded(1);
+    updates.insert(uid.to_owned(), tx);
+    if options.pod.as_ref().is_some_and(|p| p.is_static()) {
+        waiting_static
+            .entry(status.fullname.clone())
+            .or_default()
+            .push_back(uid.to_owned());
+    }
+    rx
 }
 
 impl PodWorkers {
