@@ -1,9 +1,10 @@
 //! Pod workers: one OS thread per pod UID running the pod's state machine
 //! (syncing → terminating → terminated → finished), as upstream pod_workers.go.
 //!
-//! Any thread calls [`PodWorkers::update_pod`]; it records the update as the pod's
-//! pending one (a newer update replaces it) and wakes the pod's thread over a
-//! `bounded(1)` channel, so signals coalesce. The worker (`worker.rs`) consumes the
+//! Any thread calls [`PodWorkers::update_pod`]; it decides what the update does
+//! (`update_plan.rs`, a pure plan), records it as the pod's pending one (a newer
+//! update replaces it) and wakes the pod's thread over a `bounded(1)` channel, so
+//! signals coalesce. The worker (`worker.rs`) consumes the
 //! pending update, waits for a fresh runtime status from the PLEG cache, calls the
 //! [`PodSyncer`], and requeues the pod in the [`WorkQueue`]. All state sits behind one
 //! lock that is never held across a sync call. A worker thread ends when its channel

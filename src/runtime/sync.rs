@@ -188,8 +188,8 @@ impl RuntimeManager {
         outcome
     }
 
-    /// Steps 3 and 4: the sandbox config, and a new sandbox when the actions ask for
-    /// one. `None` when the sync must stop here (a failure is in `outcome`) or there
+    /// The sandbox config, and a new sandbox when the actions ask for one (upstream
+    /// step 4). `None` when the sync must stop here (a failure is in `outcome`) or there
     /// is no sandbox to start containers in.
     fn ensure_sandbox(
         &self,
@@ -266,8 +266,8 @@ impl RuntimeManager {
         })
     }
 
-    /// Steps 5 to 8: ephemeral containers, init containers, the in-place resize, then
-    /// regular containers; a cancel or a failed regular init container stops them.
+    /// Ephemeral containers, init containers, the in-place resize, then regular
+    /// containers; a cancel or a failed regular init container stops them.
     fn start_containers(
         &self,
         pod: &Pod,
