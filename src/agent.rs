@@ -40,7 +40,9 @@ use crate::kubelet::{Kubelet, KubeletDeps};
 use crate::node::register;
 use crate::node::status as node_status;
 use crate::node::{MachineInfo, MachineReader, MachineRoots, NodeConfig, NodeInputs, NodeLister};
-use crate::pleg::{LastRelist, Pleg, PlegHealth, PodLifecycleEvent, EVENT_CHANNEL_CAPACITY};
+use crate::pleg::{
+    LastRelist, Pleg, PlegHealth, PodLifecycleEvent, RelistNudge, EVENT_CHANNEL_CAPACITY,
+};
 use crate::pod_workers::{PodWorkers, WorkQueue, WorkerTimings};
 use crate::prober::{ProbeManager, ProbeMetrics, ProbeUpdate};
 use crate::process::Shutdown;
@@ -828,31 +830,13 @@ fn start_runtime(
     devices: Option<&DeviceManager>,
     credential_plugins: Vec<ProviderConfig>,
 ) -> Result<RuntimeParts, AgentError> {
-    let (flags, runtime, recorder) = (w.flags, &w.runtime, &w.recorder);
-    let (images, api) = (w.images.clone(), w.worker_api.clone());
+    let (flags, runtime) = (w.flags, &w.runtime);
     check_cgroup_driver(flags.cgroup_driver, runtime)?;
-    let root_dir = &host.root_dir;
-    let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
-    let settings = RuntimeSettings {
-        root_dir: root_dir.clone(),
-        pod_logs_dir: flags.pod_logs_dir.clone(),
-        dns: DnsSettings {
-            cluster_dns: flags.cluster_dns.clone(),
-            cluster_domain: flags.cluster_domain.clone(),
-            host: ResolvConf::parse(&host_resolv),
-        },
-        memory_capacity: host.machine.memory_bytes.map(|b| b as i64).unwrap_or(0),
-        enforce_cpu_limits: true,
-        apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
-        node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
-        swap: swap_settings(flags, &host.machine),
-        seccomp_default: flags.seccomp_default,
-    };
+    let settings = runtime_settings(flags, host);
     let runtime_name = runtime
         .version(&Default::default())
         .map(|v| v.runtime_name)
         .unwrap_or_else(|_| "cri".into());
-    let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_events) = bounded(EVENT_CHANNEL_CAPACITY);
     let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
@@ -860,76 +844,28 @@ fn start_runtime(
     // and the pod's worker waits for a status taken after the change (and only then).
     let nudge = pleg.nudger();
     let last_relist = pleg.last_relist();
-    let marks = cache.clone();
-    let images_for_records = images.clone();
-    let mut manager =
-        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
-    if let Some(devices) = devices {
-        manager = manager.with_devices(Arc::new(devices.clone()));
-    }
-    // Checked when the settings were loaded; the fallback is never reached.
-    if let Ok(concurrency) = flags.pull_concurrency() {
-        manager = manager.with_pull_concurrency(concurrency);
-    }
-    let manager = Arc::new(
-        manager
-            .with_credentials(CredentialSettings {
-                node_config: NodeDockerConfig::for_root_dir(
-                    root_dir,
-                    std::env::var_os("HOME").map(PathBuf::from).as_deref(),
-                ),
-                plugins: ready_credential_plugins(flags, credential_plugins, api.clone()),
-                records: pull_records(root_dir, &images_for_records, recorder, &host.node),
-                policy: flags.image_pull_credentials_verification_policy,
-                allowlist: flags.preloaded_images_verification_allowlist.clone(),
-            })
-            .with_user_namespace_range(user_namespace_range())
-            .with_runtime_classes(RuntimeClasses::new(
-                api.map(|c| Box::new(c) as Box<dyn RuntimeClassSource>),
-            ))
-            .on_runtime_change(move |change| {
-                marks.runtime_changed(change.uid, Instant::now());
-                if change.lifecycle {
-                    nudge.nudge();
-                }
-            }),
-    );
-
-    // Pod cgroups through cgroupfs, or through systemd's slices (--cgroup-driver); the
-    // runtime's driver was checked to be the same before.
-    let driver = match flags.cgroup_driver {
-        CgroupDriver::Cgroupfs => CgroupsDriver::Cgroupfs,
-        CgroupDriver::Systemd => {
-            CgroupsDriver::Systemd(Box::new(DbusUnits::system().map_err(|e| {
-                AgentError::Config(format!(
-                    "--cgroup-driver=systemd needs systemd on the system bus: {e}"
-                ))
-            })?))
-        }
+    let parts = ManagerParts {
+        settings,
+        devices,
+        credential_plugins,
+        cache: cache.clone(),
+        nudge,
     };
-    let cgroups = match PodCgroupManager::from_system_with(
-        ManagerConfig {
-            cgroup_root: flags.cgroup_root.clone(),
-            pod_pids_limit: u64::try_from(flags.pod_max_pids).ok().filter(|n| *n > 0),
-            ..Default::default()
-        },
-        driver,
-    )
-    .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
-    {
-        Ok(m) => Some(Arc::new(m)),
-        Err(err) => {
-            log::warn!("pod cgroups disabled: {err}");
-            None
-        }
-    };
+    let manager = runtime_manager(w, host, parts);
+    let cgroups = pod_cgroups(w.flags)?;
     let allocatable = match &cgroups {
-        Some(cgroups) => Some(enforce_node_allocatable(flags, host, cgroups, recorder)?),
+        Some(cgroups) => Some(enforce_node_allocatable(
+            w.flags,
+            host,
+            cgroups,
+            &w.recorder,
+        )?),
         None => None,
     };
 
     // Allocations (the checkpoint under --root-dir), resize admission.
-    let (resize, problem) = ResizeManager::open(root_dir, ResizeConfig::new(host.view.clone()));
+    let (resize, problem) =
+        ResizeManager::open(&host.root_dir, ResizeConfig::new(host.view.clone()));
     if let Some(problem) = problem {
         log::error!("{problem}; pods are admitted at their spec");
     }
@@ -951,6 +887,118 @@ fn start_runtime(
         resize: Arc::new(resize),
         runtime_name,
     })
+}
+
+/// The runtime manager's settings from the flags and the host (the host's
+/// resolv.conf read once, for pods with the host's DNS).
+fn runtime_settings(flags: &Flags, host: &Host) -> RuntimeSettings {
+    let host_resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
+    RuntimeSettings {
+        root_dir: host.root_dir.clone(),
+        pod_logs_dir: flags.pod_logs_dir.clone(),
+        dns: DnsSettings {
+            cluster_dns: flags.cluster_dns.clone(),
+            cluster_domain: flags.cluster_domain.clone(),
+            host: ResolvConf::parse(&host_resolv),
+        },
+        memory_capacity: host.machine.memory_bytes.map(|b| b as i64).unwrap_or(0),
+        enforce_cpu_limits: true,
+        apparmor_enabled: crate::runtime::profiles::apparmor_enabled_on_host(),
+        node_hosts_file: PathBuf::from(crate::runtime::hosts::ETC_HOSTS),
+        swap: swap_settings(flags, &host.machine),
+        seccomp_default: flags.seccomp_default,
+    }
+}
+
+/// What [`runtime_manager`] builds the manager from besides the wiring.
+struct ManagerParts<'a> {
+    settings: RuntimeSettings,
+    devices: Option<&'a DeviceManager>,
+    credential_plugins: Vec<ProviderConfig>,
+    /// Marked on every runtime change the manager makes.
+    cache: PodStatusCache,
+    /// Wakes the PLEG on a lifecycle change.
+    nudge: RelistNudge,
+}
+
+/// The runtime manager: hooks over CRI, devices, pull concurrency, image
+/// credentials, user namespaces and RuntimeClasses, and the runtime changes it
+/// reports to the PLEG.
+fn runtime_manager(w: &Wiring, host: &Host, parts: ManagerParts<'_>) -> Arc<RuntimeManager> {
+    let (flags, runtime, recorder) = (w.flags, &w.runtime, &w.recorder);
+    let (images, api) = (w.images.clone(), w.worker_api.clone());
+    let root_dir = &host.root_dir;
+    let ManagerParts {
+        settings,
+        devices,
+        credential_plugins,
+        cache: marks,
+        nudge,
+    } = parts;
+    let hooks = Arc::new(CriHookRunner::new(runtime.clone()));
+    let images_for_records = images.clone();
+    let mut manager =
+        RuntimeManager::new(runtime.clone(), images, hooks, recorder.clone(), settings);
+    if let Some(devices) = devices {
+        manager = manager.with_devices(Arc::new(devices.clone()));
+    }
+    // Checked when the settings were loaded; the fallback is never reached.
+    if let Ok(concurrency) = flags.pull_concurrency() {
+        manager = manager.with_pull_concurrency(concurrency);
+    }
+    Arc::new(
+        manager
+            .with_credentials(CredentialSettings {
+                node_config: NodeDockerConfig::for_root_dir(
+                    root_dir,
+                    std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+                ),
+                plugins: ready_credential_plugins(flags, credential_plugins, api.clone()),
+                records: pull_records(root_dir, &images_for_records, recorder, &host.node),
+                policy: flags.image_pull_credentials_verification_policy,
+                allowlist: flags.preloaded_images_verification_allowlist.clone(),
+            })
+            .with_user_namespace_range(user_namespace_range())
+            .with_runtime_classes(RuntimeClasses::new(
+                api.map(|c| Box::new(c) as Box<dyn RuntimeClassSource>),
+            ))
+            .on_runtime_change(move |change| {
+                marks.runtime_changed(change.uid, Instant::now());
+                if change.lifecycle {
+                    nudge.nudge();
+                }
+            }),
+    )
+}
+
+/// Pod cgroups through cgroupfs, or through systemd's slices (--cgroup-driver; the
+/// runtime's driver was checked to be the same before), with the QoS hierarchy made;
+/// `None` (logged) when they cannot be managed.
+fn pod_cgroups(flags: &Flags) -> Result<Option<Arc<PodCgroupManager>>, AgentError> {
+    let driver = match flags.cgroup_driver {
+        CgroupDriver::Cgroupfs => CgroupsDriver::Cgroupfs,
+        CgroupDriver::Systemd => {
+            CgroupsDriver::Systemd(Box::new(DbusUnits::system().map_err(|e| {
+                AgentError::Config(format!(
+                    "--cgroup-driver=systemd needs systemd on the system bus: {e}"
+                ))
+            })?))
+        }
+    };
+    let config = ManagerConfig {
+        cgroup_root: flags.cgroup_root.clone(),
+        pod_pids_limit: u64::try_from(flags.pod_max_pids).ok().filter(|n| *n > 0),
+        ..Default::default()
+    };
+    match PodCgroupManager::from_system_with(config, driver)
+        .and_then(|m| m.ensure_qos_hierarchy().map(|()| m))
+    {
+        Ok(m) => Ok(Some(Arc::new(m))),
+        Err(err) => {
+            log::warn!("pod cgroups disabled: {err}");
+            Ok(None)
+        }
+    }
 }
 
 /// Limits `kubepods` to the node allocatable (or the capacity without `pods`

@@ -13,6 +13,10 @@
 //! A third check keeps JSON paths and API URLs inside `src/api/` (production code
 //! only; a short allow-list names the exceptions and why).
 //!
+//! A fourth keeps production functions within 100 lines (comments and strings are
+//! skipped when matching braces); the older long ones are listed at their length and
+//! the list only shrinks.
+//!
 //! `tidy/doc_names.rs` keeps the docs true: every path and code name they cite in
 //! backticks still exists.
 
@@ -1003,5 +1007,289 @@ fn string_errors_stay_in_a_few_leaf_parsers() {
          others a typed error that keeps its cause):\n{}",
         found.len(),
         found.join("\n")
+    );
+}
+
+/// The code of a Rust text with comments, strings and character literals blanked
+/// out (each replaced by spaces, newlines kept), so that braces and keywords are
+/// read only where they are code.
+fn blank_non_code(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, c: char| out.push(if c == '\n' { '\n' } else { ' ' });
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                blank(&mut out, chars[i]);
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, chars[i]);
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"') | Some('#'))
+            && !chars[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string: r"..." or r#"..."#, closed by the same number of #.
+            let mut j = i + 1;
+            while chars.get(j) == Some(&'#') {
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let hashes = j - i - 1;
+            j += 1;
+            while j < chars.len()
+                && !(chars[j] == '"' && (1..=hashes).all(|k| chars.get(j + k) == Some(&'#')))
+            {
+                j += 1;
+            }
+            let end = (j + 1 + hashes).min(chars.len());
+            for &ch in &chars[i..end] {
+                blank(&mut out, ch);
+            }
+            i = end;
+        } else if c == '"' {
+            blank(&mut out, c);
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                let step = if chars[i] == '\\' { 2 } else { 1 };
+                for &ch in &chars[i..(i + step).min(chars.len())] {
+                    blank(&mut out, ch);
+                }
+                i += step;
+            }
+            if i < chars.len() {
+                blank(&mut out, chars[i]);
+                i += 1;
+            }
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{..}'), not a lifetime ('a).
+            let close = if next == Some('\\') {
+                (i + 2..chars.len().min(i + 12)).find(|&k| chars[k] == '\'')
+            } else if chars.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            let end = close.map_or(i + 1, |k| k + 1);
+            for &ch in &chars[i..end] {
+                blank(&mut out, ch);
+            }
+            i = end;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The byte ranges of the items marked `#[cfg(test)]` in blanked code: up to the
+/// item's `;` (or the `,` or `}` ending a field), or through its braced body.
+fn cfg_test_items(code: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for (at, attr) in code.match_indices("#[cfg(test)]") {
+        let from = at + attr.len();
+        let rest = &code[from..];
+        let mut depth = 0i32;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                ';' | ',' | '}' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                '{' if depth == 0 => {
+                    end = i + matching_brace(&rest[i..]);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push((at, from + end));
+    }
+    out
+}
+
+/// Every production function with a body in a Rust text (those inside a
+/// `#[cfg(test)]` item are skipped): (name, first line, length in lines, from the
+/// `fn` line to the line of its closing brace).
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code = blank_non_code(text);
+    let bytes = code.as_bytes();
+    let line_of = |offset: usize| code[..offset].matches('\n').count() + 1;
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let tests = cfg_test_items(&code);
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("fn ") {
+        if at > 0 && is_ident(bytes[at - 1]) || tests.iter().any(|(s, e)| (*s..*e).contains(&at)) {
+            continue;
+        }
+        let rest = &code[at + 3..];
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // a `fn(..)` pointer type
+        }
+        // The body opens at the first `{` outside the signature's brackets; a `;`
+        // first means a declaration without a body.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (i, c) in rest.char_indices() {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                ';' if depth == 0 => break,
+                '{' if depth == 0 => {
+                    open = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let body = &rest[open..];
+        let close = at + 3 + open + matching_brace(body);
+        let first = line_of(at);
+        out.push((name, first, line_of(close - 1) - first + 1));
+    }
+    out
+}
+
+/// Past this many lines a function must be listed in [`LONG_FUNCTIONS`].
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// Production functions of `src/` longer than [`MAX_FUNCTION_LINES`], as
+/// `(file under src/, function, its length in lines)`. The list only shrinks: a
+/// listed function that got shorter (or is gone) fails the check until its entry is
+/// tightened (or removed), so no function grows back.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("api/quantity.rs", "parse_quantity", 115),
+    ("config/settings.rs", "table", 327),
+    ("eviction/manager.rs", "round", 110),
+    ("kubelet/housekeeping.rs", "housekeeping", 106),
+    ("kubelet/syncer.rs", "sync_pod", 105),
+    ("images/manager.rs", "ensure_image", 121),
+    ("runtime/kill.rs", "kill_container", 108),
+    ("runtime/resize/manager.rs", "sync", 128),
+    ("runtime/resize/plan.rs", "plan_resize", 116),
+    ("server/conn.rs", "serve", 119),
+    ("sources/file/validate.rs", "validate_container", 104),
+    ("stats/resource_metrics.rs", "render", 112),
+    ("status/containers.rs", "container_statuses", 126),
+    ("status/sync.rs", "sync_once", 103),
+    ("volumes/csi/mounter.rs", "set_up", 120),
+];
+
+/// No production function grows past [`MAX_FUNCTION_LINES`] lines (aim below 80:
+/// decisions as pure plans, I/O as a thin shell); the few older ones are listed in
+/// [`LONG_FUNCTIONS`] at their current length.
+#[test]
+fn functions_stay_short() {
+    let src = src_dir();
+    let files = read_sources();
+    let tests = test_module_paths(&files);
+    let mut found = BTreeMap::new();
+    for (file, text) in &files {
+        if tests.iter().any(|t| file.starts_with(t)) {
+            continue;
+        }
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        for (name, _, lines) in function_lengths(text) {
+            if lines > MAX_FUNCTION_LINES {
+                let longest = found.entry((rel.clone(), name)).or_insert(0);
+                *longest = lines.max(*longest);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for ((file, name), lines) in &found {
+        match LONG_FUNCTIONS
+            .iter()
+            .find(|(f, n, _)| f == file && n == name)
+        {
+            None => problems.push(format!(
+                "src/{file}: fn {name} has {lines} lines (over {MAX_FUNCTION_LINES}): split it"
+            )),
+            Some((_, _, listed)) if lines > listed => problems.push(format!(
+                "src/{file}: fn {name} grew to {lines} lines (listed at {listed}): split it"
+            )),
+            Some((_, _, listed)) if lines < listed => problems.push(format!(
+                "src/{file}: fn {name} shrank to {lines} lines: tighten its entry to \
+                 (\"{file}\", \"{name}\", {lines}),"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (file, name, _) in LONG_FUNCTIONS {
+        if !found.contains_key(&(file.to_string(), name.to_string())) {
+            problems.push(format!(
+                "src/{file}: fn {name} is gone or within {MAX_FUNCTION_LINES} lines: remove its entry"
+            ));
+        }
+    }
+    let suggested: Vec<String> = found
+        .iter()
+        .map(|((file, name), lines)| format!("    (\"{file}\", \"{name}\", {lines}),"))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{}\nLONG_FUNCTIONS for the tree as it is:\n{}",
+        problems.join("\n"),
+        suggested.join("\n")
+    );
+}
+
+#[test]
+fn function_scanner_skips_strings_comments_and_signatures() {
+    let text = "fn short() { let s = \"}}\"; }\n\
+                // fn commented() {\n\
+                fn long<T: Fn(u8) -> u8>(x: [u8; 2]) -> Box<dyn Fn()>\n\
+                where T: Clone,\n\
+                {\n\
+                    let c = '}'; let r = r#\"}\"#; /* } */\n\
+                    let f: fn(u8) = g; 'outer: loop { break 'outer; }\n\
+                }\n\
+                trait A { fn decl(&self); }\n\
+                #[cfg(test)]\n\
+                mod tests { fn helper() {} }\n";
+    let found = function_lengths(text);
+    assert_eq!(
+        found,
+        vec![("short".to_owned(), 1, 1), ("long".to_owned(), 3, 6)]
     );
 }

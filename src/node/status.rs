@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::api::meta::{ConditionStatus, Time};
 use crate::api::node::{
-    ContainerImage, DaemonEndpoint, NodeCondition, NodeDaemonEndpoints, NodeStatus,
+    ContainerImage, DaemonEndpoint, NodeCondition, NodeDaemonEndpoints, NodeStatus, NodeSystemInfo,
     NODE_DISK_PRESSURE, NODE_MEMORY_PRESSURE, NODE_PID_PRESSURE, NODE_READY,
 };
 use crate::api::node_patch;
@@ -317,7 +317,44 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
     status.capacity.extend(fresh);
     status.allocatable = allocatable(&status.capacity, &reservation(config, &status.capacity));
 
-    let mut info = status.node_info.take().unwrap_or_default();
+    status.node_info = Some(node_info(
+        status.node_info.take().unwrap_or_default(),
+        machine,
+        runtime_version,
+    ));
+    status.daemon_endpoints = Some(NodeDaemonEndpoints {
+        kubelet_endpoint: Some(DaemonEndpoint {
+            port: i32::from(config.port),
+        }),
+    });
+
+    let mut events = set_pressure_conditions(&mut status.conditions, health, now);
+    let (ready, reason, message) = ready_condition(health, &status.capacity);
+    let is_true = ready == ConditionStatus::True;
+    let (changed, is_new) = set_condition(
+        &mut status.conditions,
+        NODE_READY,
+        ready,
+        reason,
+        &message,
+        now,
+    );
+    // As upstream: a Ready condition seen for the first time records no event.
+    if changed && !is_new {
+        events.push(ConditionEvent {
+            reason: if is_true { "NodeReady" } else { "NodeNotReady" },
+        });
+    }
+    events
+}
+
+/// `nodeInfo` from the machine facts and the runtime's version, over the published
+/// one (the base: swap turned off must drop it).
+fn node_info(
+    mut info: NodeSystemInfo,
+    machine: &MachineInfo,
+    runtime_version: Option<&str>,
+) -> NodeSystemInfo {
     info.machine_id = machine.machine_id.clone();
     info.system_uuid = machine.system_uuid.clone();
     info.boot_id = machine.boot_id.clone();
@@ -338,73 +375,89 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
             info.clear_swap();
         }
     }
-    status.node_info = Some(info);
-    status.daemon_endpoints = Some(NodeDaemonEndpoints {
-        kubelet_endpoint: Some(DaemonEndpoint {
-            port: i32::from(config.port),
-        }),
-    });
+    info
+}
 
-    let mut events = Vec::new();
-    let pressure = [
+/// A pressure condition's type, then its (reason, message, event) when under
+/// pressure and when not (upstream's words).
+type PressureWords = (
+    &'static str,
+    (&'static str, &'static str, &'static str),
+    (&'static str, &'static str, &'static str),
+);
+
+/// The pressure conditions, in the order they are first added.
+const PRESSURE_CONDITIONS: [PressureWords; 3] = [
+    (
+        NODE_MEMORY_PRESSURE,
         (
-            NODE_MEMORY_PRESSURE,
-            health.memory_pressure,
-            (
-                "KubeletHasInsufficientMemory",
-                "kubelet has insufficient memory available",
-                "NodeHasInsufficientMemory",
-            ),
-            (
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-                "NodeHasSufficientMemory",
-            ),
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+            "NodeHasInsufficientMemory",
         ),
         (
-            NODE_DISK_PRESSURE,
-            health.disk_pressure,
-            (
-                "KubeletHasDiskPressure",
-                "kubelet has disk pressure",
-                "NodeHasDiskPressure",
-            ),
-            (
-                "KubeletHasNoDiskPressure",
-                "kubelet has no disk pressure",
-                "NodeHasNoDiskPressure",
-            ),
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+            "NodeHasSufficientMemory",
+        ),
+    ),
+    (
+        NODE_DISK_PRESSURE,
+        (
+            "KubeletHasDiskPressure",
+            "kubelet has disk pressure",
+            "NodeHasDiskPressure",
         ),
         (
-            NODE_PID_PRESSURE,
-            health.pid_pressure,
-            (
-                "KubeletHasInsufficientPID",
-                "kubelet has insufficient PID available",
-                "NodeHasInsufficientPID",
-            ),
-            (
-                "KubeletHasSufficientPID",
-                "kubelet has sufficient PID available",
-                "NodeHasSufficientPID",
-            ),
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+            "NodeHasNoDiskPressure",
         ),
+    ),
+    (
+        NODE_PID_PRESSURE,
+        (
+            "KubeletHasInsufficientPID",
+            "kubelet has insufficient PID available",
+            "NodeHasInsufficientPID",
+        ),
+        (
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+            "NodeHasSufficientPID",
+        ),
+    ),
+];
+
+/// Sets the memory, disk and PID pressure conditions; the events of those that changed.
+fn set_pressure_conditions(
+    conditions: &mut Vec<NodeCondition>,
+    health: &Health,
+    now: Time,
+) -> Vec<ConditionEvent> {
+    let under = [
+        health.memory_pressure,
+        health.disk_pressure,
+        health.pid_pressure,
     ];
-    for (type_, under, yes, no) in pressure {
+    let mut events = Vec::new();
+    for ((type_, yes, no), under) in PRESSURE_CONDITIONS.into_iter().zip(under) {
         let (reason, message, event) = if under { yes } else { no };
-        let (changed, _) = set_condition(
-            &mut status.conditions,
-            type_,
-            under.into(),
-            reason,
-            message,
-            now,
-        );
+        let (changed, _) = set_condition(conditions, type_, under.into(), reason, message, now);
         if changed {
             events.push(ConditionEvent { reason: event });
         }
     }
+    events
+}
 
+/// The Ready condition's status, reason and message: not ready with the runtime's,
+/// the network's and the shutdown's problems and any missing required capacity, in
+/// that order.
+fn ready_condition(
+    health: &Health,
+    capacity: &BTreeMap<String, Quantity>,
+) -> (ConditionStatus, &'static str, String) {
     let mut errors: Vec<String> = health.runtime_errors.clone();
     errors.extend(health.network_errors.iter().cloned());
     // Upstream's node shutdown manager error, after the runtime's and the network's.
@@ -414,7 +467,7 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
     let missing: Vec<&str> = REQUIRED_CAPACITY
         .iter()
         .copied()
-        .filter(|r| !status.capacity.contains_key(*r))
+        .filter(|r| !capacity.contains_key(*r))
         .collect();
     if !missing.is_empty() {
         errors.push(format!(
@@ -422,30 +475,14 @@ pub fn apply(status: &mut NodeStatus, inputs: &StatusInputs) -> Vec<ConditionEve
             missing.join(", ")
         ));
     }
-    let (ready, reason, message) = match aggregate(&errors) {
+    match aggregate(&errors) {
         None => (
             ConditionStatus::True,
             "KubeletReady",
             READY_MESSAGE.to_owned(),
         ),
         Some(m) => (ConditionStatus::False, "KubeletNotReady", m),
-    };
-    let is_true = ready == ConditionStatus::True;
-    let (changed, is_new) = set_condition(
-        &mut status.conditions,
-        NODE_READY,
-        ready,
-        reason,
-        &message,
-        now,
-    );
-    // As upstream: a Ready condition seen for the first time records no event.
-    if changed && !is_new {
-        events.push(ConditionEvent {
-            reason: if is_true { "NodeReady" } else { "NodeNotReady" },
-        });
     }
-    events
 }
 
 /// The status with heartbeat times blanked and conditions in a fixed order.

@@ -1,9 +1,10 @@
 //! Pod workers: one OS thread per pod UID running the pod's state machine
 //! (syncing → terminating → terminated → finished), as upstream pod_workers.go.
 //!
-//! Any thread calls [`PodWorkers::update_pod`]; it records the update as the pod's
-//! pending one (a newer update replaces it) and wakes the pod's thread over a
-//! `bounded(1)` channel, so signals coalesce. The worker (`worker.rs`) consumes the
+//! Any thread calls [`PodWorkers::update_pod`]; it decides what the update does
+//! (`update_plan.rs`, a pure plan), records it as the pod's pending one (a newer
+//! update replaces it) and wakes the pod's thread over a `bounded(1)` channel, so
+//! signals coalesce. The worker (`worker.rs`) consumes the
 //! pending update, waits for a fresh runtime status from the PLEG cache, calls the
 //! [`PodSyncer`], and requeues the pod in the [`WorkQueue`]. All state sits behind one
 //! lock that is never held across a sync call. A worker thread ends when its channel
@@ -13,6 +14,7 @@ mod grace;
 pub mod stack;
 mod status;
 mod types;
+mod update_plan;
 mod work_queue;
 mod worker;
 
@@ -36,6 +38,7 @@ use crate::events::{EventType, Recorder};
 use crate::runtime::cache::PodStatusCache;
 use crate::runtime::model::{PodRuntimeStatus, RunningPod, SandboxState};
 use status::PodSyncStatus;
+use update_plan::{plan_update, KillStep, RecordView, Termination, UpdatePlan, UpdateView};
 
 /// Stack of a pod worker thread: syncs are shallow, and 110 pods × this is reserved.
 const WORKER_STACK: usize = 512 * 1024;
@@ -155,6 +158,229 @@ fn pod_from_running(running: &RunningPod) -> Pod {
     pod
 }
 
+/// The pod an update is about.
+struct Target {
+    uid: String,
+    namespace: String,
+    name: String,
+    /// Only the runtime knows the pod.
+    runtime_pod: bool,
+}
+
+/// The pod an update names, or `None` (logged) for an update that carries no pod or
+/// asks a runtime-only pod for more than a kill.
+fn identify(options: &UpdatePodOptions) -> Option<Target> {
+    match (&options.pod, &options.running_pod) {
+        (None, Some(running)) => {
+            if options.update_type != UpdateType::Kill {
+                log::warn!(
+                    "pod {}/{}: runtime pods can only be killed; dropping update",
+                    running.namespace,
+                    running.name
+                );
+                return None;
+            }
+            Some(Target {
+                uid: running.uid.clone(),
+                namespace: running.namespace.clone(),
+                name: running.name.clone(),
+                runtime_pod: true,
+            })
+        }
+        (Some(pod), running) => {
+            if running.is_some() {
+                log::debug!(
+                    "pod {}: update carries both a pod and a runtime pod; using the pod",
+                    pod.full_name()
+                );
+            }
+            Some(Target {
+                uid: pod.uid().to_owned(),
+                namespace: pod.namespace().to_owned(),
+                name: pod.name().to_owned(),
+                runtime_pod: false,
+            })
+        }
+        (None, None) => {
+            log::error!("update_pod called without a pod");
+            None
+        }
+    }
+}
+
+/// A runtime pod's update folds into the real pod spec when litelet knows it; the
+/// pod the update is about (a stand-in when only the runtime knows it).
+fn fold_runtime_pod(
+    status: &mut PodSyncStatus,
+    options: &mut UpdatePodOptions,
+) -> Option<Arc<Pod>> {
+    status.observed_runtime = true;
+    let known = status
+        .pending
+        .as_ref()
+        .and_then(|p| p.pod.clone())
+        .or_else(|| status.active.as_ref().and_then(|a| a.pod.clone()));
+    match known {
+        Some(pod) => {
+            options.pod = Some(pod.clone());
+            options.running_pod = None;
+            Some(pod)
+        }
+        None => options
+            .running_pod
+            .as_ref()
+            .map(|r| Arc::new(pod_from_running(r))),
+    }
+}
+
+/// Folds the kill options of an update into a terminating record: completion
+/// channels and status functions wait for termination, the grace period only
+/// shortens. Returns whether it shortened.
+fn merge_kill(
+    status: &mut PodSyncStatus,
+    options: &mut UpdatePodOptions,
+    pod: Option<&Pod>,
+) -> bool {
+    let kill = options.kill.get_or_insert_with(KillPodOptions::default);
+    if let Some(done) = kill.completed.take() {
+        status.notify_post_terminating.push(done);
+    }
+    if let Some(f) = kill.status_fn.clone() {
+        status.status_post_terminating.push(f);
+    }
+    let (grace, shortened) = effective_grace_period(status.grace_period, pod, kill.grace_override);
+    status.grace_period = grace;
+    kill.grace_override = Some(grace);
+    shortened
+}
+
+/// The [`UpdatePlan`] for an update of a pod with this record.
+fn plan_for(
+    status: &PodSyncStatus,
+    target: &Target,
+    options: &UpdatePodOptions,
+    pod: Option<&Pod>,
+    first_time: bool,
+) -> UpdatePlan {
+    let record = RecordView {
+        first_time,
+        termination_requested: status.is_termination_requested(),
+        terminated: status.is_terminated(),
+        finished: status.finished,
+    };
+    let update = UpdateView {
+        update_type: options.update_type,
+        runtime_pod: target.runtime_pod,
+        pod,
+        evict: options.kill.as_ref().is_some_and(|k| k.evict),
+    };
+    plan_update(&record, &update)
+}
+
+/// Marks the record terminating from `now`, deleted or evicted as the plan says.
+fn start_terminating(status: &mut PodSyncStatus, termination: Termination, now: Instant) {
+    status.deleted |= termination.deleted;
+    if let Some(evicted) = termination.evicted {
+        status.evicted = evicted;
+    }
+    status.terminating_at = Some(now);
+}
+
+/// Carries out the [`UpdatePlan`] for one update on the locked state; returns the
+/// signal channel of a worker to spawn for a new UID.
+fn record_update(
+    state: &mut State,
+    target: &Target,
+    mut options: UpdatePodOptions,
+    first_time: bool,
+    now: Instant,
+) -> Option<Receiver<()>> {
+    let State {
+        statuses,
+        updates,
+        waiting_static,
+        ..
+    } = state;
+    let uid = &target.uid;
+    let status = statuses.get_mut(uid)?;
+    // 3. Runtime pod folding: prefer the real pod spec if litelet knows it.
+    let pod_view = if target.runtime_pod {
+        fold_runtime_pod(status, &mut options)
+    } else {
+        options.pod.clone()
+    };
+    // 4. Decide: a restart of a reused UID, a finished pod, termination, kill options.
+    let plan = plan_for(status, target, &options, pod_view.as_deref(), first_time);
+    let (terminate, kill) = match plan {
+        UpdatePlan::RequestRestart => {
+            status.restart_requested = true;
+            log::debug!(
+                "pod {}/{} ({uid}): create while terminating; restart requested",
+                target.namespace,
+                target.name
+            );
+            return None;
+        }
+        UpdatePlan::Ignore => return None,
+        UpdatePlan::Accept { terminate, kill } => (terminate, kill),
+    };
+    // 5. Transition to terminating.
+    if let Some(termination) = terminate {
+        start_terminating(status, termination, now);
+    }
+    // 6. Kill options.
+    let grace_shortened = match kill {
+        KillStep::DropUpdate => return None,
+        KillStep::Discard => {
+            options.kill = None;
+            false
+        }
+        KillStep::Merge => merge_kill(status, &mut options, pod_view.as_deref()),
+    };
+    // 7. A worker for a new UID.
+    let new_worker = (!updates.contains_key(uid))
+        .then(|| new_worker(updates, waiting_static, status, uid, &options));
+    // 8. Keep the oldest start time of coalesced updates.
+    if let Some(old) = status.pending.as_ref().and_then(|p| p.start_time) {
+        if options.start_time.is_none_or(|t| old < t) {
+            options.start_time = Some(old);
+        }
+    }
+    // 9. The new update replaces the pending one; signal without blocking.
+    status.pending = Some(options);
+    status.working = true;
+    if let Some(tx) = updates.get(uid) {
+        let _ = tx.try_send(());
+    }
+    // 10. Interrupt the in-flight sync when termination starts or speeds up.
+    if terminate.is_some() || grace_shortened {
+        if let Some(cancel) = &status.cancel {
+            cancel.cancel();
+        }
+    }
+    new_worker
+}
+
+/// The signal channel of a worker for a new UID; a static pod also queues behind
+/// the others of its full name (they start in arrival order, one at a time).
+fn new_worker(
+    updates: &mut HashMap<String, Sender<()>>,
+    waiting_static: &mut HashMap<String, VecDeque<String>>,
+    status: &PodSyncStatus,
+    uid: &str,
+    options: &UpdatePodOptions,
+) -> Receiver<()> {
+    let (tx, rx) = bounded(1);
+    updates.insert(uid.to_owned(), tx);
+    if options.pod.as_ref().is_some_and(|p| p.is_static()) {
+        waiting_static
+            .entry(status.fullname.clone())
+            .or_default()
+            .push_back(uid.to_owned());
+    }
+    rx
+}
+
 impl PodWorkers {
     pub fn new(
         syncer: Arc<dyn PodSyncer>,
@@ -190,202 +416,46 @@ impl PodWorkers {
     /// Hands an update to the pod's worker (upstream UpdatePod).
     pub fn update_pod(&self, mut options: UpdatePodOptions) {
         // 1. Identify the pod.
-        let mut is_runtime_pod = false;
-        let (uid, namespace, name) = match (&options.pod, &options.running_pod) {
-            (None, Some(running)) => {
-                if options.update_type != UpdateType::Kill {
-                    log::warn!(
-                        "pod {}/{}: runtime pods can only be killed; dropping update",
-                        running.namespace,
-                        running.name
-                    );
-                    return;
-                }
-                is_runtime_pod = true;
-                (
-                    running.uid.clone(),
-                    running.namespace.clone(),
-                    running.name.clone(),
-                )
-            }
-            (Some(pod), running) => {
-                if running.is_some() {
-                    log::debug!(
-                        "pod {}: update carries both a pod and a runtime pod; using the pod",
-                        pod.full_name()
-                    );
-                }
-                (
-                    pod.uid().to_owned(),
-                    pod.namespace().to_owned(),
-                    pod.name().to_owned(),
-                )
-            }
-            (None, None) => {
-                log::error!("update_pod called without a pod");
-                return;
-            }
+        let Some(target) = identify(&options) else {
+            return;
         };
-        if !is_runtime_pod {
+        if !target.runtime_pod {
             options.running_pod = None;
         }
         let now = Instant::now();
         let mut state = self.lock();
 
-        // 3. First sighting.
-        let first_time = !state.statuses.contains_key(&uid);
+        // 2. First sighting.
+        let first_time = !state.statuses.contains_key(&target.uid);
         if first_time {
-            let mut record = PodSyncStatus {
-                fullname: format!("{name}_{namespace}"),
-                ..Default::default()
-            };
-            if let Some(pod) = options.pod.as_ref().filter(|p| is_terminal_phase(p)) {
-                let cached = self.inner.cache.get(pod.uid());
-                if let Ok(status) = cached.status {
-                    if runtime_is_terminal(&status) {
-                        record.terminating_at = Some(now);
-                        record.terminated_at = Some(now);
-                        record.started_terminating = true;
-                    }
-                }
-            }
-            state.statuses.insert(uid.clone(), record);
+            let record = self.first_record(&target, options.pod.as_deref(), now);
+            state.statuses.insert(target.uid.clone(), record);
         }
-        let mut grace_shortened = false;
-        let mut became_terminating = false;
-        let mut new_worker = None;
-        {
-            let State {
-                statuses,
-                updates,
-                waiting_static,
-                ..
-            } = &mut *state;
-            let Some(status) = statuses.get_mut(&uid) else {
-                return;
-            };
-
-            // 4. Runtime pod folding: prefer the real pod spec if litelet knows it.
-            let mut pod_view = options.pod.clone();
-            if is_runtime_pod {
-                status.observed_runtime = true;
-                let known = status
-                    .pending
-                    .as_ref()
-                    .and_then(|p| p.pod.clone())
-                    .or_else(|| status.active.as_ref().and_then(|a| a.pod.clone()));
-                match known {
-                    Some(pod) => {
-                        options.pod = Some(pod.clone());
-                        options.running_pod = None;
-                        pod_view = Some(pod);
-                    }
-                    None => {
-                        pod_view = options
-                            .running_pod
-                            .as_ref()
-                            .map(|r| Arc::new(pod_from_running(r)))
-                    }
-                }
-            }
-
-            // 5. UID reuse while terminating.
-            if !first_time
-                && status.is_termination_requested()
-                && options.update_type == UpdateType::Create
-            {
-                status.restart_requested = true;
-                log::debug!(
-                    "pod {}/{} ({uid}): create while terminating; restart requested",
-                    namespace,
-                    name
-                );
-                return;
-            }
-            // 6. Finished pods ignore updates. Returning drops the options, which
-            // releases a kill waiter at once (upstream leaves it to time out).
-            if status.finished {
-                return;
-            }
-            // 7. Transition to terminating.
-            if !status.is_termination_requested() {
-                let pod = pod_view.as_deref();
-                let deleted = is_runtime_pod || pod.is_some_and(|p| p.deletion_requested());
-                let killed = options.update_type == UpdateType::Kill;
-                let reason = deleted || pod.is_some_and(is_terminal_phase) || killed;
-                if deleted {
-                    status.deleted = true;
-                } else if killed && !pod.is_some_and(is_terminal_phase) {
-                    status.evicted = options.kill.as_ref().is_some_and(|k| k.evict);
-                }
-                if reason {
-                    status.terminating_at = Some(now);
-                    became_terminating = true;
-                }
-            }
-            // 8. Kill options.
-            if status.is_terminated() {
-                if is_runtime_pod {
-                    return;
-                }
-                // Dropping the sender closes the caller's completion channel at once.
-                options.kill = None;
-            } else if status.is_termination_requested() {
-                let kill = options.kill.get_or_insert_with(KillPodOptions::default);
-                if let Some(done) = kill.completed.take() {
-                    status.notify_post_terminating.push(done);
-                }
-                if let Some(f) = kill.status_fn.clone() {
-                    status.status_post_terminating.push(f);
-                }
-                let (grace, shortened) = effective_grace_period(
-                    status.grace_period,
-                    pod_view.as_deref(),
-                    kill.grace_override,
-                );
-                status.grace_period = grace;
-                kill.grace_override = Some(grace);
-                grace_shortened = shortened;
-            } else {
-                options.kill = None;
-            }
-
-            // 9. A worker for a new UID.
-            if !updates.contains_key(&uid) {
-                let (tx, rx) = bounded(1);
-                updates.insert(uid.clone(), tx);
-                // Static pods start in arrival order, one per full name.
-                if options.pod.as_ref().is_some_and(|p| p.is_static()) {
-                    waiting_static
-                        .entry(status.fullname.clone())
-                        .or_default()
-                        .push_back(uid.clone());
-                }
-                new_worker = Some(rx);
-            }
-            // 10. Keep the oldest start time of coalesced updates.
-            if let Some(old) = status.pending.as_ref().and_then(|p| p.start_time) {
-                if options.start_time.is_none_or(|t| old < t) {
-                    options.start_time = Some(old);
-                }
-            }
-            // 11. The new update replaces the pending one; signal without blocking.
-            status.pending = Some(options);
-            status.working = true;
-            if let Some(tx) = updates.get(&uid) {
-                let _ = tx.try_send(());
-            }
-            // 12. Interrupt the in-flight sync when termination starts or speeds up.
-            if became_terminating || grace_shortened {
-                if let Some(cancel) = &status.cancel {
-                    cancel.cancel();
-                }
-            }
-        }
+        let new_worker = record_update(&mut state, &target, options, first_time, now);
         drop(state);
         if let Some(rx) = new_worker {
-            self.spawn_worker(uid, rx);
+            self.spawn_worker(target.uid, rx);
         }
+    }
+
+    /// The record of a pod seen for the first time: a terminal pod whose containers
+    /// and sandboxes are all down counts as terminated already.
+    fn first_record(&self, target: &Target, pod: Option<&Pod>, now: Instant) -> PodSyncStatus {
+        let mut record = PodSyncStatus {
+            fullname: format!("{}_{}", target.name, target.namespace),
+            ..Default::default()
+        };
+        if let Some(pod) = pod.filter(|p| is_terminal_phase(p)) {
+            let cached = self.inner.cache.get(pod.uid());
+            if let Ok(status) = cached.status {
+                if runtime_is_terminal(&status) {
+                    record.terminating_at = Some(now);
+                    record.terminated_at = Some(now);
+                    record.started_terminating = true;
+                }
+            }
+        }
+        record
     }
 
     fn spawn_worker(&self, uid: String, rx: Receiver<()>) {

@@ -82,6 +82,23 @@ struct StartContext<'a> {
     inputs: &'a SyncInputs<'a>,
 }
 
+/// The sandbox containers start in: its ID, its config and the pod's IPs.
+struct ReadySandbox {
+    id: String,
+    config: pb::PodSandboxConfig,
+    pod_ips: Vec<String>,
+}
+
+/// What a container start prepares before its config: the image, the restart count,
+/// an ephemeral container's target and the host files it mounts.
+struct ContainerFiles {
+    image_ref: String,
+    restart_count: i32,
+    target_id: Option<String>,
+    termination_log: PathBuf,
+    hosts_file: Option<PathBuf>,
+}
+
 static TERMINATION_LOG_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Creates the host file mounted at the container's termination message path:
@@ -152,7 +169,37 @@ impl RuntimeManager {
             return outcome;
         }
         self.prune_init_containers(pod, status);
+        let Some(sandbox) = self.ensure_sandbox(pod, status, &actions, inputs, &mut outcome) else {
+            return outcome;
+        };
+        if cancel.is_cancelled() {
+            return outcome;
+        }
+        let env = EnvContext {
+            pod_ips: sandbox.pod_ips,
+            ..inputs.env.clone()
+        };
+        let ctx = StartContext {
+            sandbox_id: &sandbox.id,
+            config: &sandbox.config,
+            env: &env,
+            inputs,
+        };
+        self.start_containers(pod, status, &actions, &ctx, &mut outcome);
+        outcome
+    }
 
+    /// The sandbox config, and a new sandbox when the actions ask for one (upstream
+    /// step 4). `None` when the sync must stop here (a failure is in `outcome`) or there
+    /// is no sandbox to start containers in.
+    fn ensure_sandbox(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        actions: &PodActions,
+        inputs: &SyncInputs<'_>,
+        outcome: &mut SyncOutcome,
+    ) -> Option<ReadySandbox> {
         // A host-network pod's IPs are the node's: the runtime reports none for it
         // (upstream copies the API status's podIPs in, kubernetes#24576).
         let host_network = pod.spec.host_network.unwrap_or(false);
@@ -165,8 +212,8 @@ impl RuntimeManager {
         let userns = match self.pod_user_namespace(pod) {
             Ok(userns) => userns,
             Err(failure) => {
-                self.sandbox_failed(pod, &mut outcome, failure);
-                return outcome;
+                self.sandbox_failed(pod, outcome, failure);
+                return None;
             }
         };
         let sandbox_ctx = SandboxContext {
@@ -182,8 +229,8 @@ impl RuntimeManager {
             Err(err) => {
                 let message = format!("Failed to generate sandbox config for pod: {err}");
                 let failure = Failure::new(CREATE_POD_SANDBOX_ERROR, message);
-                self.sandbox_failed(pod, &mut outcome, failure);
-                return outcome;
+                self.sandbox_failed(pod, outcome, failure);
+                return None;
             }
         };
         let mut sandbox_id = actions.sandbox_id.clone();
@@ -193,10 +240,10 @@ impl RuntimeManager {
                 Ok(id) => id,
                 // A pod on its way out needs no new sandbox: not an error, and (as
                 // upstream) no FailedCreatePodSandBox event either.
-                Err(_) if pod.deletion_requested() => return outcome,
+                Err(_) if pod.deletion_requested() => return None,
                 Err(failure) => {
-                    self.sandbox_failed(pod, &mut outcome, failure);
-                    return outcome;
+                    self.sandbox_failed(pod, outcome, failure);
+                    return None;
                 }
             };
             match self.new_sandbox_ips(pod, &id) {
@@ -209,30 +256,35 @@ impl RuntimeManager {
                 }
                 Err(failure) => {
                     outcome.fail(SyncAction::CreatePodSandbox, pod.full_name(), failure);
-                    return outcome;
+                    return None;
                 }
             }
         }
-        if sandbox_id.is_empty() || cancel.is_cancelled() {
-            return outcome;
-        }
-        let env = EnvContext {
+        (!sandbox_id.is_empty()).then_some(ReadySandbox {
+            id: sandbox_id,
+            config,
             pod_ips,
-            ..inputs.env.clone()
-        };
-        let ctx = StartContext {
-            sandbox_id: &sandbox_id,
-            config: &config,
-            env: &env,
-            inputs,
-        };
+        })
+    }
+
+    /// Ephemeral containers, init containers, the in-place resize, then regular
+    /// containers; a cancel or a failed regular init container stops them.
+    fn start_containers(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        actions: &PodActions,
+        ctx: &StartContext<'_>,
+        outcome: &mut SyncOutcome,
+    ) {
+        let cancel = &ctx.inputs.cancel;
         // False when the sync must stop here: the start failed or the sync was
         // cancelled (the step is then left out: it did not fail).
         let start = |kind: Kind, container: &Container, outcome: &mut SyncOutcome| {
             if cancel.is_cancelled() {
                 return false;
             }
-            let result = self.start_with_backoff(pod, status, kind, container, &ctx);
+            let result = self.start_with_backoff(pod, status, kind, container, ctx);
             match result {
                 Ok(()) => {
                     outcome.ok(SyncAction::StartContainer, &container.name);
@@ -248,10 +300,10 @@ impl RuntimeManager {
 
         for &index in &actions.ephemeral_containers_to_start {
             if let Some(ephemeral) = pod.spec.ephemeral_containers.get(index) {
-                start(Kind::Ephemeral, &ephemeral.container, &mut outcome);
+                start(Kind::Ephemeral, &ephemeral.container, outcome);
             }
             if cancel.is_cancelled() {
-                return outcome;
+                return;
             }
         }
         for &index in &actions.init_containers_to_start {
@@ -259,17 +311,32 @@ impl RuntimeManager {
                 continue;
             };
             // A failed regular init container ends this sync; a sidecar does not.
-            if !start(Kind::Init, container, &mut outcome) && !container.is_sidecar() {
-                return outcome;
+            if !start(Kind::Init, container, outcome) && !container.is_sidecar() {
+                return;
             }
         }
         if cancel.is_cancelled() {
-            return outcome;
+            return;
         }
-        // Step 9 (upstream doPodResizeAction): resize in place, after init and before
-        // regular containers start, so they start under the new pod limits. The
-        // result goes into the outcome, never only into a log (upstream lost it: its
-        // sync result was passed by value).
+        self.resize_in_place(pod, actions, ctx.inputs, outcome);
+        for &index in &actions.containers_to_start {
+            if let Some(container) = pod.spec.containers.get(index) {
+                start(Kind::Regular, container, outcome);
+            }
+        }
+    }
+
+    /// Step 9 (upstream doPodResizeAction): resize in place, after init and before
+    /// regular containers start, so they start under the new pod limits. The result
+    /// goes into the outcome, never only into a log (upstream lost it: its sync
+    /// result was passed by value).
+    fn resize_in_place(
+        &self,
+        pod: &Pod,
+        actions: &PodActions,
+        inputs: &SyncInputs<'_>,
+        outcome: &mut SyncOutcome,
+    ) {
         match crate::runtime::resize::apply::resize_pod(
             &self.runtime,
             inputs.cgroups,
@@ -284,12 +351,6 @@ impl RuntimeManager {
                 outcome.fail(SyncAction::ResizeContainers, pod.full_name(), failure);
             }
         }
-        for &index in &actions.containers_to_start {
-            if let Some(container) = pod.spec.containers.get(index) {
-                start(Kind::Regular, container, &mut outcome);
-            }
-        }
-        outcome
     }
 
     /// Step 2: kill the whole pod or the listed containers. False when the sync must
@@ -589,17 +650,17 @@ impl RuntimeManager {
             Default::default()
         };
         nonroot::verify_run_as_non_root(pod, container, &image).map_err(|err| {
-            self.recorder.container(
+            self.container_failed(
                 pod,
-                &container.name,
-                EventType::Warning,
-                "Failed",
-                format!("Error: {err}"),
-            );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string())
+                container,
+                CREATE_CONTAINER_CONFIG_ERROR,
+                err.to_string(),
+            )
         })
     }
 
+    /// One container start (upstream startContainer): pull and check its image, write
+    /// the files it mounts, make its config, create and start it, run its postStart.
     fn start_container(
         &self,
         pod: &Pod,
@@ -608,16 +669,26 @@ impl RuntimeManager {
         container: &Container,
         ctx: &StartContext<'_>,
     ) -> Result<(), Failure> {
-        let StartContext {
-            sandbox_id,
-            config,
-            env,
-            inputs,
-        } = *ctx;
+        let files = self.container_files(pod, status, kind, container, ctx)?;
+        let config = self.cri_container_config(pod, kind, container, ctx, &files)?;
+        let id = self.create_and_start(pod, container, ctx, config)?;
+        self.run_post_start(pod, container, &id, ctx.env, &ctx.inputs.cancel)
+    }
+
+    /// The image, the user check and the host files a container start needs.
+    fn container_files(
+        &self,
+        pod: &Pod,
+        status: &PodRuntimeStatus,
+        kind: Kind,
+        container: &Container,
+        ctx: &StartContext<'_>,
+    ) -> Result<ContainerFiles, Failure> {
+        let inputs = ctx.inputs;
         let image_ref = self.image_manager.ensure_image(
             pod,
             container,
-            config,
+            ctx.config,
             inputs.pull_secrets,
             &|| inputs.cancel.is_cancelled(),
         )?;
@@ -642,48 +713,61 @@ impl RuntimeManager {
             node_hosts_file: &self.settings.node_hosts_file,
             cluster_domain: &self.settings.dns.cluster_domain,
         };
-        let hosts_file = ensure_hosts_file(&hosts_inputs, pod, container, &env.pod_ips)
+        let hosts_file = ensure_hosts_file(&hosts_inputs, pod, container, &ctx.env.pod_ips)
             .map_err(|err| Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err.to_string()))?;
+        Ok(ContainerFiles {
+            image_ref,
+            restart_count,
+            target_id,
+            termination_log,
+            hosts_file,
+        })
+    }
+
+    /// The CRI config of a container, with its subPath mounts made and its device
+    /// plugins' devices added. A failure records a `Failed` event.
+    fn cri_container_config(
+        &self,
+        pod: &Pod,
+        kind: Kind,
+        container: &Container,
+        ctx: &StartContext<'_>,
+        files: &ContainerFiles,
+    ) -> Result<pb::ContainerConfig, Failure> {
         let no_sub_paths = BTreeMap::new();
-        let mut ctx = ContainerContext {
+        let mut container_ctx = ContainerContext {
             pod,
             container,
-            restart_count,
-            image_ref: &image_ref,
-            env,
-            config_source: inputs.config_source,
-            volumes: inputs.volumes,
+            restart_count: files.restart_count,
+            image_ref: &files.image_ref,
+            env: ctx.env,
+            config_source: ctx.inputs.config_source,
+            volumes: ctx.inputs.volumes,
             sub_paths: &no_sub_paths,
-            termination_log: Some(&termination_log),
-            hosts_file: hosts_file.as_deref(),
+            termination_log: Some(&files.termination_log),
+            hosts_file: files.hosts_file.as_deref(),
             memory_capacity: self.settings.memory_capacity,
             enforce_cpu_limits: self.settings.enforce_cpu_limits,
-            target_container_id: target_id.as_deref(),
+            target_container_id: files.target_id.as_deref(),
             seccomp_root: &self.settings.root_dir.join("seccomp"),
             seccomp_default: self.settings.seccomp_default,
             apparmor_enabled: self.settings.apparmor_enabled,
             swap: &self.settings.swap,
             // Every container joins the sandbox's user namespace.
-            userns: config
+            userns: ctx
+                .config
                 .linux
                 .as_ref()
                 .and_then(|l| l.security_context.as_ref())
                 .and_then(|s| s.namespace_options.as_ref())
                 .and_then(|n| n.userns_options.as_ref()),
         };
-        let config_error = |err: String| {
-            self.recorder.container(
-                pod,
-                &container.name,
-                EventType::Warning,
-                "Failed",
-                format!("Error: {err}"),
-            );
-            Failure::new(CREATE_CONTAINER_CONFIG_ERROR, err)
-        };
+        let config_error =
+            |err: String| self.container_failed(pod, container, CREATE_CONTAINER_CONFIG_ERROR, err);
         // The subPath bind mounts, made from descriptors just before the container is
         // created (`subpath.rs`); the config then names those mounts.
-        let requests = sub_path_requests(&ctx).map_err(|err| config_error(err.to_string()))?;
+        let requests =
+            sub_path_requests(&container_ctx).map_err(|err| config_error(err.to_string()))?;
         let sub_paths = subpath::prepare_container(
             &self.settings.root_dir,
             pod.uid(),
@@ -691,35 +775,40 @@ impl RuntimeManager {
             &requests,
         )
         .map_err(|err| config_error(err.to_string()))?;
-        ctx.sub_paths = &sub_paths;
-        let mut container_config =
-            container_config(&ctx).map_err(|err| config_error(err.to_string()))?;
+        container_ctx.sub_paths = &sub_paths;
+        let mut config =
+            container_config(&container_ctx).map_err(|err| config_error(err.to_string()))?;
         // Device plugins' devices (allocated on the first start, then from the
         // checkpoint); ephemeral containers request no resources.
         if let (Some(devices), false) = (&self.devices, matches!(kind, Kind::Ephemeral)) {
             let options = devices
                 .run_options(pod, container)
                 .map_err(|err| config_error(err.to_string()))?;
-            super::devices::apply(&mut container_config, &options);
+            super::devices::apply(&mut config, &options);
         }
+        Ok(config)
+    }
+
+    /// Creates the container in the sandbox and starts it, with the `Created` and
+    /// `Started` events; returns its ID.
+    fn create_and_start(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        ctx: &StartContext<'_>,
+        config: pb::ContainerConfig,
+    ) -> Result<String, Failure> {
         let created = self.runtime.create_container(&pb::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.to_owned(),
-            config: MessageField::some(container_config),
-            sandbox_config: MessageField::some(config.clone()),
+            pod_sandbox_id: ctx.sandbox_id.to_owned(),
+            config: MessageField::some(config),
+            sandbox_config: MessageField::some(ctx.config.clone()),
             ..Default::default()
         });
         let id = match created {
             Ok(response) => response.container_id,
             Err(err) => {
                 let message = err.to_string();
-                self.recorder.container(
-                    pod,
-                    &container.name,
-                    EventType::Warning,
-                    "Failed",
-                    format!("Error: {message}"),
-                );
-                return Err(Failure::new(CREATE_CONTAINER_ERROR, message));
+                return Err(self.container_failed(pod, container, CREATE_CONTAINER_ERROR, message));
             }
         };
         self.recorder.container(
@@ -734,14 +823,7 @@ impl RuntimeManager {
             ..Default::default()
         }) {
             let message = err.to_string();
-            self.recorder.container(
-                pod,
-                &container.name,
-                EventType::Warning,
-                "Failed",
-                format!("Error: {message}"),
-            );
-            return Err(Failure::new(RUN_CONTAINER_ERROR, message));
+            return Err(self.container_failed(pod, container, RUN_CONTAINER_ERROR, message));
         }
         self.recorder.container(
             pod,
@@ -750,7 +832,25 @@ impl RuntimeManager {
             "Started",
             format!("Started container {}", container.name),
         );
-        self.run_post_start(pod, container, &id, env, &inputs.cancel)
+        Ok(id)
+    }
+
+    /// A container step failed: a `Failed` event saying so, and the failure.
+    fn container_failed(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        reason: &'static str,
+        message: String,
+    ) -> Failure {
+        self.recorder.container(
+            pod,
+            &container.name,
+            EventType::Warning,
+            "Failed",
+            format!("Error: {message}"),
+        );
+        Failure::new(reason, message)
     }
 
     /// An ephemeral container joins its target's process namespace.

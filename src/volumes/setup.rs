@@ -184,6 +184,16 @@ struct FilesDir<'a> {
     memory: bool,
 }
 
+/// Where the files of a volume of `plugin` go; all but a configMap's go on a tmpfs.
+fn files_dir<'a>(uid: &'a str, plugin: &'a str, name: &'a str) -> FilesDir<'a> {
+    FilesDir {
+        uid,
+        plugin,
+        name,
+        memory: plugin != PLUGIN_CONFIG_MAP,
+    }
+}
+
 impl VolumeManager {
     /// Sets up one volume: its plugin as upstream names it (when known: a claim's
     /// comes from its PV) and the host path to mount.
@@ -231,117 +241,91 @@ impl VolumeManager {
                 Ok(path)
             }
             Source::ConfigMap(src) => {
-                let cm = src.name.as_deref().unwrap_or("");
-                let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self
-                    .key_files(
-                        pod,
-                        &Keys {
-                            kind: ObjectKind::ConfigMap,
-                            object: cm,
-                            items: &src.items,
-                            optional: src.optional,
-                        },
-                        mode,
-                    )
-                    .map(Some)
-                    .or_else(|e| self.earlier_setup(uid, PLUGIN_CONFIG_MAP, name, e))?;
-                let Some(files) = files else {
-                    return volume_dir(&self.root, uid, PLUGIN_CONFIG_MAP, name);
+                let keys = Keys {
+                    kind: ObjectKind::ConfigMap,
+                    object: src.name.as_deref().unwrap_or(""),
+                    items: &src.items,
+                    optional: src.optional,
                 };
-                let to = FilesDir {
-                    uid,
-                    plugin: PLUGIN_CONFIG_MAP,
-                    name,
-                    memory: false,
-                };
-                self.write_files(&to, &files, fs_group)
+                let files = self.key_files(pod, &keys, mode_bits(src.default_mode, DEFAULT_MODE));
+                self.write_fetched(&files_dir(uid, PLUGIN_CONFIG_MAP, name), files, fs_group)
             }
             Source::Secret(src) => {
-                let secret = src.secret_name.as_deref().unwrap_or("");
-                let mode = mode_bits(src.default_mode, DEFAULT_MODE);
-                let files = self
-                    .key_files(
-                        pod,
-                        &Keys {
-                            kind: ObjectKind::Secret,
-                            object: secret,
-                            items: &src.items,
-                            optional: src.optional,
-                        },
-                        mode,
-                    )
-                    .map(Some)
-                    .or_else(|e| self.earlier_setup(uid, PLUGIN_SECRET, name, e))?;
-                let Some(files) = files else {
-                    return volume_dir(&self.root, uid, PLUGIN_SECRET, name);
+                let keys = Keys {
+                    kind: ObjectKind::Secret,
+                    object: src.secret_name.as_deref().unwrap_or(""),
+                    items: &src.items,
+                    optional: src.optional,
                 };
-                let to = FilesDir {
-                    uid,
-                    plugin: PLUGIN_SECRET,
-                    name,
-                    memory: true,
-                };
-                self.write_files(&to, &files, fs_group)
+                let files = self.key_files(pod, &keys, mode_bits(src.default_mode, DEFAULT_MODE));
+                self.write_fetched(&files_dir(uid, PLUGIN_SECRET, name), files, fs_group)
             }
             Source::DownwardApi(src) => {
                 let mode = mode_bits(src.default_mode, DEFAULT_MODE);
                 let files = payload::downward(pod, &src.items, mode, &self.node_facts())?;
-                let to = FilesDir {
-                    uid,
-                    plugin: PLUGIN_DOWNWARD_API,
-                    name,
-                    memory: true,
-                };
-                self.write_files(&to, &files, fs_group)
+                self.write_files(&files_dir(uid, PLUGIN_DOWNWARD_API, name), &files, fs_group)
             }
             Source::Projected(src) => {
-                let files = self
-                    .projected_files(pod, src)
-                    .map(Some)
-                    .or_else(|e| self.earlier_setup(uid, PLUGIN_PROJECTED, name, e))?;
-                let Some(files) = files else {
-                    return volume_dir(&self.root, uid, PLUGIN_PROJECTED, name);
-                };
-                let to = FilesDir {
-                    uid,
-                    plugin: PLUGIN_PROJECTED,
-                    name,
-                    memory: true,
-                };
-                self.write_files(&to, &files, fs_group)
+                let files = self.projected_files(pod, src);
+                self.write_fetched(&files_dir(uid, PLUGIN_PROJECTED, name), files, fs_group)
             }
             // Routed to `claim_volume` by `setup_volume`.
             Source::Claim(..) | Source::Ephemeral => Err(VolumeError::Unsupported {
                 kind: "persistentVolumeClaim".to_owned(),
             }),
-            Source::InlineCsi(raw) => {
-                let src: CsiSource = serde_json::from_value(raw.clone()).map_err(|source| {
-                    VolumeError::DecodeJson {
-                        kind: "csi volume source",
-                        namespace: pod.namespace().to_owned(),
-                        name: name.clone(),
-                        source,
-                    }
-                })?;
-                let vol = CsiVolume {
-                    driver: &src.driver,
-                    handle: plan::ephemeral_handle(uid, name),
-                    read_only: src.read_only.unwrap_or(false),
-                    fs_type: src.fs_type.as_deref().unwrap_or(""),
-                    mount_flags: &[],
-                    attributes: &src.volume_attributes,
-                    access_mode: None,
-                    ephemeral: true,
-                    dir: volume_dir(&self.root, uid, plan::PLUGIN_CSI, name)?,
-                    spec_name: name,
-                };
-                self.csi
-                    .set_up(pod, service_account(pod), fs_group, &vol)
-                    .map_err(VolumeError::from)
-            }
+            Source::InlineCsi(raw) => self.inline_csi(pod, name, raw, fs_group),
             Source::Unsupported(kind) => Err(VolumeError::Unsupported { kind }),
         }
+    }
+
+    /// Writes the files of a volume fetched from the API server; when it could not be
+    /// reached and there is no copy, an earlier complete set-up is used as it is.
+    fn write_fetched(
+        &self,
+        to: &FilesDir<'_>,
+        files: Result<Payload, VolumeError>,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let files = files
+            .map(Some)
+            .or_else(|e| self.earlier_setup(to.uid, to.plugin, to.name, e))?;
+        match files {
+            Some(files) => self.write_files(to, &files, fs_group),
+            None => volume_dir(&self.root, to.uid, to.plugin, to.name),
+        }
+    }
+
+    /// An inline CSI ephemeral volume (`csi` in the pod spec), set up by its driver.
+    fn inline_csi(
+        &self,
+        pod: &Pod,
+        name: &str,
+        raw: &serde_json::Value,
+        fs_group: Option<u32>,
+    ) -> Result<PathBuf, VolumeError> {
+        let uid = pod.uid();
+        let src: CsiSource =
+            serde_json::from_value(raw.clone()).map_err(|source| VolumeError::DecodeJson {
+                kind: "csi volume source",
+                namespace: pod.namespace().to_owned(),
+                name: name.to_owned(),
+                source,
+            })?;
+        let vol = CsiVolume {
+            driver: &src.driver,
+            handle: plan::ephemeral_handle(uid, name),
+            read_only: src.read_only.unwrap_or(false),
+            fs_type: src.fs_type.as_deref().unwrap_or(""),
+            mount_flags: &[],
+            attributes: &src.volume_attributes,
+            access_mode: None,
+            ephemeral: true,
+            dir: volume_dir(&self.root, uid, plan::PLUGIN_CSI, name)?,
+            spec_name: name,
+        };
+        self.csi
+            .set_up(pod, service_account(pod), fs_group, &vol)
+            .map_err(VolumeError::from)
     }
 
     /// A volume backed by claim `claim` (owned by pod `owner` for generic ephemeral
@@ -607,6 +591,23 @@ mod tests {
 
     use crate::api::pod::{EmptyDirVolumeSource, Pod, PodSecurityContext, Volume};
     use crate::volumes::VolumeManager;
+
+    #[test]
+    fn files_of_every_source_but_a_config_map_go_on_a_tmpfs() {
+        use crate::volumes::paths::{
+            PLUGIN_CONFIG_MAP, PLUGIN_DOWNWARD_API, PLUGIN_PROJECTED, PLUGIN_SECRET,
+        };
+        let cases = [
+            (PLUGIN_CONFIG_MAP, false),
+            (PLUGIN_SECRET, true),
+            (PLUGIN_DOWNWARD_API, true),
+            (PLUGIN_PROJECTED, true),
+        ];
+        for (plugin, memory) in cases {
+            let dir = super::files_dir("uid", plugin, "vol");
+            assert_eq!((dir.plugin, dir.memory), (plugin, memory), "{plugin}");
+        }
+    }
 
     fn pod(medium: Option<&str>, fs_group: Option<i64>) -> Pod {
         let mut pod = Pod::default();
