@@ -102,12 +102,11 @@ fn time(tag: u8, text: &[u8]) -> Option<i64> {
     {
         return None;
     }
-    Some(
-        super::meta::days_from_civil(year, month, day) * 86_400
-            + hour * 3600
-            + minute * 60
-            + second,
-    )
+    let month = time::Month::try_from(u8::try_from(month).ok()?).ok()?;
+    let date =
+        time::Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?)
+            .ok()?;
+    Some(date.midnight().assume_utc().unix_timestamp() + hour * 3600 + minute * 60 + second)
 }
 
 /// The subject of a DER certificate; None when it cannot be read.
