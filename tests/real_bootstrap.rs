@@ -123,12 +123,12 @@ fn requested_by(csr: &serde_json::Value, user_prefix: &str) -> bool {
 /// a bootstrap request's user does not, so read the request's PEM).
 fn for_node(csr: &serde_json::Value, node: &str) -> bool {
     let request = csr["spec"]["request"].as_str().unwrap_or("");
-    let pem = litelet::api::kubeconfig::decode_base64(request).unwrap_or_default();
+    let pem = litelet::api::base64::decode(request).unwrap_or_default();
     let body: String = String::from_utf8_lossy(&pem)
         .lines()
         .filter(|l| !l.starts_with("-----"))
         .collect();
-    let der = litelet::api::kubeconfig::decode_base64(&body).unwrap_or_default();
+    let der = litelet::api::base64::decode(&body).unwrap_or_default();
     // The subject's CN is in the DER as plain text.
     let cn = format!("system:node:{node}");
     der.windows(cn.len()).any(|w| w == cn.as_bytes())

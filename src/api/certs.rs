@@ -20,8 +20,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use super::x509::tlv;
-
 /// Why a certificate, key or bundle cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {
@@ -110,6 +108,30 @@ pub fn check_ca_bundle(pem: &[u8]) -> Result<usize, CertError> {
             })?;
     }
     Ok(certs.len())
+}
+
+/// One DER TLV: (tag, content, rest); None when the length runs past the input.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let mut len = 0usize;
+        for &b in &rest[..n] {
+            len = (len << 8) | usize::from(b);
+        }
+        rest = &rest[n..];
+        len
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
 }
 
 /// A readable reason when `cert` is not an X.509 v3 certificate, which webpki (and so

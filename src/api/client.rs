@@ -27,6 +27,7 @@ use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
+use percent_encoding::utf8_percent_encode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -37,6 +38,7 @@ use ureq::RequestExt;
 use crate::api::certs;
 use crate::api::error::{ApiError, ClientConfigError, DecodeError, TransportError};
 use crate::api::meta::{List, Status};
+use crate::api::paths;
 use crate::api::ratelimit::{jitter, Backoff, RateLimiter, DEFAULT_BURST, DEFAULT_QPS};
 use crate::api::reachability::{Outcome, Reachability};
 use crate::api::request_threads::RequestThreads;
@@ -835,22 +837,12 @@ fn query_string(query: &[(&str, String)]) -> String {
     }
     let parts: Vec<String> = query
         .iter()
-        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+        .map(|(k, v)| {
+            let enc = |s| utf8_percent_encode(s, paths::QUERY_KEEPS);
+            format!("{}={}", enc(k), enc(v))
+        })
         .collect();
     format!("?{}", parts.join("&"))
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn encode<T: Serialize + ?Sized>(obj: &T, path: &str) -> Result<Vec<u8>, ApiError> {
@@ -1028,6 +1020,12 @@ mod tests {
             "?fieldSelector=spec.nodeName%3Dn%201&watch=true"
         );
         assert_eq!(query_string(&[]), "");
+        // Unlike a path segment, a query value escapes `:` too.
+        let q = [("labelSelector", "app in (a,b),t!=x:y/z~é".to_owned())];
+        assert_eq!(
+            query_string(&q),
+            "?labelSelector=app%20in%20%28a%2Cb%29%2Ct%21%3Dx%3Ay%2Fz~%C3%A9"
+        );
     }
 
     #[test]

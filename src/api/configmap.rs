@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::api::kubeconfig::decode_base64;
+use crate::api::base64;
 use crate::api::meta::{is_default, nullable, ObjectMeta};
 
 /// Name of the configMap every namespace holds with the cluster's CA bundle.
@@ -66,7 +66,7 @@ impl ConfigMap {
         let mut out = BTreeMap::new();
         for (key, value) in &self.binary_data {
             let bytes =
-                decode_base64(value).map_err(|why| format!("binaryData key {key:?}: {why}"))?;
+                base64::decode(value).map_err(|why| format!("binaryData key {key:?}: {why}"))?;
             out.insert(key.clone(), bytes);
         }
         for (key, value) in &self.data {
@@ -82,7 +82,7 @@ impl Secret {
     pub fn decoded(&self) -> Result<BTreeMap<String, Vec<u8>>, String> {
         let mut out = BTreeMap::new();
         for (key, value) in &self.data {
-            let bytes = decode_base64(value).map_err(|why| format!("data key {key:?}: {why}"))?;
+            let bytes = base64::decode(value).map_err(|why| format!("data key {key:?}: {why}"))?;
             out.insert(key.clone(), bytes);
         }
         for (key, value) in &self.string_data {

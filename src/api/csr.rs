@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::base64;
-use super::kubeconfig::decode_base64;
 use super::meta::ObjectMeta;
 
 /// The signer of kubelet client certificates (`system:node:<name>` in `system:nodes`).
@@ -119,7 +118,7 @@ impl CertificateSigningRequest {
                 refused.message.as_deref().unwrap_or("")
             ));
         }
-        match self.status.certificate.as_deref().map(decode_base64) {
+        match self.status.certificate.as_deref().map(base64::decode) {
             Some(Ok(pem)) if !pem.is_empty() => CsrState::Issued(pem),
             Some(Err(why)) => {
                 CsrState::Refused(format!("the issued certificate is not base64: {why}"))
@@ -149,7 +148,7 @@ mod tests {
             json!(["digital signature", "client auth"])
         );
         assert_eq!(
-            decode_base64(wire["spec"]["request"].as_str().unwrap()).unwrap(),
+            base64::decode(wire["spec"]["request"].as_str().unwrap()).unwrap(),
             b"-----BEGIN CERTIFICATE REQUEST-----\n"
         );
         assert!(wire.get("status").is_none());

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::api::base64;
 use crate::api::certs::{self, CertError};
 use crate::api::client::ClientConfig;
 use crate::api::meta::nullable;
@@ -386,7 +387,7 @@ impl Resolver<'_> {
             )),
             (Some(d), None) => {
                 let field = format!("{prefix}.{name}-data");
-                decode_base64(d)
+                base64::decode(d)
                     .map(Some)
                     .map_err(|why| self.field(&field, format!("invalid base64: {why}")))
             }
@@ -460,65 +461,6 @@ fn count_pem(pem: &[u8], field: &str, r: &Resolver<'_>) -> Result<PemCounts, Kub
         }
     }
     Ok(counts)
-}
-
-/// Decodes standard base64 (RFC 4648 alphabet); ASCII whitespace is skipped and the
-/// `=` padding is optional.
-pub fn decode_base64(text: &str) -> Result<Vec<u8>, Base64Error> {
-    fn value(c: u8) -> Option<u32> {
-        match c {
-            b'A'..=b'Z' => Some(u32::from(c - b'A')),
-            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        }
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    let mut padding = 0;
-    for (i, c) in text.bytes().enumerate() {
-        if c.is_ascii_whitespace() {
-            continue;
-        }
-        if c == b'=' {
-            padding += 1;
-            continue;
-        }
-        if padding > 0 {
-            return Err(Base64Error::AfterPadding { offset: i });
-        }
-        let v = value(c).ok_or(Base64Error::Character {
-            found: char::from(c),
-            offset: i,
-        })?;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // Leftover bits: 0 (complete), 2 or 4 (a partial final group); 6 means one lone
-    // character, which encodes no whole byte.
-    if bits == 6 || padding > 2 {
-        return Err(Base64Error::Truncated);
-    }
-    Ok(out)
-}
-
-/// Text that is not standard base64.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Base64Error {
-    #[error("data after padding at offset {offset}")]
-    AfterPadding { offset: usize },
-    #[error("unexpected character {found:?} at offset {offset}")]
-    Character { found: char, offset: usize },
-    #[error("truncated input")]
-    Truncated,
 }
 
 #[cfg(test)]

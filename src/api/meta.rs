@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::de::{self, DeserializeOwned};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 /// `skip_serializing_if` helper: true when a value equals its `Default`.
 pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -123,40 +125,15 @@ impl TimeParseError {
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 const MICROS_PER_SEC: i64 = 1_000_000;
-const SECS_PER_DAY: i64 = 86_400;
 
-/// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
-pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Inverse of [`days_from_civil`]: (year, month, day).
-pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        4 | 6 | 9 | 11 => 30,
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        _ => 31,
-    }
+/// `secs` since the Unix epoch as a UTC date and time (the `time` crate does the
+/// calendar); instants beyond its range (years -9999..=9999) are clamped to its ends.
+pub(crate) fn utc_from_unix(secs: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(secs).unwrap_or(if secs < 0 {
+        PrimitiveDateTime::MIN.assume_utc()
+    } else {
+        PrimitiveDateTime::MAX.assume_utc()
+    })
 }
 
 /// Parses an RFC 3339 time with up to nanosecond precision (as CRI log lines carry)
@@ -166,114 +143,58 @@ pub fn parse_rfc3339_nanos(input: &str) -> Result<i128, TimeParseError> {
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` into seconds since the
-/// Unix epoch plus nanoseconds (fraction digits past the ninth are ignored).
+/// Unix epoch plus nanoseconds (fraction digits past the ninth are ignored), with the
+/// `time` crate's RFC 3339 reader. Two things it takes are refused first, as Go's
+/// RFC 3339 layout refuses them: a date/time separator other than `T` and the leap
+/// second `:60`.
 fn parse_rfc3339(input: &str) -> Result<(i64, u32), TimeParseError> {
     let err = |reason| TimeParseError {
         input: input.to_owned(),
         reason,
     };
-    let b = input.as_bytes();
-    let num = |start: usize, len: usize| -> Result<i64, TimeParseError> {
-        let digits = b.get(start..start + len).ok_or_else(|| err("truncated"))?;
-        digits.iter().try_fold(0i64, |acc, &c| {
-            if c.is_ascii_digit() {
-                Ok(acc * 10 + i64::from(c - b'0'))
-            } else {
-                Err(err("expected a digit"))
-            }
-        })
-    };
-    let sep = |at: usize, allowed: &[u8], reason| match b.get(at) {
-        Some(c) if allowed.contains(c) => Ok(()),
-        _ => Err(err(reason)),
-    };
-
-    let year = num(0, 4)?;
-    sep(4, b"-", "expected '-' after year")?;
-    let month = num(5, 2)?;
-    sep(7, b"-", "expected '-' after month")?;
-    let day = num(8, 2)?;
-    sep(10, b"Tt", "expected 'T' between date and time")?;
-    let hour = num(11, 2)?;
-    sep(13, b":", "expected ':' after hour")?;
-    let minute = num(14, 2)?;
-    sep(16, b":", "expected ':' after minute")?;
-    let second = num(17, 2)?;
-
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            if i - start < 9 {
-                nanos = nanos * 10 + i64::from(c - b'0');
-            }
-            i += 1;
-        }
-        let n = i - start;
-        if n == 0 {
-            return Err(err("expected digits after '.'"));
-        }
-        for _ in n..9 {
-            nanos *= 10;
-        }
+    if input
+        .as_bytes()
+        .get(10)
+        .is_some_and(|c| !matches!(c, b'T' | b't'))
+    {
+        return Err(err("expected 'T' between date and time"));
     }
-
-    let offset_secs = match b.get(i) {
-        Some(b'Z' | b'z') => {
-            i += 1;
-            0
-        }
-        Some(&sign @ (b'+' | b'-')) => {
-            let oh = num(i + 1, 2)?;
-            sep(i + 3, b":", "expected ':' in zone offset")?;
-            let om = num(i + 4, 2)?;
-            if oh > 23 || om > 59 {
-                return Err(err("zone offset out of range"));
-            }
-            i += 6;
-            let secs = oh * 3600 + om * 60;
-            if sign == b'-' {
-                -secs
-            } else {
-                secs
-            }
-        }
-        None => return Err(err("missing time zone (Z or ±hh:mm)")),
-        Some(_) => return Err(err("expected time zone (Z or ±hh:mm)")),
-    };
-    if i != b.len() {
-        return Err(err("unexpected trailing characters"));
-    }
-
-    if !(1..=12).contains(&month) {
-        return Err(err("month out of range"));
-    }
-    if day < 1 || day > days_in_month(year, month) {
-        return Err(err("day out of range"));
-    }
-    if hour > 23 || minute > 59 || second > 59 {
+    if input.get(17..19) == Some("60") {
         return Err(err("time of day out of range"));
     }
+    let t = OffsetDateTime::parse(input, &Rfc3339).map_err(|e| err(parse_failure(&e)))?;
+    Ok((t.unix_timestamp(), t.nanosecond()))
+}
 
-    let secs =
-        days_from_civil(year, month, day) * SECS_PER_DAY + hour * 3600 + minute * 60 + second
-            - offset_secs;
-    // `nanos` < 10^9 by construction.
-    Ok((secs, nanos as u32))
+/// What was wrong, from the `time` crate's error.
+fn parse_failure(e: &time::error::Parse) -> &'static str {
+    use time::error::{Parse, ParseFromDescription, TryFromParsed};
+    let field = match e {
+        Parse::ParseFromDescription(ParseFromDescription::InvalidComponent(name)) => *name,
+        Parse::TryFromParsed(TryFromParsed::ComponentRange(range)) => range.name(),
+        _ => return "unexpected or trailing characters",
+    };
+    match field {
+        "year" | "month" | "day" => "date out of range or not digits",
+        "offset hour" | "offset minute" | "offset second" => {
+            "bad time zone (Z or ±hh:mm, within 23:59)"
+        }
+        _ => "time of day out of range or not digits",
+    }
 }
 
 /// Writes `secs` as `YYYY-MM-DDTHH:MM:SS`, then `.ffffff` when `micros` is given, then `Z`.
 fn write_rfc3339(f: &mut fmt::Formatter<'_>, secs: i64, micros: Option<i64>) -> fmt::Result {
-    let (y, mo, d) = civil_from_days(secs.div_euclid(SECS_PER_DAY));
-    let sod = secs.rem_euclid(SECS_PER_DAY);
+    let t = utc_from_unix(secs);
     write!(
         f,
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )?;
     if let Some(us) = micros {
         write!(f, ".{us:06}")?;
@@ -283,11 +204,12 @@ fn write_rfc3339(f: &mut fmt::Formatter<'_>, secs: i64, micros: Option<i64>) -> 
 
 /// The wire format only has four-digit years; refuse to write anything else.
 fn check_year<E: serde::ser::Error>(secs: i64) -> Result<(), E> {
-    let (year, _, _) = civil_from_days(secs.div_euclid(SECS_PER_DAY));
-    if (0..=9999).contains(&year) {
-        Ok(())
-    } else {
-        Err(E::custom(format!("year {year} outside 0000..=9999")))
+    match OffsetDateTime::from_unix_timestamp(secs).map(|t| t.year()) {
+        Ok(year) if (0..=9999).contains(&year) => Ok(()),
+        Ok(year) => Err(E::custom(format!("year {year} outside 0000..=9999"))),
+        Err(_) => Err(E::custom(format!(
+            "{secs} seconds since the epoch is outside years 0000..=9999"
+        ))),
     }
 }
 
@@ -762,6 +684,7 @@ mod tests {
             ("2024-01-02T03:04:05Z", 1_704_164_645),
             ("2024-01-02t03:04:05z", 1_704_164_645),
             ("2024-01-02T03:04:05.999999999Z", 1_704_164_645),
+            ("2024-01-02T03:04:05.1234567891234Z", 1_704_164_645),
             ("2024-01-02T04:04:05+01:00", 1_704_164_645),
             ("2024-01-01T22:34:05-04:30", 1_704_164_645),
             ("2024-02-29T00:00:00Z", 1_709_164_800),
@@ -784,6 +707,9 @@ mod tests {
             "2024-01-02T03:04:60Z",
             "2024-01-02T03:04:05Zjunk",
             "2024-01-02T03:04:05+24:00",
+            // Leap seconds (the `time` crate would take the last one of a month).
+            "2016-12-31T23:59:60Z",
+            "2024-06-30T23:59:60+00:00",
             "２024-01-02T03:04:05Z",
             "abcd-01-02T03:04:05Z",
         ];
@@ -852,11 +778,21 @@ mod tests {
     }
 
     #[test]
-    fn civil_round_trip() {
-        for days in (-800_000..800_000).step_by(997) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-            assert!((1..=days_in_month(y, m)).contains(&d));
+    fn calendar_edges_format_and_parse_back() {
+        for (text, secs) in [
+            ("0000-01-01T00:00:00Z", -62_167_219_200),
+            ("1969-12-31T23:59:59Z", -1),
+            ("1970-01-01T00:00:00Z", 0),
+            ("2000-02-29T12:00:00Z", 951_825_600),
+            ("2100-03-01T00:00:00Z", 4_107_542_400),
+            ("9999-12-31T23:59:59Z", 253_402_300_799),
+        ] {
+            assert_eq!(Time::from_unix_seconds(secs).to_string(), text);
+            assert_eq!(
+                Time::parse(text).map(|t| t.unix_seconds()),
+                Ok(secs),
+                "{text}"
+            );
         }
     }
 

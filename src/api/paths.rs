@@ -2,7 +2,10 @@
 //! nodes/status, leases and events (and, for volumes, configmaps, secrets, the
 //! serviceaccounts/token subresource, claims, persistent volumes, CSIDrivers,
 //! CSINodes and VolumeAttachments). Pure string building; names are
-//! percent-encoded so an odd name can never change the path's shape.
+//! percent-encoded (the `percent-encoding` crate, with the sets below) so an odd
+//! name can never change the path's shape.
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::api::lease::NODE_LEASE_NAMESPACE;
 
@@ -11,17 +14,21 @@ const COORDINATION: &str = "/apis/coordination.k8s.io/v1";
 const CERTIFICATES: &str = "/apis/certificates.k8s.io/v1";
 const STORAGE: &str = "/apis/storage.k8s.io/v1";
 
-/// Encodes one path segment: unreserved characters pass, everything else is `%XX`.
+/// Bytes a query key or value keeps as they are: RFC 3986 unreserved characters.
+pub(crate) const QUERY_KEEPS: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Bytes a path segment keeps as they are: unreserved characters and `:` (as in
+/// `system:node:n1`); `/`, `%`, `?` and the rest are escaped.
+const SEGMENT_KEEPS: &AsciiSet = &QUERY_KEEPS.remove(b':');
+
+/// Encodes one path segment: unreserved characters and `:` pass, everything else is
+/// `%XX` (upper-case hex).
 fn seg(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, SEGMENT_KEEPS).to_string()
 }
 
 /// All pods of all namespaces (list and watch with a field selector).
@@ -159,6 +166,22 @@ pub fn csr(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_escape_all_but_unreserved_and_colon() {
+        for (name, want) in [
+            ("system:node:n1", "system:node:n1"),
+            ("~-._09AZaz", "~-._09AZaz"),
+            ("a/b", "a%2Fb"),
+            ("c d?", "c%20d%3F"),
+            ("50%", "50%25"),
+            ("a+b=c&d#e;f", "a%2Bb%3Dc%26d%23e%3Bf"),
+            ("é日", "%C3%A9%E6%97%A5"),
+            ("\u{0}\u{7f}", "%00%7F"),
+        ] {
+            assert_eq!(seg(name), want, "{name:?}");
+        }
+    }
 
     #[test]
     fn paths() {

@@ -145,7 +145,7 @@ pub fn claims(token: &str) -> Option<TokenClaims> {
             c => c,
         })
         .collect();
-    let bytes = crate::api::kubeconfig::decode_base64(&standard).ok()?;
+    let bytes = crate::api::base64::decode(&standard).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 

@@ -2,9 +2,14 @@
 //! subject's common name becomes the user name and its organizations the groups, as
 //! the API server maps client certificates (the node server, after the chain was
 //! verified); the validity tells the certificate bootstrap whether a client
-//! certificate is still good. A tiny, bounds-checked DER walker: only the path from
-//! Certificate to the subject Name is followed; anything unexpected is an error,
-//! never a panic. Pure.
+//! certificate is still good. A thin adapter over RustCrypto's `x509-cert` parser
+//! (strict DER, dates from 1970 on, as webpki takes them): anything it refuses is
+//! None, never a panic. Pure.
+
+use x509_cert::der::asn1::{Any, ObjectIdentifier};
+use x509_cert::der::{Decode, Tag, Tagged};
+use x509_cert::time::Time;
+use x509_cert::Certificate;
 
 /// The identity in a certificate's subject.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -13,142 +18,56 @@ pub struct Subject {
     pub organizations: Vec<String>,
 }
 
-const SEQUENCE: u8 = 0x30;
-const SET: u8 = 0x31;
-const OID: u8 = 0x06;
-const EXPLICIT_0: u8 = 0xa0;
-const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
-const OID_O: &[u8] = &[0x55, 0x04, 0x0a];
-const UTC_TIME: u8 = 0x17;
-const GENERALIZED_TIME: u8 = 0x18;
-
-/// One TLV: (tag, content, rest).
-pub(crate) fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let mut len = 0usize;
-        for &b in &rest[..n] {
-            len = (len << 8) | usize::from(b);
-        }
-        rest = &rest[n..];
-        len
-    };
-    if rest.len() < len {
-        return None;
-    }
-    Some((tag, &rest[..len], &rest[len..]))
-}
-
-fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    let (t, content, rest) = tlv(input)?;
-    (t == tag).then_some((content, rest))
-}
-
-/// The fields of the TBSCertificate from `serialNumber` on (the version skipped).
-fn tbs_fields(der: &[u8]) -> Option<&[u8]> {
-    let (cert, _) = expect(der, SEQUENCE)?;
-    let (tbs, _) = expect(cert, SEQUENCE)?;
-    if tbs.first() == Some(&EXPLICIT_0) {
-        return Some(tlv(tbs)?.2);
-    }
-    Some(tbs)
-}
+const OID_CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+const OID_O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
 /// The validity period of a DER certificate, `(notBefore, notAfter)` in Unix
 /// seconds; None when it cannot be read.
 pub fn validity(der: &[u8]) -> Option<(i64, i64)> {
-    let mut rest = tbs_fields(der)?;
-    // serialNumber, signature, issuer, then validity.
-    for _ in 0..3 {
-        rest = tlv(rest)?.2;
-    }
-    let (validity, _) = expect(rest, SEQUENCE)?;
-    let (tag, before, rest) = tlv(validity)?;
-    let not_before = time(tag, before)?;
-    let (tag, after, _) = tlv(rest)?;
-    Some((not_before, time(tag, after)?))
-}
-
-/// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime
-/// (`YYYYMMDDHHMMSSZ`) as Unix seconds.
-fn time(tag: u8, text: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(text).ok()?.strip_suffix('Z')?;
-    let (year, rest) = match tag {
-        UTC_TIME if text.len() == 12 => {
-            let yy: i64 = text.get(..2)?.parse().ok()?;
-            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &text[2..])
-        }
-        GENERALIZED_TIME if text.len() == 14 => (text.get(..4)?.parse().ok()?, &text[4..]),
-        _ => return None,
-    };
-    if !rest.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let field = |i: usize| -> Option<i64> { rest.get(i..i + 2)?.parse().ok() };
-    let (month, day) = (field(0)?, field(2)?);
-    let (hour, minute, second) = (field(4)?, field(6)?, field(8)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    Some(
-        super::meta::days_from_civil(year, month, day) * 86_400
-            + hour * 3600
-            + minute * 60
-            + second,
-    )
+    let validity = Certificate::from_der(der).ok()?.tbs_certificate.validity;
+    let secs = |t: Time| i64::try_from(t.to_unix_duration().as_secs()).ok();
+    Some((secs(validity.not_before)?, secs(validity.not_after)?))
 }
 
 /// The subject of a DER certificate; None when it cannot be read.
 pub fn subject(der: &[u8]) -> Option<Subject> {
-    let mut rest = tbs_fields(der)?;
-    // serialNumber, signature, issuer, validity, then subject.
-    for _ in 0..4 {
-        rest = tlv(rest)?.2;
-    }
-    let (name, _) = expect(rest, SEQUENCE)?;
+    let name = Certificate::from_der(der).ok()?.tbs_certificate.subject;
     let mut out = Subject::default();
-    let mut rdns = name;
-    while !rdns.is_empty() {
-        let (set, next) = expect(rdns, SET)?;
-        rdns = next;
-        let mut attrs = set;
-        while !attrs.is_empty() {
-            let (attr, next) = expect(attrs, SEQUENCE)?;
-            attrs = next;
-            let (oid, value) = expect(attr, OID)?;
-            let (tag, text, _) = tlv(value)?;
-            // UTF8String, PrintableString, T61String, IA5String.
-            if !matches!(tag, 0x0c | 0x13 | 0x14 | 0x16) {
-                continue;
-            }
-            let Ok(text) = std::str::from_utf8(text) else {
-                continue;
-            };
-            if oid == OID_CN {
-                out.common_name = text.to_owned();
-            } else if oid == OID_O {
-                out.organizations.push(text.to_owned());
-            }
+    for attr in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
+        let Some(text) = directory_string(&attr.value) else {
+            continue;
+        };
+        if attr.oid == OID_CN {
+            out.common_name = text;
+        } else if attr.oid == OID_O {
+            out.organizations.push(text);
         }
     }
     Some(out)
 }
 
+/// The text of a UTF8String, PrintableString, T61String or IA5String value when it
+/// is UTF-8 (the character sets are not checked, as Go does not either); None for
+/// other types.
+fn directory_string(value: &Any) -> Option<String> {
+    let string_tag = matches!(
+        value.tag(),
+        Tag::Utf8String | Tag::PrintableString | Tag::TeletexString | Tag::Ia5String
+    );
+    if !string_tag {
+        return None;
+    }
+    std::str::from_utf8(value.value()).ok().map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SEQUENCE: u8 = 0x30;
+    const SET: u8 = 0x31;
+    const OID: u8 = 0x06;
+    const EXPLICIT_0: u8 = 0xa0;
 
     #[test]
     fn reads_cn_and_organizations() {
@@ -173,13 +92,13 @@ mod tests {
         // Past 2049 the encoding switches to GeneralizedTime.
         params.not_after = rcgen::date_time_ymd(2051, 3, 1);
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
+        let cert = params.clone().self_signed(&key).unwrap();
         // `date -u -d 2026-02-28 +%s` and `date -u -d 2051-03-01 +%s`.
         assert_eq!(validity(cert.der()), Some((1_772_236_800, 2_561_241_600)));
-        assert_eq!(time(UTC_TIME, b"491231235959Z"), Some(2_524_607_999));
-        assert_eq!(time(UTC_TIME, b"500101000000Z"), Some(-631_152_000));
-        assert_eq!(time(UTC_TIME, b"2601010000Z"), None);
-        assert_eq!(time(GENERALIZED_TIME, b"20261301000000Z"), None);
+        // A UTCTime in the last year it holds: "49" reads as 2049, not 1949.
+        params.not_after = rcgen::date_time_ymd(2049, 12, 31);
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(validity(cert.der()).map(|v| v.1), Some(2_524_521_600));
     }
 
     #[test]

@@ -100,13 +100,15 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// `YYYY-MM-DD-HH-MM-SS` in UTC, as upstream names the files.
 fn timestamp(unix: i64) -> String {
-    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
-    let (year, month, day) = crate::api::meta::civil_from_days(days);
+    let t = crate::api::meta::utc_from_unix(unix);
     format!(
-        "{year:04}-{month:02}-{day:02}-{:02}-{:02}-{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
+        "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
 }
 

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::CredentialError;
-use crate::api::kubeconfig::decode_base64;
+use crate::api::base64;
 
 /// One registry's credentials.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -93,7 +93,7 @@ fn entries(
                 source_name: source_name.to_owned(),
                 registry: registry.clone(),
             };
-            let decoded = decode_base64(&raw.auth).map_err(|_| bad())?;
+            let decoded = base64::decode(&raw.auth).map_err(|_| bad())?;
             let text = String::from_utf8(decoded).map_err(|_| bad())?;
             let (user, pass) = text.split_once(':').ok_or_else(bad)?;
             entry.username = user.to_owned();

@@ -253,8 +253,8 @@ mod base64_map {
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use crate::api::base64;
     use crate::api::base64::encode;
-    use crate::api::kubeconfig::decode_base64;
 
     pub fn serialize<S: Serializer>(
         map: &BTreeMap<String, Vec<u8>>,
@@ -269,7 +269,7 @@ mod base64_map {
     ) -> Result<BTreeMap<String, Vec<u8>>, D::Error> {
         let text = BTreeMap::<String, String>::deserialize(d)?;
         text.into_iter()
-            .map(|(k, v)| match decode_base64(&v) {
+            .map(|(k, v)| match base64::decode(&v) {
                 Ok(bytes) => Ok((k, bytes)),
                 Err(e) => Err(D::Error::custom(format!("key {k:?}: {e}"))),
             })

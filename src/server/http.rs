@@ -242,24 +242,20 @@ pub fn parse_query(q: &str) -> Result<Vec<(String, String)>, ReadError> {
         .collect()
 }
 
-/// Decodes `%XX` escapes; None on a bad escape or bytes that are not UTF-8.
+/// Decodes `%XX` escapes; None on a bad escape (`%` without two hex digits, which
+/// the crate would pass through as it is) or bytes that are not UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = |c: u8| char::from(c).to_digit(16);
-            let h = hex(*b.get(i + 1)?)?;
-            let l = hex(*b.get(i + 2)?)?;
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+    let escapes_ok = s.split('%').skip(1).all(|after| {
+        after
+            .as_bytes()
+            .get(..2)
+            .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !escapes_ok {
+        return None;
     }
-    String::from_utf8(out).ok()
+    let text = percent_encoding::percent_decode_str(s).decode_utf8().ok()?;
+    Some(text.into_owned())
 }
 
 /// A whole response.
@@ -481,5 +477,13 @@ mod tests {
         assert_eq!(percent_decode("a%2Fb").as_deref(), Some("a/b"));
         assert_eq!(percent_decode("%4"), None);
         assert_eq!(percent_decode("%C3%A9").as_deref(), Some("é"));
+        assert_eq!(percent_decode("%2f%25+").as_deref(), Some("/%+"));
+        // Escapes the crate alone would pass through as they are.
+        for bad in ["%", "a%2", "%zz", "%é", "%%41", "x%4g"] {
+            assert_eq!(percent_decode(bad), None, "{bad:?}");
+        }
+        // Well-formed escapes of bytes that are not UTF-8.
+        assert_eq!(percent_decode("%C3"), None);
+        assert_eq!(percent_decode("%FF%FE"), None);
     }
 }

@@ -91,7 +91,7 @@ fn requests(dir: &Path, name: &str) -> Vec<Value> {
 fn jwt_claims(token: &str) -> Value {
     let payload = token.split('.').nth(1).expect("a JWT has three parts");
     let standard = payload.replace('-', "+").replace('_', "/");
-    let bytes = litelet::api::kubeconfig::decode_base64(&standard).expect("base64url payload");
+    let bytes = litelet::api::base64::decode(&standard).expect("base64url payload");
     serde_json::from_slice(&bytes).expect("JSON claims")
 }
 

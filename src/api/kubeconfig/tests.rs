@@ -225,21 +225,6 @@ fn bad_kubeconfigs_name_the_field() {
 }
 
 #[test]
-fn base64_decoder() {
-    assert_eq!(decode_base64("aGVsbG8=").unwrap(), b"hello");
-    assert_eq!(decode_base64("aGVsbG8").unwrap(), b"hello");
-    assert_eq!(decode_base64("aGVs\n bG8h").unwrap(), b"hello!");
-    assert_eq!(decode_base64("").unwrap(), b"");
-    assert_eq!(
-        decode_base64(&b64("a longer text, with / and + maybe?")).unwrap(),
-        b"a longer text, with / and + maybe?"
-    );
-    assert!(decode_base64("a").is_err());
-    assert!(decode_base64("aGVsbG8=x").is_err());
-    assert!(decode_base64("a-b_").is_err());
-}
-
-#[test]
 fn read_error_names_the_kubeconfig() {
     let e = load(Path::new("/nonexistent/kubeconfig")).unwrap_err();
     assert!(
