@@ -1199,7 +1199,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("eviction/manager.rs", "round", 110),
     ("kubelet/housekeeping.rs", "housekeeping", 106),
     ("kubelet/syncer.rs", "sync_pod", 105),
-    ("images/manager.rs", "ensure_image", 121),
     ("runtime/kill.rs", "kill_container", 108),
     ("runtime/resize/manager.rs", "sync", 128),
     ("runtime/resize/plan.rs", "plan_resize", 116),

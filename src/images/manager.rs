@@ -373,66 +373,17 @@ impl ImageManager {
     ) -> Result<String, EnsureError> {
         let name = &container.name;
         let raw = container.image.as_deref().unwrap_or("");
-        let image = with_default_tag(raw).map_err(|err| {
-            let message = err.to_string();
-            self.recorder
-                .container(pod, name, EventType::Warning, "InspectFailed", &message);
-            EnsureError::InvalidName(message)
-        })?;
-        let present = self.image_ref(&image).map_err(|err| {
-            let message = format!("Failed to inspect image {image:?}: {err}");
-            self.recorder
-                .container(pod, name, EventType::Warning, "InspectFailed", &message);
-            EnsureError::Inspect(message)
-        })?;
-        let mut credentials = None;
-        let should_pull = match (pull_policy(container), &present) {
-            (ImagePullPolicy::Never, _) => false,
-            (ImagePullPolicy::Always, _) | (_, None) => true,
-            (_, Some(reference)) => {
-                // IfNotPresent on a present image: may this pod use it?
-                let policy = self.credentials.policy;
-                let repository = normalize_repository(&image);
-                let pulled = self.credentials.records.get(reference, &repository);
-                let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
-                // Offered credentials can only lift the need to pull: read secrets
-                // only when the image would be pulled without them.
-                let records = &self.credentials.records;
-                let digest = |c: &Credential| records.digest(c);
-                must_pull(policy, allowlisted, &pulled, &[], digest) && {
-                    let offered = self.credentials_for(pod, &image, secrets);
-                    let pull = must_pull(policy, allowlisted, &pulled, &offered, digest);
-                    credentials = Some(offered);
-                    pull
-                }
-            }
-        };
+        let (image, present) = self.inspect(pod, name, raw)?;
+        let (should_pull, credentials) =
+            self.pull_needed(pod, container, &image, present.as_deref(), secrets);
         if !should_pull {
-            return match present {
-                Some(reference) => {
-                    let message = format!("Container image {raw:?} already present on machine");
-                    self.recorder
-                        .container(pod, name, EventType::Normal, "Pulled", message);
-                    Ok(reference)
-                }
-                None => {
-                    let message =
-                        format!("Container image {raw:?} is not present with pull policy of Never");
-                    self.recorder.container(
-                        pod,
-                        name,
-                        EventType::Warning,
-                        "ErrImageNeverPull",
-                        &message,
-                    );
-                    Err(EnsureError::NeverPull(message))
-                }
-            };
+            return self.use_present(pod, name, raw, present);
         }
 
         let key = image_pull_key(pod.uid(), raw);
-        let now = SystemTime::now();
-        let waiting = self.lock_backoff().remaining_since_update(&key, now);
+        let waiting = self
+            .lock_backoff()
+            .remaining_since_update(&key, SystemTime::now());
         if let Some(left) = waiting {
             let message = format!("Back-off pulling image {raw:?}");
             self.recorder
@@ -485,6 +436,90 @@ impl ImageManager {
                     message,
                     retry_in: delay,
                 })
+            }
+        }
+    }
+
+    /// The image's full name and, when the runtime has it, its reference.
+    fn inspect(
+        &self,
+        pod: &Pod,
+        name: &str,
+        raw: &str,
+    ) -> Result<(String, Option<String>), EnsureError> {
+        let image = with_default_tag(raw).map_err(|err| {
+            let message = err.to_string();
+            self.recorder
+                .container(pod, name, EventType::Warning, "InspectFailed", &message);
+            EnsureError::InvalidName(message)
+        })?;
+        let present = self.image_ref(&image).map_err(|err| {
+            let message = format!("Failed to inspect image {image:?}: {err}");
+            self.recorder
+                .container(pod, name, EventType::Warning, "InspectFailed", &message);
+            EnsureError::Inspect(message)
+        })?;
+        Ok((image, present))
+    }
+
+    /// Whether the image must be pulled, with the pod's credentials when deciding it
+    /// needed them.
+    fn pull_needed(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        image: &str,
+        present: Option<&str>,
+        secrets: Option<&dyn PullSecretSource>,
+    ) -> (bool, Option<Vec<Credential>>) {
+        let reference = match (pull_policy(container), present) {
+            (ImagePullPolicy::Never, _) => return (false, None),
+            (ImagePullPolicy::Always, _) | (_, None) => return (true, None),
+            (_, Some(reference)) => reference,
+        };
+        // IfNotPresent on a present image: may this pod use it?
+        let policy = self.credentials.policy;
+        let repository = normalize_repository(image);
+        let pulled = self.credentials.records.get(reference, &repository);
+        let allowlisted = is_allowlisted(&self.credentials.allowlist, &repository);
+        let records = &self.credentials.records;
+        let digest = |c: &Credential| records.digest(c);
+        // Offered credentials can only lift the need to pull: read secrets only when
+        // the image would be pulled without them.
+        if !must_pull(policy, allowlisted, &pulled, &[], digest) {
+            return (false, None);
+        }
+        let offered = self.credentials_for(pod, image, secrets);
+        let pull = must_pull(policy, allowlisted, &pulled, &offered, digest);
+        (pull, Some(offered))
+    }
+
+    /// The outcome when no pull is wanted: the present image, or Never's refusal.
+    fn use_present(
+        &self,
+        pod: &Pod,
+        name: &str,
+        raw: &str,
+        present: Option<String>,
+    ) -> Result<String, EnsureError> {
+        match present {
+            Some(reference) => {
+                let message = format!("Container image {raw:?} already present on machine");
+                self.recorder
+                    .container(pod, name, EventType::Normal, "Pulled", message);
+                Ok(reference)
+            }
+            None => {
+                let message =
+                    format!("Container image {raw:?} is not present with pull policy of Never");
+                self.recorder.container(
+                    pod,
+                    name,
+                    EventType::Warning,
+                    "ErrImageNeverPull",
+                    &message,
+                );
+                Err(EnsureError::NeverPull(message))
             }
         }
     }
