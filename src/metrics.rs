@@ -292,8 +292,8 @@ pub static HTTP_REJECTED_CONNECTIONS: Family = Family::counter(
 );
 pub static STATS_ROUND_DURATION: Family = Family::histogram(
     "litelet_stats_sampling_duration_seconds",
-    "Time one round of usage sampling took (the stats thread), by result.",
-    &["result"],
+    "Time one round of usage sampling took (the stats thread), by result and by what it read (node, or node and pods).",
+    &["result", "read"],
     LATENCY_BUCKETS,
 );
 pub static STATS_SAMPLE_BYTES: Family = Family::gauge(
@@ -441,9 +441,10 @@ pub fn cri_call(op: &str, took: Duration, ok: bool) {
 }
 
 /// One round of the `stats` thread; `clean` when nothing in it failed.
-pub fn stats_round(took: Duration, clean: bool) {
+pub fn stats_round(took: Duration, clean: bool, read_pods: bool) {
     let result = if clean { "ok" } else { "partial" };
-    STATS_ROUND_DURATION.observe_duration(&[result], took);
+    let read = if read_pods { "pods" } else { "node" };
+    STATS_ROUND_DURATION.observe_duration(&[result, read], took);
 }
 
 /// The heap the `stats` thread's retained samples hold.

@@ -1196,7 +1196,6 @@ const MAX_FUNCTION_LINES: usize = 100;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("api/quantity.rs", "parse_quantity", 115),
     ("config/settings.rs", "table", 327),
-    ("eviction/manager.rs", "round", 110),
     ("kubelet/housekeeping.rs", "housekeeping", 106),
     ("kubelet/syncer.rs", "sync_pod", 105),
     ("runtime/kill.rs", "kill_container", 108),

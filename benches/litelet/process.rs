@@ -239,6 +239,11 @@ impl Litelet {
 
     /// The Prometheus text of `/metrics`, or None when the server does not answer.
     pub fn metrics(&self) -> Option<String> {
+        self.get("/metrics")
+    }
+
+    /// The body of the node API's `path`, or None when the server does not answer.
+    pub fn get(&self, path: &str) -> Option<String> {
         let tls = ureq::tls::TlsConfig::builder()
             .disable_verification(true)
             .build();
@@ -247,7 +252,7 @@ impl Litelet {
             .timeout_global(Some(Duration::from_secs(10)))
             .build()
             .into();
-        let url = format!("https://127.0.0.1:{}/metrics", self.port);
+        let url = format!("https://127.0.0.1:{}{path}", self.port);
         agent
             .get(&url)
             .call()

@@ -309,10 +309,12 @@ pub fn log_manager(settings: &Settings, rows: &mut Vec<Row>) {
     }
 }
 
-/// The usage sampler's own cost (issue 22) at `n` idle pods: the CPU of the `stats`
-/// and `eviction` threads alone over the idle window (from `/proc/<pid>/task`), the
-/// mean sampling round, and the heap its two retained samples hold (litelet's
-/// `litelet_stats_sample_bytes`). The whole process's RSS is in the footprint rows.
+/// The usage sampler's own cost (issue 22) at `n` idle pods on a monitored node (one
+/// `/stats/summary` read before the window keeps pods sampled for five minutes): the
+/// CPU of the `stats` and `eviction` threads alone over the idle window (from
+/// `/proc/<pid>/task`), the mean sampling round, and the heap its two retained
+/// samples hold (litelet's `litelet_stats_sample_bytes`). The whole process's RSS is
+/// in the footprint rows.
 pub fn stats_sampling(settings: &Settings, rows: &mut Vec<Row>, n: usize) {
     let scenario = format!("stats sampling, {n} pods");
     let bench = Bench::start(n.max(110), |_| {});
@@ -322,6 +324,9 @@ pub fn stats_sampling(settings: &Settings, rows: &mut Vec<Row>, n: usize) {
     bench.create(&pods, &PodShape::default());
     bench.wait_running(&pods, since, WAIT);
     std::thread::sleep(settings.settle);
+    if bench.litelet.get("/stats/summary").is_none() {
+        eprintln!("stats sampling: /stats/summary did not answer; pods may not be sampled");
+    }
     let pid = bench.litelet.pid();
     let metrics_before = bench.litelet.metrics().unwrap_or_default();
     let threads = |name| crate::process::thread_cpu_seconds(pid, name);
@@ -346,8 +351,11 @@ pub fn stats_sampling(settings: &Settings, rows: &mut Vec<Row>, n: usize) {
         "%core",
     ));
     const ROUND: &str = "litelet_stats_sampling_duration_seconds";
-    let rounds =
-        Histogram::parse(&metrics, ROUND, "").minus(&Histogram::parse(&metrics_before, ROUND, ""));
+    let rounds = Histogram::parse(&metrics, ROUND, r#"read="pods""#).minus(&Histogram::parse(
+        &metrics_before,
+        ROUND,
+        r#"read="pods""#,
+    ));
     if let Some(mean) = rounds.mean() {
         rows.push(Row::new(
             &scenario,

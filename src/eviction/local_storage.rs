@@ -29,6 +29,20 @@ pub struct Violation {
 
 /// Why `pod` must be evicted for its local storage, or `None`; checked in upstream's
 /// order: emptyDir size limits, the pod's total, each regular container's.
+/// Whether `pod` has any limit [`violation`] judges: an emptyDir `sizeLimit`, or an
+/// `ephemeral-storage` limit on the pod or a container.
+pub fn has_limits(pod: &Pod) -> bool {
+    let size_limit =
+        |v: &crate::api::pod::Volume| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some());
+    pod.spec.volumes.iter().any(size_limit)
+        || pod_limits(pod).contains_key(RESOURCE_EPHEMERAL_STORAGE)
+        || pod.spec.containers.iter().any(|c| {
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.limits.contains_key(RESOURCE_EPHEMERAL_STORAGE))
+        })
+}
+
 pub fn violation(pod: &Pod, sample: &PodSample) -> Option<Violation> {
     for volume in &pod.spec.volumes {
         let Some(limit) = volume
@@ -124,6 +138,34 @@ mod tests {
     }
 
     const MI: u64 = 1 << 20;
+
+    #[test]
+    fn only_pods_with_a_storage_limit_need_their_usage_read() {
+        let cases = [
+            (serde_json::json!({"containers": [{"name": "app"}]}), false),
+            (
+                serde_json::json!({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}),
+                false,
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "app"}], "volumes": [{"name": "v", "emptyDir": {}}]}),
+                false,
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "app"}],
+                       "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Mi"}}]}),
+                true,
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"},
+                    {"name": "b", "resources": {"limits": {"ephemeral-storage": "1Mi"}}}]}),
+                true,
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(has_limits(&pod(spec.clone())), want, "{spec}");
+        }
+    }
 
     #[test]
     fn local_storage_limits_evict_with_upstreams_messages() {

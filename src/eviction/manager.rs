@@ -41,14 +41,16 @@ use crate::stats::sample::Sample;
 use crate::stats::StatsStore;
 
 use super::admit::{Pressure, REASON};
-use super::config::{Condition, EvictionConfig, Signal};
+use super::config::{Condition, EvictionConfig, Signal, Threshold};
 use super::decide::{amount, thresholds_met, State};
 use super::local_storage;
 use super::rank::{self, is_critical, Candidate};
-use super::signals::{container_usage, observe, pod_usage, Observations};
+use super::signals::{container_usage, observe, pod_usage, Observation, Observations};
 
 /// Upstream's monitoring interval.
 pub const PERIOD: Duration = Duration::from_secs(10);
+/// The longest a round waits for the `stats` thread to read pods it did not read.
+const POD_USAGE_WAIT: Duration = Duration::from_secs(5);
 /// Grace period of a hard eviction (upstream immediateEvictionGracePeriodSeconds).
 pub const HARD_EVICTION_GRACE_SECONDS: i64 = 1;
 /// A pod's grace period when its spec has none.
@@ -105,7 +107,7 @@ impl EvictionManager {
                 default(self.period) => {}
             }
             if let Some(sample) = self.stats.latest() {
-                self.round(&sample, &mut state, &mut acted_at, image_gc.as_ref());
+                self.round(sample, &mut state, &mut acted_at, image_gc.as_ref());
             }
         }
     }
@@ -113,13 +115,13 @@ impl EvictionManager {
     /// One round over `sample`.
     fn round(
         &self,
-        sample: &Sample,
+        sample: Arc<Sample>,
         state: &mut State,
         acted_at: &mut Option<SystemTime>,
         image_gc: Option<&ImageGc>,
     ) {
         let thresholds = &self.config.thresholds;
-        let obs = observe(sample);
+        let obs = observe(&sample);
         let round = state.step(
             thresholds,
             &obs,
@@ -135,6 +137,11 @@ impl EvictionManager {
             );
         }
         self.pressure.set(round.conditions);
+        let needed = !round.act_on.is_empty() || self.any_local_storage_limits();
+        let Some(with_pods) = self.with_pod_usage(sample, needed) else {
+            return;
+        };
+        let sample = &*with_pods;
         // Pods over their own storage limits go first, whatever the node's state
         // (upstream localStorageEviction); then a later sample for the rest.
         if self.evict_for_local_storage(sample) {
@@ -174,7 +181,14 @@ impl EvictionManager {
                 return;
             }
         }
-        let obs_t = obs.get(&t.signal);
+        if self.evict_ranked(sample, t, obs.get(&t.signal)) {
+            *acted_at = Some(SystemTime::now());
+        }
+    }
+
+    /// Ranks the active pods for `t`'s signal and evicts the first that is not
+    /// critical (upstream: one pod per round); true when one was.
+    fn evict_ranked(&self, sample: &Sample, t: &Threshold, obs_t: Option<&Observation>) -> bool {
         let level = obs_t.map_or(0, |o| amount(&t.value, o.capacity));
         let pods = (self.pods)();
         let active: Vec<&Pod> = pods
@@ -187,7 +201,7 @@ impl EvictionManager {
             .collect();
         if active.is_empty() {
             log::error!("eviction: thresholds met, but no pods are active to evict");
-            return;
+            return false;
         }
         let by_uid = |uid: &str| sample.pods.iter().find(|s| s.uid == uid);
         let mut candidates: Vec<Candidate<'_>> = active
@@ -216,10 +230,39 @@ impl EvictionManager {
             };
             self.evict(pod, message, grace);
             crate::metrics::evicted(t.signal.as_str());
-            *acted_at = Some(SystemTime::now());
-            return;
+            return true;
         }
         log::warn!("eviction: unable to evict any pod from the node");
+        false
+    }
+
+    /// `sample`, or a newer one with pods' usage when the round `needed` it and
+    /// `sample` has none: pods are read only while something uses them
+    /// (`stats::sampler`), here local storage limits and ranking. None when the
+    /// `stats` thread did not read them in time.
+    fn with_pod_usage(&self, sample: Arc<Sample>, needed: bool) -> Option<Arc<Sample>> {
+        if !needed {
+            return Some(sample);
+        }
+        if !sample.pods_skipped {
+            self.stats.want_pods();
+            return Some(sample);
+        }
+        let fresh = self
+            .stats
+            .latest_with_pods(POD_USAGE_WAIT)
+            .filter(|s| !s.pods_skipped);
+        if fresh.is_none() {
+            log::warn!("eviction: pods' usage not sampled yet; judging pods next round");
+        }
+        fresh
+    }
+
+    /// Whether an active pod has a limit `evict_for_local_storage` judges.
+    fn any_local_storage_limits(&self) -> bool {
+        (self.pods)()
+            .iter()
+            .any(|p| local_storage::has_limits(p) && self.workers.active_pod(p.uid()).is_some())
     }
 
     /// Evicts, at once (grace 0, as upstream), every active non-critical pod over an
@@ -315,6 +358,7 @@ impl EvictionManager {
             pods: Vec::new(),
             claims: Vec::new(),
             errors: Vec::new(),
+            pods_skipped: true,
         });
         let mut obs = obs.clone();
         for s in [Signal::NodeFsAvailable, Signal::NodeFsInodesFree] {

@@ -206,6 +206,7 @@ fn signals_from_a_sample() {
         pods: vec![],
         claims: vec![],
         errors: vec![],
+        pods_skipped: false,
     };
     let obs = observe(&sample);
     let o = |available, capacity| {

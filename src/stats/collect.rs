@@ -1,9 +1,11 @@
-//! One round of sampling (the I/O shell of the `stats` thread): which pods and
+//! One round of sampling (the I/O shell of the `stats` thread). Every round reads
+//! the node: its root cgroup and `/proc` for CPU, memory and PIDs, statvfs for
+//! nodefs, the image filesystem (CRI ImageFsInfo + statvfs) and mounted claims.
+//! When someone wants them ([`Wanted::pods`]) it also reads which pods and
 //! containers exist (CRI ListPodSandbox + ListContainers, ready and running only),
-//! their writable layers (CRI ListContainerStats), image names (CRI ListImages), the
-//! image filesystem (CRI ImageFsInfo + statvfs), then cgroupfs for CPU, memory and
-//! PIDs, statvfs for the node's filesystem, the log directories, emptyDir volumes and
-//! mounted claims for disk.
+//! their writable layers (CRI ListContainerStats), image names (CRI ListImages),
+//! their cgroups for CPU, memory and PIDs, and their log directories and emptyDir
+//! volumes for disk: nearly all of a round's cost, which grows with the pods.
 //!
 //! Usage of a pod comes from its pod cgroup (`kubepods/<qos>/pod<uid>`, or its slice
 //! with the systemd driver, found by the [`PodCgroupManager`]); a container's from its
@@ -37,6 +39,15 @@ use super::sample::{
 /// `volumes::paths::PLUGIN_EMPTY_DIR` (a test pins it); spelled here because `volumes`
 /// sits above this module.
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+
+/// What a round reads beyond the node's own figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// Pods' and containers' usage (CRI lists, their cgroups, disk walks).
+    pub pods: bool,
+    /// The cAdvisor detail (only with `pods`).
+    pub detail: bool,
+}
 
 /// What a round of sampling reads from.
 pub struct Collector {
@@ -109,28 +120,40 @@ impl Collector {
         }
     }
 
-    /// Samples usage once; `now` stamps the sample.
+    /// Samples the node and every pod once; `now` stamps the sample.
     pub fn collect(&self, now: SystemTime) -> Sample {
-        self.collect_with(now, false)
+        self.collect_with(
+            now,
+            Wanted {
+                pods: true,
+                detail: false,
+            },
+        )
     }
 
-    /// Samples usage once, with the cAdvisor detail when `detail`.
-    pub fn collect_with(&self, now: SystemTime, detail: bool) -> Sample {
+    /// Samples usage once: the node always, pods and the cAdvisor detail as `wanted`.
+    pub fn collect_with(&self, now: SystemTime, wanted: Wanted) -> Sample {
         let mut errors = Vec::new();
         let nodefs = statvfs(&self.root_dir)
             .map_err(|e| errors.push(format!("statvfs {}: {e}", self.root_dir.display())))
             .ok();
         let mut node = self.node(nodefs, &mut errors);
+        let detail = wanted.detail && wanted.pods;
         if detail {
             self.node_detail(&mut node);
         }
-        let pods = self.pods(nodefs.as_ref(), detail, &mut errors);
+        let pods = if wanted.pods {
+            self.pods(nodefs.as_ref(), detail, &mut errors)
+        } else {
+            Vec::new()
+        };
         Sample {
             time: now,
             node,
             pods,
             claims: self.claims(),
             errors,
+            pods_skipped: !wanted.pods,
         }
     }
 

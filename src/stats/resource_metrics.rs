@@ -237,6 +237,7 @@ mod tests {
             }],
             claims: vec![],
             errors: vec![],
+            pods_skipped: false,
         }
     }
 

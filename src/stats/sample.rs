@@ -113,6 +113,9 @@ pub struct Sample {
     /// What failed this round (a pod's cgroup, a CRI call); a partial sample is still
     /// published, and any error sets `resource_scrape_error`.
     pub errors: Vec<String>,
+    /// The round read the node only, because no one wanted pods' usage: `pods` is
+    /// empty without the node being empty (see `StatsStore::want_pods`).
+    pub pods_skipped: bool,
 }
 
 /// CPU rate between two cumulative readings, in nano-cores (ns of CPU per s).
@@ -285,6 +288,7 @@ mod tests {
             pods: vec![pod("a", 0, "c1", 0)],
             claims: vec![],
             errors: vec![],
+            pods_skipped: false,
         };
         let cur = Sample {
             time: at(102),
@@ -298,6 +302,7 @@ mod tests {
             ],
             claims: vec![],
             errors: vec![],
+            pods_skipped: false,
         }
         .with_rates(&prev);
         assert_eq!(cur.node.usage_nano_cores, Some(2_000_000_000));

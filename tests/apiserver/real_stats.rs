@@ -22,11 +22,29 @@ fn raw(node: &RealNode, path: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Both pods' containers have CPU (with a rate) and memory in the summary.
+/// How many sampling rounds read `what` ("node": the node alone, "pods": pods too),
+/// from litelet's `/metrics` through the apiserver.
+fn rounds(node: &RealNode, base: &str, what: &str) -> u64 {
+    let metrics = raw(node, &format!("{base}/metrics")).expect("/metrics");
+    let label = format!("read=\"{what}\"");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("litelet_stats_sampling_duration_seconds_count"))
+        .filter(|l| l.contains(&label))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Both pods' containers have CPU (with a rate) and memory in the summary, and the
+/// runtime counts its images' bytes (containerd refreshes that count every 10 s).
 fn complete(summary: &Value, ns: &str) -> bool {
     let Some(pods) = summary["pods"].as_array() else {
         return false;
     };
+    let image_bytes = &summary["node"]["runtime"]["imageFs"]["usedBytes"];
+    if image_bytes.as_u64().unwrap_or(0) == 0 {
+        return false;
+    }
     ["one", "two"].iter().all(|name| {
         pods.iter().any(|p| {
             p["podRef"]["namespace"] == ns
@@ -60,8 +78,16 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
     }
 
     let base = format!("/api/v1/nodes/{}/proxy", node.name);
+    // Nobody has read pods' usage yet: the sampler has read the node alone.
+    node.wait_for("a sampling round", || rounds(&node, &base, "node") > 0);
+    assert_eq!(
+        rounds(&node, &base, "pods"),
+        0,
+        "pods read before anyone asked"
+    );
     let mut summary = Value::Null;
-    // Two sampling rounds (10 s apart) after the pods start give rates.
+    // The first read wakes the sampler for pods, and a second round a second later
+    // gives their CPU rates.
     node.wait_for("both pods in /stats/summary with CPU rates", || match raw(
         &node,
         &format!("{base}/stats/summary"),
@@ -74,6 +100,10 @@ fn stats_summary_and_resource_metrics_through_the_apiserver_for_two_pods() {
         }
         _ => false,
     });
+    assert!(
+        rounds(&node, &base, "pods") >= 2,
+        "the summary's pods came from two rounds that read them"
+    );
     eprintln!(
         "---- /stats/summary ----\n{}",
         serde_json::to_string_pretty(&summary).unwrap()

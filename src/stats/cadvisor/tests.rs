@@ -115,6 +115,7 @@ fn sample() -> Sample {
         }],
         claims: vec![],
         errors: vec![],
+        pods_skipped: false,
     }
 }
 

@@ -62,6 +62,7 @@ fn sample() -> Sample {
         }],
         claims: vec![],
         errors: vec![],
+        pods_skipped: false,
     }
 }
 
