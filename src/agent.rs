@@ -839,7 +839,10 @@ fn start_runtime(
         .unwrap_or_else(|_| "cri".into());
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_events) = bounded(EVENT_CHANNEL_CAPACITY);
-    let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    let mut pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    if !crate::config::gates::evented_pleg(&flags.feature_gates) {
+        pleg = pleg.without_events();
+    }
     // What litelet changes itself, the PLEG sees at once rather than a period later,
     // and the pod's worker waits for a status taken after the change (and only then).
     let nudge = pleg.nudger();
