@@ -967,9 +967,10 @@ fn runtime_manager(w: &Wiring, host: &Host, parts: ManagerParts<'_>) -> Arc<Runt
             ))
             .on_runtime_change(move |change| {
                 marks.runtime_changed(change.uid, Instant::now());
-                if change.lifecycle {
-                    nudge.nudge();
-                }
+                // The mark holds the pod's worker until a status taken after it, so a
+                // relist must follow every mark: the evented PLEG relists only every
+                // 300 s, and a resize or a failed step brings no container event.
+                nudge.nudge();
             }),
     )
 }
