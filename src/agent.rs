@@ -839,7 +839,10 @@ fn start_runtime(
         .unwrap_or_else(|_| "cri".into());
     let cache = PodStatusCache::new();
     let (pleg_tx, pleg_events) = bounded(EVENT_CHANNEL_CAPACITY);
-    let pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    let mut pleg = Pleg::new(runtime.clone(), cache.clone(), pleg_tx);
+    if !crate::config::gates::evented_pleg(&flags.feature_gates) {
+        pleg = pleg.without_events();
+    }
     // What litelet changes itself, the PLEG sees at once rather than a period later,
     // and the pod's worker waits for a status taken after the change (and only then).
     let nudge = pleg.nudger();
@@ -964,9 +967,10 @@ fn runtime_manager(w: &Wiring, host: &Host, parts: ManagerParts<'_>) -> Arc<Runt
             ))
             .on_runtime_change(move |change| {
                 marks.runtime_changed(change.uid, Instant::now());
-                if change.lifecycle {
-                    nudge.nudge();
-                }
+                // The mark holds the pod's worker until a status taken after it, so a
+                // relist must follow every mark: the evented PLEG relists only every
+                // 300 s, and a resize or a failed step brings no container event.
+                nudge.nudge();
             }),
     )
 }

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 
@@ -61,6 +62,25 @@ pub struct StreamIter<S> {
     waker: Waker,
 }
 
+impl<S: Stream> StreamIter<S> {
+    /// The next item if one comes within `limit` (`Poll::Pending` if not), so a
+    /// reader can look up from a quiet stream now and then (to notice shutdown).
+    pub fn next_within(&mut self, limit: Duration) -> Poll<Option<S::Item>> {
+        let deadline = Instant::now() + limit;
+        let mut cx = Context::from_waker(&self.waker);
+        loop {
+            if let Poll::Ready(item) = self.stream.as_mut().poll_next(&mut cx) {
+                return Poll::Ready(item);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Poll::Pending;
+            }
+            thread::park_timeout(deadline - now);
+        }
+    }
+}
+
 impl<S: Stream> Iterator for StreamIter<S> {
     type Item = S::Item;
 
@@ -79,7 +99,6 @@ impl<S: Stream> Iterator for StreamIter<S> {
 mod tests {
     use super::*;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     /// A stream fed from another thread, which wakes the reader as a gRPC
     /// completion queue would.
@@ -127,6 +146,26 @@ mod tests {
         let got: Vec<u32> = iter_stream(Fed(shared)).collect();
         feeder.join().unwrap();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn next_within_gives_up_on_a_quiet_stream_and_still_gets_a_later_item() {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let mut items = iter_stream(Fed(shared.clone()));
+        assert!(items.next_within(Duration::from_millis(20)).is_pending());
+        let feeder = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(10));
+            let mut s = shared.lock().unwrap();
+            s.items.push(7);
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        });
+        assert_eq!(
+            items.next_within(Duration::from_secs(30)),
+            Poll::Ready(Some(7))
+        );
+        feeder.join().unwrap();
     }
 
     #[test]

@@ -312,6 +312,22 @@ pub static PLEG_RELIST_INTERVAL: Family = Family::histogram(
     &[],
     LATENCY_BUCKETS,
 );
+pub static EVENTED_PLEG_CONNECTIONS: Family = Family::counter(
+    "kubelet_evented_pleg_connection_success_count",
+    "The number of times a container event stream from the runtime was established (evented PLEG).",
+    &[],
+);
+pub static EVENTED_PLEG_CONNECTION_ERRORS: Family = Family::counter(
+    "kubelet_evented_pleg_connection_error_count",
+    "The number of times the container event stream from the runtime failed or was refused (evented PLEG).",
+    &[],
+);
+pub static EVENTED_PLEG_LATENCY: Family = Family::histogram(
+    "kubelet_evented_pleg_connection_latency_seconds",
+    "Seconds from a container event in the runtime to the PLEG receiving it (evented PLEG).",
+    &[],
+    LATENCY_BUCKETS,
+);
 pub static NODE_NAME: Family = Family::gauge(
     "kubelet_node_name",
     "The node's name. The count is always 1.",
@@ -387,7 +403,7 @@ pub static STORAGE_OPERATION_DURATION: Family = Family::histogram(
 );
 
 /// Every family of `/metrics`, in rendering order (`HEALTHCHECKS` is `/metrics/slis`').
-pub fn families() -> [&'static Family; 28] {
+pub fn families() -> [&'static Family; 31] {
     [
         &SYNC_LOOP_DURATION,
         &POD_WORKER_DURATION,
@@ -409,6 +425,9 @@ pub fn families() -> [&'static Family; 28] {
         &CLIENT_CERT_RENEW_ERRORS,
         &SERVER_CERT_TTL,
         &PLEG_RELIST_INTERVAL,
+        &EVENTED_PLEG_CONNECTIONS,
+        &EVENTED_PLEG_CONNECTION_ERRORS,
+        &EVENTED_PLEG_LATENCY,
         &NODE_NAME,
         &NODE_CONFIG_ERROR,
         &REST_CLIENT_REQUESTS,
@@ -517,6 +536,22 @@ pub fn relisted(took: Duration, counts: RelistCounts) {
     for (state, n) in states {
         RUNNING_CONTAINERS.set(&[state], f64::from(n));
     }
+}
+
+/// The PLEG's container event stream counts as established (it stayed open for its
+/// probation and a relist followed).
+pub fn evented_pleg_connected() {
+    EVENTED_PLEG_CONNECTIONS.inc(&[]);
+}
+
+/// The PLEG's container event stream ended or was refused.
+pub fn evented_pleg_connection_failed() {
+    EVENTED_PLEG_CONNECTION_ERRORS.inc(&[]);
+}
+
+/// One container event reached the PLEG `took` after the runtime stamped it.
+pub fn evented_pleg_event(took: Duration) {
+    EVENTED_PLEG_LATENCY.observe_duration(&[], took);
 }
 
 /// Pods seen but not yet running, for the start latency (bounded so a flood of

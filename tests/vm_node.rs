@@ -7,6 +7,10 @@
 //! apiserver reaches the node's port through a proxy on the node address (logs, exec,
 //! stats). See `tests/support/vm.rs` for how the test drives the VM.
 //!
+//! The systemd-driver node boots Debian trixie (containerd 1.7, which streams CRI
+//! container events, so the evented PLEG meets a real runtime there); the others
+//! boot bookworm (containerd 1.6, relisting only) unless `VM_SUITE` says otherwise.
+//!
 //! Ignored by `cargo test`: `scripts/vm-tier.sh` runs it with the package built.
 
 mod support;
@@ -228,18 +232,19 @@ struct JoinedNode {
 }
 
 impl JoinedNode {
-    /// Boots a VM, installs the package, configures containerd for `driver` and
-    /// joins with kubeadm; `kubelet_config` is added to the cluster's
-    /// KubeletConfiguration. None when this machine cannot run the tier (outside CI).
+    /// Boots a VM of the Debian `suite` (None: `VM_SUITE`, else bookworm), installs
+    /// the package, configures containerd for `driver` and joins with kubeadm;
+    /// `kubelet_config` is added to the cluster's KubeletConfiguration. None when this machine cannot run the tier (outside CI).
     fn join(
         test: &str,
         name: &str,
         driver: &'static str,
         kubelet_config: &str,
         swap: bool,
+        suite: Option<&str>,
     ) -> Option<JoinedNode> {
         let cp = ControlPlane::shared(test)?;
-        let image = VmImage::ensure(test)?;
+        let image = VmImage::ensure(test, suite)?;
         cp.start_controllers(None).expect("controller-manager");
         cp.namespace(name);
 
@@ -460,6 +465,57 @@ impl JoinedNode {
             String::from_utf8_lossy(&logs.stderr)
         );
         uids
+    }
+
+    /// On a runtime that streams container events (containerd 1.7, trixie): the PLEG
+    /// reads the stream (`kubelet_evented_pleg_connection_success_count` and events
+    /// received on `/metrics`), and a container that exits on its own reaches the
+    /// pod's status.
+    fn check_evented_pleg(&self) {
+        let mut pod = vm_pod("exits", &self.name, 2, "sleep 20; exit 3");
+        pod["spec"]["restartPolicy"] = json!("Never");
+        self.cp
+            .create(&format!("/api/v1/namespaces/{}/pods", self.ns()), &pod);
+        let exited = |p: &Value| {
+            container_status(p, "main").is_some_and(|c| c["state"]["terminated"]["exitCode"] == 3)
+        };
+        assert!(
+            wait_until(SLOW, || self
+                .pod("exits")
+                .is_some_and(|p| p["status"]["phase"] == "Running")),
+            "exits never ran"
+        );
+        let relists_running = self.metric("kubelet_pleg_relist_duration_seconds_count");
+        assert!(
+            wait_until(SLOW, || self.pod("exits").is_some_and(|p| exited(&p))),
+            "the exit never reached the status: {:?}",
+            self.pod("exits").map(|p| p["status"].clone())
+        );
+        let relists_exited = self.metric("kubelet_pleg_relist_duration_seconds_count");
+        println!("evented PLEG: relists {relists_running} while running, {relists_exited} after the exit");
+        let connected = self.metric("kubelet_evented_pleg_connection_success_count");
+        assert!(connected >= 1.0, "event stream connections: {connected}");
+        let events = self.metric("kubelet_evented_pleg_connection_latency_seconds_count");
+        assert!(events >= 1.0, "container events received: {events}");
+        let deleted = self
+            .cp
+            .kubectl(&["delete", "pod", "-n", self.ns(), "exits", "--wait=false"]);
+        assert!(deleted.status.success(), "kubectl delete pod exits");
+    }
+
+    /// A value of the node's `/metrics` (through the apiserver), 0 when absent.
+    fn metric(&self, name: &str) -> f64 {
+        let path = format!("/api/v1/nodes/{}/proxy/metrics", self.name);
+        let out = self.cp.kubectl(&["get", "--raw", &path]);
+        assert!(
+            out.status.success(),
+            "GET {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0.0)
     }
 
     /// `kubepods` holds the node's allocatable: capacity minus kubeReserved (100m,
@@ -735,7 +791,7 @@ impl JoinedNode {
 #[ignore = "the VM tier, about 7 minutes of emulation: run it with make vm"]
 fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot() {
     let test = "a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an_offline_reboot";
-    let Some(mut node) = JoinedNode::join(test, "vm-cgroupfs", "cgroupfs", "", false) else {
+    let Some(mut node) = JoinedNode::join(test, "vm-cgroupfs", "cgroupfs", "", false, None) else {
         return;
     };
     let modes = node
@@ -749,6 +805,7 @@ fn a_packaged_node_joins_with_kubeadm_and_keeps_its_pods_through_restarts_and_an
         );
     }
     let uids = node.check_qos_pods();
+    node.check_evented_pleg();
     node.check_resize(&uids[1]);
     node.check_memory_decrease_below_usage_is_refused(&uids[1]);
 
@@ -884,6 +941,8 @@ fn a_systemd_driver_node_runs_pods_in_slices_ignores_forged_bus_signals_and_shut
         "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n\
          failSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n",
         true,
+        // trixie's containerd 1.7 streams container events: the evented PLEG's real runtime.
+        Some("trixie"),
     ) else {
         return;
     };
@@ -893,6 +952,7 @@ fn a_systemd_driver_node_runs_pods_in_slices_ignores_forged_bus_signals_and_shut
     );
     assert_eq!(slices, "active\nactive\nactive\n", "QoS slices");
     let uids = node.check_qos_pods();
+    node.check_evented_pleg();
     node.check_resize(&uids[1]);
     node.check_restart_keeps_containers(&["guaranteed", "burstable", "besteffort"]);
     // LimitedSwap on a host with a swap file: a Burstable container gets the share of

@@ -4,6 +4,9 @@
 //! default is accepted and changes nothing; set to the other value it is refused,
 //! naming the gate, since litelet does not switch the behaviour. A name upstream does
 //! not know is refused in upstream's words ("unrecognized feature gate").
+//!
+//! The exceptions are the [`SWITCHED`] gates, which litelet does switch: both values
+//! are accepted, and litelet's default may differ from upstream's (each says why).
 
 use std::collections::BTreeMap;
 
@@ -205,6 +208,33 @@ pub const UPSTREAM: &[Gate] = &[
     g("WorkloadWithJob", Alpha, false),
 ];
 
+/// Gates litelet switches, with litelet's default (read once at start-up).
+///
+/// `EventedPLEG`: on, unlike upstream (alpha, off). The PLEG reads the runtime's
+/// container events where the runtime has them and relists every 300 s as a safety
+/// net; elsewhere (containerd 1.6 answers UNIMPLEMENTED) it relists every second,
+/// just as with the gate off. The cluster sees the same pod statuses either way, only
+/// sooner and with fewer CRI calls, so the cheaper path is the default.
+/// `EventedPLEG=false` keeps the PLEG on relists only.
+pub const SWITCHED: &[(&str, bool)] = &[("EventedPLEG", true)];
+
+/// Whether the switched gate `name` is on: as given, else litelet's default (false
+/// for a gate litelet does not switch).
+pub fn enabled(gates: &BTreeMap<String, bool>, name: &str) -> bool {
+    let default = SWITCHED.iter().find(|(n, _)| *n == name).map(|(_, on)| *on);
+    match (gates.get(name), default) {
+        (Some(on), Some(_)) => *on,
+        (None, Some(on)) => on,
+        (_, None) => false,
+    }
+}
+
+/// Whether the PLEG reads the runtime's container events (`EventedPLEG`, on by
+/// default in litelet: see [`SWITCHED`]).
+pub fn evented_pleg(gates: &BTreeMap<String, bool>) -> bool {
+    enabled(gates, "EventedPLEG")
+}
+
 /// The gate named `name`.
 pub fn by_name(name: &str) -> Option<&'static Gate> {
     UPSTREAM.iter().find(|g| g.name == name)
@@ -227,6 +257,7 @@ pub fn check(gates: &BTreeMap<String, bool>) -> Result<(), ValueError> {
 fn problem(name: &str, on: bool) -> Option<String> {
     match by_name(name) {
         None => Some(format!("unrecognized feature gate: {name}")),
+        Some(_) if SWITCHED.iter().any(|(n, _)| *n == name) => None,
         Some(gate) if gate.default != on => Some(format!(
             "feature gate {name}={on} is not supported: litelet behaves as upstream's \
              default, {name}={} ({})",

@@ -320,9 +320,9 @@ pub fn table() -> Vec<Setting> {
             "Shutdown grace periods by pod priority ([{priority, \
              shutdownGracePeriodSeconds}]), instead of the two above."),
         s("feature-gates", "featureGates", "", at!(feature_gates, check = super::gates::check),
-            "Feature gates (NAME=BOOL,...), by upstream v1.36's names: a gate at upstream's \
-             default (litelet's behaviour) is accepted, any other value or an unknown name \
-             stops litelet, naming the gate."),
+            "Feature gates (NAME=BOOL,...), upstream v1.36's names: at upstream's default, \
+             accepted; another value or an unknown name stops litelet, naming the gate. But \
+             EventedPLEG is switched, default true (CRI container events where served)."),
         s("oom-score-adj", "oomScoreAdj", "-999", at!(oom_score_adj, check = oom_score_adj),
             "litelet's own oom_score_adj (-1000 to 1000), best effort: a refused write is \
              logged."),

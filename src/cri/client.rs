@@ -111,12 +111,10 @@ impl RuntimeClient {
             ..Default::default()
         };
         let response = match self.version(&request) {
-            Err(CriError::Other { code, message, .. })
-                if code == i32::from(grpcio::RpcStatusCode::UNIMPLEMENTED) =>
-            {
+            Err(err) if err.is_unimplemented() => {
                 return Err(CriError::UnsupportedApi {
                     endpoint: self.endpoint.to_string(),
-                    reason: format!("runtime.v1.RuntimeService is not served ({message})"),
+                    reason: format!("runtime.v1.RuntimeService is not served ({err})"),
                 })
             }
             other => other?,
@@ -214,6 +212,16 @@ impl RuntimeClient {
         /// The runtime's configuration: its cgroup driver (UNIMPLEMENTED before
         /// containerd 2.0 and CRI-O 1.28).
         runtime_config, runtime_config_opt, RuntimeConfigRequest => RuntimeConfigResponse, timeout);
+
+    /// Opens the runtime's container event stream (no deadline: it lasts as long as
+    /// litelet, or the runtime). `events::spawn_reader` reads it.
+    pub(super) fn open_container_events(
+        &self,
+    ) -> Result<grpcio::ClientSStreamReceiver<pb::ContainerEventResponse>, CriError> {
+        self.stub
+            .get_container_events(&pb::GetEventsRequest::default())
+            .map_err(|err| CriError::from_grpc(super::events::OP, err))
+    }
 
     /// Runs a command in a container and waits for it. The deadline is the command's
     /// own timeout plus the request timeout, so the runtime reports the timeout itself.

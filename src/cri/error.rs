@@ -118,6 +118,12 @@ impl CriError {
         matches!(self, CriError::NotFound { .. })
     }
 
+    /// True when the runtime does not serve the method (UNIMPLEMENTED): an older
+    /// runtime, so asking again will not help.
+    pub fn is_unimplemented(&self) -> bool {
+        matches!(self, CriError::Other { code, .. } if *code == i32::from(RpcStatusCode::UNIMPLEMENTED))
+    }
+
     /// True when the runtime itself could not be reached or did not answer in time.
     pub fn is_runtime_down(&self) -> bool {
         matches!(

@@ -4,7 +4,8 @@
 //! `grpc` the generated service stubs (client and server traits; the fake runtime in
 //! tests implements the server side). Every other part of litelet talks to the
 //! runtime through [`RuntimeClient`] and [`ImageClient`], which share one gRPC channel,
-//! put a deadline on every call and map failures to [`CriError`].
+//! put a deadline on every call and map failures to [`CriError`]. The one stream
+//! litelet reads, the container events, has its reader thread in [`events`].
 
 generated_proto!(generated, "cri");
 
@@ -13,6 +14,7 @@ pub mod cgroup_driver;
 mod client;
 mod endpoint;
 mod error;
+pub mod events;
 
 pub use cancellable::POLL as CANCEL_POLL;
 pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};

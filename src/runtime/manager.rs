@@ -108,9 +108,6 @@ impl RuntimeFeatures {
 #[derive(Clone, Copy, Debug)]
 pub struct RuntimeChange<'a> {
     pub uid: &'a str,
-    /// A container or sandbox started or stopped: the PLEG has something to see. False
-    /// when only resources changed or every step failed.
-    pub lifecycle: bool,
 }
 
 /// The hook [`RuntimeManager::on_runtime_change`] installs.
@@ -221,10 +218,7 @@ impl RuntimeManager {
     /// once every step of the sync or kill is done.
     pub(super) fn report_change(&self, uid: &str, outcome: &SyncOutcome) {
         if let (Some(hook), true) = (&self.changed, outcome.touched_runtime()) {
-            hook(RuntimeChange {
-                uid,
-                lifecycle: outcome.changed_runtime(),
-            });
+            hook(RuntimeChange { uid });
         }
     }
 

@@ -129,20 +129,6 @@ impl SyncOutcome {
             .filter_map(|s| s.failure.as_ref().map(|f| (s, f)))
     }
 
-    /// True when a step started or stopped a container or a sandbox.
-    pub fn changed_runtime(&self) -> bool {
-        self.steps.iter().any(|s| {
-            s.failure.is_none()
-                && matches!(
-                    s.action,
-                    SyncAction::StartContainer
-                        | SyncAction::KillContainer
-                        | SyncAction::CreatePodSandbox
-                        | SyncAction::KillPodSandbox
-                )
-        })
-    }
-
     /// True when a step tried to change the runtime's view of the pod (start, kill,
     /// sandbox, resize), whether or not it succeeded: a status read before the step
     /// may no longer be true.

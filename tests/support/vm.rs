@@ -10,8 +10,9 @@
 //! 20 times slower than the host: waits are long, and nothing here measures time.
 //!
 //! The image is built once per machine into `LITELET_VM_IMAGE` (default
-//! `~/.cache/litelet-vm/<suite>`) by `build-image.sh` of `LITELET_VM_SCRIPTS`
-//! (default `../shared/vm` beside the repository).
+//! `~/.cache/litelet-vm/<suite>`, always so for a test that names its suite) by
+//! `build-image.sh` of `LITELET_VM_SCRIPTS` (default `../shared/vm` beside the
+//! repository).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -33,9 +34,10 @@ pub struct VmImage {
 }
 
 impl VmImage {
-    /// Builds (or finds) the image; None after a loud skip when this machine cannot
-    /// run VMs and we are not in CI.
-    pub fn ensure(test: &str) -> Option<VmImage> {
+    /// Builds (or finds) the image of the Debian `suite` (`VM_SUITE`, else bookworm,
+    /// when None); None after a loud skip when this machine cannot run VMs and we are
+    /// not in CI.
+    pub fn ensure(test: &str, suite: Option<&str>) -> Option<VmImage> {
         if !nix::unistd::geteuid().is_root() {
             return skip(test, "the VM tier needs root (image build, task disk)");
         }
@@ -52,8 +54,13 @@ impl VmImage {
                 ),
             );
         }
-        let suite = std::env::var("VM_SUITE").unwrap_or_else(|_| "bookworm".into());
+        // A test that needs its own suite gets its own image, whatever the overrides.
+        let fixed = suite.is_some();
+        let suite = suite
+            .map(str::to_owned)
+            .unwrap_or_else(|| std::env::var("VM_SUITE").unwrap_or_else(|_| "bookworm".into()));
         let dir = std::env::var_os("LITELET_VM_IMAGE")
+            .filter(|_| !fixed)
             .map(PathBuf::from)
             .unwrap_or_else(|| {
                 let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());

@@ -37,3 +37,23 @@ fn an_unknown_gate_is_refused_as_upstream_words_it() {
     );
     assert!(err.contains("AllBeta=true"), "{err}");
 }
+
+#[test]
+fn evented_pleg_is_switched_and_on_unless_turned_off() {
+    assert!(check(&gates(&[("EventedPLEG", false)])).is_ok());
+    assert!(check(&gates(&[("EventedPLEG", true)])).is_ok());
+    assert!(evented_pleg(&BTreeMap::new()), "litelet's default is on");
+    assert!(evented_pleg(&gates(&[("EventedPLEG", true)])));
+    assert!(!evented_pleg(&gates(&[("EventedPLEG", false)])));
+    assert!(
+        !enabled(&gates(&[("AllAlpha", true)]), "AllAlpha"),
+        "not switched"
+    );
+}
+
+#[test]
+fn switched_gates_are_upstream_gates() {
+    for (name, _) in SWITCHED {
+        assert!(by_name(name).is_some(), "{name} is not an upstream gate");
+    }
+}

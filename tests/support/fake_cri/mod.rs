@@ -8,8 +8,10 @@
 //! Tests drive it through [`FakeCri`]: read the call log, and inject faults: delay a
 //! method, fail its Nth next call with a gRPC code, make a container exit with a code
 //! (now, or some time after it starts), flip runtime conditions, restart the server on
-//! the same socket with its state kept (as containerd keeps its state on disk).
+//! the same socket with its state kept (as containerd keeps its state on disk), serve
+//! the container event stream (containerd 1.7) or break it (`events.rs`).
 
+mod events;
 mod service;
 mod state;
 mod streaming;
@@ -169,6 +171,36 @@ impl FakeCri {
         self.state()
             .exit_rules
             .insert(name.to_owned(), (code, after));
+    }
+
+    /// Serves the container event stream from now on (as containerd 1.7), or stops
+    /// serving it (new calls fail with UNIMPLEMENTED; open streams end).
+    pub fn serve_events(&self, on: bool) {
+        let mut state = self.state();
+        let was = state.events.enabled;
+        state.events.enabled = on;
+        if !on {
+            state.events.disconnect_all();
+        } else if !was {
+            events::spawn_exit_timer(Arc::downgrade(&self.state));
+        }
+    }
+
+    /// Ends every open event stream with UNAVAILABLE (as a runtime restart does);
+    /// new calls are served as before.
+    pub fn break_event_streams(&self) {
+        self.state().events.disconnect_all();
+    }
+
+    /// Event streams opened so far, and events sent to them.
+    pub fn event_stream_counts(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.events.opened, state.events.sent)
+    }
+
+    /// GetContainerEvents calls refused with UNIMPLEMENTED so far (events off).
+    pub fn event_stream_refusals(&self) -> usize {
+        self.state().events.refused
     }
 
     /// Sets a runtime condition (RuntimeReady / NetworkReady).

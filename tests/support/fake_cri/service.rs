@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use grpcio::{RpcContext, RpcStatus, UnarySink};
+use grpcio::{RpcContext, RpcStatus, RpcStatusCode, ServerStreamingSink, UnarySink, WriteFlags};
 use litelet::cri::{grpc, pb};
 
 use super::state::FakeState;
@@ -374,6 +374,54 @@ impl grpc::RuntimeService for FakeService {
     ) {
         self.serve("RuntimeConfig", String::new(), &ctx, sink, |s| {
             s.runtime_config()
+        });
+    }
+
+    fn get_container_events(
+        &mut self,
+        ctx: RpcContext,
+        _: pb::GetEventsRequest,
+        mut sink: ServerStreamingSink<pb::ContainerEventResponse>,
+    ) {
+        let events = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if !state.events.enabled {
+                state.events.refused += 1;
+                // As a runtime without the stream (containerd 1.6), and not logged as
+                // a call: tests of other things see the same calls as before.
+                let status = RpcStatus::with_message(
+                    RpcStatusCode::UNIMPLEMENTED,
+                    "unknown method GetContainerEvents for service runtime.v1.RuntimeService"
+                        .into(),
+                );
+                ctx.spawn(async move {
+                    let _ = sink.fail(status).await;
+                });
+                return;
+            }
+            if let Some(injected) = state.record("GetContainerEvents", String::new()) {
+                ctx.spawn(async move {
+                    let _ = sink.fail(injected).await;
+                });
+                return;
+            }
+            state.events.subscribe()
+        };
+        // Its own thread: the stream lives until the hub drops it or litelet goes.
+        std::thread::spawn(move || {
+            litelet::blocking::block_on(async move {
+                use futures_util::SinkExt;
+                while let Ok(event) = events.recv() {
+                    if sink.send((event, WriteFlags::default())).await.is_err() {
+                        return;
+                    }
+                }
+                let closed = RpcStatus::with_message(
+                    RpcStatusCode::UNAVAILABLE,
+                    "event stream closed".into(),
+                );
+                let _ = sink.fail(closed).await;
+            })
         });
     }
 

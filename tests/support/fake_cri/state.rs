@@ -2,7 +2,9 @@
 //!
 //! Each method takes a request and returns the response or the `RpcStatus` that
 //! containerd would answer with. Timed exits are applied lazily: every method first
-//! moves containers whose exit time has passed to EXITED, so no timer thread exists.
+//! moves containers whose exit time has passed to EXITED, so no timer thread exists
+//! (unless container events are on: see `events.rs`). Every state change is also an
+//! event for the open event streams.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -10,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use grpcio::{RpcStatus, RpcStatusCode};
 use litelet::cri::pb;
 use protobuf::{EnumOrUnknown, MessageField};
+
+use super::events::{EventHub, EventType};
 
 /// One served call, for assertions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +88,8 @@ pub struct FakeState {
     pub status_info: HashMap<String, String>,
     /// What Status reports as runtime handlers (none, as containerd 1.6, by default).
     pub runtime_handlers: Vec<pb::RuntimeHandler>,
+    /// The container event streams (off by default).
+    pub events: EventHub,
     conditions: Vec<pb::RuntimeCondition>,
     next_id: u64,
     next_ip: u32,
@@ -152,6 +158,7 @@ impl FakeState {
             runtime_config: None,
             status_info: HashMap::new(),
             runtime_handlers: Vec::new(),
+            events: EventHub::default(),
             conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             next_id: 1,
             next_ip: 2,
@@ -229,6 +236,8 @@ impl FakeState {
         } else {
             "Error".to_owned()
         };
+        let sandbox_id = container.sandbox_id.clone();
+        self.emit(id, &sandbox_id, EventType::CONTAINER_STOPPED_EVENT);
         true
     }
 
@@ -424,6 +433,8 @@ impl FakeState {
                 ip,
             },
         );
+        self.emit(&id, &id, EventType::CONTAINER_CREATED_EVENT);
+        self.emit(&id, &id, EventType::CONTAINER_STARTED_EVENT);
         Ok(pb::RunPodSandboxResponse {
             pod_sandbox_id: id,
             ..Default::default()
@@ -435,22 +446,33 @@ impl FakeState {
             .sandboxes
             .get_mut(id)
             .ok_or_else(|| not_found("sandbox", id))?;
+        let was_ready = sandbox.state == pb::PodSandboxState::SANDBOX_READY;
         sandbox.state = pb::PodSandboxState::SANDBOX_NOTREADY;
-        let inside: Vec<String> = self
-            .containers
-            .iter()
-            .filter(|(_, c)| c.sandbox_id == id)
-            .map(|(cid, _)| cid.clone())
-            .collect();
-        for cid in inside {
+        for cid in self.containers_of(id) {
             self.exit_container(&cid, 137, "Error");
+        }
+        if was_ready {
+            self.emit(id, id, EventType::CONTAINER_STOPPED_EVENT);
         }
         Ok(Default::default())
     }
 
+    fn containers_of(&self, sandbox_id: &str) -> Vec<String> {
+        self.containers
+            .iter()
+            .filter(|(_, c)| c.sandbox_id == sandbox_id)
+            .map(|(cid, _)| cid.clone())
+            .collect()
+    }
+
+    /// Removes the sandbox's containers, then the sandbox (each an event).
     pub fn remove_pod_sandbox(&mut self, id: &str) -> pb::RemovePodSandboxResponse {
-        if self.sandboxes.remove(id).is_some() {
-            self.containers.retain(|_, c| c.sandbox_id != id);
+        if self.sandboxes.contains_key(id) {
+            for cid in self.containers_of(id) {
+                self.remove_container(&cid);
+            }
+            self.emit(id, id, EventType::CONTAINER_DELETED_EVENT);
+            self.sandboxes.remove(id);
         }
         Default::default()
     }
@@ -595,6 +617,8 @@ impl FakeState {
                 exit_at: None,
             },
         );
+        let sandbox_id = self.containers[&id].sandbox_id.clone();
+        self.emit(&id, &sandbox_id, EventType::CONTAINER_CREATED_EVENT);
         Ok(pb::CreateContainerResponse {
             container_id: id,
             ..Default::default()
@@ -627,6 +651,8 @@ impl FakeState {
         if let Some((code, after)) = rules.get(name) {
             container.exit_at = Some((Instant::now() + *after, *code));
         }
+        let sandbox_id = container.sandbox_id.clone();
+        self.emit(id, &sandbox_id, EventType::CONTAINER_STARTED_EVENT);
         Ok(Default::default())
     }
 
@@ -639,7 +665,9 @@ impl FakeState {
     }
 
     pub fn remove_container(&mut self, id: &str) -> pb::RemoveContainerResponse {
-        self.containers.remove(id);
+        if let Some(removed) = self.containers.remove(id) {
+            self.emit(id, &removed.sandbox_id, EventType::CONTAINER_DELETED_EVENT);
+        }
         Default::default()
     }
 
