@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::support::fake_api::FakeApi;
 use crate::support::fake_cri::FakeCri;
 use crate::support::https::{self, Identity, Pki};
+use crate::support::pods;
 use crate::support::wait_until;
 use crossbeam_channel::{bounded, Sender};
 use litelet::api::pod::{Container, Pod};
@@ -256,10 +257,7 @@ fn run_pod(
         ids.push(id);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let mut pod = Pod::default();
-    pod.metadata.namespace = Some(ns.into());
-    pod.metadata.name = Some(name.into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta(ns, name, &uid);
     pod.spec.containers = containers
         .into_iter()
         .map(|name| Container {

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::support::fake_api::{Fail, FakeApi};
+use crate::support::pods;
 use crate::support::wait_until;
 use crossbeam_channel::Sender;
 use litelet::api::meta::{ConditionStatus, Time};
@@ -588,10 +589,7 @@ fn the_delete_carries_the_uid_precondition() {
 }
 
 fn static_pod(name: &str, hash: &str) -> Arc<Pod> {
-    let mut p = Pod::default();
-    p.metadata.name = Some(name.into());
-    p.metadata.namespace = Some(NS.into());
-    p.metadata.uid = Some(hash.into());
+    let mut p = pods::meta(NS, name, hash);
     let ann = &mut p.metadata.annotations;
     ann.insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), SOURCE_FILE.into());
     ann.insert(CONFIG_HASH_ANNOTATION_KEY.into(), hash.into());
