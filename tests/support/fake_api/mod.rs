@@ -340,6 +340,12 @@ impl FakeApi {
         lock(&self.shared.faults).delay = d;
     }
 
+    /// Paths of the requests that have started waiting out a [`FakeApi::set_delay`]
+    /// so far: a test waits on them to know a client is stuck in a request.
+    pub fn delayed_paths(&self) -> Vec<String> {
+        lock(&self.shared.delayed).clone()
+    }
+
     /// The next PUT, PATCH or DELETE of exactly `path` fails with 409 Conflict.
     pub fn conflict_next_write(&self, path: &str) {
         lock(&self.shared.faults).conflicts.push(path.to_owned());
