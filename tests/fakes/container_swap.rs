@@ -43,7 +43,7 @@ fn container(name: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> 
 /// A Burstable pod: one container that may swap, one at its limit, one asking no
 /// memory.
 fn burstable_pod(uid: &str) -> Pod {
-    let mut pod = pods::meta("default", "swapper", &uid);
+    let mut pod = pods::meta("default", "swapper", uid);
     pod.spec.host_network = Some(true);
     pod.spec.containers = vec![
         container("burst", &[("memory", "1Gi")], &[("memory", "2Gi")]),

@@ -257,7 +257,7 @@ fn run_pod(
         ids.push(id);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let mut pod = pods::meta(ns, name, &uid);
+    let mut pod = pods::meta(ns, name, uid);
     pod.spec.containers = containers
         .into_iter()
         .map(|name| Container {
