@@ -13,7 +13,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use litelet::api::pod::{
-    Container, ExecAction, HttpGetAction, IntOrString, Pod, Probe, ProbeHandler, TcpSocketAction,
+    Container, ExecAction, HttpGetAction, IntOrString, Probe, ProbeHandler, TcpSocketAction,
 };
 use litelet::cri::pb;
 use litelet::events::Recorder;
@@ -22,6 +22,7 @@ use litelet::prober::{ProbeManager, ProberConfig, PROBE_USER_AGENT};
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use protobuf::MessageField;
 use support::fake_cri::FakeCri;
+use support::pods;
 use support::wait_until;
 
 const PODS: usize = 110;
@@ -121,10 +122,7 @@ fn footprint_of_330_probes() {
                 ..Default::default()
             })
             .unwrap();
-        let mut pod = Pod::default();
-        pod.metadata.name = Some(format!("pod-{i}"));
-        pod.metadata.namespace = Some("default".into());
-        pod.metadata.uid = Some(uid);
+        let mut pod = pods::meta("default", &format!("pod-{i}"), &uid);
         pod.spec.containers.push(Container {
             name: "app".into(),
             startup_probe: probe(ProbeHandler {

@@ -11,9 +11,9 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 
-use serde_json::json;
 use support::containerd::BUSYBOX;
 use support::control_plane::ControlPlane;
+use support::pods::ApiPod;
 use support::real_node::RealNode;
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -82,11 +82,10 @@ fn a_node_with_only_a_bootstrap_token_gets_its_certificate_and_goes_ready() {
     cp.namespace("rb-join");
     cp.create(
         "/api/v1/namespaces/rb-join/pods",
-        &json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "after-join", "namespace": "rb-join"},
-            "spec": {"nodeName": "rb-join", "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "main", "image": BUSYBOX,
-                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600"]}]}}),
+        &ApiPod::new("rb-join", "after-join", "rb-join", BUSYBOX)
+            .grace(1)
+            .stoppable("sleep 3600")
+            .json(),
     );
     node.wait_pod("rb-join", "after-join", "Running", |p| {
         p["status"]["phase"] == "Running"
@@ -182,11 +181,10 @@ fn a_client_certificate_is_renewed_before_it_expires_without_a_restart() {
     cp.namespace("rb-rotate");
     cp.create(
         "/api/v1/namespaces/rb-rotate/pods",
-        &json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "talker", "namespace": "rb-rotate"},
-            "spec": {"nodeName": "rb-rotate", "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "main", "image": BUSYBOX,
-                    "command": ["sh", "-c", "trap 'exit 0' TERM; echo hello; sleep 3600"]}]}}),
+        &ApiPod::new("rb-rotate", "talker", "rb-rotate", BUSYBOX)
+            .grace(1)
+            .stoppable("echo hello; sleep 3600")
+            .json(),
     );
     node.wait_pod("rb-rotate", "talker", "Running", |p| {
         p["status"]["phase"] == "Running"
@@ -383,11 +381,10 @@ fn a_node_clock_ten_minutes_behind_bootstraps_and_keeps_its_certificate() {
     cp.namespace("rb-behind");
     cp.create(
         "/api/v1/namespaces/rb-behind/pods",
-        &json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "behind", "namespace": "rb-behind"},
-            "spec": {"nodeName": "rb-behind", "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "main", "image": BUSYBOX,
-                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600"]}]}}),
+        &ApiPod::new("rb-behind", "behind", "rb-behind", BUSYBOX)
+            .grace(1)
+            .stoppable("sleep 3600")
+            .json(),
     );
     node.wait_pod("rb-behind", "behind", "Running", |p| {
         p["status"]["phase"] == "Running"

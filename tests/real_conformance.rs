@@ -11,6 +11,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::containerd::BUSYBOX;
+use support::pods::ApiPod;
 use support::real_node::{condition, container_status, RealNode};
 
 /// A node named `name` with its namespace (same name), Ready.
@@ -24,19 +25,10 @@ fn node(test: &str, name: &str, extra: &[&str]) -> Option<RealNode> {
 /// A pod bound to `node.name` in namespace `node.name`, one busybox container `main`
 /// running `script` (a TERM trap makes deletion quick).
 fn pod(node: &RealNode, name: &str, script: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": node.name},
-        "spec": {
-            "nodeName": node.name,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", format!("trap 'exit 0' TERM; {script}")],
-            }]
-        }
-    })
+    ApiPod::new(&node.name, name, &node.name, BUSYBOX)
+        .grace(5)
+        .stoppable(script)
+        .json()
 }
 
 fn create(node: &RealNode, pod: &Value) -> Value {

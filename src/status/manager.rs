@@ -3,22 +3,26 @@
 //! it to the API server.
 //!
 //! [`StatusManager`] is a cheap, cloneable handle; any thread calls it. Its cache
-//! ([`StatusCache`], pure) sits behind one mutex that is held only for in-memory work,
-//! never across I/O. Whenever a call stores a new version it wakes the `status` thread
-//! through a channel of capacity 1 (a full channel already holds a wake-up, so many
-//! changes coalesce into one sync pass). Without an API server
-//! ([`StatusManager::standalone`]) the cache works the same and nothing is sent.
+//! ([`StatusCache`](super::cache::StatusCache), pure) sits behind one mutex that is
+//! held only for in-memory work, never across I/O. Whenever a call stores a new
+//! version it wakes the `status` thread through a channel of capacity 1 (a full
+//! channel already holds a wake-up, so many changes coalesce into one sync pass).
+//! Without an API server ([`StatusManager::standalone`]) the cache works the same and
+//! nothing is sent.
 //!
 //! The `status` thread (`sync.rs`) owns everything about what the API server has: the
 //! version last sent for each pod, retry backoffs, pending deletions. It reads the
 //! cache through the same mutex and may drop entries of pods whose API object is gone.
+//! It counts the full reconcile passes it finishes
+//! ([`StatusManager::reconcile_passes`]), so that a test shows nothing is sent by
+//! waiting for passes rather than for time.
 //!
 //! Questions the manager cannot answer itself come through [`PodHooks`], answered by
 //! the pod workers: could this pod still have running containers, and may its API
 //! object be deleted now.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,7 +32,7 @@ use crate::api::meta::Time;
 use crate::api::pod::{Pod, PodStatus};
 use crate::api::ApiClient;
 
-use super::cache::{StatusCache, VersionedStatus};
+use super::cache::VersionedStatus;
 use super::shared::Shared;
 pub use super::shared::{Options, PodHooks, PodLookup, PodPredicate, RESYNC_PERIOD, RETRY_INITIAL};
 use super::sync;
@@ -74,11 +78,7 @@ impl StatusManager {
     /// A manager without an API server: statuses are cached, never sent.
     pub fn standalone() -> Self {
         Self {
-            shared: Arc::new(Shared {
-                cache: Mutex::new(StatusCache::default()),
-                wake: None,
-                sent: Mutex::default(),
-            }),
+            shared: Arc::new(Shared::new(None)),
         }
     }
 
@@ -101,11 +101,7 @@ impl StatusManager {
     /// Statuses set before the start are cached and sent once it runs.
     pub fn unstarted() -> UnstartedStatusManager {
         let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
-        let shared = Arc::new(Shared {
-            cache: Mutex::new(StatusCache::default()),
-            wake: Some(wake_tx),
-            sent: Mutex::default(),
-        });
+        let shared = Arc::new(Shared::new(Some(wake_tx)));
         UnstartedStatusManager { shared, wake_rx }
     }
 
@@ -203,6 +199,15 @@ impl StatusManager {
         }
     }
 
+    /// How many full reconcile passes the `status` thread has finished (0 before it
+    /// runs, and without an API server). A full pass looks at every cached pod, so
+    /// once two more have finished after a change, one of them started after it:
+    /// whatever the manager would send for that change is sent by then. Tests wait on
+    /// this to show that nothing is sent, instead of sleeping.
+    pub fn reconcile_passes(&self) -> u64 {
+        self.shared.reconcile_passes()
+    }
+
     /// Forgets the statuses of pods not in `keep` (the pods the kubelet still knows).
     pub fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
         let n = self.shared.cache().remove_orphans(keep);
@@ -231,6 +236,7 @@ mod tests {
         assert!(m.get_pod_status("u1").is_some());
         m.remove_orphaned_statuses(&HashSet::new());
         assert!(m.get_pod_status("u1").is_none());
+        assert_eq!(m.reconcile_passes(), 0, "no status thread, no passes");
     }
 
     #[test]
@@ -272,11 +278,7 @@ mod tests {
         // Changes before the thread runs coalesce into one pending wake-up.
         let (tx, rx) = crossbeam_channel::bounded(1);
         let m = StatusManager {
-            shared: Arc::new(Shared {
-                cache: Mutex::new(StatusCache::default()),
-                wake: Some(tx),
-                sent: Mutex::default(),
-            }),
+            shared: Arc::new(Shared::new(Some(tx))),
         };
         for i in 0..20 {
             let status = PodStatus {

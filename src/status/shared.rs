@@ -4,6 +4,7 @@
 //! thread's file needs nothing from the handles' file.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,9 +95,22 @@ pub(super) struct Shared {
     /// go to), written by the `status` thread, read by `StatusManager::wait_sent`.
     /// When both are held, `cache` is taken first.
     pub(super) sent: Mutex<HashMap<String, u64>>,
+    /// Full reconcile passes the `status` thread has finished (see
+    /// `StatusManager::reconcile_passes`).
+    reconcile_passes: AtomicU64,
 }
 
 impl Shared {
+    /// A fresh cache; `wake` is `None` in standalone mode.
+    pub(super) fn new(wake: Option<Sender<()>>) -> Self {
+        Self {
+            cache: Mutex::new(StatusCache::default()),
+            wake,
+            sent: Mutex::default(),
+            reconcile_passes: AtomicU64::new(0),
+        }
+    }
+
     /// The cache. Its methods are pure and short, so a poisoned lock still holds a
     /// consistent map and is used as is.
     pub(super) fn cache(&self) -> MutexGuard<'_, StatusCache> {
@@ -106,5 +120,15 @@ impl Shared {
     /// The versions the API server has (see `sent`).
     pub(super) fn sent(&self) -> MutexGuard<'_, HashMap<String, u64>> {
         self.sent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one more finished full reconcile pass.
+    pub(super) fn reconcile_passed(&self) {
+        self.reconcile_passes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many full reconcile passes have finished.
+    pub(super) fn reconcile_passes(&self) -> u64 {
+        self.reconcile_passes.load(Ordering::Relaxed)
     }
 }

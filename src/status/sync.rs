@@ -230,7 +230,8 @@ impl Syncer {
     }
 
     /// One pass over the cache: every pod with a new version (and, when `all`, every
-    /// pod needing a reconcile) is synced, in no particular order.
+    /// pod needing a reconcile) is synced, in no particular order. A full pass that
+    /// ran to its end is counted (`Shared::reconcile_passed`).
     fn batch(&mut self, all: bool, shutdown: &Receiver<()>) {
         let now = Instant::now();
         let mut work = Vec::new();
@@ -266,6 +267,9 @@ impl Syncer {
                 return;
             }
             self.sync_pod(&uid, &v, reread);
+        }
+        if all {
+            self.shared.reconcile_passed();
         }
     }
 

@@ -22,9 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::containerd::BUSYBOX;
-use crate::support::real_node::RealNode;
-use serde_json::json;
+use crate::support::real_node::{busybox_pod, RealNode};
 
 /// Lines of about 1 KiB: 25,600 of them are 25 MiB of output.
 const LINES: u64 = 25_600;
@@ -106,20 +104,7 @@ fn chatty_container_log_rotates_within_max_files_and_kubectl_logs_keeps_working(
     let ns = "rn-logrot";
     node.cp.namespace(ns);
     node.wait_ready();
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "chatty", "namespace": ns},
-        "spec": {
-            "nodeName": node.name,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", writer_script()],
-            }]
-        }
-    });
+    let pod = busybox_pod(ns, "chatty", &node.name, 2, &writer_script());
     node.cp
         .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod);
     let logs_root = node.dir().join("logs");

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::support::containerd::BUSYBOX;
 use crate::support::control_plane::skip;
+use crate::support::pods::ApiPod;
 use crate::support::real_node::{bound_claim, owned_bound_claim, RealNode};
 use crate::support::wait_until;
 use litelet::volumes::csi::{grpc, pb};
@@ -176,24 +177,14 @@ impl CsiPlugin {
 
 /// A pod bound to `node`, host network, one busybox container running `script`
 /// with `volume` mounted at /data.
-fn pod(ns: &str, name: &str, node: &str, script: &str, volume: Value, restart: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "restartPolicy": restart,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", format!("trap 'exit 0' TERM; {script}")],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-            }],
-            "volumes": [volume],
-        }
-    })
+fn data_pod(ns: &str, name: &str, node: &str, script: &str, volume: Value) -> Value {
+    ApiPod::new(ns, name, node, BUSYBOX)
+        .host_network()
+        .restart("Never")
+        .grace(2)
+        .stoppable(script)
+        .volume(volume, "/data")
+        .json()
 }
 
 fn claim_volume(claim: &str) -> Value {
@@ -309,13 +300,12 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     );
     cp.create(
         &format!("/api/v1/namespaces/{ns}/pods"),
-        &pod(
+        &data_pod(
             ns,
             "writer",
             &node.name,
             "echo persisted > /data/hello; sleep 3600 & wait",
             claim_volume("data"),
-            "Never",
         ),
     );
     // attachRequired: the pod waits until the VolumeAttachment says attached (the
@@ -362,13 +352,12 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     // An inline CSI ephemeral volume.
     cp.create(
         &format!("/api/v1/namespaces/{ns}/pods"),
-        &pod(
+        &data_pod(
             ns,
             "scratch",
             &node.name,
             "echo here > /data/f; sleep 3600 & wait",
             json!({"name": "data", "csi": {"driver": DRIVER}}),
-            "Never",
         ),
     );
     let scratch = node.wait_pod(ns, "scratch", "Running", |p| phase(p) == "Running");
@@ -421,13 +410,12 @@ fn csi_driver_registers_and_serves_claims_and_inline_volumes_across_a_restart() 
     // A new pod on the same claim reads what the first wrote.
     cp.create(
         &format!("/api/v1/namespaces/{ns}/pods"),
-        &pod(
+        &data_pod(
             ns,
             "reader",
             &node.name,
             "test \"$(cat /data/hello)\" = persisted",
             claim_volume("data"),
-            "Never",
         ),
     );
     let reader = node.wait_pod(ns, "reader", "finished", |p| {
@@ -515,13 +503,12 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
     for name in ["eph", "not-mine"] {
         let created = cp.create(
             &format!("/api/v1/namespaces/{ns}/pods"),
-            &pod(
+            &data_pod(
                 ns,
                 name,
                 &node.name,
                 &format!("echo {name} > /data/{name}; sleep 3600 & wait"),
                 template.clone(),
-                "Never",
             ),
         );
         let owners = match name {
@@ -546,13 +533,12 @@ fn local_and_host_path_volumes_mount_and_unbound_claims_wait() {
     ] {
         cp.create(
             &format!("/api/v1/namespaces/{ns}/pods"),
-            &pod(
+            &data_pod(
                 ns,
                 name,
                 &node.name,
                 &format!("echo {name} > /data/{name}; sleep 3600 & wait"),
                 claim_volume(claim),
-                "Never",
             ),
         );
     }
@@ -629,13 +615,12 @@ fn inline_csi_volume_needs_a_csi_driver_listing_ephemeral() {
     ] {
         cp.create(
             &format!("/api/v1/namespaces/{ns}/pods"),
-            &pod(
+            &data_pod(
                 ns,
                 name,
                 &node.name,
                 "sleep 3600 & wait",
                 json!({"name": "data", "csi": {"driver": driver}}),
-                "Never",
             ),
         );
     }
@@ -783,13 +768,12 @@ fn fs_group_walks_of_a_claim_under_symlink_swaps_never_touch_a_host_file() {
 
     for round in 0..3u32 {
         let name = format!("grouped-{round}");
-        let mut spec = pod(
+        let mut spec = data_pod(
             ns,
             &name,
             &node.name,
             "sleep 3600 & wait",
             claim_volume("shared"),
-            "Never",
         );
         spec["spec"]["securityContext"] = json!({"fsGroup": 4000 + round});
         cp.create(&format!("/api/v1/namespaces/{ns}/pods"), &spec);

@@ -8,6 +8,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::pods::ApiPod;
 use crate::support::real_node::{busybox_pod, container_status, RealNode};
 use serde_json::{json, Value};
 
@@ -34,15 +35,9 @@ fn unpullable_image_is_retried_on_the_backoff_schedule_with_matching_reasons() {
     node.wait_ready();
     let ns = "pull-backoff";
     node.cp.namespace(ns);
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "nopull", "namespace": ns},
-        "spec": {
-            "nodeName": node.name,
-            "hostNetwork": true,
-            "containers": [{"name": "main", "image": "127.0.0.1:1/litelet/nope:1"}]
-        }
-    });
+    let pod = ApiPod::new(ns, "nopull", &node.name, "127.0.0.1:1/litelet/nope:1")
+        .host_network()
+        .json();
     node.cp
         .create(&format!("/api/v1/namespaces/{ns}/pods"), &pod);
     let path = format!("/api/v1/namespaces/{ns}/pods/nopull");

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::support::containerd::BUSYBOX;
+use crate::support::pods;
 use crate::support::runtime::{self, fake_with_busybox};
 use crate::support::wait_until;
 use litelet::api::pod::{Container, Pod, ResourceRequirements};
@@ -42,10 +43,7 @@ fn container(name: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> 
 /// A Burstable pod: one container that may swap, one at its limit, one asking no
 /// memory.
 fn burstable_pod(uid: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("swapper".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("default", "swapper", uid);
     pod.spec.host_network = Some(true);
     pod.spec.containers = vec![
         container("burst", &[("memory", "1Gi")], &[("memory", "2Gi")]),

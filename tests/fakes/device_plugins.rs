@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::fake_device_plugin::FakeDevicePlugin;
+use crate::support::pods;
 use crate::support::wait_until;
 use litelet::api::pod::{Container, Pod, ResourceRequirements};
 use litelet::api::quantity::Quantity;
@@ -33,10 +34,7 @@ fn pod(uid: &str, count: i64) -> Pod {
     let q = Quantity::parse(&count.to_string()).unwrap();
     resources.limits.insert(R.into(), q.clone());
     resources.requests.insert(R.into(), q);
-    let mut pod = Pod::default();
-    pod.metadata.uid = Some(uid.into());
-    pod.metadata.name = Some(uid.into());
-    pod.metadata.namespace = Some("default".into());
+    let mut pod = pods::meta("default", uid, uid);
     pod.spec.containers.push(Container {
         name: "app".into(),
         resources: Some(resources),

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::support::fake_api::{Fail, FakeApi};
+use crate::support::pods;
 use crate::support::wait_until;
 use crossbeam_channel::Sender;
 use litelet::api::event::Event;
@@ -53,10 +54,7 @@ fn start_with(fake: &FakeApi, options: Options) -> Sink {
 }
 
 fn pod(name: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = Some(name.into());
-    p.metadata.namespace = Some("prod".into());
-    p.metadata.uid = Some(format!("uid-{name}"));
+    let mut p = pods::meta("prod", name, &format!("uid-{name}"));
     p.spec.containers = vec![Container {
         name: "app".into(),
         ..Default::default()

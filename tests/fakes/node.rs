@@ -472,8 +472,9 @@ fn shutdown_ends_both_threads_even_mid_request() {
     let mut node = start(&api, config(FAST, HOUR, FAST));
     assert!(wait_until(LONG, || lease(&api).is_some()));
     api.set_delay(Duration::from_secs(120));
-    // Let the lease thread get stuck in a request; stop() waits at most LONG (20 s).
-    std::thread::sleep(Duration::from_millis(200));
+    // The lease thread stuck in a request; stop() waits at most LONG (20 s).
+    let lease_stuck = || api.delayed_paths().iter().any(|p| p.contains("/leases/"));
+    assert!(wait_until(LONG, lease_stuck));
     node.stop();
     api.set_delay(Duration::ZERO);
 }

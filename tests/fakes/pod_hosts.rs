@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::fake_cri::FakeCri;
+use crate::support::pods;
 use crate::support::runtime::{self, fake_with_busybox, sh_container};
 use crate::support::wait_until;
 use litelet::api::pod::{EnvVar, EnvVarSource, HostAlias, ObjectFieldSelector, Pod, VolumeMount};
@@ -116,10 +117,7 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 }
 
 fn pod(uid: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("web-0".into());
-    pod.metadata.namespace = Some("shop".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("shop", "web-0", uid);
     pod.spec.termination_grace_period_seconds = Some(1);
     pod.spec.host_aliases = vec![HostAlias {
         ip: "1.2.3.4".into(),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::fake_cri::{self, FakeCri};
+use crate::support::pods;
 use crate::support::probes::{exec, status};
 use crate::support::wait_until;
 use crossbeam_channel::{Receiver, Sender};
@@ -110,10 +111,7 @@ impl World {
 }
 
 fn pod(containers: Vec<Container>) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("probed".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some("uid-probed".into());
+    let mut pod = pods::meta("default", "probed", "uid-probed");
     pod.spec.containers = containers;
     pod
 }

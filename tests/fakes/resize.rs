@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::support::cgroup_model::CgroupModel;
 use crate::support::containerd::{qos_cgroups_under, CgroupRoot, Containerd, BUSYBOX};
 use crate::support::fake_cri::FakeCri;
+use crate::support::pods;
 use crate::support::runtime::{self, fake_with_busybox};
 use crate::support::wait_until;
 use grpcio::RpcStatusCode;
@@ -124,10 +125,7 @@ fn resources(cpu_req: &str, cpu_lim: &str, memory: &str) -> ResourceRequirements
 
 /// A Guaranteed or Burstable pod with one busybox container `app`.
 fn pod(uid: &str, r: ResourceRequirements) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(format!("resize-{uid}"));
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("default", &format!("resize-{uid}"), uid);
     pod.metadata.generation = Some(1);
     pod.spec.host_network = Some(true);
     pod.spec.restart_policy = Some(RestartPolicy::Always);

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::support::containerd::BUSYBOX;
 use crate::support::fake_cri::{CallRecord, FakeCri};
+use crate::support::pods;
 use crate::support::runtime::{self, fake_with_busybox};
 use crate::support::wait_until;
 use crossbeam_channel::Receiver;
@@ -170,10 +171,7 @@ fn exec(command: &[&str]) -> LifecycleHandler {
 
 /// Pod "web" in "default" with one main container "app", host network, 30 s grace.
 fn pod(uid: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("web".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("default", "web", uid);
     pod.spec.host_network = Some(true);
     pod.spec.termination_grace_period_seconds = Some(30);
     pod.spec.containers.push(container("app"));

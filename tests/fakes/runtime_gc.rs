@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::support::containerd::BUSYBOX;
 use crate::support::fake_cri::{self, image_id, FakeCri};
+use crate::support::pods;
 use crate::support::runtime;
 use crate::support::wait_until;
 use litelet::api::pod::{Container, Pod};
@@ -175,14 +176,6 @@ fn manager(runtime: &RuntimeClient, images: &ImageClient, dir: &Path) -> Runtime
     )
 }
 
-fn pod(name: &str, uid: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(name.into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
-    pod
-}
-
 fn sorted(mut ids: Vec<String>) -> Vec<String> {
     ids.sort();
     ids
@@ -191,7 +184,7 @@ fn sorted(mut ids: Vec<String>) -> Vec<String> {
 #[test]
 fn dead_containers_beyond_one_per_name_go_with_their_log_files() {
     let h = Harness::new();
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     let app0 = h.dead_container(&web, &sandbox, "app", 0);
     let app1 = h.dead_container(&web, &sandbox, "app", 1);
@@ -240,7 +233,7 @@ fn dead_containers_beyond_one_per_name_go_with_their_log_files() {
 #[test]
 fn unknown_containers_are_killed_before_removal() {
     let h = Harness::new();
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     let lost = h.container(&web, &sandbox, "app", 0, BUSYBOX);
     let stuck = h.container(&web, &sandbox, "app", 1, BUSYBOX);
@@ -284,7 +277,7 @@ fn unknown_containers_are_killed_before_removal() {
 #[test]
 fn min_age_keeps_young_dead_containers() {
     let h = Harness::new();
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     h.dead_container(&web, &sandbox, "app", 0);
     h.dead_container(&web, &sandbox, "app", 1);
@@ -303,8 +296,8 @@ fn min_age_keeps_young_dead_containers() {
 #[test]
 fn a_removed_pods_containers_sandboxes_and_log_dir_go() {
     let h = Harness::new();
-    let gone = pod("gone", "uid-gone");
-    let live = pod("live", "uid-live");
+    let gone = pods::meta("default", "gone", "uid-gone");
+    let live = pods::meta("default", "live", "uid-live");
 
     // The removed pod: two stopped sandboxes, each with dead containers.
     let gone_old = h.sandbox(&gone, 0);
@@ -375,7 +368,7 @@ fn a_removed_pods_containers_sandboxes_and_log_dir_go() {
 #[test]
 fn log_files_outside_the_pod_dir_are_left_alone() {
     let h = Harness::new();
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     let outside = h.logs.parent().unwrap().join("precious.log");
     std::fs::write(&outside, "keep me\n").unwrap();
@@ -452,7 +445,7 @@ fn image_gc_removes_only_unused_images_over_the_threshold() {
         state.images.insert("registry/old-b:1".into(), 2_000_000);
         state.images.insert("registry/keep:1".into(), 100_000);
     }
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     // busybox stays in use by a dead container; old-b is used for a while.
     h.dead_container(&web, &sandbox, "app", 0);
@@ -535,7 +528,7 @@ fn images_unused_past_the_maximum_gc_age_go_with_plenty_of_room() {
         state.pinned_images.insert(PAUSE.into());
         state.images.insert("registry/stale:1".into(), 1_000);
     }
-    let web = pod("web", "uid-web");
+    let web = pods::meta("default", "web", "uid-web");
     let sandbox = h.sandbox(&web, 0);
     h.container(&web, &sandbox, "app", 0, BUSYBOX);
     let probe = |_: &Path| {
@@ -602,7 +595,11 @@ fn gc_against_real_containerd() {
     let manager = manager(&runtime, &images, dir.path());
     let parent = format!("/litelet-gc-{}", std::process::id());
 
-    let mut crash = pod("crash", &format!("uid-gc-{}", std::process::id()));
+    let mut crash = pods::meta(
+        "default",
+        "crash",
+        &format!("uid-gc-{}", std::process::id()),
+    );
     crash.spec.host_network = Some(true);
     crash.spec.termination_grace_period_seconds = Some(1);
     crash.spec.containers.push(Container {

@@ -6,6 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use crate::support::pods;
 use crate::support::runtime::{fake_with_busybox, sh_container, Harness};
 use grpcio::RpcStatusCode;
 use litelet::api::pod::{Pod, RestartPolicy};
@@ -13,10 +14,7 @@ use litelet::runtime::model::{ContainerState, SandboxState};
 
 /// init "setup" → sidecar "proxy" → main "app".
 fn pod(uid: &str, app_script: &str) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("lifecycle".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("default", "lifecycle", uid);
     pod.spec.host_network = Some(true);
     pod.spec.termination_grace_period_seconds = Some(2);
     pod.spec

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::support::fake_api::FakeApi;
 use crate::support::fake_cri::FakeCri;
 use crate::support::https::{self, Identity, Pki};
+use crate::support::pods;
 use crate::support::wait_until;
 use crossbeam_channel::{bounded, Sender};
 use litelet::api::pod::{Container, Pod};
@@ -256,10 +257,7 @@ fn run_pod(
         ids.push(id);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let mut pod = Pod::default();
-    pod.metadata.namespace = Some(ns.into());
-    pod.metadata.name = Some(name.into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta(ns, name, uid);
     pod.spec.containers = containers
         .into_iter()
         .map(|name| Container {
@@ -1361,8 +1359,9 @@ fn idle_and_failed_handshake_floods_do_not_starve_authenticated_requests() {
         .collect();
     assert!(idle.len() >= 150, "only {} idle connections", idle.len());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let failed_handshakes = Arc::new(AtomicU64::new(0));
     let handshakes = {
-        let (stop, addr) = (stop.clone(), node.addr);
+        let (stop, addr, failed) = (stop.clone(), node.addr, failed_handshakes.clone());
         std::thread::spawn(move || {
             let until = Instant::now() + Duration::from_secs(15);
             let mut tries = 0;
@@ -1375,11 +1374,14 @@ fn idle_and_failed_handshake_floods_do_not_starve_authenticated_requests() {
                 // A TLS record header, then garbage: the handshake fails.
                 let _ = sock.write_all(b"\x16\x03\x01\x00\x20not a client hello at all......");
                 let _ = sock.read(&mut [0u8; 256]);
+                failed.fetch_add(1, Ordering::Relaxed);
             }
             tries
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // The flood is on: the server has refused a few handshakes already.
+    let flooding = || failed_handshakes.load(Ordering::Relaxed) >= 3;
+    assert!(wait_until(Duration::from_secs(15), flooding));
 
     let started = Instant::now();
     for _ in 0..5 {

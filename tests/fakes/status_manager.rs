@@ -2,8 +2,9 @@
 //! fake API server over real HTTP, by section 13 behaviour number of
 //! `spec/runtime-and-status.md` (the pure half is tested next to the code).
 //!
-//! Absence checks ("no PATCH") wait a few reconcile periods first; nothing asserts on
-//! time. The latency test only prints its figures.
+//! Absence checks ("no PATCH") first wait until the manager has finished a few more
+//! full reconcile passes (`StatusManager::reconcile_passes`), not for a time; nothing
+//! asserts on time. The latency test only prints its figures.
 
 use crate::support;
 
@@ -13,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::support::fake_api::{Fail, FakeApi};
+use crate::support::pods;
 use crate::support::wait_until;
 use crossbeam_channel::Sender;
 use litelet::api::meta::{ConditionStatus, Time};
@@ -33,8 +35,10 @@ const NODE: &str = "node-1";
 const LONG: Duration = Duration::from_secs(45);
 /// Reconcile period of the managers under test.
 const RESYNC: Duration = Duration::from_millis(100);
-/// Long enough for several reconcile passes (absence checks only).
-const QUIET: Duration = Duration::from_millis(600);
+/// Full reconcile passes an absence check waits for: the first may have begun before
+/// the change under test, the second began after it (and syncs every unsent version
+/// and due retry), the third leaves room for a retry that came due meanwhile.
+const QUIET_PASSES: u64 = 3;
 
 /// The answers the pod workers would give.
 #[derive(Clone)]
@@ -80,6 +84,16 @@ impl Drop for Manager {
             let _ = h.join();
         }
     }
+}
+
+/// Waits until `m` has finished [`QUIET_PASSES`] more full reconcile passes: whatever
+/// it would send by now is sent (absence checks only).
+fn quiet(m: &StatusManager) {
+    let from = m.reconcile_passes();
+    assert!(
+        wait_until(LONG, || m.reconcile_passes() >= from + QUIET_PASSES),
+        "the status thread stopped reconciling"
+    );
 }
 
 fn start(fake: &FakeApi, hooks: PodHooks) -> Manager {
@@ -226,7 +240,7 @@ fn nothing_changed_means_no_patch() {
     }
     m.set_pod_status(&pod, again);
     assert_eq!(m.versioned_status(pod.uid()).map(|v| v.version), Some(1));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(patches(&fake, "web"), 1);
     // Versions already sent are not even looked up again.
     assert_eq!(gets(&fake, "web"), 1);
@@ -249,7 +263,7 @@ fn status_already_on_the_server_is_not_sent_again() {
     let pod = api_pod(&fake, "web").unwrap();
     restarted.set_pod_status(&pod, running(true));
     assert!(wait_until(LONG, || gets(&fake, "web") == gets_before + 1));
-    std::thread::sleep(QUIET);
+    quiet(&restarted);
     assert_eq!(patches(&fake, "web"), 1);
     assert_eq!(gets(&fake, "web"), gets_before + 1);
 }
@@ -270,7 +284,7 @@ fn deletion_forces_a_sync_of_an_equal_status() {
     assert_eq!(m.versioned_status(pod.uid()).map(|v| v.version), Some(2));
     assert!(wait_until(LONG, || gets(&fake, "web") > gets_before));
     // Still Running on the server: nothing to patch, nothing to delete.
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(patches(&fake, "web"), 1);
     assert_eq!(fake.count_verb("delete"), 0);
 }
@@ -359,7 +373,7 @@ fn terminal_phase_waits_for_the_containers() {
     m.set_pod_status(&pod, running(false));
     assert!(wait_until(LONG, || patches(&fake, "web") == 1));
     m.set_pod_status(&pod, with_phase(running(false), PodPhase::Failed));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(phase_of(&fake, "web"), "Running");
     flags.could_run.store(false, Ordering::SeqCst);
     m.terminate_pod(&pod);
@@ -387,14 +401,14 @@ fn a_deleted_pod_goes_only_after_its_containers() {
     // Containers still stopping: API phase Running → no DELETE.
     m.set_pod_status(&deleting, running(false));
     assert!(wait_until(LONG, || patches(&fake, "web") == 2));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(fake.count_verb("delete"), 0);
     // Containers gone, pod finished and Failed on the server, but the pod workers
     // still clean up: no DELETE.
     flags.could_run.store(false, Ordering::SeqCst);
     m.terminate_pod(&deleting);
     assert!(wait_until(LONG, || phase_of(&fake, "web") == "Failed"));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(fake.count_verb("delete"), 0);
     assert!(api_pod(&fake, "web").is_some());
     // Done: the next reconcile deletes it.
@@ -454,7 +468,7 @@ fn a_pod_recreated_before_the_delete_survives_it() {
     m.set_pod_status(&pod, running(true));
     assert!(wait_until(LONG, || patches(&fake, "web") == 1));
     terminate_deleted(&fake, &m, &flags, "web");
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(fake.count_verb("delete"), 0);
 
     let patched = patches(&fake, "web");
@@ -478,7 +492,7 @@ fn a_pod_recreated_before_the_delete_survives_it() {
     let survivor = api_pod(&fake, "web").expect("the recreated pod was deleted");
     assert_eq!(survivor.uid(), recreated.uid());
     assert_eq!(phase_of(&fake, "web"), "Pending");
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(fake.count_verb("delete"), 1);
     // Nor is the old status sent to the new pod.
     assert_eq!(patches(&fake, "web"), patched);
@@ -535,7 +549,7 @@ fn disruption_target_waits_for_the_terminal_transition_through_the_manager() {
     assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
         .as_deref()
         == Some("False")));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(phase_of(&fake, "web"), "Running");
     assert_eq!(condition_of(&fake, "web", POD_DISRUPTION_TARGET), None);
     flags.could_run.store(false, Ordering::SeqCst);
@@ -575,10 +589,7 @@ fn the_delete_carries_the_uid_precondition() {
 }
 
 fn static_pod(name: &str, hash: &str) -> Arc<Pod> {
-    let mut p = Pod::default();
-    p.metadata.name = Some(name.into());
-    p.metadata.namespace = Some(NS.into());
-    p.metadata.uid = Some(hash.into());
+    let mut p = pods::meta(NS, name, hash);
     let ann = &mut p.metadata.annotations;
     ann.insert(CONFIG_SOURCE_ANNOTATION_KEY.into(), SOURCE_FILE.into());
     ann.insert(CONFIG_HASH_ANNOTATION_KEY.into(), hash.into());
@@ -628,7 +639,7 @@ fn static_pods_report_through_their_mirror_pod() {
                 .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
         })
     }));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(fake.count_verb("delete"), 0);
     assert!(api_pod(&fake, "etcd-node-1").is_some());
 }
@@ -728,7 +739,7 @@ fn reconcile_repairs_what_others_changed() {
             .unwrap()
             .push(json!({"type": "example.com/gate", "status": "True"}));
     });
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(patches(&fake, "web"), 1);
     fake.modify("pods", NS, "web", |p| {
         for c in p["status"]["conditions"].as_array_mut().unwrap() {
@@ -929,7 +940,7 @@ fn forbidden_on_get_forgets_the_pod_without_retrying() {
     m.set_pod_status(&pod, running(true));
     assert!(wait_until(LONG, || m.versioned_status(pod.uid()).is_none()));
     let seen = fake.requests().len();
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(gets(&fake, "web"), 1, "one GET, then nothing");
     assert_eq!(patches(&fake, "web"), 0);
     assert_eq!(fake.requests().len(), seen, "no request after the 403");
@@ -975,7 +986,7 @@ fn forbidden_on_patch_forgets_the_pod_without_retrying() {
     m.set_pod_status(&pod, running(true));
     assert!(wait_until(LONG, || m.versioned_status(pod.uid()).is_none()));
     let seen = fake.requests().len();
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(patches(&fake, "web"), 1, "one PATCH, then nothing");
     assert_eq!(fake.requests().len(), seen, "no request after the 403");
 }
@@ -1058,7 +1069,7 @@ fn a_status_after_a_resize_is_one_patch_on_the_watched_pod_without_a_conflict() 
     assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
         .as_deref()
         == Some("True")));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(conflicts(&fake), 0);
     assert_eq!((gets(&fake, "web"), patches(&fake, "web")), (1, 2));
 }
@@ -1078,7 +1089,7 @@ fn a_watched_pod_older_than_our_write_leaves_our_write_the_base() {
     assert!(wait_until(LONG, || condition_of(&fake, "web", POD_READY)
         .as_deref()
         == Some("True")));
-    std::thread::sleep(QUIET);
+    quiet(&m);
     assert_eq!(conflicts(&fake), 0);
     assert_eq!((gets(&fake, "web"), patches(&fake, "web")), (1, 2));
 }

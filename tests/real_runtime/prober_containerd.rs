@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use crate::support::containerd::{
     busybox_container, host_network_sandbox, remove_cgroup_tree, remove_sandbox, Containerd,
 };
+use crate::support::pods;
 use crate::support::probes::{exec, status};
-use litelet::api::pod::{Container, Pod};
+use litelet::api::pod::Container;
 use litelet::cri::{self, pb, ConnectOptions, Endpoint, RuntimeClient};
 use litelet::events::Recorder;
 use litelet::prober::{ProbeKind, ProbeManager, ProbeUpdate, ProberConfig};
@@ -43,10 +44,7 @@ fn exec_probes_against_real_containerd() {
     let main = run(&containerd, &runtime, &sandbox_id, &config, "main");
     let typo = run(&containerd, &runtime, &sandbox_id, &config, "typo");
 
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("probed".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.clone());
+    let mut pod = pods::meta("default", "probed", &uid);
     pod.spec.containers = vec![
         Container {
             name: "main".into(),

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::containerd::{host_network_sandbox, remove_cgroup_tree, Containerd, BUSYBOX};
 use crate::support::https::{self, Pki};
+use crate::support::pods;
 use crossbeam_channel::bounded;
-use litelet::api::pod::{Container, Pod};
+use litelet::api::pod::Container;
 use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::kubelet::snapshot::PodSnapshot;
 use litelet::pleg::PlegHealth;
@@ -60,10 +61,7 @@ fn logs_follow_exec_and_run_against_real_containerd() {
     let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done";
     let (sandbox_id, _) = containerd.run_busybox_pod(&runtime, &sandbox, &["sh", "-c", script]);
 
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(POD.into());
-    pod.metadata.namespace = Some(NS.into());
-    pod.metadata.uid = Some(uid.clone());
+    let mut pod = pods::meta(NS, POD, &uid);
     pod.spec.containers = vec![Container {
         name: "main".into(),
         image: Some(BUSYBOX.into()),

@@ -13,7 +13,8 @@ use std::time::{Duration, SystemTime};
 use crate::support::containerd::{
     host_network_sandbox, qos_cgroups_under, remove_cgroup_tree, Containerd, BUSYBOX,
 };
-use litelet::api::pod::{Container, Pod};
+use crate::support::pods;
+use litelet::api::pod::Container;
 use litelet::cri::{self, pb, ConnectOptions, Endpoint};
 use litelet::stats::{cgroup::reader_from_system, Collector, Sample, StatsStore};
 
@@ -39,10 +40,7 @@ fn sampler_reads_real_v1_cgroups_and_cri_disk_usage_of_a_running_container() {
     let cgroup_root = format!("/litelet-stats-test-{}", std::process::id());
     let manager = Arc::new(qos_cgroups_under(&cgroup_root));
     let uid = format!("stats-{}", std::process::id());
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(POD.into());
-    pod.metadata.namespace = Some(NS.into());
-    pod.metadata.uid = Some(uid.clone());
+    let mut pod = pods::meta(NS, POD, &uid);
     pod.spec.containers = vec![Container {
         name: "main".into(),
         image: Some(BUSYBOX.into()),

@@ -9,6 +9,7 @@ use crate::support;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::support::pods;
 use crate::support::runtime::{fake_with_busybox, sh_container, Harness};
 use litelet::api::pod::{Container, Pod, RestartPolicy, SecurityContext, TerminationMessagePolicy};
 use litelet::runtime::model::{ContainerState, ContainerStatus, PodRuntimeStatus};
@@ -30,10 +31,7 @@ fn termination_logs(h: &Harness, pod: &Pod, container: &str) -> Vec<PathBuf> {
 }
 
 fn pod(uid: &str, containers: Vec<Container>) -> Pod {
-    let mut pod = Pod::default();
-    pod.metadata.name = Some("messages".into());
-    pod.metadata.namespace = Some("default".into());
-    pod.metadata.uid = Some(uid.into());
+    let mut pod = pods::meta("default", "messages", uid);
     pod.spec.host_network = Some(true);
     pod.spec.restart_policy = Some(RestartPolicy::Never);
     pod.spec.termination_grace_period_seconds = Some(1);

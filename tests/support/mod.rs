@@ -13,6 +13,7 @@ pub mod fake_device_plugin;
 pub mod https;
 pub mod litelet;
 pub mod pod_data;
+pub mod pods;
 pub mod probes;
 pub mod prometheus;
 pub mod real_node;

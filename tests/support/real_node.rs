@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::containerd::{remove_cgroup_tree, Containerd, BUSYBOX};
 use super::control_plane::ControlPlane;
+use super::pods::ApiPod;
 use super::wait_until;
 
 /// How long any wait on the real cluster may take before it fails.
@@ -525,20 +526,11 @@ fn make_cgroup_root(root: &str) {
 /// `sh -c`, on the host network (the test containerd has no CNI), given `grace`
 /// seconds to stop. Tests add what else they need (resources, volumes) to the JSON.
 pub fn busybox_pod(ns: &str, name: &str, node: &str, grace: u32, script: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "terminationGracePeriodSeconds": grace,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX,
-                "command": ["sh", "-c", script],
-            }]
-        }
-    })
+    ApiPod::new(ns, name, node, BUSYBOX)
+        .host_network()
+        .grace(grace)
+        .script(script)
+        .json()
 }
 
 /// `file` of the first `pod<uid>` cgroup at most `depth` levels below `root`, trimmed.

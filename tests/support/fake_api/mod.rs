@@ -37,8 +37,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use litelet::api::{ApiClient, ClientConfig, RetryPolicy};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::pods::ApiPod;
 use server::{lock, Pause, Shared};
 pub use store::{DeleteOpts, Failure, WatchMsg};
 pub use tls::TlsFiles;
@@ -161,17 +162,12 @@ pub struct FakeApi {
     tls: Option<TlsFiles>,
 }
 
-/// A minimal pod bound to `node` (no nodeName when `node` is empty).
+/// A minimal pod bound to `node` (no nodeName when `node` is empty), labelled
+/// `app=<name>`.
 pub fn pod_json(namespace: &str, name: &str, node: &str) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]}
-    });
-    if !node.is_empty() {
-        pod["spec"]["nodeName"] = node.into();
-    }
-    pod
+    ApiPod::new(namespace, name, node, "busybox")
+        .label("app", name)
+        .json()
 }
 
 impl FakeApi {
@@ -342,6 +338,12 @@ impl FakeApi {
     /// Delays every request by `d` before it is handled.
     pub fn set_delay(&self, d: Duration) {
         lock(&self.shared.faults).delay = d;
+    }
+
+    /// Paths of the requests that have started waiting out a [`FakeApi::set_delay`]
+    /// so far: a test waits on them to know a client is stuck in a request.
+    pub fn delayed_paths(&self) -> Vec<String> {
+        lock(&self.shared.delayed).clone()
     }
 
     /// The next PUT, PATCH or DELETE of exactly `path` fails with 409 Conflict.

@@ -57,6 +57,9 @@ pub struct Shared {
     pub stopping: AtomicBool,
     /// BOOKMARK events written so far, over all watches.
     pub bookmarks_sent: AtomicU64,
+    /// Paths of the requests held by the delay of `FakeApi::set_delay` so far
+    /// (noted as the delay starts).
+    pub delayed: Mutex<Vec<String>>,
     /// Serve HTTPS with this config instead of plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Answer every request as the real Node authorizer answers node `<name>`.
@@ -83,6 +86,7 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             bookmarks_sent: AtomicU64::new(0),
+            delayed: Mutex::default(),
             node_authorizer: Mutex::new(None),
             next_conn: AtomicU64::new(1),
         }
@@ -340,6 +344,7 @@ fn hold_if_paused(shared: &Shared, verb: &str, path: &str) {
 fn decide(shared: &Shared, req: &Request, route: Option<Route>, verb: &str) -> Reply {
     let delay = lock(&shared.faults).delay;
     if !delay.is_zero() {
+        lock(&shared.delayed).push(req.path.clone());
         std::thread::sleep(delay);
     }
     hold_if_paused(shared, verb, &req.path);
