@@ -237,6 +237,7 @@ impl Kubelet {
             cgroups: self.cgroups.clone(),
             root_dir: self.root_dir.clone(),
             resize: self.resize.clone(),
+            last_scan: Default::default(),
         }
     }
 
@@ -633,6 +634,11 @@ impl Kubelet {
 
 /// True when the pod has run longer than its activeDeadlineSeconds.
 fn deadline_passed(pod: &Pod, status: &StatusManager, now: Time) -> bool {
+    // Asked of every pod every second: most have no deadline, and the status lookup
+    // copies the whole status.
+    if pod.spec.active_deadline_seconds.is_none() {
+        return false;
+    }
     let start = status.get_pod_status(pod.uid()).and_then(|s| s.start_time);
     syncer::past_active_deadline(pod, start, now).is_some()
         && !is_terminal_phase(pod.status.phase.as_ref())
