@@ -15,7 +15,8 @@
 //! the pod it names and diff that one pod the same way, so an exit reaches the sync
 //! loop in milliseconds; relisting then slows to a safety net every
 //! [`stream::EVENTED_RELIST_PERIOD`], and comes back to every second as soon as the
-//! stream fails. A failed stream is reopened with a back-off, at most
+//! stream fails, or while a pod's inspection has failed (no event may come to ask
+//! again). A failed stream is reopened with a back-off, at most
 //! [`stream::MAX_STREAM_RETRIES`] times in a row, each (re)opening followed by a
 //! catch-up relist; then, or at once when the runtime answers UNIMPLEMENTED, the PLEG
 //! relists every second for good (`stream.rs` decides all that). The feature gate
@@ -354,7 +355,7 @@ impl Pleg {
         let mut nudged: Option<Instant> = None;
         loop {
             let due = nudged.map(at).unwrap_or_else(never);
-            let next = at(stream.next_relist(last, self.period));
+            let next = at(self.next_relist(&stream, last));
             let reopen = stream.retry_at().map(at).unwrap_or_else(never);
             select! {
                 recv(shutdown) -> _ => return,
@@ -388,6 +389,17 @@ impl Pleg {
             last = Instant::now();
             nudged = None;
             stream = self.went_live(stream, started);
+        }
+    }
+
+    /// When the next relist is due. A pod whose inspection failed is retried at the
+    /// normal period even while events flow: no later event may come to ask again.
+    fn next_relist(&self, stream: &EventStream, last: Instant) -> Instant {
+        let next = stream.next_relist(last, self.period);
+        if self.reinspect.is_empty() {
+            next
+        } else {
+            next.min(last + self.period)
         }
     }
 

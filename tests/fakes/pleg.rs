@@ -2,7 +2,7 @@
 //! litelet made itself is reported without waiting out the relist period; the last
 //! relist is shared with housekeeping while it is fresh; where the runtime streams
 //! container events, an exit is reported from its event, relisting slows down while
-//! the stream is up, a reopened stream is followed by a catch-up relist, and relisting
+//! the stream is up (but not while a pod's inspection has failed), a reopened stream is followed by a catch-up relist, and relisting
 //! comes back to its period when the retries run out, the runtime has no stream, or
 //! events are turned off.
 
@@ -212,8 +212,14 @@ fn a_container_exit_is_reported_from_the_runtime_event_without_a_relist() {
     assert!(wait_until(Duration::from_secs(10), || {
         relists(&fake) == 2 && fake.event_stream_counts().0 == 1
     }));
-    let connected = litelet::metrics::EVENTED_PLEG_CONNECTIONS.value(&[]);
-    assert!(connected >= 1.0, "the live stream is counted ({connected})");
+    // The stream is counted live once the catch-up relist has finished, a moment
+    // after the fake saw it start.
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            litelet::metrics::EVENTED_PLEG_CONNECTIONS.value(&[]) >= 1.0
+        }),
+        "the live stream is counted"
+    );
 
     start(&runtime, &id);
     assert!(
@@ -236,6 +242,40 @@ fn a_container_exit_is_reported_from_the_runtime_event_without_a_relist() {
         "the exit event is reported"
     );
     assert_eq!(relists(&fake), 2, "events, not relists, found both changes");
+}
+
+#[test]
+fn a_pod_whose_inspection_failed_on_an_event_is_relisted_at_the_normal_period() {
+    let (fake, runtime, id) = runtime_with_a_container(true);
+    start(&runtime, &id);
+    let (events_tx, events) = crossbeam_channel::bounded(100);
+    let pleg = Pleg::new(runtime.clone(), PodStatusCache::new(), events_tx)
+        .with_period(Duration::from_millis(200));
+    let (_shutdown_tx, shutdown) = crossbeam_channel::bounded::<()>(0);
+    let _thread = pleg.spawn(shutdown).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || relisting_paused(&fake)),
+        "relisting slows down while events flow"
+    );
+
+    // The inspection the exit event makes fails; the next relist is the only
+    // thing left to report the exit.
+    let before = relists(&fake);
+    fake.fail_nth("PodSandboxStatus", 1, RpcStatusCode::INTERNAL, "busy");
+    assert!(fake.exit_container(&id, 2));
+    assert!(
+        wait_for(
+            &events,
+            PodLifecycleEventType::ContainerDied,
+            &id,
+            Duration::from_secs(10)
+        ),
+        "the exit is reported by a relist soon after the failed inspection"
+    );
+    assert!(
+        relists(&fake) > before,
+        "a relist reported it, not the event"
+    );
 }
 
 #[test]
