@@ -173,6 +173,17 @@ fn wait_for(
     false
 }
 
+/// Makes container `id` exit and waits for its ContainerDied event.
+fn exit_is_reported(fake: &FakeCri, events: &Receiver<PodLifecycleEvent>, id: &str) -> bool {
+    fake.exit_container(id, 1)
+        && wait_for(
+            events,
+            PodLifecycleEventType::ContainerDied,
+            id,
+            Duration::from_secs(10),
+        )
+}
+
 fn start(runtime: &RuntimeClient, id: &str) {
     runtime
         .start_container(&pb::StartContainerRequest {
@@ -231,14 +242,8 @@ fn a_container_exit_is_reported_from_the_runtime_event_without_a_relist() {
         ),
         "the start event is reported"
     );
-    assert!(fake.exit_container(&id, 3));
     assert!(
-        wait_for(
-            &events,
-            PodLifecycleEventType::ContainerDied,
-            &id,
-            Duration::from_secs(10)
-        ),
+        exit_is_reported(&fake, &events, &id),
         "the exit event is reported"
     );
     assert_eq!(relists(&fake), 2, "events, not relists, found both changes");
@@ -262,14 +267,8 @@ fn a_pod_whose_inspection_failed_on_an_event_is_relisted_at_the_normal_period() 
     // thing left to report the exit.
     let before = relists(&fake);
     fake.fail_nth("PodSandboxStatus", 1, RpcStatusCode::INTERNAL, "busy");
-    assert!(fake.exit_container(&id, 2));
     assert!(
-        wait_for(
-            &events,
-            PodLifecycleEventType::ContainerDied,
-            &id,
-            Duration::from_secs(10)
-        ),
+        exit_is_reported(&fake, &events, &id),
         "the exit is reported by a relist soon after the failed inspection"
     );
     assert!(
@@ -411,13 +410,7 @@ fn once_the_stream_retries_run_out_relisting_returns_to_its_period() {
     );
     let counted = litelet::metrics::EVENTED_PLEG_CONNECTION_ERRORS.value(&[]) - errors;
     assert!(counted >= 5.0, "failures counted ({counted})");
-    assert!(fake.exit_container(&id, 1));
-    assert!(wait_for(
-        &events,
-        PodLifecycleEventType::ContainerDied,
-        &id,
-        Duration::from_secs(10)
-    ));
+    assert!(exit_is_reported(&fake, &events, &id));
 }
 
 #[test]
@@ -435,13 +428,7 @@ fn a_runtime_without_events_is_relisted_at_the_normal_period_and_not_asked_again
     let during = relists(&fake) - before;
     assert!(during >= 8, "{during} relists in 3 s at a 200 ms period");
     assert_eq!(fake.event_stream_refusals(), 1, "asked once, never retried");
-    assert!(fake.exit_container(&id, 1));
-    assert!(wait_for(
-        &events,
-        PodLifecycleEventType::ContainerDied,
-        &id,
-        Duration::from_secs(10)
-    ));
+    assert!(exit_is_reported(&fake, &events, &id));
 }
 
 #[test]
@@ -455,13 +442,7 @@ fn with_events_turned_off_the_pleg_only_relists() {
     let (_shutdown_tx, shutdown) = crossbeam_channel::bounded::<()>(0);
     let _thread = pleg.spawn(shutdown).unwrap();
     assert!(wait_until(Duration::from_secs(10), || relists(&fake) >= 5));
-    assert!(fake.exit_container(&id, 1));
-    assert!(wait_for(
-        &events,
-        PodLifecycleEventType::ContainerDied,
-        &id,
-        Duration::from_secs(10)
-    ));
+    assert!(exit_is_reported(&fake, &events, &id));
     assert_eq!(
         fake.count("GetContainerEvents"),
         0,
