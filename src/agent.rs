@@ -1082,13 +1082,8 @@ fn start_node(
     w.threads.add(handles.node);
     w.threads.add(handles.lease);
     // Admission follows the Node's labels and taints as the API server has them.
-    let lister = NodeLister::new();
-    w.threads.add(crate::node::lister::spawn(
-        client,
-        &host.node,
-        lister.clone(),
-        w.threads.shutdown(),
-    )?);
+    w.threads.add(handles.watch);
+    let lister = handles.lister;
     Ok(Some(lister))
 }
 

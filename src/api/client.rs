@@ -659,18 +659,23 @@ impl ApiClient {
     }
 
     /// PATCH the object at `path` when the caller needs nothing of the answer but its
-    /// success (a lease renewal): the API server is asked for its protobuf encoding,
-    /// well under half the JSON on the wire, and the body is dropped unread. Errors
-    /// keep their HTTP status; their message is not decoded.
+    /// success (a lease renewal, a node status): the answer is asked in protobuf, as
+    /// `answer` says, and dropped unread. Errors keep their HTTP status; their message
+    /// is not decoded.
     pub fn patch_unread(
         &self,
         path: &str,
         patch_type: PatchType,
         patch: &Value,
+        answer: Unread,
     ) -> Result<(), ApiError> {
         let body = encode(patch, path)?;
         let body = Some((patch_type.content_type(), body));
-        self.call(Verb::Patch, path, Vec::new(), body, Reader::UNREAD)
+        let reader = match answer {
+            Unread::Object => Reader::UNREAD_OBJECT,
+            Unread::Metadata => Reader::UNREAD_METADATA,
+        };
+        self.call(Verb::Patch, path, Vec::new(), body, reader)
     }
 
     /// Starts a watch of the collection at `path`. The request itself is retried like
@@ -748,7 +753,7 @@ impl ApiClient {
                     let status = match mode.accept() {
                         Accept::Json => read_status(resp),
                         // A protobuf Status is not worth a decoder: the code says enough.
-                        Accept::ProtobufUnread => None,
+                        Accept::Protobuf | Accept::MetadataProtobuf => None,
                     };
                     let err = ApiError::from_status(verb, path, code, status);
                     (err, retryable, retry_after)
@@ -871,20 +876,39 @@ impl Mode {
     }
 }
 
+/// What an unread answer is asked to be: whichever costs fewer bytes on the wire,
+/// the Accept header counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unread {
+    /// The object in protobuf: for a small object (a Lease, about 0.5 KB), where the
+    /// longer Accept of `Metadata` would cost more than it saves.
+    Object,
+    /// Its metadata alone in protobuf (a PartialObjectMetadata, about 1 KB): for a
+    /// large object (a Node with its images is 5 to 20 KB as protobuf).
+    Metadata,
+}
+
 /// The representation asked of the API server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Accept {
     /// JSON, which litelet decodes.
     Json,
-    /// Protobuf, for an answer litelet drops unread: the smallest on the wire.
-    ProtobufUnread,
+    /// Protobuf, for an answer litelet drops unread.
+    Protobuf,
+    /// The object's metadata in protobuf, else the object in protobuf (the API
+    /// server takes the first it can give), for an answer litelet drops unread.
+    MetadataProtobuf,
 }
 
 impl Accept {
     fn media_type(self) -> &'static str {
         match self {
             Accept::Json => "application/json",
-            Accept::ProtobufUnread => "application/vnd.kubernetes.protobuf",
+            Accept::Protobuf => "application/vnd.kubernetes.protobuf",
+            Accept::MetadataProtobuf => {
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+                 application/vnd.kubernetes.protobuf"
+            }
         }
     }
 }
@@ -907,8 +931,12 @@ impl Reader<()> {
         accept: Accept::Json,
         read: drain,
     };
-    const UNREAD: Reader<()> = Reader {
-        accept: Accept::ProtobufUnread,
+    const UNREAD_OBJECT: Reader<()> = Reader {
+        accept: Accept::Protobuf,
+        read: drain,
+    };
+    const UNREAD_METADATA: Reader<()> = Reader {
+        accept: Accept::MetadataProtobuf,
         read: drain,
     };
 }

@@ -34,7 +34,8 @@ pub mod watch;
 pub mod x509;
 
 pub use client::{
-    ApiClient, ClientConfig, DeleteOptions, ListOptions, PatchType, RetryPolicy, WatchOptions,
+    ApiClient, ClientConfig, DeleteOptions, ListOptions, PatchType, RetryPolicy, Unread,
+    WatchOptions,
 };
 pub use error::ApiError;
 pub use stats::{RequestStats, Verb};

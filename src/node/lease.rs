@@ -25,7 +25,7 @@ use crate::api::lease::{Lease, NODE_LEASE_NAMESPACE};
 use crate::api::meta::{MicroTime, OwnerReference};
 use crate::api::node::Node;
 use crate::api::ratelimit::{jitter, Backoff};
-use crate::api::{paths, ApiClient, ApiError, PatchType};
+use crate::api::{paths, ApiClient, ApiError, PatchType, Unread};
 use crate::node::config::NodeConfig;
 
 /// Tries of one renewal when the lease changed under us (409) or vanished (404).
@@ -189,7 +189,12 @@ impl LeaseKeeper {
                 // Its resourceVersion goes stale: a later PUT (an owner changed)
                 // meets a conflict and reads the lease again.
                 self.client
-                    .patch_unread(path, PatchType::Merge, &want.renewal_patch())
+                    .patch_unread(
+                        path,
+                        PatchType::Merge,
+                        &want.renewal_patch(),
+                        Unread::Object,
+                    )
                     .map(|()| want)
             } else {
                 self.client.replace(path, &want)

@@ -1,5 +1,7 @@
-//! The Node as the API server has it, for admission (upstream's node lister): its
-//! labels and taints, kept current by the `node-watch` thread.
+//! The Node as the API server has it (upstream's node lister), kept current by the
+//! `node-watch` thread: its labels and taints for admission, the whole object for the
+//! `node` thread's next status computation (it sends its status patches without
+//! reading the answer back, as upstream takes its base from this lister).
 //!
 //! [`NodeLister`] is a cloneable handle over one small `RwLock`: the `node-watch`
 //! thread writes it, the sync loop reads it when it admits pods. Until the first list
@@ -44,7 +46,7 @@ impl From<&Node> for ListedNode {
 /// Shared view of this node's API object; `None` until it has been read.
 #[derive(Clone, Debug, Default)]
 pub struct NodeLister {
-    inner: Arc<RwLock<Option<ListedNode>>>,
+    inner: Arc<RwLock<Option<Arc<Node>>>>,
 }
 
 impl NodeLister {
@@ -52,8 +54,13 @@ impl NodeLister {
         Self::default()
     }
 
-    /// The Node as last read, if any.
+    /// What admission needs of the Node as last read, if any.
     pub fn get(&self) -> Option<ListedNode> {
+        self.node().map(|node| ListedNode::from(&*node))
+    }
+
+    /// The whole Node as last read, if any.
+    pub fn node(&self) -> Option<Arc<Node>> {
         self.inner
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -61,8 +68,8 @@ impl NodeLister {
     }
 
     /// Records the Node (`None`: it was deleted).
-    pub fn set(&self, node: Option<&Node>) {
-        *self.inner.write().unwrap_or_else(PoisonError::into_inner) = node.map(ListedNode::from);
+    pub fn set(&self, node: Option<Node>) {
+        *self.inner.write().unwrap_or_else(PoisonError::into_inner) = node.map(Arc::new);
     }
 }
 
@@ -93,7 +100,7 @@ impl Handler for Mirror {
 
     fn listed(&mut self, items: Vec<Result<Node, DecodeError>>, _: Option<&str>) -> bool {
         match items.into_iter().next() {
-            Some(Ok(node)) => self.0.set(Some(&node)),
+            Some(Ok(node)) => self.0.set(Some(node)),
             Some(Err(e)) => log::warn!("node-watch: undecodable Node: {e}"),
             None => self.0.set(None),
         }
@@ -103,7 +110,7 @@ impl Handler for Mirror {
     fn event(&mut self, event: Event<Node>, _: Option<&str>) -> bool {
         match (event.kind, event.object) {
             (EventKind::Deleted, _) => self.0.set(None),
-            (_, Ok(node)) => self.0.set(Some(&node)),
+            (_, Ok(node)) => self.0.set(Some(node)),
             (_, Err(e)) => log::warn!("node-watch: undecodable Node: {e}"),
         }
         true
@@ -128,7 +135,7 @@ mod tests {
             time_added: None,
         });
         let reader = lister.clone();
-        lister.set(Some(&node));
+        lister.set(Some(node.clone()));
         let seen = reader.get().unwrap_or_default();
         assert_eq!(seen.labels["zone"], "a");
         assert_eq!(seen.taints.len(), 1);

@@ -4,8 +4,8 @@
 //! - `node` (`updater.rs`): registers the Node, then every 10 s computes its status
 //!   and PATCHes `nodes/<name>/status` when it changed or every 5 minutes.
 //! - `lease` (`lease.rs`): renews `kube-node-lease/<name>` every 10 s.
-//! - `node-watch` (`lister.rs`, started apart by [`lister::spawn`]): keeps the
-//!   [`NodeLister`] (the Node's labels and taints, for admission) current.
+//! - `node-watch` (`lister.rs`): keeps the [`NodeLister`] current: the Node's labels
+//!   and taints for admission, and the base of `node`'s next status computation.
 //! - `node-stop`: on shutdown, closes both threads' API connections so a request in
 //!   flight ends at once.
 //!
@@ -21,8 +21,11 @@
 //! feeds the status through `NodeInputs` (`inputs.rs`; `from_host` reads the shared
 //! `runtime::state::RuntimeState`).
 //!
-//! At idle, with default periods, the two threads send 6 lease PUTs a minute plus one
-//! status PATCH every 5 minutes: 6.2 requests a minute.
+//! At idle, with default periods, the threads send 6 lease patches a minute plus one
+//! status patch every 5 minutes: 6.2 requests a minute. Neither answer is read: the
+//! lease comes back as protobuf, the Node as its protobuf metadata alone (about 1 KB
+//! where the JSON Node is 5 to 20); the Node itself comes back once per change on the
+//! watch, as upstream's node informer has it.
 
 pub mod addresses;
 pub mod config;
@@ -49,22 +52,25 @@ pub use lister::NodeLister;
 pub use machine::{MachineError, MachineInfo, MachineReader, MachineRoots};
 pub use status::{Health, KUBELET_VERSION, KUBERNETES_VERSION};
 
-/// The running node threads.
+/// The running node threads, and the Node as the watch last delivered it.
 pub struct NodeHandles {
     pub node: JoinHandle<()>,
     pub lease: JoinHandle<()>,
+    pub watch: JoinHandle<()>,
+    pub lister: NodeLister,
 }
 
 impl NodeHandles {
-    /// Waits for both threads (they end soon after shutdown).
+    /// Waits for the threads (they end soon after shutdown).
     pub fn join(self) {
         let _ = self.node.join();
         let _ = self.lease.join();
+        let _ = self.watch.join();
     }
 }
 
-/// Starts the `node` and `lease` threads (and their `node-stop` helper) against the
-/// API server. They run until `shutdown` fires (a message or disconnection).
+/// Starts the `node`, `lease` and `node-watch` threads (and their stop helpers)
+/// against the API server. They run until `shutdown` fires (a message or disconnection).
 pub fn start(
     client: &ApiClient,
     config: NodeConfig,
@@ -108,10 +114,13 @@ pub fn start(
         keeper.run();
     })?;
 
+    let lister = NodeLister::new();
+    let watch = lister::spawn(client, &config.node_name, lister.clone(), shutdown.clone())?;
     let updater = updater::Updater {
         client: node_client,
         config,
         inputs,
+        watched: lister.clone(),
         recorder,
         node_refs: refs_tx,
         resync: resync_rx,
@@ -122,5 +131,10 @@ pub fn start(
         let _done = done_tx;
         updater.run();
     })?;
-    Ok(NodeHandles { node, lease })
+    Ok(NodeHandles {
+        node,
+        lease,
+        watch,
+        lister,
+    })
 }

@@ -8,9 +8,12 @@
 //! `lease` thread on `node_refs`.
 //!
 //! Every `nodeStatusUpdateFrequency` (10 s) the thread computes the status from the
-//! last Node the API server returned (no GET: this thread is the only writer of its
-//! fields) and PATCHes `nodes/<name>/status` only when something other than heartbeat
-//! times changed, or `nodeStatusReportFrequency` (5 min) passed since the last report.
+//! latest Node it knows (no GET): the one the `node-watch` thread last delivered when
+//! that is later than its own copy, else its own copy with the status it last sent. It
+//! PATCHes `nodes/<name>/status` only when something other than heartbeat times
+//! changed, or `nodeStatusReportFrequency` (5 min) passed since the last report; the
+//! answer (the whole Node again, about as large as the watch event that follows) is
+//! asked as protobuf metadata and not read.
 //! After a failed request, or when the `lease` thread asks on `resync` (its outage
 //! ended, or the lease vanished), the Node is read again first, so a status the control
 //! plane changed meanwhile (Unknown conditions, a deleted Node) is seen. A Node that
@@ -28,11 +31,12 @@ use crossbeam_channel::{never, select, Receiver, Sender};
 use crate::api::meta::Time;
 use crate::api::node::{Node, NodeStatus};
 use crate::api::ratelimit::{jitter, Backoff};
-use crate::api::{paths, ApiClient, ApiError, PatchType};
+use crate::api::{paths, ApiClient, ApiError, PatchType, Unread};
 use crate::events::{EventType, Recorder};
 use crate::node::config::NodeConfig;
 use crate::node::inputs::NodeInputs;
 use crate::node::lease::NodeRef;
+use crate::node::lister::NodeLister;
 use crate::node::machine::MachineInfo;
 use crate::node::register::{initial_node, previous_boot, reconcile_patch};
 use crate::node::status::{self, ConditionEvent, StatusInputs};
@@ -41,6 +45,9 @@ pub(crate) struct Updater {
     pub client: ApiClient,
     pub config: NodeConfig,
     pub inputs: NodeInputs,
+    /// The Node as the watch delivers it: what others wrote (the control plane's
+    /// conditions, a label) reaches the status computation from here.
+    pub watched: NodeLister,
     pub recorder: Recorder,
     pub node_refs: Sender<NodeRef>,
     pub resync: Receiver<()>,
@@ -50,7 +57,8 @@ pub(crate) struct Updater {
 /// The thread's state between ticks.
 #[derive(Default)]
 struct State {
-    /// The Node as the API server last returned it; `None` until registered.
+    /// The Node as the API server last returned it (or the watch delivered it), with
+    /// the status since sent; `None` until registered.
     node: Option<Node>,
     /// When the status was last sent (creation counts).
     last_report: Option<Instant>,
@@ -250,6 +258,7 @@ impl Updater {
                 }
             }
         }
+        self.adopt_watched(state);
         let Some(base) = state.node.as_ref().map(|n| n.status.clone()) else {
             return;
         };
@@ -264,19 +273,36 @@ impl Updater {
             return;
         }
         let patch = status::status_patch(&base, &new);
-        match self.client.patch::<Node>(
+        match self.client.patch_unread(
             &paths::node_status(&name),
             PatchType::StrategicMerge,
             &patch,
+            Unread::Metadata,
         ) {
-            Ok(node) => {
+            Ok(()) => {
                 log::debug!("node: status of {name} sent (changed: {changed})");
                 self.record(&events);
-                self.mark_volumes(&node);
-                state.node = Some(node);
+                if let Some(node) = state.node.as_mut() {
+                    node.status = new;
+                    self.mark_volumes(node);
+                }
                 state.last_report = Some(Instant::now());
             }
             Err(e) => self.failed(state, &e),
+        }
+    }
+
+    /// Takes the watched Node as the base when it is a later version of the same Node
+    /// than ours (our own patch comes back that way too). resourceVersions are opaque
+    /// by convention: only two that parse as numbers (etcd revisions) are compared.
+    fn adopt_watched(&self, state: &mut State) {
+        let (Some(ours), Some(watched)) = (state.node.as_ref(), self.watched.node()) else {
+            return;
+        };
+        let rv = |n: &Node| n.metadata.resource_version.as_deref()?.parse::<u64>().ok();
+        let later = matches!((rv(ours), rv(&watched)), (Some(a), Some(b)) if b > a);
+        if later && ours.uid() == watched.uid() {
+            state.node = Some(Node::clone(&watched));
         }
     }
 

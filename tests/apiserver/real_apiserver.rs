@@ -119,6 +119,43 @@ fn node_registers_with_labels_addresses_allocatable_and_keeps_its_lease() {
     });
 }
 
+/// The control plane marks a node Unknown when its heartbeats stop (the node lifecycle
+/// controller). litelet reads the status patch's answer no more: the Node watch brings
+/// the Unknown, and the next status tick (10 s) reports Ready again instead of the
+/// next 5-minute report.
+#[test]
+fn a_ready_condition_marked_unknown_by_the_control_plane_is_reported_true_at_the_next_tick() {
+    let Some(node) = RealNode::start(
+        "a_ready_condition_marked_unknown_by_the_control_plane_is_reported_true_at_the_next_tick",
+        "rn-unknown",
+        &[],
+    ) else {
+        return;
+    };
+    node.wait_ready();
+    node.cp.patch(
+        "/api/v1/nodes/rn-unknown/status",
+        &json!({"status": {"conditions": [{
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status."
+        }]}}),
+    );
+    let marked = Instant::now();
+    node.wait_ready();
+    let n = node.node_object().expect("node object");
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["reason"], "KubeletReady", "{ready}");
+    eprintln!("Ready again {:?} after the Unknown", marked.elapsed());
+}
+
 #[test]
 fn bound_pod_runs_with_its_status_and_events_and_deletion_completes() {
     let Some(node) = RealNode::start(
