@@ -24,13 +24,14 @@ release: deps
 demo: deps
 	./scripts/demo.sh
 
-# Unit and integration tests; the real-containerd tests run as root and are
-# mandatory when CI=true (they skip loudly otherwise). The package checks
+# Unit and integration tests (scripts/test.sh: 6 tests at a time per binary, the
+# certificate-rotation binary beside the others); the real-containerd tests run as
+# root and are mandatory when CI=true (they skip loudly otherwise). The package checks
 # (package-check: static binary, deb, rpm; about 15-25 more minutes cold, a few
 # warm) are mandatory too when CI=true or CI=1, and run when PACKAGING=1; otherwise
 # they are skipped with a message.
 test: deps lint-if-available
-	$(CARGO) test --no-fail-fast
+	CARGO="$(CARGO)" ./scripts/test.sh
 	@$(MAKE) --no-print-directory conformance-quick-if-enabled
 	@$(MAKE) --no-print-directory package-check-if-enabled
 	@$(MAKE) --no-print-directory vm-if-enabled

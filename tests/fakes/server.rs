@@ -1111,8 +1111,14 @@ fn connection_budgets_by_class_cap_token_users_not_certificates() {
     assert_eq!(full.status, 503, "{}", full.text());
     assert_eq!(full.header("connection"), Some("close"));
     drop(prom);
-    let (status, _) = hold(&node, None, &[("Authorization", "Bearer other-token")]);
-    assert_eq!(status, 200, "a freed place is reused");
+    // The place is free once the server's connection thread has read the close, a
+    // moment after the drop (longer on a busy machine): until then 503 is right.
+    let mut last = 0;
+    let reused = support::wait_until(Duration::from_secs(10), || {
+        last = hold(&node, None, &[("Authorization", "Bearer other-token")]).0;
+        last == 200
+    });
+    assert!(reused, "a freed place is reused: last answer {last}");
 }
 
 /// What the API server does for `stern` or a log shipper: many connections at once

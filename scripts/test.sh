@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make test's cargo part: every test binary, the slow one beside the others.
+#
+# Most integration tests wait (on a kubelet's loops, an API server, a container) far
+# more than they compute, so each binary runs 6 tests at a time on 2 cores
+# (RUST_TEST_THREADS overrides it). real_bootstrap is mostly one wait, a client
+# certificate's 4-minute lifetime running out: it runs beside the other binaries, its
+# output kept in a file and printed after theirs. Everything is built first, so the
+# two cargo runs never wait on each other's build lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo="${CARGO:-cargo}"
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}"
+apart=real_bootstrap
+
+"$cargo" test --no-run
+
+# Cargo finds integration tests as tests/<name>.rs and tests/<name>/main.rs.
+targets=()
+for f in tests/*.rs tests/*/main.rs; do
+  name=$(basename "${f%/main.rs}" .rs)
+  [ "$name" = "$apart" ] || targets+=(--test "$name")
+done
+
+log=$(mktemp "${TMPDIR:-/tmp}/litelet-$apart.XXXXXX")
+trap 'rm -f "$log"' EXIT
+"$cargo" test --no-fail-fast --test "$apart" >"$log" 2>&1 &
+apart_pid=$!
+
+status=0
+"$cargo" test --no-fail-fast --lib --bins "${targets[@]}" || status=$?
+"$cargo" test --no-fail-fast --doc || status=$?
+
+apart_status=0
+wait "$apart_pid" || apart_status=$?
+echo
+echo "=== tests/$apart.rs (ran beside the binaries above) ==="
+cat "$log"
+if [ "$apart_status" -ne 0 ]; then
+  echo "tests/$apart.rs failed (exit $apart_status)" >&2
+  status=1
+fi
+exit "$status"
