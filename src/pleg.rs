@@ -27,7 +27,10 @@
 //! Unlike upstream, a [`RelistNudge`] brings the next relist forward (at most one per
 //! [`MIN_NUDGE_GAP`]) when litelet itself has just started or stopped containers: the
 //! change then reaches the pod worker and the API in tens of milliseconds instead of
-//! up to a relist period later, with or without events.
+//! up to a relist period later, with or without events. A nudged relist leaves the
+//! periodic ones where they were: were the period counted from it, every container
+//! that exits soon after a start would wait out a whole period to be seen, where
+//! upstream's fixed schedule sees it half a period later on average.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -350,14 +353,18 @@ impl Pleg {
         let (items_tx, items) = bounded(EVENT_CHANNEL_CAPACITY);
         let mut stream = self.open_stream(EventStream::opened, &items_tx, &shutdown);
         self.relist();
+        // The last relist of any kind (nudges keep their gap from it), and the last one
+        // not nudged (the period counts from it).
         let mut last = Instant::now();
+        let mut last_scheduled = last;
         // When a nudged relist is due (none pending: None).
         let mut nudged: Option<Instant> = None;
         loop {
             let due = nudged.map(at).unwrap_or_else(never);
-            let next = at(self.next_relist(&stream, last));
+            let next = at(self.next_relist(&stream, last_scheduled));
             let reopen = stream.retry_at().map(at).unwrap_or_else(never);
-            select! {
+            // Whether this relist is a scheduled one (or a catch-up): not nudged.
+            let scheduled = select! {
                 recv(shutdown) -> _ => return,
                 recv(nudges) -> _ => {
                     nudged.get_or_insert(last + MIN_NUDGE_GAP);
@@ -375,18 +382,23 @@ impl Pleg {
                         continue; // there never was a stream to miss anything
                     }
                     // The stream is over: relist now to catch up on what it missed.
+                    true
                 }
                 recv(reopen) -> _ => {
                     let down = stream.clone();
                     stream = self.open_stream(|now| down.reopened(now), &items_tx, &shutdown);
                     continue;
                 }
-                recv(next) -> _ => {}
-                recv(due) -> _ => {}
-            }
+                recv(next) -> _ => true,
+                recv(due) -> _ => false,
+            };
             let started = Instant::now();
             self.relist();
             last = Instant::now();
+            // A nudged relist keeps the schedule, unless it ran into the next slot.
+            if scheduled || self.next_relist(&stream, last_scheduled) <= last {
+                last_scheduled = last;
+            }
             nudged = None;
             stream = self.went_live(stream, started);
         }

@@ -1,5 +1,6 @@
 //! The PLEG thread against the fake CRI: a nudge brings a relist forward, so a change
-//! litelet made itself is reported without waiting out the relist period; the last
+//! litelet made itself is reported without waiting out the relist period, and leaves
+//! the periodic relists where they were; the last
 //! relist is shared with housekeeping while it is fresh; where the runtime streams
 //! container events, an exit is reported from its event, relisting slows down while
 //! the stream is up (but not while a pod's inspection has failed), a reopened stream is followed by a catch-up relist, and relisting
@@ -112,6 +113,36 @@ fn a_nudge_relists_now_and_many_nudges_fold_into_few_relists() {
     std::thread::sleep(Duration::from_millis(500));
     let relists = relists();
     assert!((2..=3).contains(&relists), "{relists} relists");
+}
+
+/// A nudged relist does not move the periodic ones: a container that exits soon after
+/// litelet started it is seen at the next slot of the schedule, not a whole period
+/// after the nudge (upstream's schedule is fixed).
+#[test]
+fn a_nudged_relist_leaves_the_periodic_schedule_where_it_was() {
+    let fake = FakeCri::start();
+    let (runtime, _) = fake.clients(Duration::from_secs(10));
+    let (events_tx, _events) = crossbeam_channel::bounded(100);
+    let period = Duration::from_secs(4);
+    let pleg = Pleg::new(runtime, PodStatusCache::new(), events_tx).with_period(period);
+    let nudge = pleg.nudger();
+    let (_shutdown_tx, shutdown) = crossbeam_channel::bounded::<()>(0);
+    let _thread = pleg.spawn(shutdown).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || relists(&fake) == 1));
+    let first = Instant::now();
+
+    // Half a period later, a nudge: one relist now.
+    std::thread::sleep(period / 2);
+    nudge.nudge();
+    assert!(wait_until(Duration::from_secs(10), || relists(&fake) == 2));
+    // The next one keeps its slot, a period after the first (counted from the
+    // nudge it would come at one and a half periods).
+    assert!(wait_until(Duration::from_secs(10), || relists(&fake) == 3));
+    let third = first.elapsed();
+    assert!(
+        third < period + period / 4,
+        "third relist {third:?} after the first, period {period:?}"
+    );
 }
 
 #[test]
