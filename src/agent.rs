@@ -1083,8 +1083,7 @@ fn start_node(
     w.threads.add(handles.lease);
     // Admission follows the Node's labels and taints as the API server has them.
     w.threads.add(handles.watch);
-    let lister = handles.lister;
-    Ok(Some(lister))
+    Ok(Some(handles.lister))
 }
 
 /// What the pod sources give the sync loop: the merged updates, the sources that

@@ -671,9 +671,9 @@ impl ApiClient {
     ) -> Result<(), ApiError> {
         let body = encode(patch, path)?;
         let body = Some((patch_type.content_type(), body));
-        let reader = match answer {
-            Unread::Object => Reader::UNREAD_OBJECT,
-            Unread::Metadata => Reader::UNREAD_METADATA,
+        let reader = Reader {
+            accept: answer.accept(),
+            read: drain,
         };
         self.call(Verb::Patch, path, Vec::new(), body, reader)
     }
@@ -888,6 +888,15 @@ pub enum Unread {
     Metadata,
 }
 
+impl Unread {
+    fn accept(self) -> Accept {
+        match self {
+            Unread::Object => Accept::Protobuf,
+            Unread::Metadata => Accept::MetadataProtobuf,
+        }
+    }
+}
+
 /// The representation asked of the API server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Accept {
@@ -929,14 +938,6 @@ impl<T: DeserializeOwned> Reader<T> {
 impl Reader<()> {
     const DRAIN: Reader<()> = Reader {
         accept: Accept::Json,
-        read: drain,
-    };
-    const UNREAD_OBJECT: Reader<()> = Reader {
-        accept: Accept::Protobuf,
-        read: drain,
-    };
-    const UNREAD_METADATA: Reader<()> = Reader {
-        accept: Accept::MetadataProtobuf,
         read: drain,
     };
 }

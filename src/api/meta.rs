@@ -468,6 +468,14 @@ fn without_managed_fields<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String,
 }
 
 impl ObjectMeta {
+    /// Is this a later version of the object than `other`? resourceVersions are opaque
+    /// by API convention, so only two that parse as numbers (etcd revisions, what
+    /// kube-apiserver gives) are compared; anything else is not later.
+    pub fn is_later_than(&self, other: &ObjectMeta) -> bool {
+        let rv = |m: &ObjectMeta| m.resource_version.as_deref()?.parse::<u64>().ok();
+        matches!((rv(self), rv(other)), (Some(a), Some(b)) if a > b)
+    }
+
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key).map(String::as_str)
     }
@@ -676,6 +684,24 @@ impl From<bool> for ConditionStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_two_numeric_resource_versions_order_objects() {
+        let meta = |rv: Option<&str>| ObjectMeta {
+            resource_version: rv.map(str::to_owned),
+            ..Default::default()
+        };
+        for (a, b, later) in [
+            (Some("12"), Some("9"), true),
+            (Some("9"), Some("12"), false),
+            (Some("9"), Some("9"), false),
+            (Some("abc"), Some("9"), false),
+            (Some("12"), None, false),
+            (None, Some("9"), false),
+        ] {
+            assert_eq!(meta(a).is_later_than(&meta(b)), later, "{a:?} vs {b:?}");
+        }
+    }
 
     #[test]
     fn time_parse_table() {

@@ -293,15 +293,12 @@ impl Updater {
     }
 
     /// Takes the watched Node as the base when it is a later version of the same Node
-    /// than ours (our own patch comes back that way too). resourceVersions are opaque
-    /// by convention: only two that parse as numbers (etcd revisions) are compared.
+    /// than ours (our own patch comes back that way too).
     fn adopt_watched(&self, state: &mut State) {
         let (Some(ours), Some(watched)) = (state.node.as_ref(), self.watched.node()) else {
             return;
         };
-        let rv = |n: &Node| n.metadata.resource_version.as_deref()?.parse::<u64>().ok();
-        let later = matches!((rv(ours), rv(&watched)), (Some(a), Some(b)) if b > a);
-        if later && ours.uid() == watched.uid() {
+        if watched.metadata.is_later_than(&ours.metadata) && ours.uid() == watched.uid() {
             state.node = Some(Node::clone(&watched));
         }
     }

@@ -114,11 +114,7 @@ fn keep_terminal_phase(api: &PodStatus, merged: &mut PodStatus) {
 /// object is its mirror pod), the written copy stays the base. A wrong guess costs
 /// a 409 and a GET, as a stale written copy does.
 fn newer(watched: &Pod, written: &Pod) -> bool {
-    let rv = |p: &Pod| p.metadata.resource_version.as_deref()?.parse::<u64>().ok();
-    match (rv(watched), rv(written)) {
-        (Some(w), Some(ours)) => !watched.is_static() && w > ours,
-        _ => false,
-    }
+    !watched.is_static() && watched.metadata.is_later_than(&written.metadata)
 }
 
 fn awaits_deletion(api: &Pod) -> bool {
