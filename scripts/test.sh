@@ -7,6 +7,11 @@
 # certificate's 4-minute lifetime running out: it runs beside the other binaries, its
 # output kept in a file and printed after theirs. Everything is built first, so the
 # two cargo runs never wait on each other's build lock.
+#
+# Where the package checks follow (CI, or PACKAGING=1), their release binary (LTO,
+# one codegen unit: minutes of one core) builds beside the tests too, at the lowest
+# priority: it takes only the CPU the waiting tests leave, and package.sh finds it
+# built. It has its own profile and target folder, so no build lock is shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo="${CARGO:-cargo}"
@@ -23,9 +28,18 @@ for f in tests/*.rs tests/*/main.rs; do
 done
 
 log=$(mktemp "${TMPDIR:-/tmp}/litelet-$apart.XXXXXX")
-trap 'rm -f "$log"' EXIT
+dist_log=$(mktemp "${TMPDIR:-/tmp}/litelet-dist.XXXXXX")
+trap 'rm -f "$log" "$dist_log"' EXIT
 "$cargo" test --no-fail-fast --test "$apart" >"$log" 2>&1 &
 apart_pid=$!
+
+dist_pid=
+case "${CI:-}/${PACKAGING:-}" in
+  true/* | 1/* | */1)
+    nice -n 19 ./scripts/package.sh static >"$dist_log" 2>&1 &
+    dist_pid=$!
+    ;;
+esac
 
 status=0
 "$cargo" test --no-fail-fast --lib --bins "${targets[@]}" || status=$?
@@ -39,5 +53,16 @@ cat "$log"
 if [ "$apart_status" -ne 0 ]; then
   echo "tests/$apart.rs failed (exit $apart_status)" >&2
   status=1
+fi
+if [ -n "$dist_pid" ]; then
+  dist_status=0
+  wait "$dist_pid" || dist_status=$?
+  echo
+  echo "=== the release binary for the package checks (built beside the tests) ==="
+  cat "$dist_log"
+  if [ "$dist_status" -ne 0 ]; then
+    echo "the release build beside the tests failed (exit $dist_status)" >&2
+    status=1
+  fi
 fi
 exit "$status"

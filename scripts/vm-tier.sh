@@ -25,4 +25,4 @@ if [ -z "${LITELET_DEB:-}" ]; then
 fi
 # Real parts are mandatory here: a skipped run must not look like a passed one.
 export CI=true
-exec "${CARGO:-cargo}" test --test vm_node -- --ignored --nocapture --test-threads=1
+exec "${CARGO:-cargo}" test --test vm_node -- --ignored --nocapture --test-threads=2

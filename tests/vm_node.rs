@@ -2,10 +2,12 @@
 //! of the kind its users run (Debian, systemd as PID 1, cgroup v2, containerd) in a
 //! QEMU VM, joined with `kubeadm join` to the real control plane on this machine.
 //!
-//! One boot sequence per test keeps the emulated minutes few. The VM reaches the
-//! apiserver through a proxy the test can cut (for the offline reboot), and the
-//! apiserver reaches the node's port through a proxy on the node address (logs, exec,
-//! stats). See `tests/support/vm.rs` for how the test drives the VM.
+//! One boot sequence per test keeps the emulated minutes few, and the two tests run
+//! at the same time (an emulated VM mostly waits on its guest's timers, about half a
+//! core each). The VM reaches the apiserver through a proxy the test can cut (for the
+//! offline reboot), and the apiserver reaches the node's port through a proxy on the
+//! node address (logs, exec, stats). See `tests/support/vm.rs` for how the test drives
+//! the VM.
 //!
 //! The systemd-driver node boots Debian trixie (containerd 1.7, which streams CRI
 //! container events, so the evented PLEG meets a real runtime there); the others
@@ -16,6 +18,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -53,8 +56,14 @@ fn package() -> PathBuf {
         .unwrap_or_else(|| panic!("no .deb in {} (make deb, or LITELET_DEB)", dir.display()))
 }
 
-/// The busybox and pause archives of the containerd tests.
+/// The busybox and pause archives of the containerd tests (built once, whichever test
+/// asks first; the other waits for them).
 fn images() -> PathBuf {
+    static IMAGES: OnceLock<PathBuf> = OnceLock::new();
+    IMAGES.get_or_init(build_images).clone()
+}
+
+fn build_images() -> PathBuf {
     let dir = PathBuf::from(
         std::env::var("LITELET_IMAGES").unwrap_or_else(|_| "/tmp/litelet-test-images".into()),
     );
@@ -258,7 +267,6 @@ impl JoinedNode {
             &format!("{}:{kubelet_port}", cp.node_ip),
             format!("127.0.0.1:{forward}").parse().expect("address"),
         );
-        upload_kubeadm_config(cp, driver, kubelet_port, &api_in_vm, kubelet_config);
         let token = cp.bootstrap_token();
         let discovery = cp.dir().join(format!("{name}-discovery.conf"));
         std::fs::write(
@@ -314,13 +322,20 @@ impl JoinedNode {
 
         // kubeadm join, as an operator runs it on a node with the package: no preflight
         // check ignored (the package's `kubelet --version` answers upstream's form).
-        let joined = vm.sh_within(
-            &format!(
-                "kubeadm join --discovery-file /task/discovery.conf --tls-bootstrap-token \
-                 {token} --node-name {name} 2>&1"
-            ),
-            SLOW,
-        );
+        // The cluster has one kubelet-config ConfigMap and the two tests (run at the
+        // same time) want their own: each uploads its own and joins while it holds it.
+        let joined = {
+            static CLUSTER_CONFIG: Mutex<()> = Mutex::new(());
+            let _held = CLUSTER_CONFIG.lock().unwrap_or_else(|e| e.into_inner());
+            upload_kubeadm_config(cp, driver, kubelet_port, &api_in_vm, kubelet_config);
+            vm.sh_within(
+                &format!(
+                    "kubeadm join --discovery-file /task/discovery.conf --tls-bootstrap-token \
+                     {token} --node-name {name} 2>&1"
+                ),
+                SLOW,
+            )
+        };
         assert!(
             joined.contains("This node has joined the cluster"),
             "kubeadm join:\n{joined}"

@@ -66,6 +66,9 @@ impl VmImage {
                 let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
                 PathBuf::from(home).join(".cache/litelet-vm").join(&suite)
             });
+        // One build at a time: the script may install its tools with apt first.
+        static BUILDING: Mutex<()> = Mutex::new(());
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         let out = Command::new("bash")
             .arg(scripts.join("build-image.sh"))
             .arg(&dir)
