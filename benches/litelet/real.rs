@@ -223,6 +223,11 @@ fn idle(
 ) -> Option<Idle> {
     let pid = node.pid()?;
     std::thread::sleep(settle);
+    // Said so that a profiler can be attached to the node for exactly this window.
+    eprintln!(
+        "bench: idle at {n} pods for {} s (node pid {pid})",
+        window.as_secs()
+    );
     let first: Sample = sample(pid);
     let mark = uplink.map(Uplink::mark);
     let mut peak = first.rss_kib;

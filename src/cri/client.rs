@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use grpcio::{CallOption, ChannelBuilder, EnvBuilder, Environment};
 
 use super::grpc::{ImageServiceClient, RuntimeServiceClient};
-use super::{pb, CriError, Endpoint, CRI_API_VERSION};
+use super::{pb, CriError, Endpoint, ListedContainer, ListedSandbox, CRI_API_VERSION};
 
 /// Upstream's limit on CRI responses (a full container list on a busy node is large).
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -149,6 +149,18 @@ impl RuntimeClient {
     unary!(
         /// All sandboxes matching a filter.
         list_pod_sandbox, list_pod_sandbox_opt, ListPodSandboxRequest => ListPodSandboxResponse, timeout);
+    /// [`Self::list_pod_sandbox`] with only what a relist reads decoded
+    /// ([`super::listing`]).
+    pub fn list_pod_sandbox_lean(
+        &self,
+        request: &pb::ListPodSandboxRequest,
+    ) -> Result<Vec<ListedSandbox>, CriError> {
+        let method = &super::listing::LIST_POD_SANDBOX;
+        call("list_pod_sandbox", || {
+            (self.stub.client).unary_call(method, request, deadline(self.timeout))
+        })
+        .map(|listed| listed.0)
+    }
     unary!(
         /// Creates a container inside a sandbox.
         create_container, create_container_opt, CreateContainerRequest => CreateContainerResponse, timeout);
@@ -177,6 +189,18 @@ impl RuntimeClient {
     unary!(
         /// All containers matching a filter.
         list_containers, list_containers_opt, ListContainersRequest => ListContainersResponse, timeout);
+    /// [`Self::list_containers`] with only what a relist reads decoded
+    /// ([`super::listing`]).
+    pub fn list_containers_lean(
+        &self,
+        request: &pb::ListContainersRequest,
+    ) -> Result<Vec<ListedContainer>, CriError> {
+        let method = &super::listing::LIST_CONTAINERS;
+        call("list_containers", || {
+            (self.stub.client).unary_call(method, request, deadline(self.timeout))
+        })
+        .map(|listed| listed.0)
+    }
     unary!(
         /// One container's state, exit code, timestamps and resources.
         container_status, container_status_opt, ContainerStatusRequest => ContainerStatusResponse, timeout);

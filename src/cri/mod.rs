@@ -15,6 +15,7 @@ mod client;
 mod endpoint;
 mod error;
 pub mod events;
+mod listing;
 
 pub use cancellable::POLL as CANCEL_POLL;
 pub use client::{connect, ConnectOptions, ImageClient, RuntimeClient};
@@ -22,6 +23,9 @@ pub use endpoint::Endpoint;
 pub use error::{Cause, CriError};
 pub use generated::api as pb;
 pub use generated::api_grpc as grpc;
+pub use listing::{
+    ListedContainer, ListedSandbox, POD_NAMESPACE_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
+};
 
 /// The CRI API version litelet speaks.
 pub const CRI_API_VERSION: &str = "v1";

@@ -16,7 +16,7 @@ use super::model::{
 };
 use super::termination;
 use crate::cgroups::Limit;
-use crate::cri::{pb, CriError, RuntimeClient};
+use crate::cri::{pb, CriError, ListedContainer, ListedSandbox, RuntimeClient};
 
 fn uid_selector(uid: &str) -> HashMap<String, String> {
     HashMap::from([(labels::POD_UID.to_owned(), uid.to_owned())])
@@ -128,12 +128,10 @@ pub fn running_pods(runtime: &RuntimeClient, all: bool) -> Result<Vec<RunningPod
         }),
         ..Default::default()
     });
-    let sandboxes = runtime
-        .list_pod_sandbox(&pb::ListPodSandboxRequest {
-            filter: sandbox_filter.into(),
-            ..Default::default()
-        })?
-        .items;
+    let sandboxes = runtime.list_pod_sandbox_lean(&pb::ListPodSandboxRequest {
+        filter: sandbox_filter.into(),
+        ..Default::default()
+    })?;
     let container_filter = (!all).then(|| pb::ContainerFilter {
         state: MessageField::some(pb::ContainerStateValue {
             state: pb::ContainerState::CONTAINER_RUNNING.into(),
@@ -141,83 +139,65 @@ pub fn running_pods(runtime: &RuntimeClient, all: bool) -> Result<Vec<RunningPod
         }),
         ..Default::default()
     });
-    let containers = runtime
-        .list_containers(&pb::ListContainersRequest {
-            filter: container_filter.into(),
-            ..Default::default()
-        })?
-        .containers;
+    let containers = runtime.list_containers_lean(&pb::ListContainersRequest {
+        filter: container_filter.into(),
+        ..Default::default()
+    })?;
     Ok(group_into_pods(sandboxes, containers))
 }
 
 /// Groups listed sandboxes and containers by pod UID; things without litelet's labels
 /// belong to someone else and are skipped.
 fn group_into_pods(
-    sandboxes: Vec<pb::PodSandbox>,
-    containers: Vec<pb::Container>,
+    sandboxes: Vec<ListedSandbox>,
+    containers: Vec<ListedContainer>,
 ) -> Vec<RunningPod> {
     let mut pods: BTreeMap<String, (i64, RunningPod)> = BTreeMap::new();
     for sandbox in sandboxes {
-        let Some(meta) = sandbox.metadata.as_ref() else {
-            continue;
-        };
-        if meta.uid.is_empty() {
+        if sandbox.uid.is_empty() {
             continue;
         }
-        let entry = pods.entry(meta.uid.clone()).or_insert_with(|| {
+        let entry = pods.entry(sandbox.uid.clone()).or_insert_with(|| {
             (
                 0,
                 RunningPod {
-                    uid: meta.uid.clone(),
-                    name: meta.name.clone(),
-                    namespace: meta.namespace.clone(),
+                    uid: sandbox.uid,
+                    name: sandbox.name,
+                    namespace: sandbox.namespace,
                     ..Default::default()
                 },
             )
         });
         entry.0 = entry.0.max(sandbox.created_at);
-        let state = match sandbox.state.enum_value_or_default() {
-            pb::PodSandboxState::SANDBOX_READY => ContainerState::Running,
-            pb::PodSandboxState::SANDBOX_NOTREADY => ContainerState::Exited,
-        };
         entry.1.sandboxes.push(RunningContainer {
             id: sandbox.id,
             name: String::new(),
-            state,
+            state: if sandbox.ready {
+                ContainerState::Running
+            } else {
+                ContainerState::Exited
+            },
         });
     }
     for container in containers {
-        let Some(uid) = container.labels.get(labels::POD_UID) else {
+        let Some(uid) = container.pod_uid else {
             continue;
         };
-        let name = container
-            .metadata
-            .as_ref()
-            .map(|m| m.name.clone())
-            .unwrap_or_default();
         let entry = pods.entry(uid.clone()).or_insert_with(|| {
             (
                 0,
                 RunningPod {
-                    uid: uid.clone(),
-                    name: container
-                        .labels
-                        .get(labels::POD_NAME)
-                        .cloned()
-                        .unwrap_or_default(),
-                    namespace: container
-                        .labels
-                        .get(labels::POD_NAMESPACE)
-                        .cloned()
-                        .unwrap_or_default(),
+                    uid,
+                    name: container.pod_name.unwrap_or_default(),
+                    namespace: container.pod_namespace.unwrap_or_default(),
                     ..Default::default()
                 },
             )
         });
         entry.1.containers.push(RunningContainer {
             id: container.id,
-            name,
-            state: container_state(container.state.enum_value_or_default()),
+            name: container.name,
+            state: container_state(container.state),
         });
     }
     let mut list: Vec<(i64, RunningPod)> = pods.into_values().collect();
@@ -349,23 +329,18 @@ mod tests {
 
     #[test]
     fn grouping_skips_foreign_things_and_orders_newest_first() {
-        let sandbox = |id: &str, uid: &str, created: i64| pb::PodSandbox {
+        let sandbox = |id: &str, uid: &str, created: i64| ListedSandbox {
             id: id.into(),
             created_at: created,
-            metadata: MessageField::some(pb::PodSandboxMetadata {
-                uid: uid.into(),
-                name: format!("pod-{uid}"),
-                namespace: "ns".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
+            uid: uid.into(),
+            name: format!("pod-{uid}"),
+            namespace: "ns".into(),
+            ready: true,
         };
-        let container = |id: &str, uid: Option<&str>| pb::Container {
+        let container = |id: &str, uid: Option<&str>| ListedContainer {
             id: id.into(),
-            labels: uid
-                .map(|u| HashMap::from([(labels::POD_UID.to_owned(), u.to_owned())]))
-                .unwrap_or_default(),
-            state: pb::ContainerState::CONTAINER_RUNNING.into(),
+            pod_uid: uid.map(str::to_owned),
+            state: pb::ContainerState::CONTAINER_RUNNING,
             ..Default::default()
         };
         let pods = group_into_pods(

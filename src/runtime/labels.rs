@@ -20,9 +20,10 @@ use crate::api::pod::{
 };
 use crate::runtime::hash::ContainerHashes;
 
-pub const POD_NAME: &str = "io.kubernetes.pod.name";
-pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-pub const POD_UID: &str = "io.kubernetes.pod.uid";
+// Named where the relist's lean listing reads them.
+pub use crate::cri::{
+    POD_NAMESPACE_LABEL as POD_NAMESPACE, POD_NAME_LABEL as POD_NAME, POD_UID_LABEL as POD_UID,
+};
 pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
 
 pub const CONTAINER_HASH: &str = "io.kubernetes.container.hash";
