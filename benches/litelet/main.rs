@@ -5,7 +5,8 @@
 //!
 //! Arguments (after `--`): names of scenarios to run (default all): `startup`,
 //! `footprint`, `latency`, `resize`, `scale`, `streams` (log follows held on the node
-//! API, `streams.rs`), `containerd`, `binary`, `real` (a real kube-apiserver from
+//! API, `streams.rs`), `relist` (what the PLEG's listing costs at 100 pods, read lean
+//! and decoded whole, `relist.rs`), `containerd`, `binary`, `real` (a real kube-apiserver from
 //! `KUBEBUILDER_ASSETS` and a real containerd, `real.rs`), and, only when named,
 //! `side-by-side` (litelet against the upstream kubelet on the same real control
 //! plane, `side_by_side.rs`; over an hour).
@@ -23,6 +24,7 @@ mod support;
 mod cluster;
 mod process;
 mod real;
+mod relist;
 mod report;
 mod scenarios;
 mod side_by_side;
@@ -213,6 +215,9 @@ fn main() {
         run(&format!("streams, {n} held"), &mut rows, &|rows| {
             streams::streams(&settings, rows, n)
         });
+    }
+    if wants("relist") {
+        run("relist", &mut rows, &|rows| relist::relist(rows));
     }
     if wants("containerd") {
         run("real containerd", &mut rows, &|rows| {

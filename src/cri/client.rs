@@ -150,7 +150,7 @@ impl RuntimeClient {
         /// All sandboxes matching a filter.
         list_pod_sandbox, list_pod_sandbox_opt, ListPodSandboxRequest => ListPodSandboxResponse, timeout);
     /// [`Self::list_pod_sandbox`] with only what a relist reads decoded
-    /// ([`super::listing`]).
+    /// (`cri/listing.rs`).
     pub fn list_pod_sandbox_lean(
         &self,
         request: &pb::ListPodSandboxRequest,
@@ -190,7 +190,7 @@ impl RuntimeClient {
         /// All containers matching a filter.
         list_containers, list_containers_opt, ListContainersRequest => ListContainersResponse, timeout);
     /// [`Self::list_containers`] with only what a relist reads decoded
-    /// ([`super::listing`]).
+    /// (`cri/listing.rs`).
     pub fn list_containers_lean(
         &self,
         request: &pb::ListContainersRequest,
