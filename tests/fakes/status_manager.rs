@@ -653,15 +653,18 @@ fn failed_patches_are_retried_with_backoff() {
     fake.inject(Fail::status(500).times(10).verb("patch"));
     let m = start(&fake, Flags::new().hooks());
     m.set_pod_status(&pod, running(true));
-    assert!(wait_until(LONG, || phase_of(&fake, "web") == "Running"));
-    let codes: Vec<u16> = fake
-        .requests()
-        .into_iter()
-        .filter(|r| r.verb == "patch")
-        .map(|r| r.status)
-        .collect();
+    let patch_codes = || -> Vec<u16> {
+        let requests = fake.requests().into_iter();
+        requests
+            .filter(|r| r.verb == "patch")
+            .map(|r| r.status)
+            .collect()
+    };
+    // The fake logs a request after it changed the pod: wait for the log too.
+    assert!(wait_until(LONG, || patch_codes().last() == Some(&200)));
+    assert_eq!(phase_of(&fake, "web"), "Running");
+    let codes = patch_codes();
     assert_eq!(codes.iter().filter(|c| **c == 500).count(), 10);
-    assert_eq!(codes.last(), Some(&200));
     // Three manager attempts, each starting with a fresh GET.
     assert_eq!(gets(&fake, "web"), 3);
 }
