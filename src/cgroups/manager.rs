@@ -516,6 +516,27 @@ impl PodCgroupManager {
             .find(|name| self.fs.exists(name)))
     }
 
+    /// [`Self::find_pod`] for a pod at hand: its own QoS class's place is looked at
+    /// first (a pod's class never changes), so a periodic sync costs one lookup, not
+    /// one per class passed.
+    pub fn find_pod_of(&self, pod: &Pod) -> Result<Option<CgroupName>, CgroupError> {
+        let expected = self.on_disk(&self.pod_cgroup(pod)?)?;
+        if self.fs.exists(&expected) {
+            return Ok(Some(expected));
+        }
+        self.find_pod(pod.uid())
+    }
+
+    /// The current settings of the pod cgroup found at `name` (by [`Self::find_pod`]).
+    pub fn read_found(&self, name: &CgroupName) -> Result<CgroupResources, CgroupError> {
+        self.fs.read(name)
+    }
+
+    /// The memory usage of the pod cgroup found at `name`, in bytes.
+    pub fn memory_usage_found(&self, name: &CgroupName) -> Result<u64, CgroupError> {
+        self.fs.memory_usage(name)
+    }
+
     fn existing(&self, uid: &str) -> Result<CgroupName, CgroupError> {
         self.find_pod(uid)?.ok_or_else(|| CgroupError::PodNotFound {
             uid: uid.to_owned(),

@@ -267,6 +267,26 @@ fn updates_reads_and_usage_by_uid() {
 }
 
 #[test]
+fn a_pod_at_hand_is_found_under_its_own_class_and_else_wherever_it_is() {
+    let (model, manager) = v1_setup(ManagerConfig::default());
+    let dir = "/kubepods/burstable/podu1";
+    model.populate(dir);
+    model.set("memory", dir, "memory.usage_in_bytes", "4096\n");
+    let found = manager.find_pod_of(&burstable("u1")).unwrap();
+    assert_eq!(found.as_ref().map(|n| n.to_string()), Some(dir.to_owned()));
+    let found = found.unwrap();
+    assert_eq!(
+        manager.read_found(&found).unwrap(),
+        manager.read_pod_resources("u1").unwrap()
+    );
+    assert_eq!(manager.memory_usage_found(&found).unwrap(), 4096);
+    // The same UID seen with another class (its cgroup made under the old one).
+    let elsewhere = manager.find_pod_of(&guaranteed("u1")).unwrap();
+    assert_eq!(elsewhere.map(|n| n.to_string()), Some(dir.to_owned()));
+    assert_eq!(manager.find_pod_of(&best_effort("nobody")).unwrap(), None);
+}
+
+#[test]
 fn list_and_remove_pods_v1() {
     let (model, manager) = v1_setup(ManagerConfig::default());
     let dirs = [

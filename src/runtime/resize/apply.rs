@@ -53,16 +53,16 @@ fn pod_view(
         pod: pod.full_name(),
         source,
     };
-    let uid = pod.uid();
-    if cgroups.find_pod(uid).map_err(read_error)?.is_none() {
+    let Some(found) = cgroups.find_pod_of(pod).map_err(read_error)? else {
         log::warn!(
-            "pod {} ({uid}) has no pod cgroup; resizing its containers only",
-            pod.full_name()
+            "pod {} ({}) has no pod cgroup; resizing its containers only",
+            pod.full_name(),
+            pod.uid()
         );
         return Ok(None);
-    }
-    let current = cgroups.read_pod_resources(uid).map_err(read_error)?;
-    let memory_usage = cgroups.memory_usage(uid).map_err(read_error)?;
+    };
+    let current = cgroups.read_found(&found).map_err(read_error)?;
+    let memory_usage = cgroups.memory_usage_found(&found).map_err(read_error)?;
     Ok(Some(PodCgroupView {
         current: cgroups.normalize(&current),
         desired: cgroups.normalize(&cgroups.pod_resources(pod)),
