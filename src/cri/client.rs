@@ -155,9 +155,9 @@ impl RuntimeClient {
         &self,
         request: &pb::ListPodSandboxRequest,
     ) -> Result<Vec<ListedSandbox>, CriError> {
-        let method = &super::listing::LIST_POD_SANDBOX;
+        let (client, method) = (&self.stub.client, &super::listing::LIST_POD_SANDBOX);
         call("list_pod_sandbox", || {
-            (self.stub.client).unary_call(method, request, deadline(self.timeout))
+            client.unary_call(method, request, deadline(self.timeout))
         })
         .map(|listed| listed.0)
     }
@@ -195,9 +195,9 @@ impl RuntimeClient {
         &self,
         request: &pb::ListContainersRequest,
     ) -> Result<Vec<ListedContainer>, CriError> {
-        let method = &super::listing::LIST_CONTAINERS;
+        let (client, method) = (&self.stub.client, &super::listing::LIST_CONTAINERS);
         call("list_containers", || {
-            (self.stub.client).unary_call(method, request, deadline(self.timeout))
+            client.unary_call(method, request, deadline(self.timeout))
         })
         .map(|listed| listed.0)
     }
