@@ -45,24 +45,22 @@ status=0
 "$cargo" test --no-fail-fast --lib --bins "${targets[@]}" || status=$?
 "$cargo" test --no-fail-fast --doc || status=$?
 
-apart_status=0
-wait "$apart_pid" || apart_status=$?
-echo
-echo "=== tests/$apart.rs (ran beside the binaries above) ==="
-cat "$log"
-if [ "$apart_status" -ne 0 ]; then
-  echo "tests/$apart.rs failed (exit $apart_status)" >&2
-  status=1
-fi
-if [ -n "$dist_pid" ]; then
-  dist_status=0
-  wait "$dist_pid" || dist_status=$?
+# Waits for a job started beside the tests, prints its log under a title and
+# marks the run failed if the job failed.
+report_beside() {
+  local title=$1 pid=$2 job_log=$3 job_status=0
+  wait "$pid" || job_status=$?
   echo
-  echo "=== the release binary for the package checks (built beside the tests) ==="
-  cat "$dist_log"
-  if [ "$dist_status" -ne 0 ]; then
-    echo "the release build beside the tests failed (exit $dist_status)" >&2
+  echo "=== $title ==="
+  cat "$job_log"
+  if [ "$job_status" -ne 0 ]; then
+    echo "$title: failed (exit $job_status)" >&2
     status=1
   fi
+}
+report_beside "tests/$apart.rs (ran beside the binaries above)" "$apart_pid" "$log"
+if [ -n "$dist_pid" ]; then
+  report_beside "the release binary for the package checks (built beside the tests)" \
+    "$dist_pid" "$dist_log"
 fi
 exit "$status"

@@ -81,15 +81,6 @@ fn add_pod(runtime: &RuntimeClient, i: usize) {
     let mut labels = pod_labels.to_vec();
     labels.push(("io.kubernetes.container.name", "main".into()));
     let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "main".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: IMAGE.into(),
-            ..Default::default()
-        }),
-        labels: strings(&labels),
         annotations: strings(&[
             ("io.kubernetes.container.hash", "3b7ed2a1".into()),
             (
@@ -107,7 +98,7 @@ fn add_pod(runtime: &RuntimeClient, i: usize) {
             ),
             ("io.kubernetes.pod.terminationGracePeriod", "30".into()),
         ]),
-        ..Default::default()
+        ..fake_cri::container_config("main", IMAGE, strings(&labels))
     };
     fake_cri::run_container(runtime, &sandbox, config);
 }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::fake_cri::FakeCri;
+use crate::support::fake_cri::{self, FakeCri};
 use crate::support::wait_until;
 use crossbeam_channel::Receiver;
 use grpcio::RpcStatusCode;
@@ -52,18 +52,7 @@ fn created_container(runtime: &RuntimeClient) -> String {
         .pod_sandbox_id;
     let mut container_labels = sandbox.labels.clone();
     container_labels.insert(labels::CONTAINER_NAME.into(), "main".into());
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "main".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: IMAGE.into(),
-            ..Default::default()
-        }),
-        labels: container_labels,
-        ..Default::default()
-    };
+    let config = fake_cri::container_config("main", IMAGE, container_labels);
     runtime
         .create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id,

@@ -91,20 +91,13 @@ impl Harness {
         let file = self.pod_dir(pod).join(&log_path);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "log line\n").unwrap();
-        let config = pb::ContainerConfig {
-            metadata: MessageField::some(pb::ContainerMetadata {
-                name: name.into(),
-                attempt,
-                ..Default::default()
-            }),
-            image: MessageField::some(pb::ImageSpec {
-                image: image.into(),
-                ..Default::default()
-            }),
-            labels: labels::container_labels(pod, name).into_iter().collect(),
-            log_path,
-            ..Default::default()
-        };
+        let mut config = fake_cri::container_config(
+            name,
+            image,
+            labels::container_labels(pod, name).into_iter().collect(),
+        );
+        config.metadata.mut_or_insert_default().attempt = attempt;
+        config.log_path = log_path;
         fake_cri::run_container(&self.runtime, sandbox, config)
     }
 
@@ -374,17 +367,12 @@ fn log_files_outside_the_pod_dir_are_left_alone() {
     std::fs::write(&outside, "keep me\n").unwrap();
     // A container whose runtime log path points outside the pod's directory.
     let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: "app".into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        labels: labels::container_labels(&web, "app").into_iter().collect(),
         log_path: "../../precious.log".into(),
-        ..Default::default()
+        ..fake_cri::container_config(
+            "app",
+            BUSYBOX,
+            labels::container_labels(&web, "app").into_iter().collect(),
+        )
     };
     let old = h
         .runtime

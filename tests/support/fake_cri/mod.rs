@@ -215,6 +215,30 @@ impl Drop for FakeCri {
     }
 }
 
+/// A container config as litelet writes one, reduced to what the fake and the
+/// relist read: container `name` of `image`, with `labels` (a pod's identity and
+/// the container's name); callers add what else they need with `..`.
+pub fn container_config(
+    name: &str,
+    image: &str,
+    labels: std::collections::HashMap<String, String>,
+) -> litelet::cri::pb::ContainerConfig {
+    use litelet::cri::pb;
+    use protobuf::MessageField;
+    pb::ContainerConfig {
+        metadata: MessageField::some(pb::ContainerMetadata {
+            name: name.into(),
+            ..Default::default()
+        }),
+        image: MessageField::some(pb::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        labels,
+        ..Default::default()
+    }
+}
+
 /// Creates and starts `config` in sandbox `sandbox_id` (without the sandbox's config,
 /// which the fake does not need); returns the container's ID.
 pub fn run_container(
