@@ -68,11 +68,14 @@ vm-if-enabled:
 # Benchmarks: the release binary against the fake CRI and API server (and
 # a private containerd as root); prints a table, writes bench-results.json. About 10
 # minutes, plus the first release build. `make bench ONLY="resize scale"` runs some.
+# EVENTS=1: the private containerd is 1.7, which streams container events
+# (scripts/containerd-with-events.sh), instead of Debian 12's 1.6.
 bench: deps
 	@assets="$${KUBEBUILDER_ASSETS:-}"; \
 	if [ -z "$$assets" ] && [ -f ../shared/k8s-assets/unpack.sh ]; then \
 		assets=$$(bash ../shared/k8s-assets/unpack.sh "$$HOME/.cache/k8s-assets" | tail -n 1); fi; \
-	KUBEBUILDER_ASSETS="$$assets" $(CARGO) bench --bench litelet -- $(ONLY)
+	if [ "$(EVENTS)" = 1 ]; then PATH="$$(./scripts/containerd-with-events.sh):$$PATH"; fi; \
+	KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH" $(CARGO) bench --bench litelet -- $(ONLY)
 
 # Upstream's node-conformance suite (the [NodeConformance] specs of the v1.36 e2e
 # suite) against litelet on a real control plane; about 17 minutes, needs root.

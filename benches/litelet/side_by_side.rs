@@ -34,6 +34,22 @@ fn upstream_kubelet() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
+/// `containerd --version`'s words after the module path ("1.7.24~ds1 ..."), as found
+/// on PATH, which is what the private containerd runs.
+fn containerd_version() -> String {
+    let out = std::process::Command::new("containerd")
+        .arg("--version")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            format!("containerd {}", words.get(2).copied().unwrap_or("?"))
+        }
+        _ => "containerd (version unknown)".into(),
+    }
+}
+
 /// Runs the sequence on a fresh node `name`, upstream's kubelet when `upstream` is set.
 fn run(settings: &Settings, name: &str, upstream: Option<&PathBuf>) -> Option<Measured> {
     let mut node = RealNode::prepare(
@@ -128,6 +144,14 @@ pub fn side_by_side(settings: &Settings, rows: &mut Vec<Row>) {
         ));
         return;
     }
+    // Which containerd both ran on: 1.7 streams container events (`make bench EVENTS=1`),
+    // 1.6 does not, and the exit → status row depends on it.
+    rows.push(Row::new(
+        SCENARIO,
+        &format!("runtime: {}", containerd_version()),
+        0.0,
+        "",
+    ));
     let Some(ours) = run(settings, "sbs-litelet", None) else {
         rows.push(Row::new(SCENARIO, "skipped (no control plane)", 0.0, ""));
         return;
