@@ -515,11 +515,22 @@ impl Pleg {
             log::debug!("pleg: an event names no known pod; relisting");
             self.relist();
         }
+        let started = Instant::now();
         let mut to_send = Vec::new();
+        let count = pods.len();
         for (uid, name, namespace) in pods {
             to_send.extend(self.refresh_pod(&uid, &name, &namespace));
         }
         self.last_relist.update(Arc::clone(&self.previous));
+        if log::log_enabled!(log::Level::Debug) {
+            let oldest = batch.iter().map(|e| e.age(SystemTime::now())).max();
+            log::debug!(
+                "pleg: {} container events, oldest {oldest:?} old: {count} pods inspected in {:?}, {} lifecycle events",
+                batch.len(),
+                started.elapsed(),
+                to_send.len()
+            );
+        }
         self.send(to_send);
     }
 

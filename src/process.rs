@@ -15,12 +15,15 @@
 
 use std::any::Any;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
 /// A receiver that never gets a message and disconnects when shutdown begins.
@@ -47,6 +50,40 @@ fn wait_for_signal(set: SigSet, sender: Sender<()>) {
         Err(err) => log::error!("waiting for signals failed: {err}; shutting down"),
     }
     drop(sender);
+}
+
+/// A descriptor that hangs up when shutdown begins, for loops that wait in `poll` on
+/// sockets: with it in their poll set they sleep until there is work or shutdown,
+/// instead of waking on a timer to look at the [`Shutdown`] channel. A `stop-fd`
+/// thread holds the write end of a pipe and drops it when the channel disconnects.
+pub struct ShutdownFd {
+    read: OwnedFd,
+}
+
+impl ShutdownFd {
+    /// Starts watching `shutdown`.
+    pub fn new(shutdown: Shutdown) -> io::Result<Arc<ShutdownFd>> {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+        // Essential: an unwinding thread would drop the write end and stop the loops
+        // as if shutdown had begun.
+        spawn_essential("stop-fd", 64 * 1024, move || {
+            let _ = shutdown.recv();
+            drop(write);
+        })?;
+        Ok(Arc::new(ShutdownFd { read }))
+    }
+
+    /// True once shutdown has begun (the pipe hung up).
+    pub fn is_set(&self) -> bool {
+        let mut fds = [PollFd::new(self.read.as_fd(), PollFlags::POLLIN)];
+        nix::poll::poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+    }
+}
+
+impl AsFd for ShutdownFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
 }
 
 /// The kubelet's own `oom_score_adj` unless `oomScoreAdj` says otherwise (upstream's
@@ -189,6 +226,25 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shutdown_fd_wakes_a_poll_when_the_channel_disconnects() {
+        let (tx, rx) = bounded::<()>(0);
+        let stop = ShutdownFd::new(rx).unwrap();
+        assert!(!stop.is_set());
+        let waiter = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut fds = [PollFd::new(stop.as_fd(), PollFlags::POLLIN)];
+                nix::poll::poll(&mut fds, PollTimeout::from(10_000u16)).unwrap()
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "woke before shutdown");
+        drop(tx);
+        assert_eq!(waiter.join().unwrap(), 1, "the poll timed out");
+        assert!(stop.is_set());
+    }
 
     #[test]
     fn oom_score_adj_is_checked_and_a_refused_write_is_survived() {

@@ -304,7 +304,11 @@ fn one_pod_alone(node: &RealNode, runs: usize) -> Vec<Duration> {
 }
 
 /// Container exit → terminated in the status, `runs` times: the container exits as
-/// soon as a file shows up in a hostPath directory the harness writes.
+/// soon as a file shows up in a hostPath directory the harness writes. The file is
+/// written at a different delay after the pod is ready each time, spread evenly over
+/// a second: a kubelet that relists every second reported the pod ready at some
+/// point of its relist period, so exits at one fixed delay after that would all land
+/// at the same point of the next period and measure that point, not the average.
 fn container_exits(node: &RealNode, runs: usize) -> Vec<Duration> {
     let signal_dir = node.dir().join("exit-signal");
     let _ = std::fs::create_dir_all(&signal_dir);
@@ -325,6 +329,8 @@ fn container_exits(node: &RealNode, runs: usize) -> Vec<Duration> {
         poll_until("exit pod running", || {
             get_pod(node, &name).is_some_and(|p| running_and_ready(&p))
         });
+        let phase = Duration::from_secs(1) * (2 * i as u32 + 1) / (2 * runs as u32);
+        std::thread::sleep(phase);
         let t0 = Instant::now();
         let _ = std::fs::write(signal_dir.join(&flag), b"");
         let t = poll_until("container terminated in status", || {

@@ -75,7 +75,7 @@ impl NodeLister {
 
 /// Starts `node-watch` (and its `node-watch-stop` helper), which keeps `lister`
 /// current until `shutdown` fires.
-pub fn spawn(
+pub(super) fn spawn(
     client: &ApiClient,
     node_name: &str,
     lister: NodeLister,

@@ -345,6 +345,12 @@ impl Budget {
         due
     }
 
+    /// True while sockets wait for their turn (they expire, so the accept loop must
+    /// look at them on a timer).
+    pub fn has_waiting(&self) -> bool {
+        !self.lock().waiting.is_empty()
+    }
+
     /// Pending and waiting connections, and the authorized ones by class, now.
     pub fn open(&self) -> (usize, usize, Open) {
         let state = self.lock();

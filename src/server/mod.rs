@@ -5,8 +5,8 @@
 //! SubjectAccessReview authorization.
 //!
 //! Shape: synchronous, no async runtime. Each listener has an accept thread
-//! (`srv-api`, `srv-healthz`) that polls with a short timeout so it sees shutdown,
-//! and each accepted connection gets its own `srv-conn` thread while its budget
+//! (`srv-api`, `srv-healthz`) that sleeps in `poll` until a connection, a freed place
+//! or shutdown (a [`crate::process::ShutdownFd`]) needs it, and each accepted connection gets its own `srv-conn` thread while its budget
 //! allows ([`budget`] on the API port: a small budget for connections still in their
 //! handshake and first request, with a per-address share beyond which sockets wait
 //! their turn; authorized connections by class, the API server's client certificate
@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::Receiver;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::api::ApiClient;
@@ -53,6 +53,7 @@ use crate::kubelet::snapshot::PodSnapshot;
 use crate::metrics;
 use crate::pleg::PlegHealth;
 use crate::pod_workers::stack::StackTop;
+use crate::process::ShutdownFd;
 use crate::runtime::cache::PodStatusCache;
 use crate::status::manager::StatusManager;
 use auth::{Authenticator, TokenCacheTtl};
@@ -366,14 +367,18 @@ pub fn start(
         tls: Some(tls_config),
         stopping: AtomicBool::new(false),
     });
+    let stop = ShutdownFd::new(shutdown).map_err(|source| ServerError::Spawn {
+        name: "stop-fd",
+        source,
+    })?;
     let mut threads = Vec::new();
     let start_loop = |name: &'static str, listener: TcpListener, admit: Admit| {
         let shared = shared.clone();
-        let shutdown = shutdown.clone();
+        let stop = stop.clone();
         // Essential: a dead accept loop would leave a node that looks alive to its
         // service manager but answers no one.
         crate::process::spawn_essential(name, 128 * 1024, move || {
-            accept_loop(shared, listener, admit, shutdown)
+            accept_loop(shared, listener, admit, &stop)
         })
         .map_err(|source| ServerError::Spawn { name, source })
     };
@@ -468,31 +473,42 @@ pub(crate) fn settle_stack() {
 
 /// Accepts connections until shutdown; one thread per connection while the budget
 /// allows.
-fn accept_loop(shared: Arc<Shared>, listener: TcpListener, admit: Admit, shutdown: Receiver<()>) {
+fn accept_loop(shared: Arc<Shared>, listener: TcpListener, admit: Admit, stop: &ShutdownFd) {
     let server = match admit {
         Admit::Budget(_) => "api",
         Admit::Slots { .. } => "healthz",
     };
     let patience = shared.config.limits.unauthenticated_timeout;
     loop {
-        if matches!(shutdown.try_recv(), Err(TryRecvError::Disconnected)) {
-            shared.stopping.store(true, Ordering::Relaxed);
-            return;
-        }
-        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let mut fds = vec![
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        // Sockets in the waiting room expire after `patience`: look at them every
+        // 200 ms while there are any. Otherwise nothing is due until a connection, a
+        // freed place (the budget's wake fd) or shutdown.
+        let mut timeout = PollTimeout::NONE;
         if let Admit::Budget(budget) = &admit {
             fds.push(PollFd::new(budget.wake_fd(), PollFlags::POLLIN));
+            if budget.has_waiting() {
+                timeout = PollTimeout::from(200u16);
+            }
         }
-        let ready = match nix::poll::poll(&mut fds, PollTimeout::from(200u16)) {
-            Ok(n) => n > 0 && fds[0].revents().is_some_and(|r| !r.is_empty()),
-            Err(nix::errno::Errno::EINTR) => false,
+        let woken = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+        let (ready, stopping) = match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) => (woken(&fds[0]), woken(&fds[1])),
+            Err(nix::errno::Errno::EINTR) => (false, false),
             Err(err) => {
                 log::error!("node server {server}: poll failed: {err}");
                 std::thread::sleep(Duration::from_millis(200));
-                false
+                (false, stop.is_set())
             }
         };
         drop(fds);
+        if stopping {
+            shared.stopping.store(true, Ordering::Relaxed);
+            return;
+        }
         if let Admit::Budget(budget) = &admit {
             start_due(&shared, budget, patience);
         }

@@ -76,7 +76,9 @@ struct Node {
     pods: PodSnapshot,
     runtime: RuntimeClient,
     prober: Option<ProbeManager>,
-    _stop: Sender<()>,
+    stop: Sender<()>,
+    /// The accept threads.
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 fn now_secs() -> u64 {
@@ -145,7 +147,8 @@ fn start(setup: Setup) -> Node {
         pods,
         runtime,
         prober,
-        _stop: stop,
+        stop,
+        threads: handle.threads,
     }
 }
 
@@ -280,6 +283,23 @@ fn write_log(path: &Path, lines: &[&str]) {
         text.push('\n');
     }
     std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn the_accept_threads_end_soon_after_shutdown_begins() {
+    let node = start(Setup::default());
+    assert_eq!(node.get(None, "/healthz").status, 401);
+    // Idle a while first: the threads are asleep in poll, with no timer to wake them.
+    std::thread::sleep(Duration::from_millis(300));
+    let Node { stop, threads, .. } = node;
+    drop(stop);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for thread in threads {
+        while !thread.is_finished() {
+            assert!(Instant::now() < deadline, "an accept thread did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 #[test]

@@ -444,6 +444,13 @@ impl RealNode {
 impl Drop for RealNode {
     fn drop(&mut self) {
         self.stop();
+        // The benchmark's `LITELET_BENCH_KEEP_LOGS=DIR`: the node's log, by node name.
+        if let Ok(dir) = std::env::var("LITELET_BENCH_KEEP_LOGS") {
+            let _ = std::fs::copy(
+                self.dir.path().join("litelet.log"),
+                Path::new(&dir).join(format!("{}.log", self.name)),
+            );
+        }
         // Stop the sandboxes litelet left running (it leaves containers alone when it
         // exits), so the runtime tears their networks down before it goes.
         self.remove_sandboxes();

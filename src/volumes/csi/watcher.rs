@@ -11,10 +11,11 @@
 //! upstream's "false" causes) while the node is merely cut off. A socket that goes
 //! away deregisters its driver (Node annotation and CSINode entry).
 //!
-//! The watch is only a prompt: every wake-up (event, or the 1 s poll timeout)
-//! reconciles the folder's listing against what is registered, so a missed event or
-//! a watch that cannot be set up only delays things. Shutdown: the `shutdown`
-//! receiver disconnecting ends the loop within one poll timeout.
+//! The watch is only a prompt: every wake-up (an event, a failed registration's
+//! retry time, or a rescan once a minute) reconciles the folder's listing against
+//! what is registered, so a missed event only delays things; without a watch the
+//! folder is listed every second. The thread sleeps in `poll` in between, shutdown
+//! (a [`crate::process::ShutdownFd`]) in the same set.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::Receiver;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
@@ -33,13 +34,18 @@ use super::publish::{self, DriverInfo};
 use super::registration::{validate, Accepted};
 use super::{CsiError, Driver, Drivers};
 use crate::api::{ApiClient, ApiError};
+use crate::process::ShutdownFd;
 
 /// `<root-dir>/plugins_registry`.
 pub fn registry_dir(root: &Path) -> PathBuf {
     root.join("plugins_registry")
 }
 
+/// How often the folder is listed when no inotify watch could be set up.
 const POLL: Duration = Duration::from_secs(1);
+/// How often the folder is listed while the watch works: only a safety net for a
+/// missed event (upstream's watcher has none).
+const RESCAN: Duration = Duration::from_secs(60);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why one registration attempt failed.
@@ -86,7 +92,8 @@ pub fn spawn(
         drivers,
         sockets: BTreeMap::new(),
     };
-    crate::process::spawn_essential("plugins", 512 * 1024, move || watcher.run(&shutdown))
+    let stop = ShutdownFd::new(shutdown)?;
+    crate::process::spawn_essential("plugins", 512 * 1024, move || watcher.run(&stop))
 }
 
 struct Watcher {
@@ -98,19 +105,13 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn run(&mut self, shutdown: &Receiver<()>) {
+    fn run(&mut self, stop: &ShutdownFd) {
         log::info!(
             "plugins: watching {} for plugin sockets",
             self.dir.display()
         );
         let mut inotify: Option<Inotify> = None;
         loop {
-            if matches!(
-                shutdown.try_recv(),
-                Err(TryRecvError::Disconnected) | Ok(())
-            ) {
-                return;
-            }
             if inotify.is_none() {
                 inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
                     .and_then(|i| {
@@ -124,16 +125,42 @@ impl Watcher {
                     .ok();
             }
             self.reconcile();
+            let wait = match &inotify {
+                Some(_) => self.next_retry(Instant::now()).unwrap_or(RESCAN),
+                None => POLL,
+            };
+            let timeout = PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX);
+            let mut fds = vec![PollFd::new(stop.as_fd(), PollFlags::POLLIN)];
             if let Some(i) = &inotify {
-                let mut fds = [PollFd::new(i.as_fd(), PollFlags::POLLIN)];
-                let timeout = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::MAX);
-                if poll(&mut fds, timeout).is_ok_and(|n| n > 0) && i.read_events().is_err() {
-                    inotify = None;
-                }
-            } else {
-                std::thread::sleep(POLL);
+                fds.push(PollFd::new(i.as_fd(), PollFlags::POLLIN));
+            }
+            let woken = poll(&mut fds, timeout).is_ok_and(|n| n > 0);
+            let stopping = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let event = fds
+                .get(1)
+                .and_then(|fd| fd.revents())
+                .is_some_and(|r| !r.is_empty());
+            drop(fds);
+            if stopping {
+                return;
+            }
+            if woken && event && inotify.as_ref().is_some_and(|i| i.read_events().is_err()) {
+                inotify = None;
             }
         }
+    }
+
+    /// How long until the earliest failed registration is due again, if any.
+    fn next_retry(&self, now: Instant) -> Option<Duration> {
+        self.sockets
+            .values()
+            .filter_map(|state| match state {
+                SocketState::Failing { retry_at, .. } => {
+                    Some(retry_at.saturating_duration_since(now))
+                }
+                _ => None,
+            })
+            .min()
     }
 
     /// Registers new sockets, deregisters vanished ones.
