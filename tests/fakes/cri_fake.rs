@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::fake_cri::FakeCri;
+use crate::support::fake_cri::{self, FakeCri};
 use crate::support::wait_until;
 use grpcio::RpcStatusCode;
 use litelet::cri::{pb, CriError, RuntimeClient};
@@ -32,17 +32,7 @@ fn sandbox(runtime: &RuntimeClient, name: &str) -> String {
 }
 
 fn create(runtime: &RuntimeClient, sandbox_id: &str, name: &str) -> Result<String, CriError> {
-    let config = pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let config = fake_cri::container_config(name, BUSYBOX, Default::default());
     runtime
         .create_container(&pb::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.into(),

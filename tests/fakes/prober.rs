@@ -77,17 +77,7 @@ fn world() -> World {
 impl World {
     /// Creates and starts a container; returns its ID.
     fn run(&self, name: &str) -> String {
-        let config = pb::ContainerConfig {
-            metadata: MessageField::some(pb::ContainerMetadata {
-                name: name.into(),
-                ..Default::default()
-            }),
-            image: MessageField::some(pb::ImageSpec {
-                image: BUSYBOX.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let config = fake_cri::container_config(name, BUSYBOX, Default::default());
         fake_cri::run_container(&self.runtime, &self.sandbox, config)
     }
 

@@ -243,16 +243,7 @@ pub fn busybox_container(
     let mut labels = sandbox.labels.clone();
     labels.insert("io.kubernetes.container.name".into(), name.into());
     pb::ContainerConfig {
-        metadata: MessageField::some(pb::ContainerMetadata {
-            name: name.into(),
-            ..Default::default()
-        }),
-        image: MessageField::some(pb::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
         command: command.iter().map(|s| (*s).to_owned()).collect(),
-        labels,
         log_path: format!("{name}/0.log"),
         linux: MessageField::some(pb::LinuxContainerConfig {
             security_context: MessageField::some(pb::LinuxContainerSecurityContext {
@@ -261,7 +252,7 @@ pub fn busybox_container(
             }),
             ..Default::default()
         }),
-        ..Default::default()
+        ..super::fake_cri::container_config(name, BUSYBOX, labels)
     }
 }
 
