@@ -60,8 +60,11 @@ fn heartbeat(node: &RealNode) -> String {
 /// heartbeat newer than before the restart).
 fn restart_and_wait_for_a_status(node: &mut RealNode) {
     let before = heartbeat(node);
+    // The heartbeat has one-second resolution: on a busy machine the restarted
+    // litelet's first status could otherwise fall in the same second as the last one
+    // and look unchanged (the next report is 5 minutes away).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     node.restart();
-    // Seconds pass between the last heartbeat and the restarted litelet's first.
     node.wait_for("a status sent after the restart", || {
         heartbeat(node) != before
     });
